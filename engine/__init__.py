@@ -1,0 +1,64 @@
+"""ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
+
+from engine.errors import (
+    ConfigError,
+    ContextDeskError,
+    ContextOverflowError,
+    ImportFormatError,
+    MessageFormatError,
+    NotADatabaseError,
+    NotFoundError,
+    ResultStoreError,
+    SchemaVersionError,
+    StoreError,
+    SummarizerUnavailableError,
+    TokenizerError,
+    ValidationError,
+)
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.messages import (
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from engine.store import SessionStore
+from engine.tokens import Tokenizer, get_tokenizer
+from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ComponentTokens",
+    "ConfigError",
+    "ContextDeskError",
+    "ContextEvent",
+    "ContextOverflowError",
+    "DocumentBlock",
+    "ImageBlock",
+    "ImportFormatError",
+    "Message",
+    "MessageFormatError",
+    "NotADatabaseError",
+    "NotFoundError",
+    "ProviderUsage",
+    "ResultStoreError",
+    "SchemaVersionError",
+    "SessionStore",
+    "StoreError",
+    "SummarizerUnavailableError",
+    "TextBlock",
+    "ThinkingBlock",
+    "Tokenizer",
+    "TokenizerError",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "ValidationError",
+    "find_safe_boundary",
+    "get_tokenizer",
+    "is_over_context_budget",
+    "parse_turn_boundaries",
+]

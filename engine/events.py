@@ -1,0 +1,87 @@
+"""Typed records of what the engine decided: component token breakdowns, provider usage, events.
+
+These are plain values built by the pure layers (budget, guard, compaction, offload) and
+persisted by the session manager into ``context_events``; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EventKind = Literal[
+    "guard",
+    "request",
+    "compaction",
+    "offload",
+    "deferral",
+    "tool_search",
+    "note",
+    "degraded",
+    "resume",
+    "restore",
+]
+COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+
+
+class ComponentTokens(BaseModel):
+    """Tokens of one request by component; ``offloaded_bytes`` is reported, not counted."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: int = Field(0, ge=0, description="Assembled system prompt.")
+    skills: int = Field(0, ge=0, description="Skill prompts.")
+    tools: int = Field(0, ge=0, description="Tool definitions sent.")
+    summary: int = Field(0, ge=0, description="Injected compaction summary.")
+    conversation: int = Field(0, ge=0, description="History messages, tool-result content excluded.")
+    tool_results: int = Field(0, ge=0, description="Tool-result content in the history.")
+    offloaded_bytes: int = Field(
+        0, ge=0, description="Bytes held in the result store instead of the context."
+    )
+
+    @property
+    def total(self) -> int:
+        return self.system + self.skills + self.tools + self.summary + self.conversation + self.tool_results
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in (*COMPONENTS, "offloaded_bytes")}
+
+
+class ProviderUsage(BaseModel):
+    """The provider's own count for one call: input + cache writes + cache reads is the whole prompt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    cache_read_input_tokens: int = Field(0, ge=0)
+    cache_creation_input_tokens: int = Field(0, ge=0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+
+class ContextEvent(BaseModel):
+    """One decision or observation, as stored in ``context_events``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: EventKind
+    trigger: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    turn_index: int | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    buffer_tokens: int | None = None
+    limit_tokens: int | None = None
+    projected_tokens: int | None = None
+    remaining_tokens: int | None = None
+    components: ComponentTokens | None = None
+    usage: ProviderUsage | None = None
+    message_seq: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,26 @@
+"""The session database: schema and migrations (schema.py), typed rows (records.py), SQLite store."""
+
+from engine.store.records import (
+    BlobRecord,
+    ContextState,
+    SessionRecord,
+    Snapshot,
+    StoredEvent,
+    StoredMessage,
+    ToolRecord,
+)
+from engine.store.schema import SCHEMA_VERSION, TABLE_NAMES
+from engine.store.sqlite import SessionStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TABLE_NAMES",
+    "BlobRecord",
+    "ContextState",
+    "SessionRecord",
+    "SessionStore",
+    "Snapshot",
+    "StoredEvent",
+    "StoredMessage",
+    "ToolRecord",
+]

@@ -1,0 +1,326 @@
+"""The session database schema: the one place that defines tables, and their migrations.
+
+Each migration is a small named function applied in order inside one transaction and
+recorded in ``_migrations``; applying them twice is a no-op. The schema is a supported
+interface (the dashboard and users' SQL read it); ``python -m engine.store.schema`` prints
+the Markdown reference in docs/schema.md, and a test checks that file matches this code.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: ``PRAGMA application_id`` of every ctxdesk database ("CTXD").
+APPLICATION_ID = 0x43545844
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    constraints: tuple[str, ...] = ()
+    indexes: tuple[str, ...] = ()
+
+    def create_sql(self) -> str:
+        lines = [f"  {c.name} {c.type}" for c in self.columns] + [f"  {c}" for c in self.constraints]
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n" + ",\n".join(lines) + "\n)"
+
+
+def _c(name: str, type_: str, doc: str) -> Column:
+    return Column(name, type_, doc)
+
+
+# Per-component token columns shared by events (what a request held, by component).
+_COMPONENT_COLUMNS = (
+    _c(
+        "system_tokens",
+        "INTEGER",
+        "Tokens of the assembled system prompt (base instructions, rules, memories).",
+    ),
+    _c("skills_tokens", "INTEGER", "Tokens of skill prompts."),
+    _c("tools_tokens", "INTEGER", "Tokens of the tool definitions sent (after deferral)."),
+    _c("summary_tokens", "INTEGER", "Tokens of the injected compaction summary."),
+    _c("conversation_tokens", "INTEGER", "Tokens of history messages, tool-result content excluded."),
+    _c("tool_results_tokens", "INTEGER", "Tokens of tool-result content in the history."),
+    _c(
+        "offloaded_bytes",
+        "INTEGER",
+        "Bytes of tool output held in tool_result_blobs instead (reported, not counted).",
+    ),
+)
+
+TABLES_V1: tuple[Table, ...] = (
+    Table(
+        "sessions",
+        "One agent session (or one sub-agent thread, with parent_session_id set).",
+        (
+            _c("id", "TEXT PRIMARY KEY", "Session id (uuid, or the source's own id)."),
+            _c("title", "TEXT", "Human-readable title."),
+            _c("model", "TEXT", "Model name the session ran against."),
+            _c("provider", "TEXT", "Provider name (anthropic, openai, ...)."),
+            _c("tokenizer", "TEXT", "Tokenizer id used for the per-message counts."),
+            _c("tokens_exact", "INTEGER NOT NULL DEFAULT 0", "1 when the tokenizer is exact for this model."),
+            _c("source", "TEXT NOT NULL DEFAULT 'engine'", "engine, demo, or import:<format>."),
+            _c("source_path", "TEXT", "File the session was imported from."),
+            _c(
+                "parent_session_id",
+                "TEXT REFERENCES sessions(id) ON DELETE CASCADE",
+                "Parent of a sub-agent thread.",
+            ),
+            _c("status", "TEXT NOT NULL DEFAULT 'active'", "active, final (forced final turn), ended."),
+            _c("settings_json", "TEXT", "Resolved window settings in force, with their sources (JSON)."),
+            _c("metadata_json", "TEXT", "Anything else about the session (JSON)."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC creation time."),
+            _c("updated_utc", "TEXT NOT NULL", "ISO-8601 UTC time of the last write."),
+        ),
+    ),
+    Table(
+        "messages",
+        "The full, append-only transcript. Never modified by compaction.",
+        (
+            _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Row id."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("seq", "INTEGER NOT NULL", "0-based position in the transcript."),
+            _c(
+                "turn_index", "INTEGER NOT NULL", "Turn the message belongs to (a turn starts at user input)."
+            ),
+            _c("role", "TEXT NOT NULL", "user, assistant or tool."),
+            _c(
+                "kind",
+                "TEXT NOT NULL",
+                "user_input, assistant, tool_use, tool_result (derived, for queries).",
+            ),
+            _c("message_uid", "TEXT", "The message's own id when the source has one."),
+            _c("content_json", "TEXT NOT NULL", "Canonical content: a JSON string or list of blocks."),
+            _c("text_preview", "TEXT", "First 200 characters of the message text."),
+            _c("tool_names", "TEXT", "Comma-separated tool names used or answered in the message."),
+            _c("pinned", "INTEGER NOT NULL DEFAULT 0", "1 when every compaction must keep the message."),
+            _c(
+                "tokens",
+                "INTEGER NOT NULL",
+                "Tokens of the message (framing included) by the session tokenizer.",
+            ),
+            _c(
+                "tool_result_tokens",
+                "INTEGER NOT NULL DEFAULT 0",
+                "Part of tokens that is tool-result content.",
+            ),
+            _c("tokenizer", "TEXT NOT NULL", "Tokenizer id that produced tokens."),
+            _c(
+                "provider_input_tokens",
+                "INTEGER",
+                "Provider usage of the call that produced this message: input.",
+            ),
+            _c("provider_output_tokens", "INTEGER", "... output tokens."),
+            _c("provider_cache_read_tokens", "INTEGER", "... cache read input tokens."),
+            _c("provider_cache_creation_tokens", "INTEGER", "... cache creation input tokens."),
+            _c("meta_json", "TEXT", "Provider-specific extras of the message (JSON)."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time the message was stored."),
+        ),
+        constraints=("UNIQUE (session_id, seq)",),
+        indexes=("CREATE INDEX IF NOT EXISTS messages_session_turn ON messages(session_id, turn_index)",),
+    ),
+    Table(
+        "session_snapshots",
+        "Compacted histories used for resume; the newest one per session wins.",
+        (
+            _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Snapshot id."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c(
+                "through_seq",
+                "INTEGER NOT NULL",
+                "Last transcript seq the snapshot covers; later messages follow it.",
+            ),
+            _c("messages_json", "TEXT NOT NULL", "The compacted history: a JSON list of messages."),
+            _c("summary", "TEXT", "Summary injected at request time alongside the snapshot."),
+            _c("message_count", "INTEGER NOT NULL", "Messages in messages_json."),
+            _c("tokens", "INTEGER NOT NULL", "Tokens of the compacted history (summary included)."),
+            _c("strategy", "TEXT NOT NULL", "Strategy (or chain) that produced it, or 'restore'."),
+            _c("event_id", "INTEGER REFERENCES context_events(id) ON DELETE SET NULL", "Compaction event."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC creation time."),
+        ),
+        indexes=("CREATE INDEX IF NOT EXISTS snapshots_session ON session_snapshots(session_id, id)",),
+    ),
+    Table(
+        "tool_result_blobs",
+        "Offloaded tool outputs, stored whole; the context holds a reference to ref_id.",
+        (
+            _c("ref_id", "TEXT PRIMARY KEY", "Reference given to the model (read_result ref_id)."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("tool_use_id", "TEXT", "tool_use id the output answered."),
+            _c("tool_name", "TEXT", "Tool that produced the output."),
+            _c("size_bytes", "INTEGER NOT NULL", "Size of content in bytes."),
+            _c("is_text", "INTEGER NOT NULL", "1 when content is valid UTF-8 text."),
+            _c("line_count", "INTEGER", "Lines of text (NULL for binary)."),
+            _c("sha256", "TEXT NOT NULL", "sha256 of content."),
+            _c("preview", "TEXT", "First 200 characters (text) or a description (binary)."),
+            _c("content", "BLOB NOT NULL", "The exact bytes of the output."),
+            _c("tokens", "INTEGER", "Tokens the output would have cost inline."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time it was stored."),
+        ),
+        indexes=("CREATE INDEX IF NOT EXISTS blobs_session ON tool_result_blobs(session_id)",),
+    ),
+    Table(
+        "context_states",
+        "Cached summaries with the transcript range they cover (sandwich, rolling, tree nodes).",
+        (
+            _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Row id."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("strategy", "TEXT NOT NULL", "Strategy that owns the cached summary."),
+            _c("level", "INTEGER NOT NULL DEFAULT 0", "Tree level (0 for flat summaries)."),
+            _c("range_start", "INTEGER NOT NULL", "First message index covered (inclusive)."),
+            _c("range_end", "INTEGER NOT NULL", "End of the covered range (exclusive)."),
+            _c("summary", "TEXT NOT NULL", "The summary text."),
+            _c("summary_tokens", "INTEGER NOT NULL", "Tokens of the summary."),
+            _c("summarizer", "TEXT NOT NULL", "Summarizer that wrote it (offline, anthropic:<model>)."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time."),
+        ),
+        indexes=("CREATE INDEX IF NOT EXISTS states_session ON context_states(session_id, strategy)",),
+    ),
+    Table(
+        "context_events",
+        "Every decision: guard evaluations, model requests, compactions, offloads, deferrals, degradations.",
+        (
+            _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Event id."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("seq", "INTEGER NOT NULL", "Order of the event within the session."),
+            _c("turn_index", "INTEGER", "Turn the event belongs to."),
+            _c(
+                "kind",
+                "TEXT NOT NULL",
+                "guard, request, compaction, offload, deferral, tool_search, note, degraded, resume.",
+            ),
+            _c(
+                "trigger",
+                "TEXT",
+                "turn_preflight, tool_preflight, compact_threshold, hard_block, manual, provider_error, ...",
+            ),
+            _c(
+                "outcome",
+                "TEXT",
+                "ok, note, forced_final, skipped_provider, compacted, noop, rejected, failed, ...",
+            ),
+            _c("reason", "TEXT", "Why, in words (e.g. context, token_budget_exceeded)."),
+            _c("provider", "TEXT", "Provider evaluated or called."),
+            _c("model", "TEXT", "Model evaluated or called."),
+            _c("context_window", "INTEGER", "Context window in force."),
+            _c("max_output_tokens", "INTEGER", "Output reserve in force."),
+            _c("buffer_tokens", "INTEGER", "Safety buffer in force."),
+            _c("limit_tokens", "INTEGER", "Effective limit the projection was compared with."),
+            _c("projected_tokens", "INTEGER", "Projected tokens of the request."),
+            _c("remaining_tokens", "INTEGER", "limit_tokens - projected_tokens."),
+            *_COMPONENT_COLUMNS,
+            _c("provider_input_tokens", "INTEGER", "Provider-reported input tokens (request events)."),
+            _c("provider_output_tokens", "INTEGER", "Provider-reported output tokens."),
+            _c("provider_cache_read_tokens", "INTEGER", "Provider-reported cache reads."),
+            _c("provider_cache_creation_tokens", "INTEGER", "Provider-reported cache writes."),
+            _c(
+                "message_seq",
+                "INTEGER",
+                "Transcript seq of the message the event is about (e.g. what tipped it).",
+            ),
+            _c(
+                "details_json",
+                "TEXT",
+                "Everything else, per kind (JSON): removed ids, strategies, sources, ...",
+            ),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time."),
+        ),
+        indexes=(
+            "CREATE INDEX IF NOT EXISTS events_session ON context_events(session_id, seq)",
+            "CREATE INDEX IF NOT EXISTS events_kind ON context_events(kind, outcome)",
+        ),
+    ),
+    Table(
+        "session_tools",
+        "Tool definitions a session offered, with their cost and category.",
+        (
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("name", "TEXT NOT NULL", "Tool name."),
+            _c("category", "TEXT NOT NULL", "builtin, mcp or skill."),
+            _c("server", "TEXT", "MCP server name for mcp tools."),
+            _c("tokens", "INTEGER NOT NULL", "Tokens of the definition."),
+            _c("definition_json", "TEXT NOT NULL", "The definition as sent (JSON)."),
+        ),
+        constraints=("PRIMARY KEY (session_id, name)",),
+    ),
+)
+
+TABLE_NAMES = tuple(t.name for t in TABLES_V1)
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    """Create every table of schema version 1."""
+    for table in TABLES_V1:
+        conn.execute(table.create_sql())
+        for index in table.indexes:
+            conn.execute(index)
+
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (("m001_initial", m001_initial),)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def apply_migrations(conn: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; return their names.
+
+    ``conn`` must be in autocommit mode (isolation_level=None). Safe to call again.
+    """
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_utc TEXT NOT NULL)")
+    applied: list[str] = []
+    for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("COMMIT")
+                continue
+            migrate(conn)
+            conn.execute(
+                "INSERT INTO _migrations (name, applied_utc) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                (name,),
+            )
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def schema_markdown() -> str:
+    """The Markdown reference of the schema (docs/schema.md is this text)."""
+    out = [
+        "# Session database schema",
+        "",
+        "<!-- generated by `python -m engine.store.schema > docs/schema.md`; a test checks it is current -->",
+        "",
+        f"Schema version {SCHEMA_VERSION} (`PRAGMA user_version`), `PRAGMA application_id` = {APPLICATION_ID}.",
+        "SQLite in WAL mode. Tables and columns below are a supported interface: the dashboard and",
+        "your own SQL may rely on them. Migrations applied are listed in `_migrations`.",
+        "",
+    ]
+    for table in TABLES_V1:
+        out += [f"## `{table.name}`", "", table.doc, "", "| column | type | meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | `{c.type}` | {c.doc} |" for c in table.columns]
+        if table.constraints:
+            out += ["", "Constraints: " + "; ".join(f"`{c}`" for c in table.constraints)]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(schema_markdown())

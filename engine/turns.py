@@ -1,0 +1,103 @@
+"""Turn structure of a message list: pure functions, no I/O.
+
+A turn starts at a user message that carries the user's input; a message that only returns
+tool results never starts one. A cut at index k keeps ``messages[k:]``; it is safe only at a
+turn boundary and only if no kept tool_result answers a tool_use that would be dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_user_input
+
+
+def parse_turn_boundaries(messages: Sequence[Message]) -> list[int]:
+    """Start index of each turn. Index 0 always starts one (even an assistant-first history)."""
+    if not messages:
+        return []
+    return [0, *(i for i in range(1, len(messages)) if is_user_input(messages[i]))]
+
+
+def turn_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """[start, end) of every turn, in order."""
+    starts = parse_turn_boundaries(messages)
+    return [(s, e) for s, e in zip(starts, [*starts[1:], len(messages)], strict=True)]
+
+
+def turn_indices(messages: Sequence[Message]) -> list[int]:
+    """The turn index of each message."""
+    out: list[int] = []
+    turn = 0
+    for i, message in enumerate(messages):
+        if i > 0 and is_user_input(message):
+            turn += 1
+        out.append(turn)
+    return out
+
+
+def is_safe_cut(messages: Sequence[Message], index: int) -> bool:
+    """True when keeping ``messages[index:]`` starts at a turn and orphans no tool_result."""
+    if index <= 0 or index >= len(messages) or not is_user_input(messages[index]):
+        return False
+    dropped_uses = {i for m in messages[:index] for i in m.tool_use_ids}
+    if not dropped_uses:
+        return True
+    return not any(rid in dropped_uses for m in messages[index:] for rid in m.tool_result_ids)
+
+
+def find_safe_boundary(
+    messages: Sequence[Message], index: int, *, prefer: Literal["backward", "forward"] = "backward"
+) -> int | None:
+    """Snap a cut point to the nearest safe turn boundary; ``None`` when there is none.
+
+    ``backward`` keeps more (the largest safe cut <= index) and falls back to the smallest
+    safe cut > index; ``forward`` does the opposite. A cut keeps at least one message and
+    drops at least one, so a single oversized turn has no safe cut.
+    """
+    index = max(0, min(index, len(messages)))
+    cuts = [b for b in parse_turn_boundaries(messages) if is_safe_cut(messages, b)]
+    if not cuts:
+        return None
+    before = [c for c in cuts if c <= index]
+    after = [c for c in cuts if c > index]
+    if prefer == "backward":
+        return before[-1] if before else after[0]
+    return after[0] if after else before[-1]
+
+
+def is_over_context_budget(
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] = (),
+    *,
+    context_window: int,
+    max_output_tokens: int,
+    tokenizer: Any,
+    system_tokens: int = 0,
+) -> bool:
+    """True when messages + tool definitions (+ system prompt) + max output exceed the window."""
+    needed = (
+        system_tokens + tokenizer.count_messages(messages) + tokenizer.count_tools(tools) + max_output_tokens
+    )
+    return needed > context_window
+
+
+def has_orphans(messages: Sequence[Message]) -> bool:
+    """True when a tool_result has no earlier tool_use, or a tool_use no later tool_result.
+
+    The last assistant message may hold unanswered tool uses (the tools are still running).
+    """
+    seen_uses: set[str] = set()
+    answered: set[str] = set()
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    pending_ok: set[str] = set(messages[last_assistant].tool_use_ids) if last_assistant >= 0 else set()
+    for message in messages:
+        for block in message.blocks:
+            if isinstance(block, ToolUseBlock):
+                seen_uses.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                if block.tool_use_id not in seen_uses:
+                    return True
+                answered.add(block.tool_use_id)
+    return bool(seen_uses - answered - pending_ok)
