@@ -115,7 +115,7 @@ class Message(BaseModel):
             return self.content
         parts: list[str] = []
         for block in self.content:
-            if isinstance(block, TextBlock) or isinstance(block, ToolResultBlock):
+            if isinstance(block, TextBlock | ToolResultBlock):
                 parts.append(block.text)
         return "\n".join(parts)
 
