@@ -12,6 +12,8 @@
     ├── ResultStoreError                read_result: bad ref id, offset, or foreign session
     ├── SummarizerUnavailableError      the summarizer failed (seeds' SERVICE_UNAVAILABLE)
     ├── ContextOverflowError            a request cannot be made to fit, even after compaction
+    ├── ProviderError                   the model provider failed (529/5xx, connection; status, retryable)
+    │   └── ContextLengthExceededError  the provider rejected the prompt as too long (400)
     └── ImportFormatError               a transcript file is none of the formats we read
 
 Errors carry what was wrong (which input, which field, which limit) as attributes
@@ -114,6 +116,22 @@ class ContextOverflowError(ContextDeskError):
         self.limit = limit
         self.projected = projected
         super().__init__(message)
+
+
+class ProviderError(ContextDeskError):
+    """The model provider failed: overloaded (529), a 5xx, a connection error, or a bad request."""
+
+    def __init__(
+        self, message: str, *, provider: str | None = None, status: int | None = None, retryable: bool = False
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ContextLengthExceededError(ProviderError):
+    """The provider rejected the request because the prompt does not fit the model's window."""
 
 
 class ImportFormatError(ContextDeskError):

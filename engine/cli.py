@@ -1,0 +1,484 @@
+"""The ``ctxdesk`` command line: dashboard, demo data, inspect, compact, import, models.
+
+Each command imports what it needs when it runs, so ``--help`` and ``--version`` work
+without the heavier layers. Errors of ours (:class:`ContextDeskError`) are caught here only,
+printed as one ``ctxdesk: error: ...`` line; exit 2 for usage errors, 1 for the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from engine.errors import ContextDeskError
+
+PROG = "ctxdesk"
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+DEFAULT_DASHBOARD_PORT = 8501
+#: Environment variable the dashboard reads its database paths from (os.pathsep-separated).
+DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATA_DIR = REPO_ROOT / "data"
+
+
+class UsageError(Exception):
+    """A command line that parses but asks for something impossible (exit 2)."""
+
+
+# -- output helpers --------------------------------------------------------------------------
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Rows as a plain-text table: numbers right-aligned with thousands separators, text left."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, int):
+            return f"{value:,}"
+        if isinstance(value, float):
+            return f"{value:g}"
+        return str(value)
+
+    text_rows = [[cell(v) for v in row] for row in rows]
+    numeric = [
+        all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
+        for i in range(len(headers))
+    ]
+    widths = [max([len(h), *(len(r[i]) for r in text_rows)]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in text_rows)
+    return "\n".join(out)
+
+
+# -- dashboard -------------------------------------------------------------------------------
+
+
+def dashboard_app_path() -> Path:
+    """dashboard/app.py of this checkout or installation."""
+    candidates = [REPO_ROOT / "dashboard" / "app.py"]
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("dashboard")
+        if spec is not None and spec.submodule_search_locations:
+            candidates.extend(Path(p) / "app.py" for p in spec.submodule_search_locations)
+    except (ImportError, ValueError):
+        pass
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise UsageError(f"dashboard app not found (looked for {candidates[0]})")
+
+
+def default_db_paths() -> list[Path]:
+    """The bundled sample databases in data/ (made by ``ctxdesk demo``)."""
+    return sorted(SAMPLE_DATA_DIR.glob("*.db"))
+
+
+def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: bool) -> list[str]:
+    """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``."""
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(app),
+        "--server.address", "127.0.0.1", "--server.port", str(port),
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    if headless:
+        command += ["--server.headless", "true"]
+    return [*command, "--", *(str(p) for p in paths)]
+
+
+def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
+    paths = [Path(p) for p in args.paths] or default_db_paths()
+    if not paths:
+        raise UsageError(
+            f"no database given and no sample data in {SAMPLE_DATA_DIR}; run `ctxdesk demo` first"
+        )
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
+    paths = [p.resolve() for p in paths]
+    command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
+    env = {**os.environ, DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths)}
+    print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+# -- demo ------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.demo import generate_demo
+
+    written = generate_demo(Path(args.out), seed=args.seed)
+    for path in written:
+        print(f"wrote {path} ({path.stat().st_size:,} bytes)", file=out)
+    return EXIT_OK
+
+
+# -- inspect ---------------------------------------------------------------------------------
+
+
+def _open_read_only(path: str) -> Any:
+    from engine.store import SessionStore
+
+    if not Path(path).is_file():
+        raise UsageError(f"no such database file: {path}")
+    return SessionStore(path, read_only=True)
+
+
+def _find_session(store: Any, wanted: str) -> Any:
+    """A session by id, or by a unique id prefix."""
+    from engine.errors import NotFoundError
+
+    sessions = store.list_sessions()
+    exact = [s for s in sessions if s.id == wanted]
+    if exact:
+        return exact[0]
+    matches = [s for s in sessions if s.id.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFoundError(f"no session {wanted!r} in the database", path=str(store.path))
+    raise UsageError(f"session prefix {wanted!r} is ambiguous: {', '.join(s.id for s in matches[:5])}")
+
+
+COMPONENT_HEADERS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+
+
+def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
+    with _open_read_only(args.db) as store:
+        if args.session is None:
+            _print_session_list(store, out)
+            return EXIT_OK
+        session = _find_session(store, args.session)
+        _print_session(store, session, out)
+    return EXIT_OK
+
+
+def _print_session_list(store: Any, out: TextIO) -> None:
+    rows = []
+    for s in store.list_sessions():
+        requests = store.list_events(s.id, kind="request")
+        events = store.list_events(s.id)
+        last = requests[-1].components if requests and requests[-1].components else None
+        rows.append(
+            (
+                s.id, s.title or "", s.model or "", s.status, store.message_count(s.id), len(requests),
+                sum(1 for e in events if e.kind == "compaction" and e.outcome == "compacted"),
+                last.total if last else None,
+            )
+        )  # fmt: skip
+    headers = ("session", "title", "model", "status", "messages", "requests", "compactions", "last tokens")
+    print(format_table(headers, rows), file=out)
+
+
+def _print_session(store: Any, session: Any, out: TextIO) -> None:
+    print(f"session {session.id}  {session.title or ''}".rstrip(), file=out)
+    print(
+        f"model {session.model or '-'}  provider {session.provider or '-'}  status {session.status}  "
+        f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
+        file=out,
+    )
+    events = store.list_events(session.id)
+    requests = [e for e in events if e.kind == "request"]
+    print(
+        "\nper-component tokens of each model request (our estimate; provider = provider's count)", file=out
+    )
+    rows = []
+    for e in requests:
+        c = e.components
+        values = [getattr(c, name) if c else None for name in COMPONENT_HEADERS]
+        rows.append(
+            (
+                e.seq, e.turn_index, *values, c.total if c else None,
+                e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
+            )
+        )  # fmt: skip
+    headers = ("event", "turn", *COMPONENT_HEADERS, "total", "provider", "limit", "outcome")
+    print(format_table(headers, rows) if rows else "(no model requests)", file=out)
+
+    decisions = [e for e in events if e.kind != "request"]
+    print("\nguard, compaction and other context events", file=out)
+    rows = []
+    for e in decisions:
+        details = e.details or {}
+        note = ""
+        if e.kind == "compaction":
+            note = f"{details.get('before_tokens', '?')} -> {details.get('after_tokens', '?')} tokens"
+            if details.get("strategies_run"):
+                note += f" via {','.join(details['strategies_run'])}"
+        elif e.kind == "offload":
+            note = f"{details.get('ref_id', '')} {details.get('size_bytes', '')} bytes".strip()
+        rows.append(
+            (
+                e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.reason or "",
+                e.provider or "", e.projected_tokens, e.limit_tokens, note,
+            )
+        )  # fmt: skip
+    headers = (
+        "event",
+        "turn",
+        "kind",
+        "trigger",
+        "outcome",
+        "reason",
+        "provider",
+        "projected",
+        "limit",
+        "details",
+    )
+    print(format_table(headers, rows) if rows else "(no context events)", file=out)
+
+
+# -- compact ---------------------------------------------------------------------------------
+
+
+def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.session import compact_stored_session
+
+    result = compact_stored_session(
+        args.db,
+        args.session,
+        strategy=args.strategy,
+        instructions=args.instructions,
+        dry_run=args.dry_run,
+        settings_path=args.settings,
+        resolve_session=_find_session,
+    )
+    before, after = result.before, result.after
+    rows = [(name, getattr(before, name), getattr(after, name)) for name in COMPONENT_HEADERS]
+    rows.append(("total", before.total, after.total))
+    print(f"session {result.session_id}: {result.outcome} ({result.strategy})", file=out)
+    print(format_table(("component", "before", "after"), rows), file=out)
+    print(
+        f"messages {result.before_count:,} -> {result.after_count:,}; "
+        + ("dry run, nothing written" if args.dry_run else f"snapshot {result.snapshot_id} written"),
+        file=out,
+    )
+    return EXIT_OK
+
+
+# -- import ----------------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.importers import import_files
+    from engine.store import SessionStore
+
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    progress = _ProgressPrinter(sys.stderr)
+    with SessionStore(args.db) as store:
+        results = import_files(store, [Path(f) for f in args.files], on_progress=progress)
+    progress.finish()
+    for line in _describe_imports(results):
+        print(line, file=out)
+    return EXIT_OK
+
+
+class _ProgressPrinter:
+    """on_progress callback: one updating line on a terminal, a line per file elsewhere."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last = ""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        text = _progress_text(args, kwargs)
+        if text == self._last:
+            return
+        self._last = text
+        if self.tty:
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty and self._last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _progress_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    if len(args) == 1 and not kwargs and hasattr(args[0], "__dict__"):
+        kwargs = {k: v for k, v in vars(args[0]).items() if not k.startswith("_")}
+        args = ()
+    parts = [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
+    return "importing " + " ".join(parts)
+
+
+def _describe_imports(results: Any) -> list[str]:
+    lines = []
+    for result in results if isinstance(results, list | tuple) else [results]:
+        lines.append(f"imported {result}")
+    return lines
+
+
+# -- models ----------------------------------------------------------------------------------
+
+MODEL_FIELDS = (
+    "context_window", "max_output_tokens", "buffer_tokens", "context_budget", "tokenizer",
+    "note_threshold", "compact_threshold", "hard_block_threshold",
+    "result_offload_threshold", "tool_deferral_threshold", "tool_response_max_bytes",
+)  # fmt: skip
+
+
+def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.settings import load_settings, resolve_model_settings
+
+    settings = load_settings(args.settings)
+    if args.name is None:
+        from engine.model_table import load_model_table
+
+        table = load_model_table(settings.model_table_path())
+        names = [n for n in settings.models] or [
+            "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5", "gpt-4o", "gpt-4.1", "gpt-5",
+        ]  # fmt: skip
+        rows = []
+        for name in names:
+            r = resolve_model_settings(name, settings=settings, table=table)
+            rows.append((name, r.provider or "", r.context_window, r.max_output_tokens, r.budget_tokens,
+                         r.compact_tokens, r.sources["context_window"]))  # fmt: skip
+        print(
+            format_table(
+                ("model", "provider", "window", "max output", "budget", "compact at", "window from"), rows
+            ),
+            file=out,
+        )
+        print(f"\n{len(table):,} models known ({table.source}); `ctxdesk models NAME` for one", file=out)
+        return EXIT_OK
+    resolved = resolve_model_settings(args.name, provider=args.provider, settings=settings)
+    info = resolved.model_info
+    print(f"model {resolved.model}  provider {resolved.provider or '-'}"
+          + (f"  (table entry {info.name})" if info else "  (not in the model table)"), file=out)  # fmt: skip
+    rows = [(field, getattr(resolved, field), resolved.sources.get(field, "")) for field in MODEL_FIELDS]
+    print(format_table(("setting", "value", "from"), rows), file=out)
+    derived = [
+        ("effective window", resolved.effective_window), ("budget", resolved.budget_tokens),
+        ("note at", resolved.note_tokens), ("compact at", resolved.compact_tokens),
+        ("hard block at", resolved.hard_block_tokens), ("tool deferral above", resolved.tool_deferral_tokens),
+    ]  # fmt: skip
+    print("\n" + format_table(("derived", "tokens"), derived), file=out)
+    return EXIT_OK
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def _version() -> str:
+    from engine import __version__
+
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and control what fills an LLM agent's context window.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument(
+        "--settings", metavar="TOML", default=None,
+        help="settings file (default: $CTXDESK_SETTINGS, else ~/.config/ctxdesk/settings.toml if present)",
+    )  # fmt: skip
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = commands.add_parser("dashboard", help="start the dashboard on localhost")
+    p.add_argument(
+        "paths", nargs="*", metavar="DB_OR_DIR", help="session databases or folders (default: sample data)"
+    )
+    p.add_argument("--port", type=_port, default=DEFAULT_DASHBOARD_PORT, help="port (default %(default)s)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser (streamlit headless)")
+    p.set_defaults(run=cmd_dashboard)
+
+    p = commands.add_parser("demo", help="generate sample session databases")
+    p.add_argument(
+        "--out", default=str(SAMPLE_DATA_DIR), metavar="DIR", help="output folder (default: %(default)s)"
+    )
+    p.add_argument("--seed", type=int, default=7, help="random seed (default %(default)s)")
+    p.set_defaults(run=cmd_demo)
+
+    p = commands.add_parser("inspect", help="per-component breakdown and context events of a session")
+    p.add_argument("db", metavar="DB")
+    p.add_argument(
+        "session", nargs="?", metavar="SESSION", help="session id or unique prefix (default: list sessions)"
+    )
+    p.set_defaults(run=cmd_inspect)
+
+    p = commands.add_parser(
+        "compact", help="compact a stored session (writes a snapshot; transcript untouched)"
+    )
+    p.add_argument("db", metavar="DB")
+    p.add_argument("session", metavar="SESSION")
+    p.add_argument(
+        "--strategy", default=None, help="strategy or comma-separated chain (default: the configured chain)"
+    )
+    p.add_argument("--instructions", default=None, help="extra instructions for the summarizer")
+    p.add_argument("--dry-run", action="store_true", help="show before/after without writing")
+    p.set_defaults(run=cmd_compact)
+
+    p = commands.add_parser("import", help="import transcript files into a session database")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--db", required=True, metavar="DB", help="session database to write")
+    p.set_defaults(run=cmd_import)
+
+    p = commands.add_parser("models", help="resolved window settings and where each value came from")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--provider", default=None, help="provider id when the name does not say")
+    p.set_defaults(run=cmd_models)
+    return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, got {port}")
+    return port
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run one ctxdesk command; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    run: Callable[[argparse.Namespace, TextIO], int] = args.run
+    try:
+        return run(args, out or sys.stdout)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ContextDeskError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `ctxdesk inspect ... | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
