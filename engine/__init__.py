@@ -25,6 +25,16 @@ from engine.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from engine.model_table import ModelTable
+from engine.settings import (
+    ModelSettings,
+    ResolvedModelSettings,
+    Settings,
+    SettingsWatcher,
+    load_settings,
+    resolve_model_settings,
+    save_settings,
+)
 from engine.store import SessionStore
 from engine.tokens import Tokenizer, get_tokenizer
 from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries
@@ -42,12 +52,17 @@ __all__ = [
     "ImportFormatError",
     "Message",
     "MessageFormatError",
+    "ModelSettings",
+    "ModelTable",
     "NotADatabaseError",
     "NotFoundError",
     "ProviderUsage",
+    "ResolvedModelSettings",
     "ResultStoreError",
     "SchemaVersionError",
     "SessionStore",
+    "Settings",
+    "SettingsWatcher",
     "StoreError",
     "SummarizerUnavailableError",
     "TextBlock",
@@ -60,5 +75,8 @@ __all__ = [
     "find_safe_boundary",
     "get_tokenizer",
     "is_over_context_budget",
+    "load_settings",
     "parse_turn_boundaries",
+    "resolve_model_settings",
+    "save_settings",
 ]
