@@ -1,5 +1,6 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
+from engine.budget import ContextBudget, measure_budget, reproject
 from engine.errors import (
     ConfigError,
     ContextDeskError,
@@ -16,6 +17,7 @@ from engine.errors import (
     ValidationError,
 )
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.guard import ContextGuard, GuardDecision, GuardTarget
 from engine.messages import (
     DocumentBlock,
     ImageBlock,
@@ -44,10 +46,14 @@ __version__ = "0.1.0"
 __all__ = [
     "ComponentTokens",
     "ConfigError",
+    "ContextBudget",
     "ContextDeskError",
     "ContextEvent",
+    "ContextGuard",
     "ContextOverflowError",
     "DocumentBlock",
+    "GuardDecision",
+    "GuardTarget",
     "ImageBlock",
     "ImportFormatError",
     "Message",
@@ -76,7 +82,9 @@ __all__ = [
     "get_tokenizer",
     "is_over_context_budget",
     "load_settings",
+    "measure_budget",
     "parse_turn_boundaries",
+    "reproject",
     "resolve_model_settings",
     "save_settings",
 ]

@@ -1,0 +1,310 @@
+"""Context budget arithmetic: what a request uses, by component, against its model's limit.
+
+Pure: ``measure_budget`` counts a request's parts into a frozen :class:`ContextBudget`;
+``reproject`` recomputes limits and levels of recorded breakdowns under other settings. The limit
+is ``context_window - max_output_tokens - buffer_tokens``, capped by ``context_budget`` when set
+(the settings call it ``budget_tokens``); thresholds are shares of it, floored to whole tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from engine.errors import ValidationError
+from engine.events import ComponentTokens
+from engine.messages import Message, ToolResultBlock
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
+
+Level = Literal["ok", "note", "compact", "hard_block"]
+LEVELS: tuple[Level, ...] = ("ok", "note", "compact", "hard_block")
+
+#: The note the model sees once usage crosses the note threshold (integer percent, floored).
+NOTE_TEMPLATE = (
+    "[Context: {pct}% used. You can call compact_context to free space before continuing "
+    "with large operations.]"
+)
+
+
+class BudgetSettings(Protocol):
+    """The fields of ``engine.settings.ResolvedModelSettings`` the budget reads."""
+
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def buffer_tokens(self) -> int: ...
+    @property
+    def note_threshold(self) -> float: ...
+    @property
+    def compact_threshold(self) -> float: ...
+    @property
+    def hard_block_threshold(self) -> float: ...
+    @property
+    def context_budget(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Shares of the limit at which usage earns a note, triggers compaction, blocks the request."""
+
+    note: float
+    compact: float
+    hard_block: float
+
+    def __post_init__(self) -> None:
+        for name in ("note", "compact", "hard_block"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value <= 1):
+                raise ValidationError(
+                    f"{name} threshold must be in (0, 1], got {value!r}", field=name, value=value
+                )
+
+    @classmethod
+    def from_settings(cls, settings: BudgetSettings) -> Thresholds:
+        return cls(settings.note_threshold, settings.compact_threshold, settings.hard_block_threshold)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"note": self.note, "compact": self.compact, "hard_block": self.hard_block}
+
+
+def compute_limit(
+    context_window: int, max_output_tokens: int, buffer_tokens: int, context_budget: int | None = None
+) -> int:
+    """Tokens a prompt may use: window minus reply reserve minus buffer, capped by ``context_budget``."""
+    for name, value in (
+        ("context_window", context_window),
+        ("max_output_tokens", max_output_tokens),
+        ("buffer_tokens", buffer_tokens),
+    ):
+        if value < 0:
+            raise ValidationError(f"{name} must be >= 0, got {value}", field=name, value=value)
+    limit = context_window - max_output_tokens - buffer_tokens
+    if limit <= 0:
+        raise ValidationError(
+            f"max_output_tokens ({max_output_tokens:,}) + buffer_tokens ({buffer_tokens:,}) "
+            f"leave no room in context_window ({context_window:,})",
+            field="context_window",
+            value=context_window,
+        )
+    if context_budget is not None:
+        if context_budget <= 0:
+            raise ValidationError(
+                f"context_budget must be > 0, got {context_budget}",
+                field="context_budget",
+                value=context_budget,
+            )
+        limit = min(limit, context_budget)
+    return limit
+
+
+def limit_for(settings: BudgetSettings) -> int:
+    """The limit of resolved settings (equals ``ResolvedModelSettings.budget_tokens``)."""
+    return compute_limit(
+        settings.context_window, settings.max_output_tokens, settings.buffer_tokens, settings.context_budget
+    )
+
+
+def threshold_tokens(limit: int, share: float) -> int:
+    """Tokens at which a threshold share of ``limit`` is reached (floored, as the settings do)."""
+    return math.floor(limit * share)
+
+
+def classify_level(used: int, limit: int, thresholds: Thresholds) -> Level:
+    """``hard_block`` / ``compact`` / ``note`` once ``used`` reaches that threshold, else ``ok``."""
+    if used >= threshold_tokens(limit, thresholds.hard_block):
+        return "hard_block"
+    if used >= threshold_tokens(limit, thresholds.compact):
+        return "compact"
+    if used >= threshold_tokens(limit, thresholds.note):
+        return "note"
+    return "ok"
+
+
+def used_percent(used: int, limit: int) -> int:
+    """Whole percent of ``limit`` used, floored (never claims a threshold not yet reached)."""
+    return used * 100 // limit
+
+
+def format_note(used: int, limit: int) -> str:
+    return NOTE_TEMPLATE.format(pct=used_percent(used, limit))
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBudget:
+    """One request's token use by component, against its limit and thresholds."""
+
+    context_window: int
+    max_output_tokens: int
+    buffer_tokens: int
+    components: ComponentTokens
+    thresholds: Thresholds
+    context_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        # Validates the window arithmetic once, so the properties cannot fail later.
+        compute_limit(self.context_window, self.max_output_tokens, self.buffer_tokens, self.context_budget)
+
+    @classmethod
+    def from_settings(cls, settings: BudgetSettings, components: ComponentTokens) -> ContextBudget:
+        return cls(
+            context_window=settings.context_window,
+            max_output_tokens=settings.max_output_tokens,
+            buffer_tokens=settings.buffer_tokens,
+            components=components,
+            thresholds=Thresholds.from_settings(settings),
+            context_budget=settings.context_budget,
+        )
+
+    @property
+    def effective_window(self) -> int:
+        """The limit: window - reply reserve - buffer, capped by ``context_budget`` when set."""
+        return compute_limit(
+            self.context_window, self.max_output_tokens, self.buffer_tokens, self.context_budget
+        )
+
+    @property
+    def used(self) -> int:
+        return self.components.total
+
+    @property
+    def remaining(self) -> int:
+        """Tokens left under the limit; negative when the request is over it."""
+        return self.effective_window - self.used
+
+    @property
+    def used_ratio(self) -> float:
+        return self.used / self.effective_window
+
+    @property
+    def used_pct(self) -> int:
+        """Whole percent of the limit used, floored."""
+        return used_percent(self.used, self.effective_window)
+
+    @property
+    def level(self) -> Level:
+        return classify_level(self.used, self.effective_window, self.thresholds)
+
+    @property
+    def note_text(self) -> str | None:
+        """The context note for the model, or None below the note threshold."""
+        return None if self.level == "ok" else format_note(self.used, self.effective_window)
+
+
+def message_components(tokenizer: Tokenizer, message: Message) -> tuple[int, int]:
+    """(conversation, tool_results) tokens of one message; they add up to ``count_message``.
+
+    Tool-result blocks (and the whole content of a ``tool`` role message) are tool results;
+    everything else, framing overhead included, is conversation. The total comes from the
+    tokenizer's per-message cache; only the non-result blocks of a mixed message are recounted.
+    """
+    total = tokenizer.count_message(message)
+    if message.role == "tool":
+        return MESSAGE_OVERHEAD_TOKENS, total - MESSAGE_OVERHEAD_TOKENS
+    if isinstance(message.content, str) or not any(isinstance(b, ToolResultBlock) for b in message.content):
+        return total, 0
+    other = MESSAGE_OVERHEAD_TOKENS + sum(
+        tokenizer.count_block(b) for b in message.content if not isinstance(b, ToolResultBlock)
+    )
+    return other, total - other
+
+
+def measure_components(
+    *,
+    tokenizer: Tokenizer,
+    system: str = "",
+    skills: Iterable[str] = (),
+    tools: Sequence[dict[str, Any]] = (),
+    summary: str | None = None,
+    messages: Iterable[Message] = (),
+    offloaded_bytes: int = 0,
+) -> ComponentTokens:
+    """Count each part of a request. conversation + tool_results equals ``count_messages``."""
+    conversation = tool_results = 0
+    for message in messages:
+        talk, results = message_components(tokenizer, message)
+        conversation += talk
+        tool_results += results
+    if conversation or tool_results:
+        conversation += REPLY_PRIMING_TOKENS
+    return ComponentTokens(
+        system=tokenizer.count(system),
+        skills=sum(tokenizer.count(s) for s in skills),
+        tools=tokenizer.count_tools(tools),
+        summary=tokenizer.count(summary) if summary else 0,
+        conversation=conversation,
+        tool_results=tool_results,
+        offloaded_bytes=offloaded_bytes,
+    )
+
+
+def measure_budget(
+    *,
+    settings: BudgetSettings,
+    tokenizer: Tokenizer,
+    system: str = "",
+    skills: Iterable[str] = (),
+    tools: Sequence[dict[str, Any]] = (),
+    summary: str | None = None,
+    messages: Iterable[Message] = (),
+    offloaded_bytes: int = 0,
+) -> ContextBudget:
+    """The budget of one request: its components measured with ``tokenizer``, under ``settings``."""
+    components = measure_components(
+        tokenizer=tokenizer,
+        system=system,
+        skills=skills,
+        tools=tools,
+        summary=summary,
+        messages=messages,
+        offloaded_bytes=offloaded_bytes,
+    )
+    return ContextBudget.from_settings(settings, components)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectedPoint:
+    """One recorded request re-projected under settings: its limit, use and what would happen."""
+
+    limit: int
+    used: int
+    pct: float
+    level: Level
+    would_compact: bool
+    would_block: bool
+
+    @property
+    def remaining(self) -> int:
+        return self.limit - self.used
+
+    @property
+    def over_limit(self) -> bool:
+        return self.used > self.limit
+
+
+def reproject(components_list: Iterable[ComponentTokens], settings: BudgetSettings) -> list[ProjectedPoint]:
+    """Re-project recorded per-request breakdowns under ``settings`` (e.g. edited in the dashboard).
+
+    ``pct`` is the exact percentage of the limit (for charts); ``would_compact`` means the
+    compaction threshold is reached, ``would_block`` the hard-block threshold.
+    """
+    limit = limit_for(settings)
+    thresholds = Thresholds.from_settings(settings)
+    points = []
+    for components in components_list:
+        used = components.total
+        level = classify_level(used, limit, thresholds)
+        points.append(
+            ProjectedPoint(
+                limit=limit,
+                used=used,
+                pct=used * 100 / limit,
+                level=level,
+                would_compact=level in ("compact", "hard_block"),
+                would_block=level == "hard_block",
+            )
+        )
+    return points
