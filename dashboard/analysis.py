@@ -1,0 +1,251 @@
+"""Pure explanations for the dashboard (no streamlit, no I/O): why a session stopped, and what
+the timeline would have done under edited settings.
+
+Inputs are plain dicts/frames from dashboard.data; outputs are frozen values the pages render.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from dashboard.charts import Projection
+from engine.budget import reproject
+from engine.events import COMPONENTS, ComponentTokens
+from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD, DEFAULT_NOTE_THRESHOLD
+
+#: Tokens the reference left in context takes once an output is offloaded (a one-line stub).
+OFFLOAD_STUB_TOKENS = 40
+LIMIT_FIELDS = ("context_window", "max_output_tokens", "buffer_tokens")
+
+
+def _int(value: Any) -> int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def components_of(row: Mapping[str, Any]) -> dict[str, int]:
+    """Component tokens of an event row (``system_tokens`` ... or already-short names)."""
+    out = {}
+    for name in COMPONENTS:
+        value = row.get(f"{name}_tokens", row.get(name))
+        out[name] = _int(value) or 0
+    return out
+
+
+@dataclass(frozen=True)
+class LimitLine:
+    field: str
+    value: int | float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Growth:
+    component: str
+    before: int
+    after: int
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+
+@dataclass(frozen=True)
+class StopExplanation:
+    """Everything the "Why did it stop?" page shows for one guard stop."""
+
+    outcome: str
+    turn: int | None
+    model: str | None
+    provider: str | None
+    limit_lines: tuple[LimitLine, ...]
+    limit: int | None
+    projected: int | None
+    hard_block_threshold: float
+    growth: tuple[Growth, ...]
+    tipping_seq: int | None
+    tipping_component: str | None
+    tipping_tokens: int | None
+    suggestions: tuple[str, ...]
+
+    @property
+    def over_by(self) -> int | None:
+        if self.limit is None or self.projected is None:
+            return None
+        return self.projected - math.floor(self.limit * self.hard_block_threshold)
+
+    @property
+    def formula(self) -> str:
+        values = {line.field: line.value for line in self.limit_lines}
+        if any(values.get(f) is None for f in LIMIT_FIELDS):
+            return f"limit = {self.limit:,}" if self.limit is not None else "limit not recorded"
+        w, o, b = (int(values[f]) for f in LIMIT_FIELDS)
+        text = f"limit = context_window {w:,} - max_output_tokens {o:,} - buffer_tokens {b:,} = {w - o - b:,}"
+        if self.limit is not None and self.limit != w - o - b:
+            text += f" (capped by context_budget to {self.limit:,})"
+        return text
+
+
+def explain_stop(
+    event: Mapping[str, Any],
+    previous_request: Mapping[str, Any] | None,
+    *,
+    tipping_bytes: int | None = None,
+) -> StopExplanation:
+    """Explain one guard event (forced_final or skipped_provider).
+
+    ``event`` is a context_events row with ``details`` parsed; ``previous_request`` the last
+    request event before it (for growth); ``tipping_bytes`` the size of the tipping output.
+    """
+    details = event.get("details") or {}
+    sources = details.get("sources") or {}
+    thresholds = details.get("thresholds") or {}
+    hard = float(thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
+    compact = float(thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD))
+    lines = [
+        LimitLine(f, _int(event.get(f)), str(sources.get(f, "not recorded")))
+        for f in (*LIMIT_FIELDS, "limit_tokens", "projected_tokens")
+    ]
+    lines += [
+        LimitLine(
+            name, value, str(sources.get(name, "event details" if name in thresholds else "built-in default"))
+        )
+        for name, value in (("compact_threshold", compact), ("hard_block_threshold", hard))
+    ]
+    for name, source in sources.items():
+        if name not in {line.field for line in lines}:
+            lines.append(LimitLine(name, None, str(source)))
+    after = components_of(event)
+    before = components_of(previous_request) if previous_request is not None else dict.fromkeys(COMPONENTS, 0)
+    growth = tuple(
+        sorted((Growth(n, before[n], after[n]) for n in COMPONENTS), key=lambda g: (-g.delta, g.component))
+    )
+    tipping = details.get("tipping") or {}
+    tipping_seq = _int(tipping.get("message_seq", event.get("message_seq")))
+    tipping_component = tipping.get("component") or (
+        growth[0].component if growth and growth[0].delta > 0 else None
+    )
+    tipping_tokens = _int(tipping.get("tokens"))
+    if tipping_tokens is None and growth and growth[0].delta > 0:
+        tipping_tokens = growth[0].delta
+    limit = _int(event.get("limit_tokens"))
+    projected = _int(event.get("projected_tokens"))
+    suggestions = suggest_settings(
+        projected=projected,
+        context_window=_int(event.get("context_window")),
+        max_output_tokens=_int(event.get("max_output_tokens")),
+        buffer_tokens=_int(event.get("buffer_tokens")),
+        limit=limit,
+        hard_block_threshold=hard,
+        compact_threshold=compact,
+        previous_total=sum(before.values()) if previous_request is not None else None,
+        tipping_component=tipping_component,
+        tipping_tokens=tipping_tokens,
+        tipping_bytes=tipping_bytes,
+    )
+    return StopExplanation(
+        outcome=str(event.get("outcome")), turn=_int(event.get("turn_index")), model=event.get("model"),
+        provider=event.get("provider"), limit_lines=tuple(lines), limit=limit, projected=projected,
+        hard_block_threshold=hard, growth=growth, tipping_seq=tipping_seq, tipping_component=tipping_component,
+        tipping_tokens=tipping_tokens, suggestions=suggestions,
+    )  # fmt: skip
+
+
+def min_limit_for(projected: int, hard_block_threshold: float) -> int:
+    """The smallest limit whose hard-block point, floor(limit * threshold), lies above ``projected``."""
+    limit = max(math.ceil(projected / hard_block_threshold), 1)
+    while math.floor(limit * hard_block_threshold) <= projected:
+        limit += 1
+    while limit > 1 and math.floor((limit - 1) * hard_block_threshold) > projected:
+        limit -= 1
+    return limit
+
+
+def suggest_settings(
+    *,
+    projected: int | None,
+    context_window: int | None,
+    max_output_tokens: int | None,
+    buffer_tokens: int | None,
+    limit: int | None,
+    hard_block_threshold: float,
+    compact_threshold: float,
+    previous_total: int | None,
+    tipping_component: str | None,
+    tipping_tokens: int | None,
+    tipping_bytes: int | None,
+) -> tuple[str, ...]:
+    """Settings that would have avoided the stop, each as ``"name ≥ N"`` / ``"name ≤ M"`` plus why."""
+    if projected is None:
+        return ()
+    out: list[str] = []
+    if context_window is not None and max_output_tokens is not None and buffer_tokens is not None:
+        needed_limit = min_limit_for(projected, hard_block_threshold)
+        needed = needed_limit + max_output_tokens + buffer_tokens
+        out.append(
+            f"context_window ≥ {needed:,} (now {context_window:,}): the request of {projected:,} tokens "
+            f"stays under {hard_block_threshold:.0%} of the limit"
+        )
+        room = context_window - buffer_tokens - needed_limit
+        if 0 < room < max_output_tokens:
+            out.append(
+                f"max_output_tokens ≤ {room:,} (now {max_output_tokens:,}): less reserved for the reply"
+            )
+    if limit:
+        block_at = math.floor(limit * hard_block_threshold)
+        if tipping_component == "tool_results" and tipping_tokens and tipping_bytes:
+            saved = tipping_tokens - OFFLOAD_STUB_TOKENS
+            if projected - saved < block_at:
+                out.append(
+                    f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: the {tipping_bytes:,}-byte "
+                    f"output would have been offloaded, saving about {saved:,} tokens"
+                )
+        if previous_total is not None and previous_total > 0:
+            share = previous_total / limit
+            if share < compact_threshold:
+                proposed = max(math.floor(share * 20) / 20, 0.05)
+                out.append(
+                    f"compact_threshold {proposed:.2f} (now {compact_threshold:.2f}): the previous request "
+                    f"was at {share:.0%}, so compaction would have run before this turn"
+                )
+    return tuple(out)
+
+
+def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
+    return [
+        ComponentTokens(**{n: max(_int(row[n]) or 0, 0) for n in COMPONENTS}) for _, row in turns.iterrows()
+    ]
+
+
+def project_timeline(
+    turns: pd.DataFrame, settings: Any, *, label: str = "edited settings"
+) -> Projection | None:
+    """Where the recorded turns would compact / force a final turn under ``settings``.
+
+    ``settings`` is a ResolvedModelSettings (anything with the budget fields). The recorded
+    breakdowns are replayed as they are (what compaction would then have freed is not simulated).
+    """
+    if turns.empty:
+        return None
+    points = reproject(components_list(turns), settings)
+    turn_numbers = turns["turn"].astype(int).tolist()
+    return Projection(
+        limit=points[0].limit,
+        thresholds=(
+            float(getattr(settings, "note_threshold", DEFAULT_NOTE_THRESHOLD)),
+            float(settings.compact_threshold),
+            float(settings.hard_block_threshold),
+        ),
+        compact_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_compact),
+        block_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_block),
+        label=label,
+    )

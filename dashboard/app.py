@@ -1,0 +1,34 @@
+"""ctxdesk dashboard entry: ``streamlit run dashboard/app.py -- [DB files or folders]``.
+
+The picture frame: page config, the shared sidebar, then ``st.navigation(...).run()``.
+With no paths (and no $CTXDESK_DB_PATHS) it opens the bundled sample data in data/.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `streamlit run` puts dashboard/ on sys.path, not the repo root
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboard import state  # noqa: E402
+
+st.set_page_config(page_title="ctxdesk", page_icon=":material/data_usage:", layout="wide")
+
+PAGES = [
+    st.Page("pages/sessions.py", title="Sessions", icon=":material/list:", default=True),
+    st.Page("pages/timeline.py", title="Context timeline", icon=":material/stacked_line_chart:"),
+    st.Page("pages/why_stop.py", title="Why did it stop?", icon=":material/help:"),
+    st.Page("pages/compaction.py", title="Compaction", icon=":material/compress:"),
+    st.Page("pages/offloaded.py", title="Offloaded results", icon=":material/inventory_2:"),
+    st.Page("pages/tools.py", title="Tools", icon=":material/build:"),
+    st.Page("pages/model_settings.py", title="Model settings", icon=":material/tune:"),
+]
+
+pg = st.navigation(PAGES)
+state.sidebar()
+pg.run()

@@ -1,0 +1,252 @@
+"""Plotly figures for the dashboard (no streamlit here): built from the frames dashboard.data returns.
+
+Every string that came from a session (titles, tool names, previews) is HTML-escaped before it
+reaches hover text or annotations, because plotly renders a subset of HTML there.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+
+COMPONENT_LABELS = {
+    "system": "System prompt",
+    "skills": "Skills",
+    "tools": "Tool descriptions",
+    "summary": "Summary",
+    "conversation": "Conversation",
+    "tool_results": "Tool results",
+}
+COMPONENT_COLORS = {
+    "system": "#4c78a8",
+    "skills": "#72b7b2",
+    "tools": "#f58518",
+    "summary": "#b279a2",
+    "conversation": "#54a24b",
+    "tool_results": "#e45756",
+}
+USAGE_LABELS = {
+    "provider_input_tokens": ("Provider: input", "dot"),
+    "provider_cache_read_tokens": ("Provider: cache reads", "dash"),
+    "provider_cache_creation_tokens": ("Provider: cache writes", "dashdot"),
+    "provider_output_tokens": ("Provider: output", "longdash"),
+}
+DEFAULT_THRESHOLDS = (0.80, 0.95, 0.98)
+MARKER_STYLE = {
+    ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
+    ("guard", "forced_final"): ("Forced final turn", "#d62728"),
+    ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
+    ("restore", None): ("Restore", "#17becf"),
+}
+
+
+def escape(text: object) -> str:
+    """Text safe to place in plotly hover text or annotations (no markup is interpreted)."""
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The timeline re-projected under edited settings: where it would compact or block."""
+
+    limit: int
+    thresholds: tuple[float, float, float]
+    compact_turns: tuple[int, ...]
+    block_turns: tuple[int, ...]
+    label: str = "edited settings"
+
+    @property
+    def headline(self) -> str:
+        parts = [f"limit {self.limit:,}"]
+        parts.append(
+            f"would compact at turn {self.compact_turns[0]}" if self.compact_turns else "would not compact"
+        )
+        parts.append(f"final turn at {self.block_turns[0]}" if self.block_turns else "no forced final turn")
+        return f"Under {self.label}: " + ", ".join(parts)
+
+
+def timeline_figure(
+    turns: pd.DataFrame,
+    markers: pd.DataFrame | None = None,
+    *,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    show_usage: bool = True,
+    projection: Projection | None = None,
+    selected_turn: int | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Stacked area of tokens by component, turn by turn, against the effective limit.
+
+    ``turns`` is :func:`dashboard.data.timeline`; ``markers`` :func:`dashboard.data.markers`.
+    Threshold lines are shares of the recorded limit; a ``projection`` adds the limit and the
+    compact / final-turn points under edited settings.
+    """
+    fig = go.Figure()
+    if turns.empty:
+        fig.add_annotation(text="No request events recorded for this session", showarrow=False)
+        fig.update_layout(height=420, title=escape(title) if title else None)
+        return fig
+    x = turns["turn"].astype(int).tolist()
+    for name, label in COMPONENT_LABELS.items():
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=turns[name].tolist(), name=label, stackgroup="components", mode="lines",
+                line={"width": 0.5, "color": COMPONENT_COLORS[name]},
+                hovertemplate=f"{label}: %{{y:,}} tokens<extra></extra>",
+            )
+        )  # fmt: skip
+    totals = turns[list(COMPONENT_LABELS)].sum(axis=1)
+    limit = turns["limit_tokens"].ffill().bfill()
+    pct = [
+        f"{100 * t / lim:.1f}%" if lim and lim == lim else "n/a" for t, lim in zip(totals, limit, strict=True)
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=totals.tolist(), name="Turn (click to inspect)", mode="markers",
+            marker={"size": 9, "color": "#222", "symbol": "circle-open"},
+            customdata=list(zip(pct, turns["requests"].astype(int).tolist(), strict=True)),
+            hovertemplate="Turn %{x}: %{y:,} tokens (%{customdata[0]} of limit), %{customdata[1]} call(s)<extra></extra>",
+        )
+    )  # fmt: skip
+    if limit.notna().any():
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=limit.tolist(), name="Effective limit", mode="lines", line={"color": "black", "width": 2},
+                hovertemplate="Limit: %{y:,}<extra></extra>",
+            )
+        )  # fmt: skip
+        for share in thresholds:
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=(limit * share).round().tolist(), name=f"{share:.0%} of limit", mode="lines",
+                    line={"color": "grey", "width": 1, "dash": "dot"},
+                    hovertemplate=f"{share:.0%}: %{{y:,}}<extra></extra>",
+                )
+            )  # fmt: skip
+    if show_usage:
+        for column, (label, dash) in USAGE_LABELS.items():
+            if column in turns and turns[column].notna().any():
+                fig.add_trace(
+                    go.Scatter(
+                        x=x, y=turns[column].tolist(), name=label, mode="lines",
+                        line={"width": 1.5, "dash": dash}, visible=True,
+                        hovertemplate=f"{label}: %{{y:,}}<extra></extra>",
+                    )
+                )  # fmt: skip
+    if markers is not None and not markers.empty:
+        for _, m in markers.iterrows():
+            key = (m["kind"], m["outcome"] if m["kind"] != "restore" else None)
+            label, color = MARKER_STYLE.get(key, (str(m["kind"]), "#555"))
+            fig.add_vline(
+                x=int(m["turn"]), line={"color": color, "dash": "dash", "width": 1.5},
+                annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11}},
+                annotation_position="top left",
+            )  # fmt: skip
+    if projection is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=[projection.limit] * len(x), name="Limit (edited settings)", mode="lines",
+                line={"color": "#9467bd", "width": 2, "dash": "dash"},
+                hovertemplate="Edited limit: %{y:,}<extra></extra>",
+            )
+        )  # fmt: skip
+        for turn in projection.compact_turns[:1]:
+            fig.add_annotation(
+                x=turn, y=projection.limit * projection.thresholds[1], text=f"would compact (turn {turn})",
+                showarrow=True, arrowcolor="#9467bd", font={"color": "#9467bd"},
+            )  # fmt: skip
+        for turn in projection.block_turns[:1]:
+            fig.add_annotation(
+                x=turn, y=projection.limit * projection.thresholds[2], text=f"would force final (turn {turn})",
+                showarrow=True, arrowcolor="#d62728", font={"color": "#d62728"}, ay=-60,
+            )  # fmt: skip
+        fig.add_annotation(
+            xref="paper", yref="paper", x=0, y=1.12, showarrow=False, align="left",
+            text=escape(projection.headline), font={"color": "#9467bd"},
+        )  # fmt: skip
+    if selected_turn is not None and selected_turn in x:
+        fig.add_vrect(
+            x0=selected_turn - 0.4, x1=selected_turn + 0.4, fillcolor="#ffd54f", opacity=0.25, line_width=0
+        )
+    fig.update_layout(
+        title=escape(title) if title else None, height=480, hovermode="x unified",
+        xaxis={"title": "Turn", "dtick": 1 if len(x) <= 40 else None}, yaxis={"title": "Tokens", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.2}, margin={"t": 70, "r": 10, "l": 10, "b": 10},
+        clickmode="event+select", dragmode="select",
+    )  # fmt: skip
+    return fig
+
+
+def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None) -> go.Figure:
+    """Grouped bars of tokens per component, one group per state (e.g. before / after)."""
+    fig = go.Figure()
+    names = list(COMPONENT_LABELS)
+    for state, values in rows.items():
+        fig.add_trace(
+            go.Bar(
+                x=[COMPONENT_LABELS[n] for n in names], y=[int(values.get(n, 0) or 0) for n in names],
+                name=escape(state), hovertemplate="%{x}: %{y:,}<extra>" + escape(state) + "</extra>",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        barmode="group", height=340, title=escape(title) if title else None, yaxis={"title": "Tokens"}
+    )
+    return fig
+
+
+def tools_bar(tools: pd.DataFrame) -> go.Figure:
+    """Tokens of each tool definition, coloured by category, with calls in the hover."""
+    fig = go.Figure()
+    for category, part in tools.groupby("category", sort=True):
+        fig.add_trace(
+            go.Bar(
+                x=[escape(n) for n in part["name"]], y=part["tokens"].tolist(), name=escape(category),
+                customdata=list(zip(part["calls"].tolist(), [escape(s or "") for s in part["server"]], strict=True)),
+                hovertemplate="%{x}: %{y:,} tokens, %{customdata[0]} call(s) %{customdata[1]}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        height=340, yaxis={"title": "Tokens per request"}, xaxis={"categoryorder": "total descending"}
+    )
+    return fig
+
+
+def deferral_heatmap(matrix: pd.DataFrame) -> go.Figure:
+    """Tools (rows) x turns (columns): loaded (1) or deferred (0)."""
+    fig = go.Figure()
+    if matrix.empty:
+        fig.add_annotation(text="No deferral events", showarrow=False)
+        return fig
+    pivot = matrix.assign(v=(matrix["state"] == "loaded").astype(int)).pivot(
+        index="tool", columns="turn", values="v"
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=pivot.values, x=[int(c) for c in pivot.columns], y=[escape(t) for t in pivot.index],
+            colorscale=[[0, "#f2f2f2"], [1, "#54a24b"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
+            hovertemplate="%{y} at turn %{x}: %{z}<extra>1 = loaded, 0 = deferred</extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(height=max(220, 28 * len(pivot.index) + 80), xaxis={"title": "Turn", "dtick": 1})
+    return fig
+
+
+def sessions_scatter(sessions: pd.DataFrame) -> go.Figure:
+    """Peak usage against turns, one dot per session (hover: escaped title)."""
+    fig = go.Figure()
+    if sessions.empty:
+        return fig
+    fig.add_trace(
+        go.Scattergl(
+            x=sessions["turns"], y=sessions["peak_usage_pct"], mode="markers",
+            text=[escape(t) for t in sessions["title"].fillna(sessions["session_id"])],
+            marker={"size": 7, "color": (sessions["forced_final"] > 0).map({True: "#d62728", False: "#4c78a8"})},
+            hovertemplate="%{text}<br>%{x} turns, peak %{y:.1f}%<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(height=300, xaxis={"title": "Turns"}, yaxis={"title": "Peak usage (% of limit)"})
+    return fig

@@ -1,0 +1,573 @@
+"""Read-only access to one or many session databases through DuckDB (no streamlit here).
+
+:func:`connect` attaches every SQLite file READ_ONLY with the sqlite scanner loaded offline
+from the ``duckdb-extension-sqlite-scanner`` package, and defines one view per schema table
+(``sessions``, ``messages``, ...) that unions the files with a ``db`` label column. Query
+functions aggregate in SQL and return pandas frames; list queries never read message content.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import duckdb_extensions
+import pandas as pd
+
+from engine.errors import NotADatabaseError, NotFoundError, ValidationError
+
+#: Environment variable with database files or folders, separated by os.pathsep.
+DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"
+#: The bundled sample data (written by ``ctxdesk demo``), used when nothing else is given.
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+#: Tables every attached file must have (docs/schema.md).
+TABLES = (
+    "sessions",
+    "messages",
+    "session_snapshots",
+    "tool_result_blobs",
+    "context_states",
+    "context_events",
+    "session_tools",
+)
+COMPONENT_COLUMNS = {
+    "system": "system_tokens",
+    "skills": "skills_tokens",
+    "tools": "tools_tokens",
+    "summary": "summary_tokens",
+    "conversation": "conversation_tokens",
+    "tool_results": "tool_results_tokens",
+}
+USAGE_COLUMNS = (
+    "provider_input_tokens",
+    "provider_cache_read_tokens",
+    "provider_cache_creation_tokens",
+    "provider_output_tokens",
+)
+
+
+# -- which files ------------------------------------------------------------------------------
+
+
+def expand_path(path: str | os.PathLike[str]) -> list[Path]:
+    """A file as itself, a folder as its ``*.db`` files (sorted); a missing path raises NotFoundError."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return sorted(f.resolve() for f in p.glob("*.db") if f.is_file())
+    if p.is_file():
+        return [p.resolve()]
+    raise NotFoundError("no such database file or folder", path=str(p))
+
+
+def loaded_paths(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    default_dir: Path = DEFAULT_DATA_DIR,
+) -> list[Path]:
+    """The databases to show: argv after ``--``, else $CTXDESK_DB_PATHS, else ``default_dir``.
+
+    Each entry may be a file or a folder (all its ``*.db``); duplicates are dropped, order kept.
+    """
+    env = os.environ if env is None else env
+    items: list[str] = []
+    if argv is not None and "--" in argv:
+        items = [a for a in argv[list(argv).index("--") + 1 :] if a]
+    if not items and env.get(DB_PATHS_ENV_VAR):
+        items = [p for p in env[DB_PATHS_ENV_VAR].split(os.pathsep) if p.strip()]
+    if not items:
+        items = [str(default_dir)] if default_dir.is_dir() else []
+    found: dict[Path, None] = {}
+    for item in items:
+        for path in expand_path(item):
+            found.setdefault(path, None)
+    return list(found)
+
+
+def files_signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime_ns, size) of each database and its WAL: changes whenever a writer commits."""
+    out: list[tuple[str, int, int]] = []
+    for path in paths:
+        for f in (Path(path), Path(f"{path}-wal")):
+            try:
+                st = f.stat()
+            except FileNotFoundError:
+                continue
+            out.append((str(f), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def db_labels(paths: Sequence[Path]) -> list[str]:
+    """A short unique label per file: its stem, with the parent folder added when stems repeat."""
+    stems = [p.stem for p in paths]
+    labels = []
+    for p in paths:
+        label = p.stem if stems.count(p.stem) == 1 else f"{p.parent.name}/{p.stem}"
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
+
+
+# -- connection -------------------------------------------------------------------------------
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
+    """Install the scanner from the local wheel (no download) and load it."""
+    duckdb_extensions.import_extension("sqlite_scanner", con=con)
+    con.execute("LOAD sqlite_scanner")
+
+
+def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with each file attached READ_ONLY and a union view per table.
+
+    A file lacking ctxdesk tables raises NotADatabaseError naming it. ``databases`` lists
+    (db, alias, path). Use ``con.cursor()`` per thread.
+    """
+    resolved = [Path(p).resolve() for p in paths]
+    labels = db_labels(resolved)
+    con = duckdb.connect(":memory:")
+    load_sqlite_scanner(con)
+    con.execute("CREATE TABLE databases (db VARCHAR, alias VARCHAR, path VARCHAR)")
+    for i, (label, path) in enumerate(zip(labels, resolved, strict=True)):
+        alias = f"db_{i}"
+        if not path.is_file():
+            raise NotFoundError("database file does not exist", path=str(path))
+        try:
+            con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+            present = {
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]
+                ).fetchall()
+            }
+        except duckdb.Error as exc:
+            raise NotADatabaseError(f"cannot attach as SQLite ({exc})", path=str(path)) from exc
+        missing = set(TABLES) - present
+        if missing:
+            raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(path))
+        con.execute("INSERT INTO databases VALUES (?, ?, ?)", [label, alias, str(path)])
+    for table in TABLES:
+        if not resolved:
+            continue
+        parts = [
+            f"SELECT {_sql_string(label)} AS db, * FROM db_{i}.{table}" for i, label in enumerate(labels)
+        ]
+        con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+    return con
+
+
+def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:
+    """db label -> file path of every attached database."""
+    return {db: Path(path) for db, path in con.execute("SELECT db, path FROM databases").fetchall()}
+
+
+def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    return con.execute(sql, list(params)).df()
+
+
+def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM databases").fetchone()[0])
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+SESSION_COLUMNS = (
+    "db", "session_id", "title", "model", "provider", "status", "source", "turns", "messages",
+    "peak_usage_pct", "peak_tokens", "limit_tokens", "compactions", "forced_final", "skipped_provider",
+    "offloaded_bytes", "blobs", "created_utc", "updated_utc",
+)  # fmt: skip
+
+
+def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per session across every database, aggregated in SQL (no message content read)."""
+    if not _has_data(con):
+        return pd.DataFrame(columns=list(SESSION_COLUMNS))
+    return _df(
+        con,
+        """
+        WITH m AS (
+            SELECT db, session_id, count(*) AS messages, max(turn_index) + 1 AS turns
+            FROM messages GROUP BY db, session_id),
+        e AS (
+            SELECT db, session_id,
+                max(projected_tokens * 100.0 / limit_tokens)
+                    FILTER (WHERE kind = 'request' AND limit_tokens > 0) AS peak_usage_pct,
+                max(projected_tokens) FILTER (WHERE kind = 'request') AS peak_tokens,
+                arg_max(limit_tokens, seq) FILTER (WHERE kind = 'request') AS limit_tokens,
+                count(*) FILTER (WHERE kind = 'compaction' AND outcome = 'compacted') AS compactions,
+                count(*) FILTER (WHERE kind = 'guard' AND outcome = 'forced_final') AS forced_final,
+                count(*) FILTER (WHERE kind = 'guard' AND outcome = 'skipped_provider') AS skipped_provider
+            FROM context_events GROUP BY db, session_id),
+        b AS (
+            SELECT db, session_id, sum(size_bytes) AS offloaded_bytes, count(*) AS blobs
+            FROM tool_result_blobs GROUP BY db, session_id)
+        SELECT s.db, s.id AS session_id, s.title, s.model, s.provider, s.status, s.source,
+            coalesce(m.turns, 0)::BIGINT AS turns, coalesce(m.messages, 0)::BIGINT AS messages,
+            round(e.peak_usage_pct, 1) AS peak_usage_pct, e.peak_tokens, e.limit_tokens,
+            coalesce(e.compactions, 0)::BIGINT AS compactions,
+            coalesce(e.forced_final, 0)::BIGINT AS forced_final,
+            coalesce(e.skipped_provider, 0)::BIGINT AS skipped_provider,
+            coalesce(b.offloaded_bytes, 0)::BIGINT AS offloaded_bytes, coalesce(b.blobs, 0)::BIGINT AS blobs,
+            s.created_utc, s.updated_utc
+        FROM sessions s
+        LEFT JOIN m ON m.db = s.db AND m.session_id = s.id
+        LEFT JOIN e ON e.db = s.db AND e.session_id = s.id
+        LEFT JOIN b ON b.db = s.db AND b.session_id = s.id
+        ORDER BY s.updated_utc DESC, s.db, s.id
+        """,
+    )
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What the Sessions page filters on; empty fields match everything."""
+
+    text: str = ""
+    models: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    dbs: tuple[str, ...] = ()
+    only_stopped: bool = False
+
+
+def filter_sessions(
+    df: pd.DataFrame, f: SessionFilter, sort_by: str = "updated_utc", descending: bool = True
+) -> pd.DataFrame:
+    """Filter and sort the overview frame (pure; the frame is small: one row per session)."""
+    if sort_by not in df.columns:
+        raise ValidationError(f"cannot sort by {sort_by!r}", field="sort_by", value=sort_by)
+    out = df
+    if f.text:
+        needle = f.text.lower()
+        hay = (out["title"].fillna("") + " " + out["session_id"].fillna("")).str.lower()
+        out = out[hay.str.contains(needle, regex=False)]
+    if f.models:
+        out = out[out["model"].isin(f.models)]
+    if f.statuses:
+        out = out[out["status"].isin(f.statuses)]
+    if f.dbs:
+        out = out[out["db"].isin(f.dbs)]
+    if f.only_stopped:
+        out = out[(out["forced_final"] > 0) | (out["skipped_provider"] > 0)]
+    return out.sort_values(sort_by, ascending=not descending, na_position="last", kind="stable").reset_index(
+        drop=True
+    )
+
+
+# -- timeline ---------------------------------------------------------------------------------
+
+
+def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Per turn: the components of its last request, the limit in force, provider usage, call count."""
+    comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
+    return _df(
+        con,
+        f"""
+        SELECT turn_index AS turn, {comps}, projected_tokens, limit_tokens, context_window,
+            max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, offloaded_bytes,
+            message_seq, seq AS event_seq, requests, peak_projected, model, provider
+        FROM (
+            SELECT *, count(*) OVER w AS requests, max(projected_tokens) OVER w AS peak_projected,
+                row_number() OVER (PARTITION BY turn_index ORDER BY seq DESC) AS rn
+            FROM context_events
+            WHERE db = ? AND session_id = ? AND kind = 'request' AND turn_index IS NOT NULL
+            WINDOW w AS (PARTITION BY turn_index))
+        WHERE rn = 1 ORDER BY turn
+        """,
+        [db, session_id],
+    )
+
+
+def requests(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Every request event (one per model call) in order, with its components."""
+    comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
+    return _df(
+        con,
+        f"""SELECT seq AS event_seq, turn_index AS turn, {comps}, projected_tokens, limit_tokens,
+            context_window, max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, message_seq, model
+        FROM context_events WHERE db = ? AND session_id = ? AND kind = 'request' ORDER BY seq""",
+        [db, session_id],
+    )
+
+
+def events(
+    con: duckdb.DuckDBPyConnection, db: str, session_id: str, kinds: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Events of a session (all columns, details parsed into ``details``), optionally by kind."""
+    sql = "SELECT * EXCLUDE (db) FROM context_events WHERE db = ? AND session_id = ?"
+    params: list[Any] = [db, session_id]
+    if kinds:
+        sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+        params += list(kinds)
+    df = _df(con, sql + " ORDER BY seq", params)
+    df["details"] = [_parse_details(t) for t in df["details_json"]]
+    return df
+
+
+def _parse_details(text: Any) -> dict[str, Any]:
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"unparsed": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Compactions and guard stops (forced_final, skipped_provider) to mark on the timeline."""
+    return _df(
+        con,
+        """SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, projected_tokens, limit_tokens
+        FROM context_events WHERE db = ? AND session_id = ? AND turn_index IS NOT NULL AND (
+            (kind = 'compaction' AND outcome = 'compacted')
+            OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider'))
+            OR kind = 'restore')
+        ORDER BY seq""",
+        [db, session_id],
+    )
+
+
+def removed_seqs_before(con: duckdb.DuckDBPyConnection, db: str, session_id: str, event_seq: int) -> set[int]:
+    """Transcript seqs removed or summarized by compactions recorded before an event."""
+    rows = con.execute(
+        """SELECT details_json FROM context_events
+        WHERE db = ? AND session_id = ? AND kind = 'compaction' AND outcome = 'compacted' AND seq < ?
+        ORDER BY seq""",
+        [db, session_id, event_seq],
+    ).fetchall()
+    removed: set[int] = set()
+    for (details_json,) in rows:
+        removed.update(int(s) for s in _parse_details(details_json).get("removed_message_seqs", []))
+    return removed
+
+
+def sent_messages(
+    con: duckdb.DuckDBPyConnection, db: str, session_id: str, turn: int, event_seq: int | None = None
+) -> pd.DataFrame:
+    """The messages a turn's last request sent, largest first (previews only, no content).
+
+    Uses the request's ``message_seq`` when recorded (else the end of the turn), and leaves out
+    what earlier compactions removed or summarized.
+    """
+    row = con.execute(
+        """SELECT seq, message_seq FROM context_events
+        WHERE db = ? AND session_id = ? AND kind = 'request' AND turn_index = ?
+            AND (? IS NULL OR seq = ?)
+        ORDER BY seq DESC LIMIT 1""",
+        [db, session_id, turn, event_seq, event_seq],
+    ).fetchone()
+    if row is None:
+        upto_sql, params = "turn_index <= ?", [turn]
+        removed: set[int] = set()
+    else:
+        ev_seq, message_seq = row
+        removed = removed_seqs_before(con, db, session_id, ev_seq)
+        if message_seq is None:
+            upto_sql, params = "turn_index <= ?", [turn]
+        else:
+            upto_sql, params = "seq <= ?", [message_seq]
+    df = _df(
+        con,
+        f"""SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, pinned,
+            text_preview FROM messages WHERE db = ? AND session_id = ? AND {upto_sql}
+        ORDER BY tokens DESC, seq""",
+        [db, session_id, *params],
+    )
+    if removed:
+        df = df[~df["seq"].isin(removed)].reset_index(drop=True)
+    return df
+
+
+def message(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> dict[str, Any] | None:
+    """One transcript message with its content (``content_json``) and text, or None."""
+    df = _df(
+        con,
+        """SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, content_json,
+            text_preview FROM messages WHERE db = ? AND session_id = ? AND seq = ?""",
+        [db, session_id, seq],
+    )
+    if df.empty:
+        return None
+    out = df.iloc[0].to_dict()
+    out["text"] = content_text(out["content_json"])
+    return out
+
+
+def content_text(content_json: str) -> str:
+    """The readable text of stored content: text, tool calls and tool results, one per line."""
+    try:
+        content = json.loads(content_json)
+    except json.JSONDecodeError:
+        return content_json
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else [content]:
+        if not isinstance(block, dict):
+            parts.append(str(block))
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            parts.append("[thinking] " + str(block.get("thinking", "")))
+        elif kind == "tool_use":
+            parts.append(
+                f"[tool_use {block.get('name')}] " + json.dumps(block.get("input", {}), ensure_ascii=False)
+            )
+        elif kind == "tool_result":
+            inner = block.get("content", "")
+            if isinstance(inner, list):
+                inner = "\n".join(
+                    str(b.get("text", f"[{b.get('type')}]")) for b in inner if isinstance(b, dict)
+                )
+            parts.append(f"[tool_result {block.get('tool_use_id')}] {inner}")
+        else:
+            parts.append(f"[{kind}]")
+    return "\n".join(parts)
+
+
+# -- compaction -------------------------------------------------------------------------------
+
+
+def compactions(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Compaction events with their before/after component dicts parsed."""
+    df = events(con, db, session_id, ["compaction"])
+    return df[["seq", "turn_index", "trigger", "outcome", "reason", "created_utc", "details"]].reset_index(
+        drop=True
+    )
+
+
+def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Snapshots of a session, newest first, without their message payloads."""
+    return _df(
+        con,
+        """SELECT id, through_seq, message_count, tokens, strategy, event_id, summary, created_utc
+        FROM session_snapshots WHERE db = ? AND session_id = ? ORDER BY id DESC""",
+        [db, session_id],
+    )
+
+
+# -- offloaded results ------------------------------------------------------------------------
+
+
+def blobs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    db: str | None = None,
+    session_id: str | None = None,
+    tool: str | None = None,
+    min_bytes: int = 0,
+) -> pd.DataFrame:
+    """Offloaded outputs (no content), largest first."""
+    where, params = ["size_bytes >= ?"], [min_bytes]
+    for column, value in (("db", db), ("session_id", session_id), ("tool_name", tool)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return _df(
+        con,
+        f"""SELECT db, session_id, ref_id, tool_name, tool_use_id, size_bytes, is_text, line_count, tokens,
+            preview, created_utc FROM tool_result_blobs WHERE {" AND ".join(where)}
+        ORDER BY size_bytes DESC, ref_id""",
+        params,
+    )
+
+
+def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
+    row = con.execute(
+        "SELECT content FROM tool_result_blobs WHERE db = ? AND ref_id = ?", [db, ref_id]
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"no stored result {ref_id!r} in {db}")
+    return bytes(row[0])
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+def tool_costs(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Each tool offered: its definition tokens, category, server, and how often it was called."""
+    return _df(
+        con,
+        """WITH uses AS (
+            SELECT trim(name) AS name, count(*) AS calls
+            FROM (SELECT unnest(string_split(tool_names, ',')) AS name FROM messages
+                  WHERE db = ? AND session_id = ? AND kind = 'tool_use' AND tool_names IS NOT NULL)
+            GROUP BY 1)
+        SELECT t.name, t.category, t.server, t.tokens, coalesce(u.calls, 0)::BIGINT AS calls,
+            CASE WHEN coalesce(u.calls, 0) = 0 THEN NULL ELSE round(t.tokens / u.calls, 1) END AS tokens_per_call
+        FROM session_tools t LEFT JOIN uses u ON u.name = t.name
+        WHERE t.db = ? AND t.session_id = ?
+        ORDER BY t.tokens DESC, t.name""",
+        [db, session_id, db, session_id],
+    )
+
+
+def server_costs(tools: pd.DataFrame) -> pd.DataFrame:
+    """Tokens per MCP server (builtin and skill tools grouped by their category)."""
+    if tools.empty:
+        return pd.DataFrame(columns=["server", "tools", "tokens", "calls"])
+    key = tools["server"].where(tools["server"].notna(), "(" + tools["category"] + ")")
+    out = (
+        tools.assign(server=key)
+        .groupby("server", as_index=False)
+        .agg(tools=("name", "count"), tokens=("tokens", "sum"), calls=("calls", "sum"))
+    )
+    return out.sort_values("tokens", ascending=False).reset_index(drop=True)
+
+
+def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Turn by turn, per tool: 'loaded' or 'deferred' as of the latest deferral event of that turn.
+
+    Columns: turn, tool, state. States carry forward to later turns until the next deferral event.
+    """
+    ev = events(con, db, session_id, ["deferral"])
+    last_turn = con.execute(
+        "SELECT max(turn_index) FROM messages WHERE db = ? AND session_id = ?", [db, session_id]
+    ).fetchone()[0]
+    if ev.empty:
+        return pd.DataFrame(columns=["turn", "tool", "state"])
+    by_turn: dict[int, dict[str, str]] = {}
+    for turn, details in zip(ev["turn_index"].fillna(0).astype(int), ev["details"], strict=True):
+        states = {str(t): "deferred" for t in details.get("deferred", [])}
+        states.update({str(t): "loaded" for t in details.get("loaded", [])})
+        by_turn[turn] = states
+    rows, current = [], {}
+    for turn in range(min(by_turn), max(max(by_turn), int(last_turn or 0)) + 1):
+        current = by_turn.get(turn, current)
+        rows += [(turn, tool, state) for tool, state in sorted(current.items())]
+    return pd.DataFrame(rows, columns=["turn", "tool", "state"])
+
+
+def tool_searches(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """tool_search queries with their hits; ``hit`` is False for a search that found nothing."""
+    ev = events(con, db, session_id, ["tool_search"])
+    rows = []
+    for turn, details in zip(ev["turn_index"], ev["details"], strict=True):
+        hits = [str(h) for h in details.get("hits", [])]
+        rows.append((turn, str(details.get("query", "")), ", ".join(hits), len(hits), bool(hits)))
+    return pd.DataFrame(rows, columns=["turn", "query", "hits", "hit_count", "hit"])
+
+
+def messages_by_seq(
+    con: duckdb.DuckDBPyConnection, db: str, session_id: str, seqs: Sequence[int]
+) -> pd.DataFrame:
+    """Previews (no content) of the given transcript messages, in transcript order."""
+    if not seqs:
+        return pd.DataFrame(columns=["seq", "turn", "role", "kind", "tokens", "tool_names", "text_preview"])
+    return _df(
+        con,
+        """SELECT seq, turn_index AS turn, role, kind, tokens, tool_names, text_preview FROM messages
+        WHERE db = ? AND session_id = ? AND list_contains(?, seq) ORDER BY seq""",
+        [db, session_id, [int(s) for s in seqs]],
+    )

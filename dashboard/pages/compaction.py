@@ -1,0 +1,176 @@
+"""Compaction: preview a strategy on the selected session (dry run), apply it (the only write
+besides settings, through SessionStore: WAL + busy timeout, safe beside a running agent),
+restore an earlier snapshot, and review past compactions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, state
+from engine.compaction import STRATEGY_NAMES, describe_report, force_compact, parse_strategy, restore_snapshot
+from engine.errors import ContextDeskError
+from engine.store import SessionStore
+
+PREVIEW_KEY = "compaction_preview"
+
+ref, row = state.require_session()
+st.title("Compaction")
+st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+db_path = data.database_paths(state.connection())[ref.db]
+
+
+def strategy_settings(name: str) -> dict[str, Any]:
+    """Widgets for the strategy's own fields (from its config model); returns the values set."""
+    config = parse_strategy(name)
+    fields = {k: f for k, f in type(config).model_fields.items() if k != "type"}
+    if name == "chain":
+        st.caption("Chain runs " + " → ".join(s.type for s in config.steps) + " until the history fits.")
+        return {}
+    values: dict[str, Any] = {}
+    cols = st.columns(3)
+    for i, (field, info) in enumerate(fields.items()):
+        col, key, default = cols[i % 3], f"cmp_{name}_{field}", info.default
+        if isinstance(default, bool):
+            values[field] = col.checkbox(field, value=default, key=key, help=info.description)
+        elif isinstance(default, float):
+            values[field] = col.number_input(field, value=default, step=0.05, key=key, help=info.description)
+        elif isinstance(default, int):
+            values[field] = int(
+                col.number_input(field, value=default, step=1, min_value=0, key=key, help=info.description)
+            )
+        elif isinstance(default, tuple):
+            text = col.text_input(field, key=key, help=(info.description or "") + " Comma-separated.")
+            values[field] = tuple(t.strip() for t in text.split(",") if t.strip())
+        elif default is None:
+            text = col.text_input(field, key=key, help=info.description, placeholder="not set")
+            if text.strip():
+                values[field] = text.strip()
+    return values
+
+
+with st.container(border=True):
+    st.subheader("Compact now")
+    c1, c2 = st.columns([2, 1])
+    strategy = c1.selectbox(
+        "Strategy", STRATEGY_NAMES, index=STRATEGY_NAMES.index("chain"), key="cmp_strategy"
+    )
+    target = int(
+        c2.number_input("Target tokens (0: default)", min_value=0, value=0, step=500, key="cmp_target")
+    )
+    settings = strategy_settings(strategy)
+    instructions = st.text_area("Instructions for the summary", key="cmp_instructions",
+                                placeholder="e.g. focus on the API changes")  # fmt: skip
+    params = {"strategy": strategy, "instructions": instructions.strip() or None,
+              "target_tokens": target or None, **settings}  # fmt: skip
+    b1, b2 = st.columns(2)
+    preview_clicked = b1.button("Preview (dry run)", icon=":material/preview:", key="cmp_preview")
+    apply_clicked = b2.button("Apply", type="primary", icon=":material/compress:", key="cmp_apply")
+    if preview_clicked:
+        with st.spinner("Planning the compaction (nothing is written)…"):
+            try:
+                with SessionStore(db_path, read_only=True) as store:
+                    report = force_compact(store, ref.session_id, dry_run=True, **params)
+            except ContextDeskError as exc:
+                st.error(f"Cannot preview: {exc}")
+            else:
+                st.session_state[PREVIEW_KEY] = (ref.key, params, report)
+    if apply_clicked:
+        with st.spinner("Compacting and writing the snapshot…"):
+            try:
+                with SessionStore(db_path) as store:
+                    report = force_compact(store, ref.session_id, dry_run=False, **params)
+            except ContextDeskError as exc:
+                st.error(f"Not applied: {exc}")
+            else:
+                st.session_state[PREVIEW_KEY] = (ref.key, params, report)
+                if report.snapshot_id is not None:
+                    st.success(f"Applied: snapshot #{report.snapshot_id} written. {describe_report(report)}")
+                else:
+                    st.info(f"Nothing written but the event: {describe_report(report)}")
+
+    preview = st.session_state.get(PREVIEW_KEY)
+    if preview is not None and preview[0] == ref.key:
+        _, used, report = preview
+        st.markdown("**" + ("Preview" if report.dry_run else "Applied") + "**")
+        st.text(describe_report(report))
+        m1, m2, m3 = st.columns(3)
+        m1.metric(
+            "Tokens",
+            f"{report.after_tokens:,}",
+            f"{report.after_tokens - report.before_tokens:,}",
+            delta_color="inverse",
+        )
+        m2.metric(
+            "Messages", report.after_count, report.after_count - report.before_count, delta_color="inverse"
+        )
+        m3.metric("Target", f"{report.result.target_tokens:,}")
+        st.plotly_chart(
+            charts.components_bar({"before": report.result.before_components.as_dict(),
+                                   "after": report.result.after_components.as_dict()}, title="Tokens per component"),
+            key="cmp_preview_bar",
+        )  # fmt: skip
+        removed = state.query("messages_by_seq", ref.db, ref.session_id, tuple(report.removed_message_seqs))
+        st.markdown(f"**Removed or summarized: {len(report.removed_message_seqs)} message(s)**")
+        if not removed.empty:
+            st.dataframe(removed, hide_index=True)
+        if report.summary:
+            st.markdown("**Summary text**")
+            st.code(report.summary, language=None, wrap_lines=True)
+
+st.subheader("Snapshots")
+snaps = state.query("snapshots", ref.db, ref.session_id)
+if snaps.empty:
+    st.info("No snapshots yet: the session resumes from its full transcript.")
+else:
+    st.dataframe(
+        snaps, hide_index=True, column_config={"summary": st.column_config.TextColumn(width="large")}
+    )
+    r1, r2 = st.columns([2, 1])
+    snap_id = r1.selectbox("Restore snapshot", [int(i) for i in snaps["id"]], key="cmp_restore_id",
+                           format_func=lambda i: f"#{i}")  # fmt: skip
+    if r2.button("Restore", icon=":material/history:", key="cmp_restore"):
+        with st.spinner("Restoring…"):
+            try:
+                with SessionStore(db_path) as store:
+                    restored = restore_snapshot(store, ref.session_id, int(snap_id))
+            except ContextDeskError as exc:
+                st.error(f"Not restored: {exc}")
+            else:
+                st.success(f"Restored snapshot #{snap_id} as new snapshot #{restored.id}.")
+
+st.subheader("Past compactions")
+past = state.query("compactions", ref.db, ref.session_id)
+if past.empty:
+    st.info("No compactions recorded for this session.")
+else:
+    table = pd.DataFrame(
+        {
+            "event": past["seq"], "turn": past["turn_index"], "trigger": past["trigger"], "outcome": past["outcome"],
+            "strategies": [", ".join(d.get("strategies_run", [])) for d in past["details"]],
+            "before_tokens": [d.get("before_tokens") for d in past["details"]],
+            "after_tokens": [d.get("after_tokens") for d in past["details"]],
+            "removed": [len(d.get("removed_message_seqs", [])) for d in past["details"]],
+            "snapshot": [d.get("snapshot_id") for d in past["details"]],
+            "when": past["created_utc"],
+        }
+    )  # fmt: skip
+    st.dataframe(table, hide_index=True)
+    which = st.selectbox(
+        "Compare before / after of event", list(table["event"]), index=len(table) - 1, key="cmp_past"
+    )
+    details = past[past["seq"] == which].iloc[0]["details"]
+    if details.get("before") and details.get("after"):
+        st.plotly_chart(
+            charts.components_bar({"before": details["before"], "after": details["after"]}),
+            key="cmp_past_bar",
+        )
+        diff = pd.DataFrame(
+            [(charts.COMPONENT_LABELS[c], details["before"].get(c, 0), details["after"].get(c, 0)) for c in charts.COMPONENT_LABELS],
+            columns=["component", "before", "after"],
+        )  # fmt: skip
+        st.dataframe(diff.assign(change=diff["after"] - diff["before"]), hide_index=True)
+    if details.get("summary"):
+        st.code(str(details["summary"]), language=None, wrap_lines=True)

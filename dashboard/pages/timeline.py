@@ -1,0 +1,107 @@
+"""Context timeline: tokens by component turn by turn against the limit; click a turn to see
+what was sent, largest messages first. Re-projected under edited model settings when present."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import analysis, charts, state
+from engine.errors import ContextDeskError
+from engine.settings import resolve_model_settings
+
+TURN_KEY = "timeline_turn"
+
+ref, row = state.require_session()
+st.title("Context timeline")
+st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+
+
+def edited_projection(turns):
+    edited = st.session_state.get(state.EDITED_SETTINGS_KEY)
+    if edited is None or turns.empty or not row["model"]:
+        return None
+    try:
+        resolved = resolve_model_settings(str(row["model"]), row["provider"] or None, edited)
+    except ContextDeskError as exc:
+        st.warning(f"Edited settings do not resolve for {row['model']}: {exc}")
+        return None
+    return analysis.project_timeline(turns, resolved)
+
+
+@st.fragment
+def timeline_panel() -> None:
+    turns = state.query("timeline", ref.db, ref.session_id)
+    marks = state.query("markers", ref.db, ref.session_id)
+    if turns.empty:
+        st.info("This session has no request events yet.")
+        return
+    projection = edited_projection(turns)
+    if projection is not None:
+        st.info(projection.headline)
+    show_usage = st.toggle("Show the provider's own usage", value=True, key="timeline_usage")
+    turn_numbers = [int(t) for t in turns["turn"]]
+    fig = charts.timeline_figure(
+        turns, marks, show_usage=show_usage, projection=projection,
+        selected_turn=st.session_state.get(TURN_KEY), title=row["title"] or ref.session_id,
+    )  # fmt: skip
+    event = st.plotly_chart(fig, key="timeline_chart", on_select="rerun", selection_mode=("points",))
+    points = event.selection.points if event is not None else []
+    picked = int(points[0]["x"]) if points else None
+    if picked is not None and picked != st.session_state.get("_timeline_last_pick"):
+        st.session_state["_timeline_last_pick"] = picked
+        st.session_state[TURN_KEY] = picked
+    if st.session_state.get(TURN_KEY) not in turn_numbers:
+        st.session_state[TURN_KEY] = turn_numbers[-1]
+    turn = int(
+        st.number_input(
+            "Turn", min_value=min(turn_numbers), max_value=max(turn_numbers), step=1, key=TURN_KEY,
+            help="Click a turn on the chart, or type its number.",
+        )
+    )  # fmt: skip
+    this = turns[turns["turn"] == turn]
+    if this.empty:
+        st.info(f"No request recorded at turn {turn}.")
+        return
+    r = this.iloc[0]
+    total = int(sum(int(r[c]) for c in charts.COMPONENT_LABELS))
+    cols = st.columns(4)
+    cols[0].metric("Sent (estimate)", f"{total:,}")
+    cols[1].metric(
+        "Limit", f"{int(r['limit_tokens']):,}" if r["limit_tokens"] == r["limit_tokens"] else "n/a"
+    )
+    prompt = [
+        r[c]
+        for c in ("provider_input_tokens", "provider_cache_read_tokens", "provider_cache_creation_tokens")
+    ]
+    if all(v == v and v is not None for v in prompt):
+        cols[2].metric("Provider prompt", f"{int(sum(prompt)):,}", help="input + cache reads + cache writes")
+    cols[3].metric("Model calls in turn", int(r["requests"]))
+    sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
+    st.subheader(f"What was sent at turn {turn}")
+    st.caption(
+        f"{len(sent)} messages, largest first (previews; select a row or pick below to read one in full)."
+    )
+    pick = st.dataframe(
+        sent, key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True,
+        column_config={"text_preview": st.column_config.TextColumn("Preview", width="large")},
+    )  # fmt: skip
+    rows = pick.selection.rows if pick is not None else []
+    if sent.empty:
+        return
+    options = [int(s) for s in sent["seq"]]
+    labels = {
+        int(r.seq): f"#{int(r.seq)} · {r.role} · {r.kind} · {int(r.tokens):,} tokens"
+        for r in sent.itertuples()
+    }
+    if rows and options[rows[0]] != st.session_state.get("_timeline_last_row"):
+        st.session_state["_timeline_last_row"] = options[rows[0]]
+        st.session_state["timeline_message"] = options[rows[0]]
+    if st.session_state.get("timeline_message") not in options:
+        st.session_state["timeline_message"] = options[0]
+    seq = st.selectbox("Read message", options, format_func=labels.__getitem__, key="timeline_message")
+    msg = state.query("message", ref.db, ref.session_id, int(seq))
+    if msg is not None:
+        st.code(msg["text"], language=None, wrap_lines=True)
+
+
+timeline_panel()

@@ -1,0 +1,48 @@
+"""Tools: what tool definitions cost per request, per tool and per MCP server; which were deferred
+or loaded turn by turn; tool_search queries with hits and misses; cost against use."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, data, state
+
+ref, row = state.require_session()
+st.title("Tools")
+st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+
+tools = state.query("tool_costs", ref.db, ref.session_id)
+if tools.empty:
+    st.info("This session recorded no tool definitions.")
+else:
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Tools offered", len(tools))
+    c2.metric("Definition tokens (all)", f"{int(tools['tokens'].sum()):,}")
+    c3.metric("Never called", int((tools["calls"] == 0).sum()))
+    st.subheader("Tokens per tool")
+    st.plotly_chart(charts.tools_bar(tools), key="tools_bar")
+    st.subheader("Per MCP server")
+    st.dataframe(data.server_costs(tools), hide_index=True)
+    st.subheader("Cost against use")
+    st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
+    st.dataframe(
+        tools, hide_index=True,
+        column_config={"tokens_per_call": st.column_config.NumberColumn("Tokens per call", format="%.1f")},
+    )  # fmt: skip
+
+st.subheader("Deferred vs loaded, turn by turn")
+matrix = state.query("deferral_matrix", ref.db, ref.session_id)
+if matrix.empty:
+    st.info("No deferral events: every tool was sent on every request.")
+else:
+    st.plotly_chart(charts.deferral_heatmap(matrix), key="deferral_heatmap")
+
+st.subheader("tool_search queries")
+searches = state.query("tool_searches", ref.db, ref.session_id)
+if searches.empty:
+    st.info("No tool_search queries in this session.")
+else:
+    c1, c2 = st.columns(2)
+    c1.metric("Hits", int(searches["hit"].sum()))
+    c2.metric("Misses", int((~searches["hit"]).sum()))
+    st.dataframe(searches, hide_index=True)

@@ -1,0 +1,165 @@
+"""Streamlit glue shared by the pages: which files, the cached DuckDB connection, cached queries,
+the selected session, and the shared sidebar. Data access itself lives in dashboard.data.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from engine.errors import ContextDeskError
+
+SELECTED_KEY = "selected_session"
+EDITED_SETTINGS_KEY = "edited_settings"
+LIVE_INTERVAL_S = 2.0
+
+
+class SessionRef(NamedTuple):
+    db: str
+    session_id: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.db}::{self.session_id}"
+
+    @classmethod
+    def parse(cls, key: str) -> SessionRef:
+        db, _, sid = key.partition("::")
+        return cls(db, sid)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Attaching session databases…")
+def _connection(paths: tuple[str, ...], signature: tuple[Any, ...]) -> duckdb.DuckDBPyConnection:
+    # A new signature (a file changed) gives a fresh connection: DuckDB re-reads on attach.
+    return data.connect([Path(p) for p in paths])
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _query(
+    _conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...], name: str, args: tuple[Any, ...]
+) -> Any:
+    cursor = _conn.cursor()
+    try:
+        return getattr(data, name)(cursor, *args)
+    finally:
+        cursor.close()
+
+
+def paths() -> list[Path]:
+    """Database files from argv after ``--``, $CTXDESK_DB_PATHS, or the bundled sample data."""
+    return data.loaded_paths(sys.argv)
+
+
+def signature() -> tuple[Any, ...]:
+    return data.files_signature(paths())
+
+
+def connection() -> duckdb.DuckDBPyConnection:
+    """The shared connection for the current file versions; shows st.error and stops on failure."""
+    try:
+        files = paths()
+        return _connection(tuple(str(p) for p in files), data.files_signature(files))
+    except ContextDeskError as exc:
+        st.error(f"Cannot open the session databases: {exc}")
+        st.stop()
+        raise  # unreachable: st.stop() ends the run
+
+
+def query(name: str, *args: Any) -> Any:
+    """``dashboard.data.<name>(cursor, *args)``, cached until a database file changes."""
+    conn = connection()
+    return _query(conn, signature(), name, args)
+
+
+def uncached(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a data function on a fresh cursor without caching (for large one-off reads)."""
+    cursor = connection().cursor()
+    try:
+        return fn(cursor, *args, **kwargs)
+    finally:
+        cursor.close()
+
+
+def overview() -> pd.DataFrame:
+    return query("sessions_overview")
+
+
+def selected() -> SessionRef | None:
+    key = st.session_state.get(SELECTED_KEY)
+    return SessionRef.parse(key) if key else None
+
+
+def select(ref: SessionRef) -> None:
+    st.session_state[SELECTED_KEY] = ref.key
+
+
+def require_session() -> tuple[SessionRef, pd.Series]:
+    """The selected session and its overview row; defaults to the first session, stops if none."""
+    df = overview()
+    if df.empty:
+        st.info("No sessions in the loaded databases. Run `ctxdesk demo --out data` or pass database paths.")
+        st.stop()
+    ref = selected()
+    match = df[(df["db"] == ref.db) & (df["session_id"] == ref.session_id)] if ref else df.iloc[0:0]
+    if match.empty:
+        ref = SessionRef(str(df.iloc[0]["db"]), str(df.iloc[0]["session_id"]))
+        select(ref)
+        match = df.iloc[[0]]
+    return ref, match.iloc[0]
+
+
+def session_label(row: pd.Series) -> str:
+    title = row["title"] if isinstance(row["title"], str) and row["title"] else row["session_id"]
+    return f"{title} · {row['model'] or '?'} · {row['db']}"
+
+
+def _on_sidebar_pick() -> None:
+    st.session_state[SELECTED_KEY] = st.session_state["_sidebar_session"]
+
+
+def sidebar() -> None:
+    """The shared sidebar: what is loaded, the selected session, and live follow."""
+    conn = connection()
+    files = paths()
+    df = overview()
+    with st.sidebar:
+        st.caption(f"{len(files)} database(s), {len(df)} session(s)")
+        with st.expander("Loaded files", expanded=False):
+            for db, path in data.database_paths(conn).items():
+                st.text(f"{db}: {path}")
+        if not df.empty:
+            keys = [SessionRef(str(r.db), str(r.session_id)).key for r in df.itertuples()]
+            labels = dict(zip(keys, (session_label(r) for _, r in df.iterrows()), strict=True))
+            current = st.session_state.get(SELECTED_KEY)
+            if current not in labels:
+                current = keys[0]
+                st.session_state[SELECTED_KEY] = current
+            st.session_state["_sidebar_session"] = current
+            st.selectbox(
+                "Session",
+                keys,
+                format_func=labels.__getitem__,
+                key="_sidebar_session",
+                on_change=_on_sidebar_pick,
+            )
+        live = st.toggle("Live: follow changes", value=True, help="Re-query when a database file changes")
+        if st.session_state.get(EDITED_SETTINGS_KEY) is not None:
+            st.caption("Charts re-projected under edited model settings.")
+    if live:
+        _watch_files()
+
+
+@st.fragment(run_every=LIVE_INTERVAL_S)
+def _watch_files() -> None:
+    current = signature()
+    previous = st.session_state.get("_files_signature")
+    st.session_state["_files_signature"] = current
+    if previous is not None and previous != current:
+        st.rerun(scope="app")

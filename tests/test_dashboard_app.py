@@ -1,0 +1,240 @@
+"""Every dashboard page driven through streamlit.testing.v1.AppTest over the fixture database."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from dashboard.data import DB_PATHS_ENV_VAR
+from engine.settings import SETTINGS_ENV_VAR, load_settings
+from tests.dashboard_fixture import HOSTILE_TEXT, copy_dashboard_db
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+TIMEOUT = 60
+
+
+@pytest.fixture
+def db(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    target = copy_dashboard_db(tmp_path_factory.getbasetemp(), tmp_path / "sample.db")
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(target))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "config" / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    return target
+
+
+def _app(session: str | None = "sess-refactor", page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    _ok(at)
+    if session is not None:
+        at.session_state["selected_session"] = f"sample::{session}"
+    if page is not None:
+        at.switch_page(f"pages/{page}.py").run()
+        _ok(at)
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _texts(at: AppTest) -> str:
+    return "\n".join(
+        [t.value for t in at.text] + [c.value for c in at.code] + [str(i.value) for i in at.info]
+        + [str(s.value) for s in at.success] + [str(e.value) for e in at.error]
+    )  # fmt: skip
+
+
+def _no_markdown_holds_raw_html(at: AppTest) -> None:
+    for element in [*at.markdown, *at.caption, *at.title, *at.subheader]:
+        assert "<script>" not in str(element.value)
+        assert "onerror" not in str(element.value)
+
+
+def test_app_opens_on_sessions_listing_every_session(db: Path) -> None:
+    at = _app(session=None)
+    assert at.title[0].value == "Sessions"
+    table = at.dataframe[0].value
+    assert set(table["session_id"]) == {"sess-refactor", "sess-report", "sess-small"}
+    assert {"peak_usage_pct", "compactions", "forced_final", "offloaded_bytes", "turns"} <= set(table.columns)
+    assert at.metric[0].value == "3"
+    assert at.sidebar.selectbox[0].value == at.session_state["selected_session"]
+
+
+def test_sessions_filters_and_sorts(db: Path) -> None:
+    at = _app(session=None)
+    at.text_input(key="sessions_search").input("quarterly").run()
+    assert list(at.dataframe[0].value["session_id"]) == ["sess-report"]
+    at.text_input(key="sessions_search").input("").run()
+    at.toggle(key="sessions_stopped").set_value(True).run()
+    assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor", "sess-report"}
+    at.selectbox(key="sessions_sort").set_value("turns").run()
+    at.toggle(key="sessions_desc").set_value(False).run()
+    assert list(at.dataframe[0].value["turns"]) == sorted(at.dataframe[0].value["turns"])
+
+
+def test_sidebar_pick_selects_the_session_for_every_page(db: Path) -> None:
+    at = _app(session=None)
+    at.sidebar.selectbox[0].set_value("sample::sess-report").run()
+    _ok(at)
+    assert at.session_state["selected_session"] == "sample::sess-report"
+    at.switch_page("pages/why_stop.py").run()
+    assert "Summarise the quarterly report" in _texts(at)
+
+
+def test_timeline_charts_components_and_shows_what_a_turn_sent(db: Path) -> None:
+    at = _app(page="timeline")
+    chart = at.get("plotly_chart")[0]
+    assert "Tool results" in chart.proto.spec and "Effective limit" in chart.proto.spec
+    assert "Forced final turn" in chart.proto.spec and "Compaction" in chart.proto.spec
+    at.number_input(key="timeline_turn").set_value(4).run()
+    _ok(at)
+    assert at.subheader[0].value == "What was sent at turn 4"
+    sent = at.dataframe[0].value
+    assert list(sent["tokens"]) == sorted(sent["tokens"], reverse=True)
+    assert at.selectbox(key="timeline_message").value == int(sent.iloc[0]["seq"])
+    assert "auth/part3.py" in at.code[0].value  # the largest message, read in full
+
+
+def test_hostile_message_text_is_shown_literally_never_as_markup(db: Path) -> None:
+    at = _app(page="timeline")
+    at.number_input(key="timeline_turn").set_value(1).run()
+    seq = next(o for o in at.selectbox(key="timeline_message").options if "user_input" in o)
+    at.selectbox(key="timeline_message").set_value(int(seq.split()[0].lstrip("#"))).run()
+    _ok(at)
+    assert HOSTILE_TEXT in at.code[0].value
+    _no_markdown_holds_raw_html(at)
+
+
+def test_why_did_it_stop_explains_the_forced_final_turn(db: Path) -> None:
+    at = _app(page="why_stop")
+    text = _texts(at)
+    assert "limit = context_window 13,500 - max_output_tokens 1,024 - buffer_tokens 256 = 12,220" in text
+    assert "Message 22 (tool_result" in text
+    assert "context_window ≥" in text
+    assert "result_offload_threshold ≤" in text
+    assert "compact_threshold 0." in text
+    sources = at.dataframe[0].value
+    assert "model:claude-sonnet-4-20250514 (settings.toml)" in set(sources["came from"])
+    growth = at.dataframe[1].value
+    assert growth.iloc[0]["component"] == "Tool results"
+
+
+def test_why_did_it_stop_for_a_skipped_provider_and_for_a_clean_session(db: Path) -> None:
+    at = _app(session="sess-report", page="why_stop")
+    assert "Skipped provider" in _texts(at) + "".join(str(m.value) for m in at.markdown)
+    assert "provider:openai (settings.toml)" in set(at.dataframe[0].value["came from"])
+    at = _app(session="sess-small", page="why_stop")
+    assert "never hit a forced final turn" in str(at.success[0].value)
+
+
+def test_compaction_preview_writes_nothing_and_apply_writes_a_snapshot(db: Path) -> None:
+    at = _app(session="sess-report", page="compaction")
+    before = db.read_bytes()
+    at.button(key="cmp_preview").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.markdown[0].value == "**Preview**"
+    assert "Compacted" in _texts(at) or "Nothing compacted" in _texts(at)
+    assert db.read_bytes() == before
+    at.selectbox(key="cmp_strategy").set_value("sliding_window").run()
+    at.number_input(key="cmp_sliding_window_keep_messages").set_value(4).run()
+    at.button(key="cmp_apply").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    assert "snapshot #" in str(at.success[0].value)
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT strategy FROM session_snapshots WHERE session_id = 'sess-report'")
+        .fetchall()
+    )
+    assert rows == [("sliding_window",)]
+    at.run()
+    assert "Past compactions" in [s.value for s in at.subheader]
+    assert list(at.dataframe[-2].value["trigger"]) == ["manual"]
+
+
+@pytest.mark.xfail(
+    reason="engine.store.records.message_to_json drops block `type` (exclude_defaults), so stored "
+    "snapshots with blocks do not load back; reported to the lead",
+    strict=False,
+)
+def test_restore_writes_a_restore_snapshot(db: Path) -> None:
+    at = _app(page="compaction")
+    at.button(key="cmp_restore").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT strategy FROM session_snapshots WHERE session_id = 'sess-refactor' ORDER BY id")
+        .fetchall()
+    )
+    assert rows == [("chain",), ("restore",)]
+
+
+def test_offloaded_results_page_reads_searches_and_downloads(db: Path) -> None:
+    at = _app(page="offloaded")
+    assert len(at.dataframe[0].value) == 1
+    assert at.get("download_button")
+    at.text_input(key="blob_search").input("handler_42").run()
+    _ok(at)
+    assert any("handler_42" in c.value for c in at.code)
+    at.selectbox(key="blob_page_size").set_value(100).run()
+    at.number_input(key="blob_page").set_value(2).run()
+    assert "Lines 101-200" in "".join(c.value for c in at.caption)
+    at.radio(key="blobs_scope").set_value("All sessions").run()
+    at.selectbox(key="blobs_tool").set_value("bash").run()
+    _ok(at)
+    assert "Binary output" in _texts(at)
+
+
+def test_tools_page_shows_costs_deferrals_and_searches(db: Path) -> None:
+    at = _app(page="tools")
+    assert len(at.get("plotly_chart")) == 2
+    frames = [d.value for d in at.dataframe]
+    servers = frames[0].set_index("server")
+    assert servers.loc["github", "tokens"] == 1160
+    assert frames[1].set_index("name").loc["read_file", "calls"] == 6
+    assert list(frames[2]["hit"]) == [True, False]
+    at = _app(session="sess-small", page="tools")
+    assert "No deferral events" in _texts(at)
+
+
+def test_model_settings_validates_as_you_type_saves_and_reprojects_the_timeline(
+    db: Path, tmp_path: Path
+) -> None:
+    at = _app(page="model_settings")
+    key = "ms_models_claude-sonnet-4-20250514_"
+    at.text_input(key=key + "compact_threshold").input("1.5").run()
+    _ok(at)
+    assert any("compact_threshold" in str(e.value) for e in at.error)
+    assert at.button[-1].disabled  # save
+    at.text_input(key=key + "compact_threshold").input("0.85").run()
+    at.text_input(key=key + "context_window").input("16000").run()
+    at.text_input(key=key + "max_output_tokens").input("2000").run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    assert "Under edited settings: limit 13,744, would compact at turn 3" in _texts(at)
+    at.button[-1].click().run()
+    _ok(at)
+    saved = load_settings(tmp_path / "config" / "settings.toml")
+    assert saved.models["claude-sonnet-4-20250514"].context_window == 16_000
+    at.switch_page("pages/timeline.py").run()
+    _ok(at)
+    assert "Under edited settings: limit 13,744, would compact at turn 3" in _texts(at)
+    assert "would compact" in at.get("plotly_chart")[0].proto.spec
+
+
+def test_a_bad_database_path_shows_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_text("hello")
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(bad))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert "Cannot open the session databases" in str(at.error[0].value)

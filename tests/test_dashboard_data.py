@@ -1,0 +1,284 @@
+"""dashboard.data on real SQLite files through real DuckDB (sqlite scanner loaded offline)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dashboard import data
+from engine.errors import NotADatabaseError, NotFoundError, ValidationError
+from engine.messages import assistant, user
+from engine.store import SessionStore
+from engine.tokens import get_tokenizer
+from tests.dashboard_fixture import copy_dashboard_db, write_dashboard_db
+
+
+@pytest.fixture
+def db(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_dashboard_db(tmp_path_factory.getbasetemp(), tmp_path / "fixture.db")
+
+
+@pytest.fixture
+def con(db: Path) -> duckdb.DuckDBPyConnection:
+    c = data.connect([db])
+    yield c
+    c.close()
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- which files ------------------------------------------------------------------------------
+
+
+def test_loaded_paths_prefers_argv_after_double_dash_then_env_then_default(tmp_path: Path, db: Path) -> None:
+    other = tmp_path / "sub"
+    other.mkdir()
+    (other / "b.db").write_bytes(db.read_bytes())
+    (other / "notes.txt").write_text("x")
+    default = tmp_path / "default"
+    default.mkdir()
+    (default / "s.db").write_bytes(db.read_bytes())
+
+    assert data.loaded_paths(["app.py", "--", str(db), str(other)], {}, default) == [db, other / "b.db"]
+    env = {data.DB_PATHS_ENV_VAR: os.pathsep.join([str(other), str(db)])}
+    assert data.loaded_paths(["app.py"], env, default) == [other / "b.db", db]
+    assert data.loaded_paths(["app.py"], {}, default) == [default / "s.db"]
+    assert data.loaded_paths(None, {}, tmp_path / "missing") == []
+
+
+def test_loaded_paths_drops_duplicates_and_names_a_missing_path(tmp_path: Path, db: Path) -> None:
+    assert data.loaded_paths(["--", str(db), str(db), str(db.parent)], {}) == [db]
+    with pytest.raises(NotFoundError, match=r"nope\.db"):
+        data.loaded_paths(["--", str(tmp_path / "nope.db")], {})
+
+
+def test_db_labels_are_unique_even_for_same_stems(tmp_path: Path) -> None:
+    paths = [tmp_path / "a" / "s.db", tmp_path / "b" / "s.db", tmp_path / "t.db"]
+    assert data.db_labels(paths) == ["a/s", "b/s", "t"]
+
+
+# -- connection -------------------------------------------------------------------------------
+
+
+def test_connect_attaches_read_only_and_never_writes_the_file(db: Path) -> None:
+    before = _sha(db)
+    con = data.connect([db])
+    assert con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 3
+    with pytest.raises(duckdb.Error, match=r"(?i)read.only"):
+        con.execute("INSERT INTO db_0.sessions (id, created_utc, updated_utc) VALUES ('x', 'a', 'b')")
+    con.close()
+    assert _sha(db) == before
+
+
+def test_connect_unions_databases_with_a_db_label(tmp_path: Path, db: Path) -> None:
+    second = tmp_path / "second.db"
+    write_dashboard_db(second, id_prefix="b-")
+    con = data.connect([db, second])
+    rows = con.execute("SELECT db, count(*) FROM sessions GROUP BY db ORDER BY db").fetchall()
+    assert rows == [("fixture", 3), ("second", 3)]
+    assert data.database_paths(con) == {"fixture": db.resolve(), "second": second.resolve()}
+    overview = data.sessions_overview(con)
+    assert len(overview) == 6
+    assert set(overview["db"]) == {"fixture", "second"}
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"not a database at all, just text" * 10, "cannot attach"),
+        (None, "missing ctxdesk tables"),
+    ],
+    ids=["text-file", "foreign-sqlite"],
+)
+def test_connect_rejects_files_that_are_not_session_databases(
+    tmp_path: Path, content: bytes | None, match: str
+) -> None:
+    path = tmp_path / "other.db"
+    if content is None:
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE things (x)")
+        conn.commit()
+        conn.close()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(NotADatabaseError, match=match):
+        data.connect([path])
+
+
+def test_a_new_connection_sees_rows_a_writer_committed_meanwhile(db: Path) -> None:
+    con = data.connect([db])
+    signature = data.files_signature([db])
+    before = int(data.sessions_overview(con).set_index("session_id").loc["sess-small", "messages"])
+    with SessionStore(db) as store:
+        store.append_messages(
+            "sess-small", [user("more"), assistant("yes")], tokenizer=get_tokenizer("gpt-4o")
+        )
+    assert data.files_signature([db]) != signature
+    fresh = data.connect([db])
+    after = int(data.sessions_overview(fresh).set_index("session_id").loc["sess-small", "messages"])
+    assert after == before + 2
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+def test_sessions_overview_aggregates_turns_peaks_compactions_and_offloads(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    df = data.sessions_overview(con).set_index("session_id")
+    refactor = df.loc["sess-refactor"]
+    assert refactor["turns"] == 6
+    assert refactor["compactions"] == 1
+    assert refactor["forced_final"] == 1
+    assert refactor["offloaded_bytes"] > 40_000
+    assert refactor["status"] == "final"
+    assert 90 < refactor["peak_usage_pct"] < 100
+    report = df.loc["sess-report"]
+    assert report["skipped_provider"] == 1
+    assert report["forced_final"] == 0
+    assert df.loc["sess-small", "compactions"] == 0
+    assert tuple(data.sessions_overview(con).columns) == data.SESSION_COLUMNS
+
+
+def test_sessions_overview_of_nothing_is_an_empty_frame_with_the_columns() -> None:
+    con = data.connect([])
+    assert tuple(data.sessions_overview(con).columns) == data.SESSION_COLUMNS
+
+
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        (data.SessionFilter(), {"sess-refactor", "sess-report", "sess-small"}),
+        (data.SessionFilter(text="AUTH"), {"sess-refactor"}),
+        (data.SessionFilter(models=("gpt-4o",)), {"sess-report"}),
+        (data.SessionFilter(statuses=("final", "ended")), {"sess-refactor", "sess-report"}),
+        (data.SessionFilter(only_stopped=True), {"sess-refactor", "sess-report"}),
+        (data.SessionFilter(dbs=("elsewhere",)), set()),
+    ],
+    ids=["all", "text", "model", "status", "stopped", "db"],
+)
+def test_filter_sessions(con: duckdb.DuckDBPyConnection, flt: data.SessionFilter, expected: set[str]) -> None:
+    assert set(data.filter_sessions(data.sessions_overview(con), flt)["session_id"]) == expected
+
+
+def test_filter_sessions_sorts_and_rejects_unknown_columns(con: duckdb.DuckDBPyConnection) -> None:
+    df = data.sessions_overview(con)
+    ordered = data.filter_sessions(df, data.SessionFilter(), sort_by="turns", descending=False)
+    assert list(ordered["turns"]) == sorted(df["turns"])
+    with pytest.raises(ValidationError, match="content_json"):
+        data.filter_sessions(df, data.SessionFilter(), sort_by="content_json")
+
+
+def test_timeline_has_one_row_per_turn_whose_components_add_up(con: duckdb.DuckDBPyConnection) -> None:
+    turns = data.timeline(con, "fixture", "sess-refactor")
+    assert list(turns["turn"]) == [0, 1, 2, 3, 4, 5]
+    components = turns[list(data.COMPONENT_COLUMNS)].sum(axis=1)
+    assert list(components) == list(turns["projected_tokens"])
+    assert (turns["requests"] >= 1).all()
+    assert turns["provider_cache_read_tokens"].notna().all()
+    # the compaction at turn 3 shows as a summary component from turn 4 on
+    assert list(turns["summary"] > 0) == [False, False, False, False, True, True]
+
+
+def test_markers_list_compactions_and_guard_stops(con: duckdb.DuckDBPyConnection) -> None:
+    marks = data.markers(con, "fixture", "sess-refactor")
+    assert list(zip(marks["turn"], marks["kind"], marks["outcome"], strict=True)) == [
+        (3, "compaction", "compacted"),
+        (5, "guard", "forced_final"),
+    ]
+
+
+def test_sent_messages_are_largest_first_and_leave_out_what_compaction_removed(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    turn4 = data.timeline(con, "fixture", "sess-refactor").set_index("turn").loc[4]
+    sent = data.sent_messages(con, "fixture", "sess-refactor", 4)
+    assert list(sent["tokens"]) == sorted(sent["tokens"], reverse=True)
+    assert not set(sent["seq"]) & set(range(7))  # seqs 0-6 were summarized at turn 3
+    assert int(sent["tokens"].sum()) == int(turn4["conversation"] + turn4["tool_results"])
+    assert "content_json" not in sent.columns
+    early = data.sent_messages(con, "fixture", "sess-refactor", 1)
+    assert 0 in set(early["seq"])
+
+
+def test_message_returns_readable_text_of_blocks(con: duckdb.DuckDBPyConnection) -> None:
+    msg = data.message(con, "fixture", "sess-refactor", 1)
+    assert msg is not None
+    assert msg["kind"] == "tool_use"
+    assert "[tool_use read_file]" in msg["text"]
+    assert data.message(con, "fixture", "sess-refactor", 9999) is None
+
+
+@pytest.mark.parametrize(
+    ("content_json", "text"),
+    [
+        ('"plain"', "plain"),
+        ('[{"type": "text", "text": "a"}, {"type": "image", "source": {}}]', "a\n[image]"),
+        (
+            '[{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "out"}]}]',
+            "[tool_result t1] out",
+        ),
+        ("not json", "not json"),
+    ],
+)
+def test_content_text(content_json: str, text: str) -> None:
+    assert data.content_text(content_json) == text
+
+
+def test_compactions_and_snapshots(con: duckdb.DuckDBPyConnection) -> None:
+    comp = data.compactions(con, "fixture", "sess-refactor")
+    assert len(comp) == 1
+    details = comp.iloc[0]["details"]
+    assert details["before_tokens"] > details["after_tokens"]
+    snaps = data.snapshots(con, "fixture", "sess-refactor")
+    assert list(snaps["strategy"]) == ["chain"]
+    assert "messages_json" not in snaps.columns
+
+
+def test_blobs_filter_by_session_tool_and_size_and_content_round_trips(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    everything = data.blobs(con)
+    assert len(everything) == 2
+    assert list(everything["size_bytes"]) == sorted(everything["size_bytes"], reverse=True)
+    assert len(data.blobs(con, tool="bash")) == 1
+    assert len(data.blobs(con, session_id="sess-refactor")) == 1
+    assert data.blobs(con, min_bytes=10**9).empty
+    text_blob = everything[everything["tool_name"] == "read_file"].iloc[0]
+    content = data.blob_content(con, "fixture", text_blob["ref_id"])
+    assert len(content) == text_blob["size_bytes"]
+    assert content.startswith(b"auth/part2.py")
+    with pytest.raises(NotFoundError):
+        data.blob_content(con, "fixture", "res_missing")
+
+
+def test_tool_costs_count_calls_and_group_by_server(con: duckdb.DuckDBPyConnection) -> None:
+    tools = data.tool_costs(con, "fixture", "sess-refactor").set_index("name")
+    assert tools.loc["read_file", "calls"] == 6
+    assert tools.loc["jira_search", "calls"] == 0
+    servers = data.server_costs(tools.reset_index()).set_index("server")
+    assert servers.loc["github", "tokens"] == 640 + 520
+    assert servers.loc["(builtin)", "tools"] == 3
+
+
+def test_deferral_matrix_carries_states_forward_until_the_next_event(con: duckdb.DuckDBPyConnection) -> None:
+    m = data.deferral_matrix(con, "fixture", "sess-refactor")
+    state = {(t, tool): s for t, tool, s in m.itertuples(index=False)}
+    assert state[(1, "github_create_issue")] == "deferred"
+    assert state[(2, "github_create_issue")] == "loaded"
+    assert state[(5, "github_create_issue")] == "loaded"
+    assert state[(5, "jira_search")] == "deferred"
+    assert data.deferral_matrix(con, "fixture", "sess-small").empty
+
+
+def test_tool_searches_split_hits_and_misses(con: duckdb.DuckDBPyConnection) -> None:
+    searches = data.tool_searches(con, "fixture", "sess-refactor")
+    assert list(searches["hit"]) == [True, False]
+    assert searches.iloc[0]["hits"] == "github_create_issue"

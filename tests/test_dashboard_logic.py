@@ -1,0 +1,230 @@
+"""The dashboard's pure modules: stop explanations, re-projection, text paging, settings form, charts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dashboard import analysis, charts, settings_form, textview
+from engine.errors import ConfigError
+from engine.settings import ModelSettings, Settings, resolve_model_settings
+from tests.dashboard_fixture import HOSTILE_TEXT
+
+# -- why did it stop -------------------------------------------------------------------------
+
+
+def _guard(**over: object) -> dict[str, object]:
+    event = {
+        "outcome": "forced_final", "turn_index": 5, "model": "m", "provider": "p", "context_window": 13_500,
+        "max_output_tokens": 1024, "buffer_tokens": 256, "limit_tokens": 12_220, "projected_tokens": 12_083,
+        "system_tokens": 900, "skills_tokens": 240, "tools_tokens": 1440, "summary_tokens": 27,
+        "conversation_tokens": 300, "tool_results_tokens": 9176, "message_seq": 22,
+        "details": {"sources": {"context_window": "model:m (settings.toml)", "buffer_tokens": "builtin"}},
+    }  # fmt: skip
+    event.update(over)
+    return event
+
+
+PREVIOUS = {"system_tokens": 900, "skills_tokens": 240, "tools_tokens": 1440, "summary_tokens": 27,
+            "conversation_tokens": 280, "tool_results_tokens": 6739}  # fmt: skip
+
+
+def test_explain_stop_names_sources_growth_and_the_tipping_component() -> None:
+    x = analysis.explain_stop(_guard(), PREVIOUS, tipping_bytes=6_400)
+    lines = {line.field: line for line in x.limit_lines}
+    assert lines["context_window"].value == 13_500
+    assert lines["context_window"].source == "model:m (settings.toml)"
+    assert lines["max_output_tokens"].source == "not recorded"
+    assert x.formula == "limit = context_window 13,500 - max_output_tokens 1,024 - buffer_tokens 256 = 12,220"
+    assert x.growth[0].component == "tool_results"
+    assert x.growth[0].delta == 9176 - 6739
+    assert x.tipping_component == "tool_results"
+    assert x.tipping_seq == 22
+    assert x.over_by == 12_083 - math.floor(12_220 * 0.98)
+
+
+def _number_after(text: str, name: str) -> float:
+    rest = text.split(name, 1)[1].split("(")[0]
+    return float(rest.strip(" ≥≤").split()[0].replace(",", ""))
+
+
+def test_suggested_window_and_output_reserve_would_have_avoided_the_stop() -> None:
+    x = analysis.explain_stop(_guard(), PREVIOUS, tipping_bytes=6_400)
+    by_name = {s.split()[0]: s for s in x.suggestions}
+    window = int(_number_after(by_name["context_window"], "context_window"))
+    assert math.floor(0.98 * (window - 1024 - 256)) > 12_083
+    assert math.floor(0.98 * (window - 1 - 1024 - 256)) <= 12_083  # and it is the smallest such window
+    max_out = int(_number_after(by_name["max_output_tokens"], "max_output_tokens"))
+    assert math.floor(0.98 * (13_500 - max_out - 256)) > 12_083
+    offload = int(_number_after(by_name["result_offload_threshold"], "result_offload_threshold"))
+    assert offload < 6_400
+    assert (
+        by_name["compact_threshold"].startswith("compact_threshold 0.")
+        and "previous request" in by_name["compact_threshold"]
+    )
+
+
+def test_explain_stop_without_recorded_values_suggests_nothing() -> None:
+    x = analysis.explain_stop({"outcome": "skipped_provider", "details": {}}, None)
+    assert x.suggestions == ()
+    assert x.formula == "limit not recorded"
+    assert x.over_by is None
+
+
+def test_project_timeline_marks_where_edited_settings_compact_and_block() -> None:
+    turns = pd.DataFrame(
+        {"turn": [0, 1, 2], "system": [100] * 3, "skills": [0] * 3, "tools": [0] * 3, "summary": [0] * 3,
+         "conversation": [100, 600, 900], "tool_results": [0] * 3}
+    )  # fmt: skip
+    settings = Settings(
+        models={"m": ModelSettings(context_window=1_300, max_output_tokens=200, buffer_tokens=100)}
+    )
+    resolved = resolve_model_settings("m", "p", settings)
+    p = analysis.project_timeline(turns, resolved)
+    assert p is not None
+    assert p.limit == 1_000
+    assert p.compact_turns == (2,)
+    assert p.block_turns == (2,)
+    assert "would compact at turn 2" in p.headline
+    roomy = resolve_model_settings("m", "p", Settings(models={"m": ModelSettings(context_window=100_000)}))
+    assert analysis.project_timeline(turns, roomy).headline.endswith(
+        "would not compact, no forced final turn"
+    )
+
+
+# -- charts ----------------------------------------------------------------------------------
+
+
+def _turns() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"turn": [0, 1], "system": [10, 10], "skills": [0, 0], "tools": [5, 5], "summary": [0, 0],
+         "conversation": [20, 40], "tool_results": [0, 100], "limit_tokens": [200, 200], "requests": [1, 2],
+         "provider_input_tokens": [30, 40], "provider_cache_read_tokens": [0, 30],
+         "provider_cache_creation_tokens": [5, 60], "provider_output_tokens": [10, 12]}
+    )  # fmt: skip
+
+
+def test_timeline_figure_stacks_components_with_limit_thresholds_markers_and_usage() -> None:
+    marks = pd.DataFrame({"turn": [1], "kind": ["guard"], "outcome": ["forced_final"]})
+    fig = charts.timeline_figure(_turns(), marks)
+    names = [t.name for t in fig.data]
+    assert names[:6] == list(charts.COMPONENT_LABELS.values())
+    assert all(t.stackgroup == "components" for t in fig.data[:6])
+    assert {
+        "Effective limit",
+        "80% of limit",
+        "95% of limit",
+        "98% of limit",
+        "Provider: cache reads",
+    } <= set(names)
+    assert any(a.text == "Forced final turn" for a in fig.layout.annotations)
+
+
+def test_timeline_figure_shows_the_projection_headline() -> None:
+    p = charts.Projection(limit=100, thresholds=(0.8, 0.95, 0.98), compact_turns=(1,), block_turns=())
+    fig = charts.timeline_figure(_turns(), None, projection=p)
+    texts = [a.text for a in fig.layout.annotations]
+    assert "would compact (turn 1)" in texts
+    assert any("Under edited settings: limit 100" in t for t in texts)
+
+
+def test_session_strings_are_escaped_in_hover_text_and_titles() -> None:
+    sessions = pd.DataFrame({"title": [HOSTILE_TEXT], "session_id": ["s"], "turns": [1], "peak_usage_pct": [5.0],
+                             "forced_final": [0]})  # fmt: skip
+    payload = (
+        charts.sessions_scatter(sessions).to_json()
+        + charts.timeline_figure(_turns(), title=HOSTILE_TEXT).to_json()
+    )
+    assert "<script>" not in payload
+    assert "<img" not in payload
+    assert "&lt;script&gt;" in payload
+    tools = pd.DataFrame(
+        {"name": ["<b>x</b>"], "category": ["mcp"], "server": ["<i>s</i>"], "tokens": [3], "calls": [0]}
+    )
+    assert "<b>" not in json.dumps(charts.tools_bar(tools).to_plotly_json(), default=str)
+
+
+# -- text view -------------------------------------------------------------------------------
+
+
+def test_page_of_clamps_and_reports_line_ranges() -> None:
+    text = "\n".join(f"line {i}" for i in range(1, 26))
+    page = textview.page_of(text, 3, 10)
+    assert (page.number, page.pages, page.first_line, page.last_line, page.total_lines) == (3, 3, 21, 25, 25)
+    assert page.text.splitlines()[0] == "line 21"
+    assert textview.page_of(text, 99, 10).number == 3
+    assert textview.page_of("", 1, 10).pages == 1
+    with pytest.raises(ValueError, match="page size"):
+        textview.page_of(text, 1, 0)
+
+
+@given(st.lists(st.text(alphabet="ab\n", max_size=5), max_size=30), st.integers(1, 7))
+def test_pages_cover_every_line_once(lines: list[str], size: int) -> None:
+    text = "\n".join(lines)
+    first = textview.page_of(text, 1, size)
+    pages = [textview.page_of(text, n, size) for n in range(1, first.pages + 1)]
+    assert "\n".join(p.text for p in pages) == "\n".join(text.splitlines())
+    assert sum(p.last_line - p.first_line + 1 for p in pages) == len(text.splitlines())
+
+
+def test_search_lines_and_page_for_line() -> None:
+    text = "alpha\nBeta\ngamma beta"
+    assert textview.search_lines(text, "beta") == [(2, "Beta"), (3, "gamma beta")]
+    assert textview.search_lines(text, "beta", ignore_case=False) == [(3, "gamma beta")]
+    assert textview.search_lines(text, "") == []
+    assert textview.search_lines(text, "a", limit=1) == [(1, "alpha")]
+    assert textview.page_for_line(21, 10) == 3
+
+
+def test_hexdump_and_decode() -> None:
+    dump = textview.hexdump(bytes(range(20)))
+    assert dump.splitlines()[0].startswith("00000000  00 01 02")
+    assert dump.splitlines()[1].startswith("00000010  10 11 12 13")
+    assert textview.decode(b"\xff\xfe") is None
+    assert textview.decode("é".encode()) == "é"
+
+
+# -- settings form ---------------------------------------------------------------------------
+
+
+def test_form_field_lists_cover_every_model_setting() -> None:
+    assert {*settings_form.INT_FIELDS, *settings_form.FLOAT_FIELDS, "tokenizer"} == set(
+        ModelSettings.model_fields
+    )
+    assert set(settings_form.EDITABLE_FIELDS) == set(ModelSettings.model_fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "value"),
+    [("context_window", " 200_000 ", 200_000), ("context_window", "1,000", 1000), ("compact_threshold", "0.9", 0.9),
+     ("context_window", "", None), ("tokenizer", "cl100k_base", "cl100k_base")],
+)  # fmt: skip
+def test_parse_field(field: str, text: str, value: object) -> None:
+    assert settings_form.parse_field(field, text) == value
+
+
+@pytest.mark.parametrize(("field", "text"), [("context_window", "12k"), ("compact_threshold", "high")])
+def test_parse_field_names_the_field_it_rejects(field: str, text: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        settings_form.parse_field(field, text)
+
+
+def test_with_level_sets_and_clears_levels_and_validate_reports_config_errors() -> None:
+    draft = settings_form.with_level({}, "models", "gpt-4o", {"context_window": 5000, "buffer_tokens": None})
+    assert draft == {"models": {"gpt-4o": {"context_window": 5000}}}
+    assert settings_form.validate(draft).settings.models["gpt-4o"].context_window == 5000
+    assert settings_form.with_level(draft, "models", "gpt-4o", {"context_window": None}) == {}
+    bad = settings_form.with_level(
+        draft, "defaults", None, {"compact_threshold": 0.99, "hard_block_threshold": 0.5}
+    )
+    result = settings_form.validate(bad, source="s.toml")
+    assert result.settings is None
+    assert "compact_threshold" in str(result.error)
+    with pytest.raises(ConfigError, match="name is required"):
+        settings_form.with_level({}, "providers", "", {"context_window": 1})
+    assert settings_form.draft_of(settings_form.validate(draft).settings) == draft
