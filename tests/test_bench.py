@@ -1,0 +1,97 @@
+"""The benchmark runner: ``python -m bench --quick`` writes well-formed tables with numbers.
+
+Timings are not asserted (they depend on the machine); the shape of the summary, that every
+measured row holds numbers, and that the guard's incremental total matched the recount are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(r"^-?[\d,]*\.?\d+(e[-+]?\d+)?$")
+OUR_TABLES = ("Per-turn guard evaluation", "Token counting", "Heuristic error")
+
+
+def markdown_tables(text: str) -> dict[str, list[list[str]]]:
+    """{title: rows (header first)} of every table under a ``### title`` heading."""
+    tables: dict[str, list[list[str]]] = {}
+    title = ""
+    for line in text.splitlines():
+        if line.startswith("### "):
+            title = line[4:].strip()
+        elif line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            tables.setdefault(title, []).append(cells)
+    return tables
+
+
+@pytest.fixture(scope="module")
+def quick_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, list[dict], subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--no-setup", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return (
+        (out / "summary.md").read_text(encoding="utf-8"),
+        json.loads((out / "summary.json").read_text()),
+        done,
+    )
+
+
+def test_quick_run_writes_our_tables_and_prints_them(quick_run) -> None:
+    markdown, _, done = quick_run
+    tables = markdown_tables(markdown)
+    for prefix in OUR_TABLES:
+        assert any(title.startswith(prefix) for title in tables), (prefix, list(tables))
+    assert markdown.strip() in done.stdout
+
+
+def test_every_table_is_well_formed_with_numbers_in_every_row(quick_run) -> None:
+    markdown, _, _ = quick_run
+    tables = markdown_tables(markdown)
+    assert tables
+    for title, rows in tables.items():
+        header, separator, *body = rows
+        assert all(re.fullmatch(r"-{3,}", c) for c in separator), title
+        assert len(separator) == len(header), title
+        assert body, f"{title}: no rows"
+        for row in body:
+            assert len(row) == len(header), (title, row)
+            assert sum(bool(NUMBER.match(c)) for c in row) >= 2, (title, row)
+
+
+def test_guard_rows_are_exact_and_cover_the_quick_sizes(quick_run) -> None:
+    markdown, _, _ = quick_run
+    _title, rows = next((t, r) for t, r in markdown_tables(markdown).items() if t.startswith(OUR_TABLES[0]))
+    header, _, *body = rows
+    sizes = [int(r[0].replace(",", "")) for r in body]
+    assert sizes == [100, 1_000]
+    exact_col = header.index("incremental = recount")
+    assert {r[exact_col] for r in body} == {"yes"}
+    for r in body:
+        assert NUMBER.match(r[header.index("ctxdesk incremental")])
+        assert NUMBER.match(r[header.index("exact recount (baseline)")])
+
+
+def test_summary_json_records_each_benchmark_without_failures(quick_run) -> None:
+    _, data, _ = quick_run
+    names = [d["benchmark"] for d in data]
+    assert names[:2] == ["guard", "tokens"]
+    assert not [d for d in data if d["status"] == "failed"], data
