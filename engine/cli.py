@@ -251,28 +251,47 @@ def _print_session(store: Any, session: Any, out: TextIO) -> None:
 # -- compact ---------------------------------------------------------------------------------
 
 
-def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
-    from engine.session import compact_stored_session
+def parse_strategy_option(text: str | None) -> str | dict[str, Any]:
+    """``--strategy``: one strategy name, or a comma-separated chain of them."""
+    if not text:
+        return "chain"
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if len(names) == 1:
+        return names[0]
+    return {"type": "chain", "steps": [{"type": n} for n in names]}
 
-    result = compact_stored_session(
-        args.db,
-        args.session,
-        strategy=args.strategy,
-        instructions=args.instructions,
-        dry_run=args.dry_run,
-        settings_path=args.settings,
-        resolve_session=_find_session,
-    )
-    before, after = result.before, result.after
-    rows = [(name, getattr(before, name), getattr(after, name)) for name in COMPONENT_HEADERS]
-    rows.append(("total", before.total, after.total))
-    print(f"session {result.session_id}: {result.outcome} ({result.strategy})", file=out)
-    print(format_table(("component", "before", "after"), rows), file=out)
-    print(
-        f"messages {result.before_count:,} -> {result.after_count:,}; "
-        + ("dry run, nothing written" if args.dry_run else f"snapshot {result.snapshot_id} written"),
-        file=out,
-    )
+
+def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.compaction import force_compact
+    from engine.store import SessionStore
+
+    if not Path(args.db).is_file():
+        raise UsageError(f"no such database file: {args.db}")
+    with SessionStore(args.db, read_only=args.dry_run) as store:
+        session = _find_session(store, args.session)
+        report = force_compact(
+            store,
+            session.id,
+            strategy=parse_strategy_option(args.strategy),
+            instructions=args.instructions,
+            dry_run=args.dry_run,
+        )
+    before, after = report.result.before_components, report.result.after_components
+    rows = [
+        (name, getattr(before, name), getattr(after, name))
+        for name in ("summary", "conversation", "tool_results")
+    ]
+    rows.append(("total", report.before_tokens, report.after_tokens))
+    rows.append(("messages", report.before_count, report.after_count))
+    outcome = "nothing to compact" if report.noop else f"compacted with {', '.join(report.strategies_run)}"
+    print(f"session {session.id}: {outcome} ({report.reason})", file=out)
+    print(format_table(("", "before", "after"), rows), file=out)
+    if args.dry_run:
+        print("dry run: nothing written", file=out)
+    elif report.snapshot_id is not None:
+        print(
+            f"snapshot {report.snapshot_id} written (event {report.event_id}); transcript untouched", file=out
+        )
     return EXIT_OK
 
 
@@ -283,56 +302,43 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     from engine.importers import import_files
     from engine.store import SessionStore
 
-    missing = [f for f in args.files if not Path(f).exists()]
+    missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
-    progress = _ProgressPrinter(sys.stderr)
+    progress = ProgressPrinter(sys.stderr)
     with SessionStore(args.db) as store:
-        results = import_files(store, [Path(f) for f in args.files], on_progress=progress)
+        results = import_files([Path(f) for f in args.files], store, on_progress=progress)
     progress.finish()
-    for line in _describe_imports(results):
-        print(line, file=out)
+    for result in results:
+        for s in result.sessions:
+            print(
+                f"{result.path}: {result.format} session {s.session_id} ({s.title or 'untitled'}): "
+                f"{s.message_count:,} messages, {s.request_count:,} requests, {s.transcript_tokens:,} tokens",
+                file=out,
+            )
+        for note in result.notes:
+            print(f"{result.path}: note: {note}", file=out)
     return EXIT_OK
 
 
-class _ProgressPrinter:
-    """on_progress callback: one updating line on a terminal, a line per file elsewhere."""
+class ProgressPrinter:
+    """on_progress(done, total, label) for stderr: one updating line on a terminal, else a line each."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.tty = stream.isatty()
-        self._last = ""
+        self._wrote = False
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        text = _progress_text(args, kwargs)
-        if text == self._last:
-            return
-        self._last = text
-        if self.tty:
-            self.stream.write("\r\x1b[K" + text)
-        else:
-            self.stream.write(text + "\n")
+    def __call__(self, done: int, total: int, label: str) -> None:
+        text = f"[{done}/{total}] imported {label}"
+        self.stream.write(("\r\x1b[K" + text) if self.tty else text + "\n")
         self.stream.flush()
+        self._wrote = True
 
     def finish(self) -> None:
-        if self.tty and self._last:
+        if self.tty and self._wrote:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def _progress_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    if len(args) == 1 and not kwargs and hasattr(args[0], "__dict__"):
-        kwargs = {k: v for k, v in vars(args[0]).items() if not k.startswith("_")}
-        args = ()
-    parts = [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
-    return "importing " + " ".join(parts)
-
-
-def _describe_imports(results: Any) -> list[str]:
-    lines = []
-    for result in results if isinstance(results, list | tuple) else [results]:
-        lines.append(f"imported {result}")
-    return lines
 
 
 # -- models ----------------------------------------------------------------------------------
@@ -353,7 +359,7 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
 
         table = load_model_table(settings.model_table_path())
         names = [n for n in settings.models] or [
-            "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5", "gpt-4o", "gpt-4.1", "gpt-5",
+            "claude-sonnet-4-6", "claude-opus-4-7", "claude-haiku-4-5", "gpt-4o", "gpt-4.1", "gpt-5",
         ]  # fmt: skip
         rows = []
         for name in names:

@@ -111,6 +111,7 @@ class AnthropicClient:
         if not model:
             raise ValidationError("model must be a non-empty string", field="model", value=model)
         self.model = model
+        owns = client is None
         if client is None:
             import anthropic
 
@@ -118,9 +119,21 @@ class AnthropicClient:
                 api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
             )
         self._client = client
+        self._owns_client = owns
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"
+
+    def close(self) -> None:
+        """Close the SDK client's connections, when this object created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> AnthropicClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         import anthropic
@@ -224,11 +237,13 @@ def message_from_anthropic(response: Any) -> Message:
 
 
 def anthropic_body(request: ModelRequest) -> dict[str, Any]:
-    """A plain Messages API body for a request that came without one (no cache breakpoints)."""
-    from engine.prompt import to_anthropic_request
+    """A Messages API body for a request that came without one (system prompt as one section)."""
+    from engine.prompt import PromptBuilder, to_anthropic_request
 
-    return dict(to_anthropic_request(request.system, list(request.messages), list(request.tools),
-                                     model=request.model, max_tokens=request.max_output_tokens))  # fmt: skip
+    prompt = PromptBuilder(get_tokenizer(request.model)).add("base_instructions", request.system).build()
+    return to_anthropic_request(
+        prompt, request.messages, request.tools, model=request.model, max_tokens=request.max_output_tokens
+    )
 
 
 # -- scripted --------------------------------------------------------------------------------
@@ -252,7 +267,7 @@ class ScriptedClient:
         self,
         steps: Iterable[ScriptStep],
         *,
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-4-6",
         provider: str = "anthropic",
         tokenizer: Tokenizer | str | None = None,
         usage_ratio: float = 1.0,
