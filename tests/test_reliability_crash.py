@@ -1,0 +1,90 @@
+"""Crash safety: kill -9 a writer mid-transaction, many times, and the database stays whole.
+
+A pre-imported zygote forks each writer (tests/reliability/zygote.py), the test sleeps a
+random, seeded delay and sends SIGKILL. After every kill: ``PRAGMA integrity_check`` is ok, the
+transcript is prefix-complete and made of whole batches, every blob is whole, every snapshot
+is complete JSON whose length matches its count.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.store import SessionStore
+from tests.reliability.checks import check_blobs, check_integrity, check_transcript
+from tests.reliability.workloads import progress_lines
+from tests.reliability.zygote import Zygote
+
+pytestmark = pytest.mark.slow
+
+KILLS = 30
+BLOB_KILLS = 20
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    with Zygote() as z:
+        yield z
+
+
+def new_session(db: Path) -> str:
+    with SessionStore(db) as store:
+        return store.create_session(title="crash test", model="gpt-4.1", tokenizer="chars/4")
+
+
+def kill_after(zygote: Zygote, rng: random.Random, workload: str, low: float, high: float, **kwargs) -> None:
+    pid = zygote.spawn(workload, **kwargs)
+    time.sleep(rng.uniform(low, high))
+    status = zygote.kill(pid)
+    assert status["signal"] == 9, f"{workload} child ended on its own before the kill: {status}"
+
+
+def test_kill_during_message_appends_leaves_a_prefix_complete_transcript(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    db, progress = tmp_path / "s.db", tmp_path / "progress.txt"
+    session_id = new_session(db)
+    rng = random.Random(8_001)
+    lengths = []
+    for _ in range(KILLS):
+        kill_after(
+            zygote, rng, "append", 0.01, 0.3, db=str(db), session_id=session_id, progress=str(progress)
+        )
+        check_integrity(db)
+        reported = progress_lines(progress)
+        lengths.append(check_transcript(db, session_id, at_least=int(reported[-1]) if reported else 0))
+    assert lengths == sorted(lengths) and lengths[-1] > 500, lengths
+    with SessionStore(db, read_only=True) as store:
+        assert len(store.load_transcript(session_id)) == lengths[-1]
+
+
+@pytest.mark.parametrize("use_result_store", [False, True], ids=["put_blob", "ResultStore.offload"])
+def test_kill_while_storing_big_outputs_leaves_only_whole_blobs(
+    tmp_path: Path, zygote: Zygote, use_result_store: bool
+) -> None:
+    if use_result_store:
+        pytest.importorskip("engine.offload")
+    db, progress = tmp_path / "s.db", tmp_path / "progress.txt"
+    session_id = new_session(db)
+    rng = random.Random(8_002 + use_result_store)
+    counts = []
+    for _ in range(BLOB_KILLS // 2):
+        kill_after(
+            zygote,
+            rng,
+            "blobs",
+            0.02,
+            0.4,
+            db=str(db),
+            session_id=session_id,
+            progress=str(progress),
+            use_result_store=use_result_store,
+        )
+        check_integrity(db)
+        counts.append(check_blobs(db, progress))
+    assert counts[-1] >= len(progress_lines(progress)) > 3
