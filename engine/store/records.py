@@ -24,7 +24,9 @@ def content_to_json(message: Message) -> str:
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
-    return message.model_dump(mode="json", exclude_defaults=True) | {"role": message.role}
+    # Content as content_to_json writes it: exclude_defaults would drop each block's ``type``.
+    data = message.model_dump(mode="json", exclude_defaults=True, exclude={"content"})
+    return data | {"role": message.role, "content": json.loads(content_to_json(message))}
 
 
 def message_from_json(data: dict[str, Any], *, where: str = "") -> Message:
