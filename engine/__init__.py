@@ -1,6 +1,7 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
+from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, plan_deferral
 from engine.errors import (
     ConfigError,
     ContextDeskError,
@@ -28,6 +29,8 @@ from engine.messages import (
     ToolUseBlock,
 )
 from engine.model_table import ModelTable
+from engine.offload import READ_RESULT_TOOL, ResultStore, plan_offload
+from engine.prompt import PromptBuilder
 from engine.settings import (
     ModelSettings,
     ResolvedModelSettings,
@@ -44,6 +47,8 @@ from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_
 __version__ = "0.1.0"
 
 __all__ = [
+    "READ_RESULT_TOOL",
+    "TOOL_SEARCH_TOOL",
     "ComponentTokens",
     "ConfigError",
     "ContextBudget",
@@ -62,8 +67,10 @@ __all__ = [
     "ModelTable",
     "NotADatabaseError",
     "NotFoundError",
+    "PromptBuilder",
     "ProviderUsage",
     "ResolvedModelSettings",
+    "ResultStore",
     "ResultStoreError",
     "SchemaVersionError",
     "SessionStore",
@@ -75,7 +82,9 @@ __all__ = [
     "ThinkingBlock",
     "Tokenizer",
     "TokenizerError",
+    "ToolRegistry",
     "ToolResultBlock",
+    "ToolSpec",
     "ToolUseBlock",
     "ValidationError",
     "find_safe_boundary",
@@ -84,6 +93,8 @@ __all__ = [
     "load_settings",
     "measure_budget",
     "parse_turn_boundaries",
+    "plan_deferral",
+    "plan_offload",
     "reproject",
     "resolve_model_settings",
     "save_settings",
