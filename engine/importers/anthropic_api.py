@@ -1,0 +1,77 @@
+"""Anthropic Messages API logs: a request ({model, system, messages, tools}), optionally with its
+``response`` ({content, usage}), or a list of such exchanges.
+
+Exchanges whose messages extend the transcript so far (the previous request's messages plus
+its response) continue one session; any other starts a new one. Each exchange is one call,
+estimated from exactly what its request sent (its own system prompt and tools).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing import anthropic_message, anthropic_usage, provider_of, system_text
+
+
+def parse_anthropic_exchanges(value: Any, *, key: str, lines: list[int] | None = None) -> list[ParsedSession]:
+    exchanges = value if isinstance(value, list) else [value]
+    sessions: list[ParsedSession] = []
+    current: ParsedSession | None = None
+    for index, exchange in enumerate(exchanges):
+        line = lines[index] if lines else None
+        where = f"line {line}" if line else f"exchange {index}"
+        try:
+            current = _add_exchange(exchange, current, sessions, key=key, where=where)
+        except SourceProblem as exc:
+            raise SourceProblem(str(exc), line=line) from exc
+    return sessions
+
+
+def _add_exchange(
+    exchange: Any, current: ParsedSession | None, sessions: list[ParsedSession], *, key: str, where: str
+) -> ParsedSession:
+    if not isinstance(exchange, dict):
+        raise SourceProblem(f"{where}: exchange is {type(exchange).__name__}, not an object")
+    request = exchange["request"] if isinstance(exchange.get("request"), dict) else exchange
+    response = exchange.get("response") if isinstance(exchange.get("response"), dict) else None
+    raw_messages = request.get("messages")
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise SourceProblem(f"{where}: request has no messages")
+    sent = [anthropic_message(m, where=f"{where} messages[{i}]") for i, m in enumerate(raw_messages)]
+    model = (response or {}).get("model") or request.get("model")
+    system = system_text(request.get("system"))
+    tools = [t for t in request.get("tools") or [] if isinstance(t, dict)]
+
+    known = [pm.message.content_hash for pm in current.messages] if current else []
+    if current is None or [m.content_hash for m in sent[: len(known)]] != known or len(sent) < len(known):
+        current = ParsedSession(
+            key=key if not sessions else f"{key}-{len(sessions) + 1}",
+            messages=[],
+            model=model,
+            provider=provider_of(model) or "anthropic",
+            system_prompt=system,
+            tools=tools,
+            metadata={"max_tokens": request.get("max_tokens")} if request.get("max_tokens") else {},
+        )
+        sessions.append(current)
+        known = []
+    current.messages.extend(ParsedMessage(m) for m in sent[len(known) :])
+    call = CallInfo(
+        usage=anthropic_usage((response or {}).get("usage")),
+        model=model,
+        system_prompt=system or "",
+        tools=tools,
+        details={"response_id": (response or {}).get("id")} if response else {"response": None},
+    )
+    if response is not None and response.get("content") is not None:
+        reply = anthropic_message(
+            {"role": "assistant", "content": response["content"]},
+            where=f"{where} response",
+            id=response.get("id"),
+            meta={k: response[k] for k in ("stop_reason", "model") if response.get(k)},
+        )
+        current.messages.append(ParsedMessage(reply, call=call))
+    else:
+        current.messages[-1].pending_calls.append(call)
+    return current

@@ -1,0 +1,242 @@
+"""Persisting a parsed session: transcript rows, one ``request`` event per model call, tools.
+
+A request event carries our estimate of what that call sent, by component: the system
+prompt and tool definitions when the source has them, and the messages before the call
+(since the last compaction boundary), split into tool-result content and the rest. The
+provider's usage sits beside it, so the timeline shows estimate and truth together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from engine.errors import NotFoundError
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.importers.model import CallInfo, ImportedSession, ParsedMessage, ParsedSession
+from engine.importers.parsing import title_of, tool_category
+from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only
+from engine.store import SessionStore, StoredMessage, ToolRecord
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer, get_tokenizer
+
+#: Tokenizer for sources that name no model (or one whose tokenizer is unknown).
+FALLBACK_TOKENIZER = "chars/4"
+MISSING_RESULT_TEXT = "[no tool result recorded in the source]"
+
+
+def claim_session_id(store: SessionStore, wanted: str, source_path: str) -> str:
+    """``wanted``, freed by deleting an earlier import of the same file (re-import refreshes),
+    or suffixed with a hash of the path when another file already holds it."""
+    for candidate in (wanted, f"{wanted}-{hashlib.sha1(source_path.encode()).hexdigest()[:8]}"):
+        try:
+            existing = store.get_session(candidate)
+        except NotFoundError:
+            return candidate
+        if existing.source_path == source_path:
+            store.delete_session(candidate)
+            return candidate
+    raise NotFoundError(f"cannot find a free session id for {wanted!r} from {source_path}")
+
+
+def repair_tool_pairing(messages: list[ParsedMessage]) -> list[str]:
+    """Make every tool_result follow its tool_use and every tool_use get a result, in place.
+
+    A result whose tool_use is not in the transcript becomes text (its tokens stay); a
+    tool_use left unanswered (the source lost the result) gets an is_error result saying so,
+    except in the last assistant message, whose tools may still be running. Returns notes.
+    """
+    notes: list[str] = []
+    seen: set[str] = set()
+    for pm in messages:
+        seen.update(pm.message.tool_use_ids)
+        if any(rid not in seen for rid in pm.message.tool_result_ids):
+            blocks = [
+                TextBlock(text=f"[tool result for {b.tool_use_id}]\n{b.text}")
+                if isinstance(b, ToolResultBlock) and b.tool_use_id not in seen
+                else b
+                for b in pm.message.blocks
+            ]
+            lost = sum(
+                1 for b in pm.message.blocks if isinstance(b, ToolResultBlock) and b.tool_use_id not in seen
+            )
+            notes.append(f"{lost} tool result(s) without a tool_use kept as text")
+            pm.message = pm.message.with_content(blocks)
+    assistants = [pm for pm in messages if pm.message.role == "assistant"]
+    last_assistant = assistants[-1] if assistants else None
+    answered = {rid for pm in messages for rid in pm.message.tool_result_ids}
+    i = 0
+    while i < len(messages):
+        message = messages[i].message
+        missing = (
+            [u for u in message.tool_use_ids if u not in answered] if message.role == "assistant" else []
+        )
+        if missing and messages[i] is not last_assistant:
+            results = [
+                ToolResultBlock(tool_use_id=u, content=MISSING_RESULT_TEXT, is_error=True) for u in missing
+            ]
+            after = messages[i + 1].message if i + 1 < len(messages) else None
+            if after is not None and after.role == "user":
+                # Anthropic puts tool results first in the user message that follows.
+                messages[i + 1].message = after.with_content([*results, *after.blocks])
+            else:
+                messages.insert(
+                    i + 1,
+                    ParsedMessage(
+                        Message(role="user", content=results, meta={"synthetic": "missing_tool_result"})
+                    ),
+                )
+            answered.update(missing)
+            notes.append(f"{len(missing)} tool_use(s) without a result given an is_error result")
+        i += 1
+    return notes
+
+
+def write_session(
+    store: SessionStore,
+    parsed: ParsedSession,
+    *,
+    session_id: str,
+    parent_id: str | None,
+    source: str,
+    source_path: str,
+) -> ImportedSession:
+    """Write one parsed session (caller holds the transaction); returns its summary."""
+    tokenizer = get_tokenizer(parsed.model) if parsed.model else get_tokenizer(FALLBACK_TOKENIZER)
+    parsed.notes.extend(repair_tool_pairing(parsed.messages))
+    messages = [pm.message for pm in parsed.messages]
+    title = title_of(messages)
+    metadata = dict(parsed.metadata)
+    if parsed.system_prompt is not None:
+        metadata["system_prompt"] = parsed.system_prompt
+    if parsed.notes:
+        metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
+    store.create_session(
+        session_id=session_id, title=title, model=parsed.model, provider=parsed.provider,
+        tokenizer=tokenizer.id, tokens_exact=tokenizer.exact, source=source, source_path=source_path,
+        parent_session_id=parent_id, metadata=metadata,
+    )  # fmt: skip
+    usages = [pm.call.usage if pm.call else None for pm in parsed.messages]
+    rows = store.append_messages(session_id, messages, tokenizer=tokenizer, usages=usages)
+    estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source)
+    store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
+    with_usage = [(est, usage) for est, usage in estimates if usage is not None]
+    last = with_usage[-1] if with_usage else (estimates[-1] if estimates else None)
+    return ImportedSession(
+        session_id=session_id,
+        parent_session_id=parent_id,
+        title=title,
+        model=parsed.model,
+        tokenizer=tokenizer.id,
+        tokens_exact=tokenizer.exact,
+        message_count=len(rows),
+        request_count=len(estimates),
+        usage_count=len(with_usage),
+        transcript_tokens=sum(r.tokens for r in rows),
+        last_estimate_tokens=last[0] if last else None,
+        last_provider_prompt_tokens=last[1].prompt_tokens if last and last[1] else None,
+    )
+
+
+def _record_requests(
+    store: SessionStore,
+    session_id: str,
+    parsed: ParsedSession,
+    rows: Sequence[StoredMessage],
+    tokenizer: Tokenizer,
+    source: str,
+) -> list[tuple[int, ProviderUsage | None]]:
+    """Record a request event per call; returns (estimate, usage) per call in order."""
+    out: list[tuple[int, ProviderUsage | None]] = []
+    conversation = tool_results = 0  # running sums over the messages sent so far
+    for i, (pm, row) in enumerate(zip(parsed.messages, rows, strict=True)):
+        if pm.starts_context:
+            conversation = tool_results = 0
+        if pm.call is not None:
+            out.append(
+                _request(
+                    store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source
+                )
+            )
+        conversation += row.tokens - row.tool_result_tokens
+        tool_results += row.tool_result_tokens
+        for call in pm.pending_calls:
+            out.append(
+                _request(
+                    store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source
+                )
+            )
+    return out
+
+
+def _request(
+    store: SessionStore,
+    session_id: str,
+    parsed: ParsedSession,
+    call: CallInfo,
+    row: StoredMessage,
+    sent_messages: int,
+    conversation: int,
+    tool_results: int,
+    tokenizer: Tokenizer,
+    source: str,
+) -> tuple[int, ProviderUsage | None]:
+    system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
+    tools = call.tools if call.tools is not None else parsed.tools
+    components = ComponentTokens(
+        system=tokenizer.count(system) + MESSAGE_OVERHEAD_TOKENS if system else 0,
+        tools=tokenizer.count_tools(tools),
+        conversation=conversation + (REPLY_PRIMING_TOKENS if conversation or tool_results else 0),
+        tool_results=tool_results,
+    )
+    total = components.total
+    usage = call.usage
+    details: dict[str, Any] = {
+        "estimate_total": total,
+        "provider_prompt_tokens": usage.prompt_tokens if usage else None,
+        "exact": tokenizer.exact,
+        "tokenizer": tokenizer.id,
+        "source": source,
+        "messages_sent": sent_messages,
+        **call.details,
+    }
+    store.record_event(
+        session_id,
+        ContextEvent(
+            kind="request", provider=parsed.provider, model=call.model or parsed.model,
+            turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
+            message_seq=row.seq, details=details,
+        ),
+    )  # fmt: skip
+    return total, usage
+
+
+def _tool_records(parsed: ParsedSession, messages: list[Message], tokenizer: Tokenizer) -> list[ToolRecord]:
+    """Offered definitions when the source has them; else the tools the transcript used
+    (definition unknown, cost 0)."""
+    records: dict[str, ToolRecord] = {}
+    for tool in parsed.tools:
+        name = str((tool.get("function") or tool).get("name") or "")
+        if name:
+            category, server = tool_category(name)
+            records[name] = ToolRecord(
+                name=name,
+                category=category,
+                server=server,
+                tokens=tokenizer.count_tool(tool),
+                definition=tool,
+            )
+    if not parsed.tools:
+        for message in messages:
+            for block in message.blocks:
+                if isinstance(block, ToolUseBlock) and block.name not in records:
+                    category, server = tool_category(block.name)
+                    records[block.name] = ToolRecord(
+                        name=block.name, category=category, server=server, tokens=0,
+                        definition={"name": block.name, "observed_in_transcript": True},
+                    )  # fmt: skip
+    return list(records.values())
+
+
+def is_result_message(pm: ParsedMessage) -> bool:
+    return pm.message.role == "user" and bool(pm.message.content) and is_tool_result_only(pm.message)
