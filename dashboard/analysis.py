@@ -111,8 +111,12 @@ def explain_stop(
     thresholds = details.get("thresholds") or {}
     hard = float(thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
     compact = float(thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD))
+    derived = {
+        "limit_tokens": "context_window - max_output_tokens - buffer_tokens (capped by context_budget)",
+        "projected_tokens": "the guard's estimate of the request",
+    }
     lines = [
-        LimitLine(f, _int(event.get(f)), str(sources.get(f, "not recorded")))
+        LimitLine(f, _int(event.get(f)), str(sources.get(f, derived.get(f, "not recorded"))))
         for f in (*LIMIT_FIELDS, "limit_tokens", "projected_tokens")
     ]
     lines += [

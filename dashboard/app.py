@@ -20,13 +20,13 @@ from dashboard import state  # noqa: E402
 st.set_page_config(page_title="ctxdesk", page_icon=":material/data_usage:", layout="wide")
 
 PAGES = [
-    st.Page("pages/sessions.py", title="Sessions", icon=":material/list:", default=True),
-    st.Page("pages/timeline.py", title="Context timeline", icon=":material/stacked_line_chart:"),
-    st.Page("pages/why_stop.py", title="Why did it stop?", icon=":material/help:"),
-    st.Page("pages/compaction.py", title="Compaction", icon=":material/compress:"),
-    st.Page("pages/offloaded.py", title="Offloaded results", icon=":material/inventory_2:"),
-    st.Page("pages/tools.py", title="Tools", icon=":material/build:"),
-    st.Page("pages/model_settings.py", title="Model settings", icon=":material/tune:"),
+    st.Page("views/sessions.py", title="Sessions", icon=":material/list:", default=True),
+    st.Page("views/timeline.py", title="Context timeline", icon=":material/stacked_line_chart:"),
+    st.Page("views/why_stop.py", title="Why did it stop?", icon=":material/help:"),
+    st.Page("views/compaction.py", title="Compaction", icon=":material/compress:"),
+    st.Page("views/offloaded.py", title="Offloaded results", icon=":material/inventory_2:"),
+    st.Page("views/tools.py", title="Tools", icon=":material/build:"),
+    st.Page("views/model_settings.py", title="Model settings", icon=":material/tune:"),
 ]
 
 pg = st.navigation(PAGES)

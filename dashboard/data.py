@@ -64,6 +64,16 @@ def expand_path(path: str | os.PathLike[str]) -> list[Path]:
     raise NotFoundError("no such database file or folder", path=str(p))
 
 
+def script_args(argv: Sequence[str], script: Path) -> list[str]:
+    """The paths given to the app: what follows ``--``, or, when ``argv[0]`` is the app script
+    itself (``streamlit run app.py -- a b`` leaves ``[app.py, a, b]``), what follows it."""
+    if "--" in argv:
+        return [a for a in argv[list(argv).index("--") + 1 :] if a]
+    if argv and Path(argv[0]).resolve() == script.resolve():
+        return [a for a in argv[1:] if a]
+    return []
+
+
 def loaded_paths(
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,

@@ -16,6 +16,7 @@ import streamlit as st
 from dashboard import data
 from engine.errors import ContextDeskError
 
+APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
 EDITED_SETTINGS_KEY = "edited_settings"
 LIVE_INTERVAL_S = 2.0
@@ -54,7 +55,7 @@ def _query(
 
 def paths() -> list[Path]:
     """Database files from argv after ``--``, $CTXDESK_DB_PATHS, or the bundled sample data."""
-    return data.loaded_paths(sys.argv)
+    return data.loaded_paths(["--", *data.script_args(sys.argv, APP_SCRIPT)])
 
 
 def signature() -> tuple[Any, ...]:
@@ -129,6 +130,11 @@ def sidebar() -> None:
     conn = connection()
     files = paths()
     df = overview()
+    linked = st.query_params.get("session")
+    if linked and linked != st.session_state.get("_linked_session"):
+        # A link like ?session=<db>::<id> selects that session once; later picks win.
+        st.session_state["_linked_session"] = linked
+        st.session_state[SELECTED_KEY] = linked
     with st.sidebar:
         st.caption(f"{len(files)} database(s), {len(df)} session(s)")
         with st.expander("Loaded files", expanded=False):

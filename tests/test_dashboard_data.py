@@ -53,6 +53,21 @@ def test_loaded_paths_prefers_argv_after_double_dash_then_env_then_default(tmp_p
     assert data.loaded_paths(None, {}, tmp_path / "missing") == []
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/x/app.py", "a.db", "b"], ["a.db", "b"]),
+        (["/x/app.py", "--", "a.db"], ["a.db"]),
+        (["pytest", "-q", "tests"], []),
+        ([], []),
+    ],
+)
+def test_script_args_reads_paths_after_the_script_or_double_dash(
+    argv: list[str], expected: list[str]
+) -> None:
+    assert data.script_args(argv, Path("/x/app.py")) == expected
+
+
 def test_loaded_paths_drops_duplicates_and_names_a_missing_path(tmp_path: Path, db: Path) -> None:
     assert data.loaded_paths(["--", str(db), str(db), str(db.parent)], {}) == [db]
     with pytest.raises(NotFoundError, match=r"nope\.db"):

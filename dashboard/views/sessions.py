@@ -55,6 +55,23 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     hide_index=True,
+    column_order=[
+        "title",
+        "model",
+        "turns",
+        "peak_usage_pct",
+        "compactions",
+        "forced_final",
+        "skipped_provider",
+        "offloaded_bytes",
+        "messages",
+        "status",
+        "db",
+        "session_id",
+        "provider",
+        "source",
+        "updated_utc",
+    ],
     column_config={
         "peak_usage_pct": st.column_config.ProgressColumn(
             "Peak usage", format="%.1f%%", min_value=0, max_value=100
@@ -76,9 +93,9 @@ if ref is not None:
     st.success(f"Selected: {ref.session_id} ({ref.db}). Open the Context timeline or another page.")
     cols = st.columns(3)
     if cols[0].button("Open timeline", icon=":material/stacked_line_chart:"):
-        st.switch_page("pages/timeline.py")
+        st.switch_page("views/timeline.py")
     if cols[1].button("Why did it stop?", icon=":material/help:"):
-        st.switch_page("pages/why_stop.py")
+        st.switch_page("views/why_stop.py")
 
 if len(view) > 1:
     with st.expander("Peak usage by session", expanded=False):

@@ -86,15 +86,17 @@ with st.container(border=True):
                 st.error(f"Not applied: {exc}")
             else:
                 st.session_state[PREVIEW_KEY] = (ref.key, params, report)
-                if report.snapshot_id is not None:
-                    st.success(f"Applied: snapshot #{report.snapshot_id} written. {describe_report(report)}")
-                else:
-                    st.info(f"Nothing written but the event: {describe_report(report)}")
 
     preview = st.session_state.get(PREVIEW_KEY)
     if preview is not None and preview[0] == ref.key:
         _, used, report = preview
-        st.markdown("**" + ("Preview" if report.dry_run else "Applied") + "**")
+        # Shown from session state: the write changes the file, and the live watch reruns the app.
+        if report.dry_run:
+            st.markdown("**Preview** (nothing written)")
+        elif report.snapshot_id is not None:
+            st.success(f"Applied: snapshot #{report.snapshot_id} written.")
+        else:
+            st.info("Applied: nothing to compact, only the event was recorded.")
         st.text(describe_report(report))
         m1, m2, m3 = st.columns(3)
         m1.metric(
@@ -139,7 +141,10 @@ else:
             except ContextDeskError as exc:
                 st.error(f"Not restored: {exc}")
             else:
-                st.success(f"Restored snapshot #{snap_id} as new snapshot #{restored.id}.")
+                st.session_state["cmp_restored"] = (ref.key, int(snap_id), restored.id)
+    restored_note = st.session_state.get("cmp_restored")
+    if restored_note is not None and restored_note[0] == ref.key:
+        st.success(f"Restored snapshot #{restored_note[1]} as new snapshot #{restored_note[2]}.")
 
 st.subheader("Past compactions")
 past = state.query("compactions", ref.db, ref.session_id)
