@@ -8,6 +8,7 @@ printed as one ``ctxdesk: error: ...`` line; exit 2 for usage errors, 1 for the 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -102,6 +103,14 @@ def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: 
     return [*command, "--", *(str(p) for p in paths)]
 
 
+def dashboard_env(paths: Sequence[Path], base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the dashboard: ``base`` (default: ours) plus $CTXDESK_DB_PATHS."""
+    return {
+        **(os.environ if base is None else base),
+        DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths),
+    }
+
+
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     paths = [Path(p) for p in args.paths] or default_db_paths()
     if not paths:
@@ -113,7 +122,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
     paths = [p.resolve() for p in paths]
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
-    env = {**os.environ, DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths)}
+    env = dashboard_env(paths)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
     try:
         return subprocess.call(command, env=env)
@@ -127,7 +136,13 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from engine.demo import generate_demo
 
-    written = generate_demo(Path(args.out), seed=args.seed)
+    engine_logger = logging.getLogger("engine")
+    level = engine_logger.level
+    engine_logger.setLevel(logging.ERROR)  # the demo provokes its warnings (a provider rejection) on purpose
+    try:
+        written = generate_demo(Path(args.out), seed=args.seed)
+    finally:
+        engine_logger.setLevel(level)
     for path in written:
         print(f"wrote {path} ({path.stat().st_size:,} bytes)", file=out)
     return EXIT_OK
@@ -169,7 +184,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
             _print_session_list(store, out)
             return EXIT_OK
         session = _find_session(store, args.session)
-        _print_session(store, session, out)
+        _print_session(store, session, out, show_all=args.all)
     return EXIT_OK
 
 
@@ -190,7 +205,7 @@ def _print_session_list(store: Any, out: TextIO) -> None:
     print(format_table(headers, rows), file=out)
 
 
-def _print_session(store: Any, session: Any, out: TextIO) -> None:
+def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = False) -> None:
     print(f"session {session.id}  {session.title or ''}".rstrip(), file=out)
     print(
         f"model {session.model or '-'}  provider {session.provider or '-'}  status {session.status}  "
@@ -215,37 +230,49 @@ def _print_session(store: Any, session: Any, out: TextIO) -> None:
     headers = ("event", "turn", *COMPONENT_HEADERS, "total", "provider", "limit", "outcome")
     print(format_table(headers, rows) if rows else "(no model requests)", file=out)
 
-    decisions = [e for e in events if e.kind != "request"]
+    decisions = [e for e in events if e.kind != "request" and (show_all or not _is_routine(e))]
+    hidden = sum(1 for e in events if e.kind != "request") - len(decisions)
     print("\nguard, compaction and other context events", file=out)
-    rows = []
-    for e in decisions:
-        details = e.details or {}
-        note = ""
-        if e.kind == "compaction":
-            note = f"{details.get('before_tokens', '?')} -> {details.get('after_tokens', '?')} tokens"
-            if details.get("strategies_run"):
-                note += f" via {','.join(details['strategies_run'])}"
-        elif e.kind == "offload":
-            note = f"{details.get('ref_id', '')} {details.get('size_bytes', '')} bytes".strip()
-        rows.append(
-            (
-                e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.reason or "",
-                e.provider or "", e.projected_tokens, e.limit_tokens, note,
-            )
-        )  # fmt: skip
-    headers = (
-        "event",
-        "turn",
-        "kind",
-        "trigger",
-        "outcome",
-        "reason",
-        "provider",
-        "projected",
-        "limit",
-        "details",
-    )
+    rows = [
+        (
+            e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.model or "",
+            e.projected_tokens, e.limit_tokens, _clip(_event_note(e), REASON_CHARS),
+        )
+        for e in decisions
+    ]  # fmt: skip
+    headers = ("event", "turn", "kind", "trigger", "outcome", "model", "projected", "limit", "details")
     print(format_table(headers, rows) if rows else "(no context events)", file=out)
+    if hidden:
+        print(f"({hidden} routine guard events with outcome ok not shown; --all shows them)", file=out)
+
+
+#: Characters of an event's reason or details shown in a table cell.
+REASON_CHARS = 80
+
+
+def _is_routine(event: Any) -> bool:
+    return event.kind == "guard" and event.outcome == "ok"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _event_note(e: Any) -> str:
+    details = e.details or {}
+    if e.kind == "compaction":
+        note = f"{details.get('before_tokens', '?'):,} -> {details.get('after_tokens', '?'):,} tokens"
+        if details.get("strategies_run"):
+            note += f" via {', '.join(details['strategies_run'])}"
+        return note
+    if e.kind == "offload":
+        return f"{details.get('tool_name', '')}: {details.get('size_bytes', 0):,} bytes stored as {details.get('ref_id', '')}"
+    if e.kind == "tool_search":
+        hits = [h.get("name", h) if isinstance(h, dict) else h for h in details.get("hits", [])]
+        return f"{details.get('query', '')!r}: {', '.join(map(str, hits)) or 'no match'}"
+    if e.kind == "guard" and details.get("tool_name"):
+        return f"{e.reason or ''} ({details['tool_name']}, {details.get('tool_tokens', 0):,} tokens)".strip()
+    return e.reason or ""
 
 
 # -- compact ---------------------------------------------------------------------------------
@@ -430,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "session", nargs="?", metavar="SESSION", help="session id or unique prefix (default: list sessions)"
     )
+    p.add_argument("--all", action="store_true", help="also list guard evaluations whose outcome is ok")
     p.set_defaults(run=cmd_inspect)
 
     p = commands.add_parser(

@@ -260,7 +260,8 @@ class ScriptedClient:
     run time, such as an offloaded result's ref id). Usage is simulated from our own counts,
     times ``usage_ratio`` (the provider never counts quite like us); with cache breakpoints in
     the request, the prefix shared with the previous request is reported as cache reads.
-    ``context_window`` makes the client reject, like a provider, prompts that do not fit.
+    ``context_window`` makes the client reject, like a provider, prompts whose simulated count
+    plus ``max_output_tokens`` does not fit (so a ratio above 1 rejects what our estimate let through).
     """
 
     def __init__(
@@ -298,9 +299,10 @@ class ScriptedClient:
     def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         prompt = request.estimated_prompt_tokens or self._count_prompt(request)
-        if self.context_window is not None and prompt + request.max_output_tokens > self.context_window:
+        counted = round(prompt * self.usage_ratio)  # what the simulated provider counts
+        if self.context_window is not None and counted + request.max_output_tokens > self.context_window:
             raise ContextLengthExceededError(
-                f"prompt is too long: {prompt} tokens + {request.max_output_tokens} max_tokens > "
+                f"prompt is too long: {counted} tokens + {request.max_output_tokens} max_tokens > "
                 f"{self.context_window} maximum",
                 provider=self.provider,
                 status=400,

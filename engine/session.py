@@ -624,12 +624,13 @@ class SessionManager:
     def compact(
         self, strategy: Any = None, *, instructions: str | None = None, target_tokens: int | None = None
     ) -> CompactionReport:
-        """Compact now (trigger ``manual``); the snapshot is what the next request sends."""
-        view = self._view(final=False)
+        """Compact now (trigger ``manual``); the snapshot is what the next request sends.
+
+        Without ``target_tokens`` the target is force_compact's default (half the history)."""
         return self._force_compact(
             strategy or self.compaction,
             trigger="manual",
-            target_tokens=target_tokens or self._compaction_target(view),
+            target_tokens=target_tokens,
             instructions=instructions,
         )
 
@@ -881,7 +882,6 @@ class SessionManager:
                 self.session_id,
                 tool_input,
                 summarizer=self.summarizer,
-                target_tokens=self._compaction_target(self._view(final=False)),
             )
         except (ValidationError, SummarizerUnavailableError) as exc:
             return f"Error: compact_context failed: {exc}", True, []

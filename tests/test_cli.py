@@ -59,3 +59,207 @@ def test_format_table_aligns_numbers_right_and_text_left() -> None:
         "longer       5",
         "c            -",
     ]
+
+
+# -- commands on a real session database ----------------------------------------------------
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+
+from engine.cli import DB_PATHS_ENV_VAR, dashboard_app_path, dashboard_command, dashboard_env  # noqa: E402
+from engine.clients import ScriptedClient  # noqa: E402
+from engine.compaction import OfflineSummarizer  # noqa: E402
+from engine.messages import assistant, tool_use  # noqa: E402
+from engine.session import SessionManager  # noqa: E402
+from engine.settings import Settings  # noqa: E402
+from engine.store import SessionStore  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "sessions"
+
+
+@pytest.fixture(scope="module")
+def session_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A small session: three turns reading files, one offloaded log, compaction at the threshold."""
+    path = tmp_path_factory.mktemp("cli") / "sessions.db"
+    steps = []
+    for turn in range(6):
+        steps += [assistant("", tool_use(f"r{turn}", "read_file", path=f"m{turn}.py")), f"Read m{turn}."]
+    handlers = {
+        "read_file": lambda args: f"# {args['path']}\n" + "value = compute(1, 2)  # a line of code\n" * 90
+    }
+    settings = Settings.from_dict(
+        {
+            "models": {
+                "claude-sonnet-4-6": {
+                    "context_window": 9_000,
+                    "max_output_tokens": 2_048,
+                    "note_threshold": 0.5,
+                    "compact_threshold": 0.7,
+                }
+            }
+        }
+    )
+    tools = [
+        {
+            "name": "read_file",
+            "description": "Read a file.",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ]
+    with SessionStore(path) as store:
+        m = SessionManager(ScriptedClient(steps), store, title="cli fixture", settings=settings, tools=tools,
+                           tool_handlers=handlers, summarizer=OfflineSummarizer())  # fmt: skip
+        for turn in range(6):
+            m.run_turn(f"Read m{turn}.py")
+        return path, m.session_id
+
+
+def test_inspect_lists_sessions_then_shows_components_and_events(session_db, capsys) -> None:
+    path, sid = session_db
+    assert main(["inspect", str(path)]) == 0
+    listing = capsys.readouterr().out
+    assert sid in listing and "cli fixture" in listing
+    assert main(["inspect", str(path), sid[:8]]) == 0
+    shown = capsys.readouterr().out
+    assert "per-component tokens" in shown and "tool_results" in shown and "conversation" in shown
+    assert "compaction" in shown and "via " in shown
+    assert "routine guard events" in shown
+    assert main(["inspect", str(path), sid, "--all"]) == 0
+    assert "turn_preflight     ok" in capsys.readouterr().out
+
+
+def test_inspect_an_unknown_session_is_one_error_line(session_db, capsys) -> None:
+    path, _ = session_db
+    assert main(["inspect", str(path), "nope"]) == EXIT_ERROR
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"ctxdesk: error: no session 'nope' in the database: {path}"
+    ]
+
+
+def test_compact_dry_run_writes_nothing_and_compact_writes_a_snapshot(session_db, tmp_path, capsys) -> None:
+    source, sid = session_db
+    path = tmp_path / "copy.db"
+    shutil.copy(source, path)
+    with SessionStore(path, read_only=True) as store:
+        snapshots, transcript = len(store.list_snapshots(sid)), store.load_transcript(sid)
+    assert main(["compact", str(path), sid, "--strategy", "sliding_window", "--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    assert "before" in dry and "after" in dry and "dry run: nothing written" in dry
+    with SessionStore(path, read_only=True) as store:
+        assert len(store.list_snapshots(sid)) == snapshots
+    assert main(["compact", str(path), sid, "--strategy", "clear_tool_results,summarize",
+                 "--instructions", "keep file names"]) == 0  # fmt: skip
+    done = capsys.readouterr().out
+    assert "snapshot" in done and "transcript untouched" in done
+    with SessionStore(path, read_only=True) as store:
+        assert len(store.list_snapshots(sid)) == snapshots + 1
+        assert store.load_transcript(sid) == transcript
+        event = store.list_events(sid, kind="compaction")[-1]
+        assert event.trigger == "manual" and event.details["instructions"] == "keep file names"
+
+
+def test_compact_with_an_unknown_strategy_is_an_error(session_db, tmp_path, capsys) -> None:
+    source, sid = session_db
+    path = tmp_path / "copy.db"
+    shutil.copy(source, path)
+    assert main(["compact", str(path), sid, "--strategy", "shred"]) == EXIT_ERROR
+    assert "unknown compaction strategy 'shred'" in capsys.readouterr().err
+
+
+def test_import_reports_sessions_and_progress_on_stderr(tmp_path, capsys) -> None:
+    files = sorted(str(p) for p in FIXTURES.glob("claude-code__*.jsonl"))
+    assert files
+    db = tmp_path / "imported.db"
+    assert main(["import", *files, "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert f"[{len(files)}/{len(files)}] imported" in captured.err
+    assert captured.out.count("claude-code session") >= len(files)
+    with SessionStore(db, read_only=True) as store:
+        assert len(store.list_sessions()) >= len(files)
+
+
+def test_import_of_a_file_in_no_known_format_is_an_error(tmp_path, capsys) -> None:
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello\n")
+    assert main(["import", str(junk), "--db", str(tmp_path / "x.db")]) == EXIT_ERROR
+    assert capsys.readouterr().err.startswith("ctxdesk: error: ")
+    assert main(["import", str(tmp_path / "missing.jsonl"), "--db", str(tmp_path / "x.db")]) == EXIT_USAGE
+
+
+def test_models_shows_values_and_where_each_came_from(tmp_path, capsys) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        'compact_trigger = 0.9\n[models."claude-haiku-4-5"]\ncontext_window = 16000\nmax_output_tokens = 4096\n'
+    )
+    assert main(["--settings", str(settings), "models", "claude-haiku-4-5"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "16,000" in lines["context_window"] and "model:claude-haiku-4-5" in lines["context_window"]
+    assert "0.9" in lines["compact_threshold"] and "defaults" in lines["compact_threshold"]
+    assert "builtin" in lines["hard_block_threshold"]
+    assert main(["--settings", str(settings), "models"]) == 0
+    assert "claude-haiku-4-5" in capsys.readouterr().out
+
+
+def test_models_with_a_broken_settings_file_is_one_error_line(tmp_path, capsys) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text("compact_trigger = 7\n")
+    assert main(["--settings", str(settings), "models", "gpt-4o"]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ctxdesk: error: compact_trigger")
+
+
+def test_dashboard_command_binds_localhost_and_passes_paths_both_ways(tmp_path) -> None:
+    db = tmp_path / "a.db"
+    command = dashboard_command(Path("/x/app.py"), [db], port=8600, headless=True)
+    assert command[1:4] == ["-m", "streamlit", "run"]
+    assert command[command.index("--server.address") + 1] == "127.0.0.1"
+    assert command[command.index("--server.port") + 1] == "8600"
+    assert command[-2:] == ["--", str(db)]
+    env = dashboard_env([db, tmp_path], base={"HOME": "/root"})
+    assert env == {"HOME": "/root", DB_PATHS_ENV_VAR: f"{db}{os.pathsep}{tmp_path}"}
+
+
+def test_dashboard_with_a_missing_path_is_a_usage_error(tmp_path, capsys) -> None:
+    assert main(["dashboard", str(tmp_path / "missing.db")]) == EXIT_USAGE
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not (REPO / "dashboard" / "app.py").exists(), reason="dashboard app not in this checkout")
+def test_dashboard_serves_on_localhost(session_db) -> None:
+    path, _ = session_db
+    assert dashboard_app_path().name == "app.py"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "dashboard", str(path), "--port", str(port), "--no-browser"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                    assert response.read().decode().strip() == "ok"
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else "dashboard exited"
+                assert time.monotonic() < deadline, "dashboard did not come up within 60 s"
+                time.sleep(0.3)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()

@@ -211,3 +211,12 @@ def test_anthropic_client_accepts_a_ready_sdk_client_and_hides_the_key() -> None
         assert "sk-hidden-1234" in str(server.requests[0].headers)
         sdk.close()
     assert "sk-hidden" not in repr(client) and "sk-hidden" not in str(vars(client).keys())
+
+
+def test_the_scripted_window_is_checked_against_the_provider_count_not_our_estimate() -> None:
+    req = ModelRequest(
+        model="m", system="", messages=(user("x"),), max_output_tokens=100, estimated_prompt_tokens=850
+    )
+    assert ScriptedClient(["fits"], context_window=1000).complete(req).message.text == "fits"
+    with pytest.raises(ContextLengthExceededError, match="1020 tokens"):
+        ScriptedClient(["never"], context_window=1000, usage_ratio=1.2).complete(req)
