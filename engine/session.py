@@ -797,7 +797,9 @@ class SessionManager:
     # -- tools ---------------------------------------------------------------------------------
     def _run_tools(self, uses: Sequence[ToolUseBlock]) -> str | None:
         """Run the tools of one reply and append their results; returns a final report if given."""
-        assert self._guard is not None  # set by the request that produced the tool uses
+        guard = self._guard
+        if guard is None:  # set by the request whose reply holds these tool uses
+            raise ValidationError("tool uses without a model request in this turn", field="tool_uses")
         blocks: list[ToolResultBlock] = []
         events: list[ContextEvent] = []
         report: str | None = None
@@ -812,7 +814,7 @@ class SessionManager:
                     )
                 )
                 continue
-            if not self._guard.may_run_tools:
+            if not guard.may_run_tools:
                 text, is_error = (
                     f"Error: {use.name} was not run: the context window is full (tools_refused). "
                     "Call final_report with your final report.",
@@ -824,7 +826,7 @@ class SessionManager:
             tokens = self.tokenizer.count_block(
                 ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
             )
-            decision = self._guard.reserve_tool_output(tokens, tool_name=use.name, message_seq=self._next_seq)
+            decision = guard.reserve_tool_output(tokens, tool_name=use.name, message_seq=self._next_seq)
             events.extend(decision.events)
             if not decision.accepted and decision.reason == REASON_TOKEN_BUDGET:
                 text, is_error = (

@@ -407,3 +407,24 @@ def test_the_api_key_never_reaches_the_database_or_the_logs(
         assert key.encode() not in path.read_bytes()
         assert b"DISTINCTIVE-FAKE-KEY" not in path.read_bytes()
     assert "DISTINCTIVE-FAKE-KEY" not in caplog.text
+
+
+def test_in_a_forced_final_turn_other_tools_are_refused_and_the_next_turn_starts_fresh(
+    store: SessionStore,
+) -> None:
+    steps: list[Any] = [
+        assistant("", tool_use("t1", "run_tests")),  # 32 KB inline: rejected, final turn forced
+        assistant("", tool_use("r1", "read_file", path="a.py")),  # ignores the restriction
+        "I could not finish: the context is full.",  # answers in text instead of final_report
+        "Fresh turn.",
+    ]
+    client = ScriptedClient(steps, model=MODEL)
+    m = manager(store, client)
+    first = m.run_turn("Run the tests.")
+    assert first.stop == "end_turn" and first.status == "active"
+    refused = [e for e in store.list_events(m.session_id, kind="guard") if e.reason == "tools_refused"]
+    assert refused and refused[0].details["tool_name"] == "read_file"
+    assert "tools_refused" in store.load_transcript(m.session_id)[-2].content[0].text
+    assert client.requests[2].tool_names == ["final_report"]
+    assert m.run_turn("Start over.").text == "Fresh turn."
+    assert "read_file" in client.requests[3].tool_names
