@@ -22,7 +22,7 @@ from engine.guard import ContextGuard, GuardTarget
 from engine.settings import Settings, resolve_model_settings
 
 SIZES = (100, 1_000, 10_000, 100_000)
-QUICK_SIZES = (100, 1_000)
+QUICK_SIZES = (100, 500)
 TURNS = 50
 QUICK_TURNS = 20
 MODEL = "gpt-4.1"
@@ -39,11 +39,15 @@ def bench_target() -> GuardTarget:
     return GuardTarget.from_settings(resolve_model_settings(MODEL, settings=settings))
 
 
-def recount_repeats(size: int) -> int:
+def recount_repeats(size: int, quick: bool = False) -> int:
+    if quick:
+        return 2
     return 5 if size <= 1_000 else 2 if size <= 10_000 else 1
 
 
-def measure_size(size: int, *, largest: int, turns: list[Any], target: GuardTarget) -> dict[str, Any]:
+def measure_size(
+    size: int, *, largest: int, turns: list[Any], target: GuardTarget, quick: bool = False
+) -> dict[str, Any]:
     """Time ctxdesk's incremental turns, then the recount baseline over the same final history."""
     tokenizer = fresh_tokenizer(EXACT_ID)
     messages = list(prefix(size, largest=largest))
@@ -71,13 +75,13 @@ def measure_size(size: int, *, largest: int, turns: list[Any], target: GuardTarg
         check.evaluate_request([target])
         totals.append(total)
 
-    recount_s = timed(recount, repeat=recount_repeats(size))
+    recount_s = timed(recount, repeat=recount_repeats(size, quick))
     exact = all(t == guard.counters.current for t in totals)
     if not exact:
         raise AssertionError(
             f"{size:,} messages: incremental total {guard.counters.current:,} != recount {totals[0]:,}"
         )
-    cached_s = timed(lambda: tokenizer.count_messages(messages), repeat=recount_repeats(size))
+    cached_s = timed(lambda: tokenizer.count_messages(messages), repeat=recount_repeats(size, quick))
     return {
         "size": size,
         "tokens": guard.counters.current,
@@ -89,7 +93,9 @@ def measure_size(size: int, *, largest: int, turns: list[Any], target: GuardTarg
     }
 
 
-def run_langchain(sizes: tuple[int, ...], python: str | None, skip_reason: str | None) -> dict[str, Any]:
+def run_langchain(
+    sizes: tuple[int, ...], python: str | None, skip_reason: str | None, *, quick: bool = False
+) -> dict[str, Any]:
     """LangChain timings from bench/.venv's python, or ``{"skipped": why}``."""
     if python is None:
         return {"skipped": skip_reason or "bench/.venv not available"}
@@ -107,6 +113,7 @@ def run_langchain(sizes: tuple[int, ...], python: str | None, skip_reason: str |
                 ",".join(map(str, sizes)),
                 "--limit",
                 str(TRIM_LIMIT),
+                *(["--quick"] if quick else []),
             ],
             cwd=ROOT,
             env=env,
@@ -130,9 +137,9 @@ def run(quick: bool = False, *, venv_python: str | None = None, venv_note: str |
     history(largest)  # generate once, before any timing
     results = []
     for size in sizes:
-        results.append(measure_size(size, largest=largest, turns=turns, target=target))
+        results.append(measure_size(size, largest=largest, turns=turns, target=target, quick=quick))
         print(f"guard: {size:,} messages done", file=sys.stderr, flush=True)
-    lc = run_langchain(sizes, venv_python, venv_note)
+    lc = run_langchain(sizes, venv_python, venv_note, quick=quick)
 
     table = Table(
         title="Per-turn guard evaluation as history grows (ms per turn)",

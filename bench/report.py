@@ -85,9 +85,12 @@ def render_table(table: Table) -> str:
     lines = [f"### {table.title}", ""]
     if table.baseline:
         lines += [f"Baseline: {table.baseline}", ""]
-    lines.append("| " + " | ".join(fmt_cell(c) for c in table.columns) + " |")
-    lines.append("|" + "|".join("---" for _ in table.columns) + "|")
-    lines += ["| " + " | ".join(fmt_cell(c) for c in row) + " |" for row in table.rows]
+    if table.rows:
+        lines.append("| " + " | ".join(fmt_cell(c) for c in table.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in table.columns) + "|")
+        lines += ["| " + " | ".join(fmt_cell(c) for c in row) + " |" for row in table.rows]
+    else:
+        lines.append("No rows measured.")
     if table.notes:
         lines.append("")
         lines += [f"- {note}" for note in table.notes]

@@ -82,7 +82,7 @@ def test_guard_rows_are_exact_and_cover_the_quick_sizes(quick_run) -> None:
     _title, rows = next((t, r) for t, r in markdown_tables(markdown).items() if t.startswith(OUR_TABLES[0]))
     header, _, *body = rows
     sizes = [int(r[0].replace(",", "")) for r in body]
-    assert sizes == [100, 1_000]
+    assert sizes == [100, 500]
     exact_col = header.index("incremental = recount")
     assert {r[exact_col] for r in body} == {"yes"}
     for r in body:

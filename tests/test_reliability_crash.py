@@ -67,8 +67,6 @@ def test_kill_during_message_appends_leaves_a_prefix_complete_transcript(
 def test_kill_while_storing_big_outputs_leaves_only_whole_blobs(
     tmp_path: Path, zygote: Zygote, use_result_store: bool
 ) -> None:
-    if use_result_store:
-        pytest.importorskip("engine.offload")
     db, progress = tmp_path / "s.db", tmp_path / "progress.txt"
     session_id = new_session(db)
     rng = random.Random(8_002 + use_result_store)
