@@ -1,15 +1,18 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
+from engine.convert import from_anthropic, from_openai, to_anthropic, to_openai
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, plan_deferral
 from engine.errors import (
     ConfigError,
     ContextDeskError,
+    ContextLengthExceededError,
     ContextOverflowError,
     ImportFormatError,
     MessageFormatError,
     NotADatabaseError,
     NotFoundError,
+    ProviderError,
     ResultStoreError,
     SchemaVersionError,
     StoreError,
@@ -55,6 +58,7 @@ __all__ = [
     "ContextDeskError",
     "ContextEvent",
     "ContextGuard",
+    "ContextLengthExceededError",
     "ContextOverflowError",
     "DocumentBlock",
     "GuardDecision",
@@ -68,6 +72,7 @@ __all__ = [
     "NotADatabaseError",
     "NotFoundError",
     "PromptBuilder",
+    "ProviderError",
     "ProviderUsage",
     "ResolvedModelSettings",
     "ResultStore",
@@ -88,6 +93,8 @@ __all__ = [
     "ToolUseBlock",
     "ValidationError",
     "find_safe_boundary",
+    "from_anthropic",
+    "from_openai",
     "get_tokenizer",
     "is_over_context_budget",
     "load_settings",
@@ -98,4 +105,6 @@ __all__ = [
     "reproject",
     "resolve_model_settings",
     "save_settings",
+    "to_anthropic",
+    "to_openai",
 ]

@@ -98,7 +98,16 @@ class Message(BaseModel):
     pinned: bool = False
     meta: dict[str, Any] = Field(default_factory=dict)
 
-    _hash: str | None = PrivateAttr(default=None)
+    # (role, content object, digest): keyed on the content object so a model_copy(update=...)
+    # that swaps content or role recomputes instead of reusing a stale digest.
+    _hash: tuple[str, Any, str] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # Fields only: pydantic would also compare the private hash cache, so a message whose
+        # content_hash was computed would differ from an identical one whose hash was not.
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
 
     # -- views ---------------------------------------------------------------
     @property
@@ -130,15 +139,18 @@ class Message(BaseModel):
     @property
     def content_hash(self) -> str:
         """sha256 of role + content: the key of the per-message token cache."""
-        if self._hash is None:
-            payload = json.dumps(
-                {"role": self.role, "content": _plain(self.content)},
-                sort_keys=True,
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            self._hash = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-        return self._hash
+        cached = self._hash
+        if cached is not None and cached[0] == self.role and cached[1] is self.content:
+            return cached[2]
+        payload = json.dumps(
+            {"role": self.role, "content": _plain(self.content)},
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        self._hash = (self.role, self.content, digest)
+        return digest
 
     def with_content(self, content: str | list[Any]) -> Message:
         """A copy with new content (same role, id, pin and meta)."""

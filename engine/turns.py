@@ -23,7 +23,8 @@ def parse_turn_boundaries(messages: Sequence[Message]) -> list[int]:
 def turn_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """[start, end) of every turn, in order."""
     starts = parse_turn_boundaries(messages)
-    return [(s, e) for s, e in zip(starts, [*starts[1:], len(messages)], strict=True)]
+    ends = [*starts[1:], len(messages)] if starts else []
+    return list(zip(starts, ends, strict=True))
 
 
 def turn_indices(messages: Sequence[Message]) -> list[int]:

@@ -139,6 +139,8 @@ class SessionStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""
+        if self.read_only:
+            raise StoreError("the session database was opened read-only", path=str(self.path))
         with self._lock:
             if self._conn.in_transaction:
                 yield self._conn
@@ -149,6 +151,9 @@ class SessionStore:
                 raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
             try:
                 yield self._conn
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK")
+                raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
