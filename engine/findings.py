@@ -32,7 +32,6 @@ from engine.messages import (
     is_user_input,
 )
 from engine.model_table import ModelInfo, ModelTable
-from engine.session import BUILTIN_TOOL_NAMES
 from engine.settings import (
     DEFAULT_RESULT_OFFLOAD_THRESHOLD,
     ResolvedModelSettings,
@@ -71,6 +70,9 @@ ANTHROPIC_CACHE_WRITE_1H = 2.0
 #: A constraint is lost when fewer than this share of its key terms survive compaction.
 CONSTRAINT_KEPT_SHARE = 0.5
 
+#: ctxdesk's own tools (engine.session.BUILTIN_TOOL_NAMES; a test keeps the two equal): sent only
+#: when needed, never "unused" offers. Named here so reading a database needs no session manager.
+ENGINE_TOOL_NAMES = ("read_result", "tool_search", "compact_context", "final_report")
 #: Tools whose calls change things; a second call is not a re-read and an earlier output is not stale.
 MUTATING_TOOLS = frozenset(
     {"Write", "Edit", "MultiEdit", "NotebookEdit", "TodoWrite", "KillBash", "KillShell", "Task", "Agent",
@@ -563,7 +565,7 @@ def find_unused_results(
                 turn_index=call.turn_index,
                 per_request=per_request,
                 fix="clear_tool_results keep=3 (a read_result output is not offloaded again)"
-                if call.name in BUILTIN_TOOL_NAMES
+                if call.name in ENGINE_TOOL_NAMES
                 else f"result_offload_threshold = {_power_of_two_below(call.size_bytes)} "
                 "(bytes: the output is stored, the context gets a preview and a read_result reference)",
             )
@@ -576,7 +578,7 @@ def find_unused_tools(view: SessionView) -> list[Finding]:
     read_result, tool_search, compact_context and final_report are sent only when needed)."""
     called = {b.name for m in view.messages for b in m.message.blocks if isinstance(b, ToolUseBlock)}
     unused = [
-        t for t in view.tools if t.tokens > 0 and t.name not in called and t.name not in BUILTIN_TOOL_NAMES
+        t for t in view.tools if t.tokens > 0 and t.name not in called and t.name not in ENGINE_TOOL_NAMES
     ]
     per_request = []
     for r in view.requests:

@@ -15,6 +15,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.findings import (
+    ENGINE_TOOL_NAMES,
     Finding,
     analyze,
     call_target,
@@ -257,6 +258,12 @@ def test_tools_a_request_did_not_send_cost_nothing(store: SessionStore) -> None:
     )  # fmt: skip
     with_list = [f for f in find_waste(store, sid) if f.kind == "unused_tools"]
     assert [f.requests for f in with_list] == [2]  # the two requests that did not say which tools they sent
+
+
+def test_ctxdesks_own_tools_are_never_unused_offers() -> None:
+    from engine.session import BUILTIN_TOOL_NAMES
+
+    assert set(ENGINE_TOOL_NAMES) == set(BUILTIN_TOOL_NAMES)
 
 
 def test_unused_builtin_tools_are_to_be_removed_not_deferred(store: SessionStore) -> None:
