@@ -21,6 +21,7 @@ from engine.errors import (
     ValidationError,
 )
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.findings import Finding, find_waste
 from engine.guard import ContextGuard, GuardDecision, GuardTarget
 from engine.messages import (
     DocumentBlock,
@@ -61,6 +62,7 @@ __all__ = [
     "ContextLengthExceededError",
     "ContextOverflowError",
     "DocumentBlock",
+    "Finding",
     "GuardDecision",
     "GuardTarget",
     "ImageBlock",
@@ -93,6 +95,7 @@ __all__ = [
     "ToolUseBlock",
     "ValidationError",
     "find_safe_boundary",
+    "find_waste",
     "from_anthropic",
     "from_openai",
     "get_tokenizer",
