@@ -147,7 +147,7 @@ class SessionStore:
                 return
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
+            except sqlite3.Error as exc:
                 raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
             try:
                 yield self._conn
