@@ -20,6 +20,7 @@ import duckdb_extensions
 import pandas as pd
 
 from engine.errors import NotADatabaseError, NotFoundError, ValidationError
+from engine.store.schema import TABLES_V1
 
 #: Environment variable with database files or folders, separated by os.pathsep.
 DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"
@@ -188,6 +189,65 @@ def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.execute("SELECT count(*) FROM databases").fetchone()[0])
 
 
+def _duck_type(sqlite_type: str) -> str:
+    return {"INTEGER": "BIGINT", "TEXT": "VARCHAR", "BLOB": "BLOB", "REAL": "DOUBLE"}[sqlite_type.split()[0]]
+
+
+#: table -> column -> DuckDB type, from the documented schema.
+SCHEMA_TYPES = {t.name: {c.name: _duck_type(c.type) for c in t.columns} for t in TABLES_V1}
+
+
+def _alias(con: duckdb.DuckDBPyConnection, db: str) -> str:
+    row = con.execute("SELECT alias FROM databases WHERE db = ?", [db]).fetchone()
+    if row is None:
+        raise NotFoundError(f"no database labelled {db!r} is loaded")
+    return str(row[0])
+
+
+def _rows(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    table: str,
+    where: str,
+    columns: Sequence[str] | None = None,
+) -> tuple[str, list[Any]]:
+    """A typed subquery over one table of one file, filtered inside SQLite (so its indexes serve
+    per-session lookups; the scanner alone would read the whole table). ``where`` is SQLite SQL
+    built only from quoted literals and integers; returns (sql, params)."""
+    types = SCHEMA_TYPES[table]
+    cols = list(columns or types)
+    inner = ", ".join(f"hex({c}) AS {c}" if types[c] == "BLOB" else c for c in cols)
+    outer = ", ".join(
+        f"from_hex({c}) AS {c}" if types[c] == "BLOB" else f"CAST({c} AS {types[c]}) AS {c}" for c in cols
+    )
+    return f"(SELECT {outer} FROM sqlite_query(?, ?))", [
+        _alias(con, db),
+        f"SELECT {inner} FROM {table} WHERE {where}",
+    ]
+
+
+def _each_db(con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str]) -> tuple[str, list[Any]]:
+    """``sql`` run inside every attached SQLite file, unioned with a ``db`` label; (subquery, params)."""
+    casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
+    parts, params = [], []
+    for db, alias in con.execute("SELECT db, alias FROM databases ORDER BY alias").fetchall():
+        parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM sqlite_query(?, ?)")
+        params += [alias, sql]
+    return "(" + " UNION ALL ".join(parts) + ")", params
+
+
+def _session_rows(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    table: str,
+    session_id: str,
+    where: str = "",
+    columns: Sequence[str] | None = None,
+) -> tuple[str, list[Any]]:
+    condition = f"session_id = {_sql_string(session_id)}" + (f" AND ({where})" if where else "")
+    return _rows(con, db, table, condition, columns)
+
+
 # -- sessions ---------------------------------------------------------------------------------
 
 SESSION_COLUMNS = (
@@ -201,12 +261,17 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per session across every database, aggregated in SQL (no message content read)."""
     if not _has_data(con):
         return pd.DataFrame(columns=list(SESSION_COLUMNS))
+    # Grouped inside SQLite, where the (session_id, turn_index) index covers it: no row is read.
+    m, params = _each_db(
+        con,
+        "SELECT session_id, count(*) AS messages, max(turn_index) AS last_turn FROM messages GROUP BY session_id",
+        {"session_id": "VARCHAR", "messages": "BIGINT", "last_turn": "BIGINT"},
+    )
     return _df(
         con,
-        """
+        f"""
         WITH m AS (
-            SELECT db, session_id, count(*) AS messages, max(turn_index) + 1 AS turns
-            FROM messages GROUP BY db, session_id),
+            SELECT db, session_id, messages, last_turn + 1 AS turns FROM {m}),
         e AS (
             SELECT db, session_id,
                 max(projected_tokens * 100.0 / limit_tokens)
@@ -234,6 +299,7 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         LEFT JOIN b ON b.db = s.db AND b.session_id = s.id
         ORDER BY s.updated_utc DESC, s.db, s.id
         """,
+        params,
     )
 
 
@@ -277,6 +343,9 @@ def filter_sessions(
 
 def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Per turn: the components of its last request, the limit in force, provider usage, call count."""
+    src, params = _session_rows(
+        con, db, "context_events", session_id, "kind = 'request' AND turn_index IS NOT NULL"
+    )
     comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
     return _df(
         con,
@@ -287,24 +356,24 @@ def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Dat
         FROM (
             SELECT *, count(*) OVER w AS requests, max(projected_tokens) OVER w AS peak_projected,
                 row_number() OVER (PARTITION BY turn_index ORDER BY seq DESC) AS rn
-            FROM context_events
-            WHERE db = ? AND session_id = ? AND kind = 'request' AND turn_index IS NOT NULL
+            FROM {src}
             WINDOW w AS (PARTITION BY turn_index))
         WHERE rn = 1 ORDER BY turn
         """,
-        [db, session_id],
+        params,
     )
 
 
 def requests(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Every request event (one per model call) in order, with its components."""
+    src, params = _session_rows(con, db, "context_events", session_id, "kind = 'request'")
     comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
     return _df(
         con,
         f"""SELECT seq AS event_seq, turn_index AS turn, {comps}, projected_tokens, limit_tokens,
             context_window, max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, message_seq, model
-        FROM context_events WHERE db = ? AND session_id = ? AND kind = 'request' ORDER BY seq""",
-        [db, session_id],
+        FROM {src} ORDER BY seq""",
+        params,
     )
 
 
@@ -312,12 +381,9 @@ def events(
     con: duckdb.DuckDBPyConnection, db: str, session_id: str, kinds: Sequence[str] | None = None
 ) -> pd.DataFrame:
     """Events of a session (all columns, details parsed into ``details``), optionally by kind."""
-    sql = "SELECT * EXCLUDE (db) FROM context_events WHERE db = ? AND session_id = ?"
-    params: list[Any] = [db, session_id]
-    if kinds:
-        sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
-        params += list(kinds)
-    df = _df(con, sql + " ORDER BY seq", params)
+    where = f"kind IN ({', '.join(_sql_string(k) for k in kinds)})" if kinds else ""
+    src, params = _session_rows(con, db, "context_events", session_id, where)
+    df = _df(con, f"SELECT * FROM {src} ORDER BY seq", params)
     df["details"] = [_parse_details(t) for t in df["details_json"]]
     return df
 
@@ -334,30 +400,35 @@ def _parse_details(text: Any) -> dict[str, Any]:
 
 def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Compactions and guard stops (forced_final, skipped_provider) to mark on the timeline."""
+    src, params = _session_rows(
+        con, db, "context_events", session_id,
+        "turn_index IS NOT NULL AND ((kind = 'compaction' AND outcome = 'compacted')"
+        " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider')) OR kind = 'restore')",
+        ["seq", "turn_index", "kind", "trigger", "outcome", "projected_tokens", "limit_tokens"],
+    )  # fmt: skip
     return _df(
         con,
-        """SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, projected_tokens, limit_tokens
-        FROM context_events WHERE db = ? AND session_id = ? AND turn_index IS NOT NULL AND (
-            (kind = 'compaction' AND outcome = 'compacted')
-            OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider'))
-            OR kind = 'restore')
-        ORDER BY seq""",
-        [db, session_id],
+        f"""SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, projected_tokens, limit_tokens
+        FROM {src} ORDER BY seq""",
+        params,
     )
 
 
 def removed_seqs_before(con: duckdb.DuckDBPyConnection, db: str, session_id: str, event_seq: int) -> set[int]:
     """Transcript seqs removed or summarized by compactions recorded before an event."""
-    rows = con.execute(
-        """SELECT details_json FROM context_events
-        WHERE db = ? AND session_id = ? AND kind = 'compaction' AND outcome = 'compacted' AND seq < ?
-        ORDER BY seq""",
-        [db, session_id, event_seq],
-    ).fetchall()
+    src, params = _session_rows(
+        con, db, "context_events", session_id,
+        f"kind = 'compaction' AND outcome = 'compacted' AND seq < {int(event_seq)}", ["seq", "details_json"],
+    )  # fmt: skip
     removed: set[int] = set()
-    for (details_json,) in rows:
+    for (details_json,) in con.execute(f"SELECT details_json FROM {src} ORDER BY seq", params).fetchall():
         removed.update(int(s) for s in _parse_details(details_json).get("removed_message_seqs", []))
     return removed
+
+
+MESSAGE_LIST_COLUMNS = (
+    "seq", "turn_index", "role", "kind", "tokens", "tool_result_tokens", "tool_names", "pinned", "text_preview",
+)  # fmt: skip
 
 
 def sent_messages(
@@ -368,29 +439,23 @@ def sent_messages(
     Uses the request's ``message_seq`` when recorded (else the end of the turn), and leaves out
     what earlier compactions removed or summarized.
     """
-    row = con.execute(
-        """SELECT seq, message_seq FROM context_events
-        WHERE db = ? AND session_id = ? AND kind = 'request' AND turn_index = ?
-            AND (? IS NULL OR seq = ?)
-        ORDER BY seq DESC LIMIT 1""",
-        [db, session_id, turn, event_seq, event_seq],
-    ).fetchone()
-    if row is None:
-        upto_sql, params = "turn_index <= ?", [turn]
-        removed: set[int] = set()
-    else:
-        ev_seq, message_seq = row
-        removed = removed_seqs_before(con, db, session_id, ev_seq)
-        if message_seq is None:
-            upto_sql, params = "turn_index <= ?", [turn]
-        else:
-            upto_sql, params = "seq <= ?", [message_seq]
+    where = f"kind = 'request' AND turn_index = {int(turn)}"
+    if event_seq is not None:
+        where += f" AND seq = {int(event_seq)}"
+    src, params = _session_rows(con, db, "context_events", session_id, where, ["seq", "message_seq"])
+    row = con.execute(f"SELECT seq, message_seq FROM {src} ORDER BY seq DESC LIMIT 1", params).fetchone()
+    removed: set[int] = set()
+    upto = f"turn_index <= {int(turn)}"
+    if row is not None:
+        removed = removed_seqs_before(con, db, session_id, int(row[0]))
+        if row[1] is not None:
+            upto = f"seq <= {int(row[1])}"
+    src, params = _session_rows(con, db, "messages", session_id, upto, MESSAGE_LIST_COLUMNS)
     df = _df(
         con,
-        f"""SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, pinned,
-            text_preview FROM messages WHERE db = ? AND session_id = ? AND {upto_sql}
-        ORDER BY tokens DESC, seq""",
-        [db, session_id, *params],
+        f"""SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, pinned, text_preview
+        FROM {src} ORDER BY tokens DESC, seq""",
+        params,
     )
     if removed:
         df = df[~df["seq"].isin(removed)].reset_index(drop=True)
@@ -399,12 +464,11 @@ def sent_messages(
 
 def message(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> dict[str, Any] | None:
     """One transcript message with its content (``content_json``) and text, or None."""
-    df = _df(
-        con,
-        """SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, content_json,
-            text_preview FROM messages WHERE db = ? AND session_id = ? AND seq = ?""",
-        [db, session_id, seq],
-    )
+    src, params = _session_rows(
+        con, db, "messages", session_id, f"seq = {int(seq)}",
+        ["seq", "turn_index", "role", "kind", "tokens", "tool_result_tokens", "tool_names", "content_json", "text_preview"],
+    )  # fmt: skip
+    df = _df(con, f"SELECT * EXCLUDE (turn_index), turn_index AS turn FROM {src}", params)
     if df.empty:
         return None
     out = df.iloc[0].to_dict()
@@ -459,12 +523,11 @@ def compactions(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.
 
 def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Snapshots of a session, newest first, without their message payloads."""
-    return _df(
-        con,
-        """SELECT id, through_seq, message_count, tokens, strategy, event_id, summary, created_utc
-        FROM session_snapshots WHERE db = ? AND session_id = ? ORDER BY id DESC""",
-        [db, session_id],
-    )
+    src, params = _session_rows(
+        con, db, "session_snapshots", session_id, "",
+        ["id", "through_seq", "message_count", "tokens", "strategy", "event_id", "summary", "created_utc"],
+    )  # fmt: skip
+    return _df(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
 
 
 # -- offloaded results ------------------------------------------------------------------------
@@ -494,9 +557,9 @@ def blobs(
 
 
 def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
-    row = con.execute(
-        "SELECT content FROM tool_result_blobs WHERE db = ? AND ref_id = ?", [db, ref_id]
-    ).fetchone()
+    """The exact bytes of one offloaded output (looked up by its primary key inside SQLite)."""
+    src, params = _rows(con, db, "tool_result_blobs", f"ref_id = {_sql_string(ref_id)}", ["content"])
+    row = con.execute(f"SELECT content FROM {src}", params).fetchone()
     if row is None:
         raise NotFoundError(f"no stored result {ref_id!r} in {db}")
     return bytes(row[0])
@@ -507,19 +570,23 @@ def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
 
 def tool_costs(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Each tool offered: its definition tokens, category, server, and how often it was called."""
+    uses, p1 = _session_rows(
+        con, db, "messages", session_id, "kind = 'tool_use' AND tool_names IS NOT NULL", ["tool_names"]
+    )
+    tools, p2 = _session_rows(
+        con, db, "session_tools", session_id, "", ["name", "category", "server", "tokens"]
+    )
     return _df(
         con,
-        """WITH uses AS (
+        f"""WITH uses AS (
             SELECT trim(name) AS name, count(*) AS calls
-            FROM (SELECT unnest(string_split(tool_names, ',')) AS name FROM messages
-                  WHERE db = ? AND session_id = ? AND kind = 'tool_use' AND tool_names IS NOT NULL)
+            FROM (SELECT unnest(string_split(tool_names, ',')) AS name FROM {uses})
             GROUP BY 1)
         SELECT t.name, t.category, t.server, t.tokens, coalesce(u.calls, 0)::BIGINT AS calls,
             CASE WHEN coalesce(u.calls, 0) = 0 THEN NULL ELSE round(t.tokens / u.calls, 1) END AS tokens_per_call
-        FROM session_tools t LEFT JOIN uses u ON u.name = t.name
-        WHERE t.db = ? AND t.session_id = ?
+        FROM {tools} t LEFT JOIN uses u ON u.name = t.name
         ORDER BY t.tokens DESC, t.name""",
-        [db, session_id, db, session_id],
+        [*p1, *p2],
     )
 
 
@@ -542,9 +609,8 @@ def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) ->
     Columns: turn, tool, state. States carry forward to later turns until the next deferral event.
     """
     ev = events(con, db, session_id, ["deferral"])
-    last_turn = con.execute(
-        "SELECT max(turn_index) FROM messages WHERE db = ? AND session_id = ?", [db, session_id]
-    ).fetchone()[0]
+    src, params = _session_rows(con, db, "messages", session_id, "", ["turn_index"])
+    last_turn = con.execute(f"SELECT max(turn_index) FROM {src}", params).fetchone()[0]
     if ev.empty:
         return pd.DataFrame(columns=["turn", "tool", "state"])
     by_turn: dict[int, dict[str, str]] = {}
@@ -575,9 +641,12 @@ def messages_by_seq(
     """Previews (no content) of the given transcript messages, in transcript order."""
     if not seqs:
         return pd.DataFrame(columns=["seq", "turn", "role", "kind", "tokens", "tool_names", "text_preview"])
+    src, params = _session_rows(
+        con, db, "messages", session_id, f"seq IN ({', '.join(str(int(s)) for s in seqs)})",
+        ["seq", "turn_index", "role", "kind", "tokens", "tool_names", "text_preview"],
+    )  # fmt: skip
     return _df(
         con,
-        """SELECT seq, turn_index AS turn, role, kind, tokens, tool_names, text_preview FROM messages
-        WHERE db = ? AND session_id = ? AND list_contains(?, seq) ORDER BY seq""",
-        [db, session_id, [int(s) for s in seqs]],
+        f"SELECT seq, turn_index AS turn, role, kind, tokens, tool_names, text_preview FROM {src} ORDER BY seq",
+        params,
     )
