@@ -1,6 +1,15 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
+from engine.compaction import (
+    AnthropicSummarizer,
+    CompactionResult,
+    OfflineSummarizer,
+    Summarizer,
+    compact,
+    force_compact,
+    restore_snapshot,
+)
 from engine.convert import from_anthropic, from_openai, to_anthropic, to_openai
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, plan_deferral
 from engine.errors import (
@@ -53,6 +62,8 @@ __version__ = "0.1.0"
 __all__ = [
     "READ_RESULT_TOOL",
     "TOOL_SEARCH_TOOL",
+    "AnthropicSummarizer",
+    "CompactionResult",
     "ComponentTokens",
     "ConfigError",
     "ContextBudget",
@@ -73,6 +84,7 @@ __all__ = [
     "ModelTable",
     "NotADatabaseError",
     "NotFoundError",
+    "OfflineSummarizer",
     "PromptBuilder",
     "ProviderError",
     "ProviderUsage",
@@ -84,6 +96,7 @@ __all__ = [
     "Settings",
     "SettingsWatcher",
     "StoreError",
+    "Summarizer",
     "SummarizerUnavailableError",
     "TextBlock",
     "ThinkingBlock",
@@ -94,8 +107,10 @@ __all__ = [
     "ToolSpec",
     "ToolUseBlock",
     "ValidationError",
+    "compact",
     "find_safe_boundary",
     "find_waste",
+    "force_compact",
     "from_anthropic",
     "from_openai",
     "get_tokenizer",
@@ -107,6 +122,7 @@ __all__ = [
     "plan_offload",
     "reproject",
     "resolve_model_settings",
+    "restore_snapshot",
     "save_settings",
     "to_anthropic",
     "to_openai",

@@ -1,0 +1,274 @@
+"""Values shared by every compaction strategy: the frozen plan result, its inputs, token accounting.
+
+A plan never mutates its input. ``CompactionResult.messages`` is the history to send; the
+summary travels beside it (``.summary``) and is injected when the request is assembled.
+Helpers here find where a history may be cut without separating a tool_use from its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.events import ComponentTokens
+from engine.messages import Message, ToolResultBlock, ToolUseBlock
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
+from engine.turns import find_safe_boundary, is_safe_cut
+
+if TYPE_CHECKING:
+    from engine.compaction.summarizers import Summarizer
+
+#: ``Message.meta`` key that marks a message built only to hand an earlier summary to a summarizer.
+SUMMARY_META_KEY = "ctxdesk_summary"
+
+
+@dataclass(frozen=True)
+class SummaryCache:
+    """A summary with the range of input indices ``[range_start, range_end)`` it covers.
+
+    Strategies that cache (sandwich, rolling_iterations, tree_summary) reuse an entry only
+    when the range they would summarize is exactly this one; the store keeps these as
+    ``context_states`` rows (there in transcript seqs, see ``operations``).
+    """
+
+    strategy: str
+    range_start: int
+    range_end: int
+    summary: str
+    level: int = 0
+    summarizer: str = ""
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything a plan function needs besides the messages and its own settings."""
+
+    target_tokens: int
+    tokenizer: Tokenizer
+    summarizer: Summarizer | None = None
+    summary: str | None = None
+    instructions: str | None = None
+    seqs: Sequence[int | None] | None = None
+    cache: tuple[SummaryCache, ...] = ()
+    context_window: int | None = None
+
+    def seq_of(self, index: int) -> int | None:
+        if self.seqs is None:
+            return None
+        return self.seqs[index] if 0 <= index < len(self.seqs) else None
+
+    def cached(self, strategy: str, start: int, end: int, level: int = 0) -> SummaryCache | None:
+        """The newest cached summary of exactly ``[start, end)`` at ``level``, if any."""
+        for entry in reversed(self.cache):
+            if (entry.strategy, entry.level, entry.range_start, entry.range_end) == (
+                strategy,
+                level,
+                start,
+                end,
+            ):
+                return entry
+        return None
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a strategy (or chain) decided. ``noop`` results carry the input unchanged and a reason.
+
+    ``removed`` lists input indices dropped or folded into the summary; ``cleared`` lists input
+    indices kept but shortened (tool results replaced by a placeholder); ``source_indices``
+    gives, for each output message, the input index it came from.
+    """
+
+    messages: tuple[Message, ...]
+    summary: str | None
+    before_tokens: int
+    after_tokens: int
+    before_count: int
+    after_count: int
+    target_tokens: int
+    strategies_run: tuple[str, ...]
+    removed: tuple[int, ...]
+    cleared: tuple[int, ...]
+    source_indices: tuple[int, ...]
+    before_components: ComponentTokens
+    after_components: ComponentTokens
+    reason: str
+    noop: bool
+    cache: tuple[SummaryCache, ...] = field(default=())
+    summarizer: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        """True when the compacted history (summary included) is within the target."""
+        return self.after_tokens <= self.target_tokens
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.before_tokens - self.after_tokens
+
+
+# -- token accounting ------------------------------------------------------------------------
+
+
+def measure(messages: Iterable[Message], summary: str | None, tokenizer: Tokenizer) -> ComponentTokens:
+    """Summary, conversation and tool-result tokens; their total is what the history costs.
+
+    Same split as the budget: tool-result blocks (and whole ``tool`` role messages) are tool
+    results, everything else including framing is conversation.
+    """
+    conversation = tool_results = 0
+    for message in messages:
+        total = tokenizer.count_message(message)
+        if message.role == "tool":
+            results = total - MESSAGE_OVERHEAD_TOKENS
+        else:
+            results = sum(tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock))
+        conversation += total - results
+        tool_results += results
+    if conversation or tool_results:
+        conversation += REPLY_PRIMING_TOKENS
+    return ComponentTokens(
+        summary=tokenizer.count(summary) if summary else 0,
+        conversation=conversation,
+        tool_results=tool_results,
+    )
+
+
+def noop_result(
+    messages: Sequence[Message], ctx: PlanContext, reason: str, *, before: ComponentTokens | None = None
+) -> CompactionResult:
+    """The input unchanged, with the reason nothing was done."""
+    before = before or measure(messages, ctx.summary, ctx.tokenizer)
+    return CompactionResult(
+        messages=tuple(messages),
+        summary=ctx.summary,
+        before_tokens=before.total,
+        after_tokens=before.total,
+        before_count=len(messages),
+        after_count=len(messages),
+        target_tokens=ctx.target_tokens,
+        strategies_run=(),
+        removed=(),
+        cleared=(),
+        source_indices=tuple(range(len(messages))),
+        before_components=before,
+        after_components=before,
+        reason=reason,
+        noop=True,
+    )
+
+
+def build_result(
+    messages: Sequence[Message],
+    ctx: PlanContext,
+    *,
+    strategy: str,
+    kept: Sequence[tuple[int, Message]],
+    summary: str | None,
+    reason: str,
+    cleared: Iterable[int] = (),
+    cache: Iterable[SummaryCache] = (),
+    before: ComponentTokens | None = None,
+    summarizer: str | None = None,
+) -> CompactionResult:
+    """A result keeping ``kept`` (input index, possibly rewritten message) in input order."""
+    before = before or measure(messages, ctx.summary, ctx.tokenizer)
+    kept = sorted(kept, key=lambda pair: pair[0])
+    out = tuple(m for _, m in kept)
+    kept_indices = {i for i, _ in kept}
+    after = measure(out, summary, ctx.tokenizer)
+    return CompactionResult(
+        messages=out,
+        summary=summary,
+        before_tokens=before.total,
+        after_tokens=after.total,
+        before_count=len(messages),
+        after_count=len(out),
+        target_tokens=ctx.target_tokens,
+        strategies_run=(strategy,),
+        removed=tuple(i for i in range(len(messages)) if i not in kept_indices),
+        cleared=tuple(sorted(set(cleared) & kept_indices)),
+        source_indices=tuple(i for i, _ in kept),
+        before_components=before,
+        after_components=after,
+        reason=reason,
+        noop=False,
+        cache=tuple(cache),
+        summarizer=summarizer,
+    )
+
+
+# -- where a history may be cut ----------------------------------------------------------------
+
+
+def pair_safe_positions(messages: Sequence[Message]) -> list[bool]:
+    """``safe[p]`` (0 <= p <= len) is True when no tool_use before p is answered at or after p.
+
+    Splitting a history at a pair-safe position never separates a tool_use from its result.
+    """
+    answered_at: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        for rid in message.tool_result_ids:
+            answered_at.setdefault(rid, i)
+    # open_until[p] > 0 means some pair spans the gap before position p.
+    spans = [0] * (len(messages) + 2)
+    for i, message in enumerate(messages):
+        for uid in message.tool_use_ids:
+            j = answered_at.get(uid)
+            if j is not None and j > i:
+                spans[i + 1] += 1
+                spans[j + 1] -= 1
+    safe: list[bool] = []
+    running = 0
+    for p in range(len(messages) + 1):
+        running += spans[p]
+        safe.append(running == 0)
+    return safe
+
+
+def snap_head_cut(messages: Sequence[Message], index: int, *, prefer: str = "backward") -> int | None:
+    """A safe cut (keep ``messages[cut:]``) at ``index`` itself if safe, else the nearest one."""
+    if 0 < index < len(messages) and is_safe_cut(messages, index):
+        return index
+    return find_safe_boundary(messages, index, prefer="forward" if prefer == "forward" else "backward")
+
+
+def pair_closure(messages: Sequence[Message], indices: Iterable[int]) -> set[int]:
+    """``indices`` plus every message holding the other half of a tool pair among them."""
+    use_at: dict[str, int] = {}
+    result_at: dict[str, list[int]] = {}
+    for i, message in enumerate(messages):
+        for block in message.blocks:
+            if isinstance(block, ToolUseBlock):
+                use_at.setdefault(block.id, i)
+            elif isinstance(block, ToolResultBlock):
+                result_at.setdefault(block.tool_use_id, []).append(i)
+    closed = set(indices)
+    stack = list(closed)
+    while stack:
+        i = stack.pop()
+        partners = [j for uid in messages[i].tool_use_ids for j in result_at.get(uid, [])]
+        partners += [use_at[rid] for rid in messages[i].tool_result_ids if rid in use_at]
+        for j in partners:
+            if j not in closed:
+                closed.add(j)
+                stack.append(j)
+    return closed
+
+
+def pinned_in(messages: Sequence[Message], start: int, end: int) -> list[int]:
+    """Pinned messages in ``[start, end)``, with the tool-pair partners they need, in order."""
+    pinned = [i for i in range(start, end) if messages[i].pinned]
+    if not pinned:
+        return []
+    return sorted(i for i in pair_closure(messages, pinned) if start <= i < end)
+
+
+def summary_message(summary: str) -> Message:
+    """An earlier summary handed to a summarizer as input (never part of a history)."""
+    return Message(role="user", content=summary, meta={SUMMARY_META_KEY: True})
+
+
+def is_summary_message(message: Message) -> bool:
+    return bool(message.meta.get(SUMMARY_META_KEY))
