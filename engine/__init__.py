@@ -1,6 +1,7 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
+from engine.clients import AnthropicClient, ModelClient, ModelRequest, ModelResponse, ScriptedClient
 from engine.compaction import (
     AnthropicSummarizer,
     CompactionResult,
@@ -32,6 +33,7 @@ from engine.errors import (
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.findings import Finding, find_waste
 from engine.guard import ContextGuard, GuardDecision, GuardTarget
+from engine.importers import ImportResult, accuracy_report, detect_format, import_file, import_files
 from engine.messages import (
     DocumentBlock,
     ImageBlock,
@@ -44,6 +46,7 @@ from engine.messages import (
 from engine.model_table import ModelTable
 from engine.offload import READ_RESULT_TOOL, ResultStore, plan_offload
 from engine.prompt import PromptBuilder
+from engine.session import SessionManager, TurnResult
 from engine.settings import (
     ModelSettings,
     ResolvedModelSettings,
@@ -62,6 +65,7 @@ __version__ = "0.1.0"
 __all__ = [
     "READ_RESULT_TOOL",
     "TOOL_SEARCH_TOOL",
+    "AnthropicClient",
     "AnthropicSummarizer",
     "CompactionResult",
     "ComponentTokens",
@@ -78,8 +82,12 @@ __all__ = [
     "GuardTarget",
     "ImageBlock",
     "ImportFormatError",
+    "ImportResult",
     "Message",
     "MessageFormatError",
+    "ModelClient",
+    "ModelRequest",
+    "ModelResponse",
     "ModelSettings",
     "ModelTable",
     "NotADatabaseError",
@@ -92,6 +100,8 @@ __all__ = [
     "ResultStore",
     "ResultStoreError",
     "SchemaVersionError",
+    "ScriptedClient",
+    "SessionManager",
     "SessionStore",
     "Settings",
     "SettingsWatcher",
@@ -106,14 +116,19 @@ __all__ = [
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",
+    "TurnResult",
     "ValidationError",
+    "accuracy_report",
     "compact",
+    "detect_format",
     "find_safe_boundary",
     "find_waste",
     "force_compact",
     "from_anthropic",
     "from_openai",
     "get_tokenizer",
+    "import_file",
+    "import_files",
     "is_over_context_budget",
     "load_settings",
     "measure_budget",
