@@ -20,6 +20,8 @@ from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESH
 
 #: Tokens the reference left in context takes once an output is offloaded (a one-line stub).
 OFFLOAD_STUB_TOKENS = 40
+#: Bytes per token assumed when an output's size was not recorded (English text and code).
+BYTES_PER_TOKEN_ESTIMATE = 4
 LIMIT_FIELDS = ("context_window", "max_output_tokens", "buffer_tokens")
 
 
@@ -95,6 +97,20 @@ class StopExplanation:
         return text
 
 
+def stop_events(guards: pd.DataFrame) -> pd.DataFrame:
+    """The guard events that stopped a session: skipped providers, tool results refused with the
+    final turn forced (the cause), and forced final turns not already explained by such a refusal."""
+    if guards.empty:
+        return guards
+    details = guards["details"]
+    refused = (guards["outcome"] == "rejected") & details.map(
+        lambda d: bool(d.get("final_forced") or d.get("tipping"))
+    )
+    explained_turns = set(guards.loc[refused, "turn_index"])
+    forced = (guards["outcome"] == "forced_final") & ~guards["turn_index"].isin(explained_turns)
+    return guards[refused | forced | (guards["outcome"] == "skipped_provider")]
+
+
 def explain_stop(
     event: Mapping[str, Any],
     previous_request: Mapping[str, Any] | None,
@@ -109,8 +125,11 @@ def explain_stop(
     details = event.get("details") or {}
     sources = details.get("sources") or {}
     thresholds = details.get("thresholds") or {}
-    hard = float(thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
-    compact = float(thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD))
+    # The guard records thresholds as {"note", "compact", "hard_block"}; accept the settings' names too.
+    hard = float(
+        thresholds.get("hard_block", thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
+    )
+    compact = float(thresholds.get("compact", thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD)))
     derived = {
         "limit_tokens": "context_window - max_output_tokens - buffer_tokens (capped by context_budget)",
         "projected_tokens": "the guard's estimate of the request",
@@ -121,7 +140,9 @@ def explain_stop(
     ]
     lines += [
         LimitLine(
-            name, value, str(sources.get(name, "event details" if name in thresholds else "built-in default"))
+            name,
+            value,
+            str(sources.get(name, "recorded with the event" if thresholds else "built-in default")),
         )
         for name, value in (("compact_threshold", compact), ("hard_block_threshold", hard))
     ]
@@ -136,7 +157,11 @@ def explain_stop(
     tipping = details.get("tipping") or {}
     tipping_seq = _int(tipping.get("message_seq", event.get("message_seq")))
     tipping_component = tipping.get("component") or (
-        growth[0].component if growth and growth[0].delta > 0 else None
+        "tool_results"
+        if tipping.get("tool_name")
+        else growth[0].component
+        if growth and growth[0].delta > 0
+        else None
     )
     tipping_tokens = _int(tipping.get("tokens"))
     if tipping_tokens is None and growth and growth[0].delta > 0:
@@ -206,12 +231,17 @@ def suggest_settings(
             )
     if limit:
         block_at = math.floor(limit * hard_block_threshold)
-        if tipping_component == "tool_results" and tipping_tokens and tipping_bytes:
+        if tipping_component == "tool_results" and tipping_tokens:
             saved = tipping_tokens - OFFLOAD_STUB_TOKENS
             if projected - saved < block_at:
+                if tipping_bytes:
+                    size = f"the {tipping_bytes:,}-byte output"
+                else:  # a refused output never reached the transcript: estimate its size
+                    tipping_bytes = tipping_tokens * BYTES_PER_TOKEN_ESTIMATE
+                    size = f"the output (about {tipping_bytes:,} bytes)"
                 out.append(
-                    f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: the {tipping_bytes:,}-byte "
-                    f"output would have been offloaded, saving about {saved:,} tokens"
+                    f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: {size} would have been "
+                    f"offloaded, saving about {saved:,} tokens"
                 )
         if previous_total is not None and previous_total > 0:
             share = previous_total / limit
@@ -230,8 +260,22 @@ def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
     ]
 
 
+def per_call(calls: pd.DataFrame, marks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The timeline by model call instead of by turn: ``calls`` (dashboard.data.requests) numbered
+    0.. in column ``turn`` (the real turn kept in ``real_turn``), and markers moved to the first
+    call after their event."""
+    frame = calls.reset_index(drop=True).rename(columns={"turn": "real_turn"})
+    frame["turn"] = range(len(frame))
+    frame["requests"] = 1
+    if marks.empty or frame.empty:
+        return frame, marks
+    positions = frame["event_seq"].searchsorted(marks["event_seq"].to_numpy())
+    moved = marks.assign(turn=[min(int(p), len(frame) - 1) for p in positions])
+    return frame, moved
+
+
 def project_timeline(
-    turns: pd.DataFrame, settings: Any, *, label: str = "edited settings"
+    turns: pd.DataFrame, settings: Any, *, label: str = "edited settings", unit: str = "turn"
 ) -> Projection | None:
     """Where the recorded turns would compact / force a final turn under ``settings``.
 
@@ -252,4 +296,5 @@ def project_timeline(
         compact_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_compact),
         block_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_block),
         label=label,
+        unit=unit,
     )

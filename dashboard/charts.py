@@ -58,14 +58,19 @@ class Projection:
     compact_turns: tuple[int, ...]
     block_turns: tuple[int, ...]
     label: str = "edited settings"
+    unit: str = "turn"
 
     @property
     def headline(self) -> str:
         parts = [f"limit {self.limit:,}"]
         parts.append(
-            f"would compact at turn {self.compact_turns[0]}" if self.compact_turns else "would not compact"
+            f"would compact at {self.unit} {self.compact_turns[0]}"
+            if self.compact_turns
+            else "would not compact"
         )
-        parts.append(f"final turn at {self.block_turns[0]}" if self.block_turns else "no forced final turn")
+        parts.append(
+            f"final turn at {self.unit} {self.block_turns[0]}" if self.block_turns else "no forced final turn"
+        )
         return f"Under {self.label}: " + ", ".join(parts)
 
 
@@ -78,6 +83,7 @@ def timeline_figure(
     projection: Projection | None = None,
     selected_turn: int | None = None,
     title: str | None = None,
+    unit: str = "turn",
 ) -> go.Figure:
     """Stacked area of tokens by component, turn by turn, against the effective limit.
 
@@ -106,10 +112,11 @@ def timeline_figure(
     ]
     fig.add_trace(
         go.Scatter(
-            x=x, y=totals.tolist(), name="Turn (click to inspect)", mode="markers",
+            x=x, y=totals.tolist(), name=f"{unit.capitalize()} (click to inspect)", mode="markers",
             marker={"size": 9, "color": "#222", "symbol": "circle-open"},
             customdata=list(zip(pct, turns["requests"].astype(int).tolist(), strict=True)),
-            hovertemplate="Turn %{x}: %{y:,} tokens (%{customdata[0]} of limit), %{customdata[1]} call(s)<extra></extra>",
+            hovertemplate=f"{unit.capitalize()} %{{x}}: %{{y:,}} tokens (%{{customdata[0]}} of limit), "
+            "%{customdata[1]} call(s)<extra></extra>",
         )
     )  # fmt: skip
     if limit.notna().any():
@@ -156,12 +163,12 @@ def timeline_figure(
         )  # fmt: skip
         for turn in projection.compact_turns[:1]:
             fig.add_annotation(
-                x=turn, y=projection.limit * projection.thresholds[1], text=f"would compact (turn {turn})",
+                x=turn, y=projection.limit * projection.thresholds[1], text=f"would compact ({unit} {turn})",
                 showarrow=True, arrowcolor="#9467bd", font={"color": "#9467bd"},
             )  # fmt: skip
         for turn in projection.block_turns[:1]:
             fig.add_annotation(
-                x=turn, y=projection.limit * projection.thresholds[2], text=f"would force final (turn {turn})",
+                x=turn, y=projection.limit * projection.thresholds[2], text=f"would force final ({unit} {turn})",
                 showarrow=True, arrowcolor="#d62728", font={"color": "#d62728"}, ay=-60,
             )  # fmt: skip
         fig.add_annotation(
@@ -174,7 +181,7 @@ def timeline_figure(
         )
     fig.update_layout(
         title=escape(title) if title else None, height=480, hovermode="x unified",
-        xaxis={"title": "Turn", "dtick": 1 if len(x) <= 40 else None}, yaxis={"title": "Tokens", "rangemode": "tozero"},
+        xaxis={"title": unit.capitalize(), "dtick": 1 if len(x) <= 40 else None}, yaxis={"title": "Tokens", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.2}, margin={"t": 70, "r": 10, "l": 10, "b": 10},
         clickmode="event+select", dragmode="select",
     )  # fmt: skip

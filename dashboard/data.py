@@ -615,8 +615,8 @@ def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) ->
         return pd.DataFrame(columns=["turn", "tool", "state"])
     by_turn: dict[int, dict[str, str]] = {}
     for turn, details in zip(ev["turn_index"].fillna(0).astype(int), ev["details"], strict=True):
-        states = {str(t): "deferred" for t in details.get("deferred", [])}
-        states.update({str(t): "loaded" for t in details.get("loaded", [])})
+        states = {_tool_name(t): "deferred" for t in details.get("deferred", [])}
+        states.update({_tool_name(t): "loaded" for t in details.get("loaded", details.get("active", []))})
         by_turn[turn] = states
     rows, current = [], {}
     for turn in range(min(by_turn), max(max(by_turn), int(last_turn or 0)) + 1):
@@ -625,12 +625,17 @@ def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) ->
     return pd.DataFrame(rows, columns=["turn", "tool", "state"])
 
 
+def _tool_name(item: Any) -> str:
+    """A tool named in event details: a plain name, or a dict with ``name`` (search hits)."""
+    return str(item.get("name")) if isinstance(item, dict) else str(item)
+
+
 def tool_searches(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """tool_search queries with their hits; ``hit`` is False for a search that found nothing."""
     ev = events(con, db, session_id, ["tool_search"])
     rows = []
     for turn, details in zip(ev["turn_index"], ev["details"], strict=True):
-        hits = [str(h) for h in details.get("hits", [])]
+        hits = [_tool_name(h) for h in details.get("hits", [])]
         rows.append((turn, str(details.get("query", "")), ", ".join(hits), len(hits), bool(hits)))
     return pd.DataFrame(rows, columns=["turn", "query", "hits", "hit_count", "hit"])
 

@@ -138,7 +138,7 @@ def _session_refactor(store: SessionStore, sid: str) -> None:
         sid,
         ContextEvent(
             kind="deferral", turn_index=0,
-            details={"deferred": list(DEFERRED), "loaded": sim.loaded_tools, "deferred_tokens": 2060},
+            details={"deferred": list(DEFERRED), "active": sim.loaded_tools, "tokens_before": 3660, "tokens_after": 1600},
         ),
     )  # fmt: skip
     seq_of_big = -1
@@ -170,8 +170,9 @@ def _session_refactor(store: SessionStore, sid: str) -> None:
             store.record_event(
                 sid,
                 ContextEvent(
-                    kind="tool_search", turn_index=turn,
-                    details={"query": "create github issue", "hits": ["github_create_issue"], "loaded": ["github_create_issue"]},
+                    kind="tool_search", outcome="hit", turn_index=turn,
+                    details={"query": "create github issue", "hits": [{"name": "github_create_issue", "score": 3.2}],
+                             "misses": False},
                 ),
             )  # fmt: skip
             sim.loaded_tools.append("github_create_issue")
@@ -179,14 +180,17 @@ def _session_refactor(store: SessionStore, sid: str) -> None:
                 sid,
                 ContextEvent(
                     kind="deferral", turn_index=turn,
-                    details={"deferred": ["github_list_prs", "jira_search"], "loaded": list(sim.loaded_tools),
-                             "deferred_tokens": 1420},
+                    details={"deferred": ["github_list_prs", "jira_search"], "active": list(sim.loaded_tools),
+                             "tokens_before": 3660, "tokens_after": 2240},
                 ),
             )  # fmt: skip
             store.record_event(
                 sid,
                 ContextEvent(
-                    kind="tool_search", turn_index=turn, details={"query": "confluence page", "hits": []}
+                    kind="tool_search",
+                    outcome="miss",
+                    turn_index=turn,
+                    details={"query": "confluence page", "hits": [], "misses": True},
                 ),
             )
             store.record_event(
@@ -211,9 +215,9 @@ def _session_refactor(store: SessionStore, sid: str) -> None:
                     details={
                         "sources": sim.sources(),
                         "counters": {"turns": turn + 1, "tool_calls": turn + 1, "compactions": 1},
-                        "tipping": {"message_seq": seq_of_big, "component": "tool_results", "tool_name": "read_file",
+                        "tipping": {"message_seq": seq_of_big, "tool_name": "read_file",
                                     "tokens": sim.tokens_by_seq[seq_of_big][1]},
-                        "thresholds": {"compact_threshold": 0.95, "hard_block_threshold": 0.98},
+                        "thresholds": {"note": 0.8, "compact": 0.95, "hard_block": 0.98},
                     },
                 ),
             )  # fmt: skip

@@ -233,3 +233,14 @@ def test_a_bad_database_path_shows_an_error_not_a_traceback(
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
     assert not at.exception
     assert "Cannot open the session databases" in str(at.error[0].value)
+
+
+def test_timeline_by_model_call_shows_the_turn_each_call_belongs_to(db: Path) -> None:
+    at = _app(page="timeline")
+    at.radio(key="timeline_step").set_value("model call").run()
+    _ok(at)
+    chart = at.get("plotly_chart")[0]
+    assert '"title":{"text":"Call"}' in chart.proto.spec.replace(" ", "")
+    at.number_input(key="timeline_call").set_value(3).run()
+    _ok(at)
+    assert at.subheader[0].value == "What was sent at turn 1 (call 3)"

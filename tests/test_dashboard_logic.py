@@ -228,3 +228,36 @@ def test_with_level_sets_and_clears_levels_and_validate_reports_config_errors() 
     with pytest.raises(ConfigError, match="name is required"):
         settings_form.with_level({}, "providers", "", {"context_window": 1})
     assert settings_form.draft_of(settings_form.validate(draft).settings) == draft
+
+
+def test_stop_events_prefer_the_refused_tool_result_that_forced_the_final_turn() -> None:
+    guards = pd.DataFrame(
+        {
+            "seq": [1, 2, 3, 4, 5],
+            "turn_index": [0, 1, 1, 2, 3],
+            "outcome": ["ok", "rejected", "forced_final", "skipped_provider", "forced_final"],
+            "details": [{}, {"final_forced": True, "tipping": {"tokens": 4891}}, {}, {}, {}],
+        }
+    )
+    assert list(analysis.stop_events(guards)["seq"]) == [2, 4, 5]
+    assert analysis.stop_events(guards.iloc[0:0]).empty
+
+
+def test_a_refused_output_gets_an_offload_suggestion_from_its_estimated_size() -> None:
+    event = _guard(
+        outcome="rejected", projected_tokens=13_470, limit_tokens=11_648, context_window=16_000,
+        max_output_tokens=4096, details={"tipping": {"tool_name": "read_file", "tokens": 4891}},
+    )  # fmt: skip
+    x = analysis.explain_stop(event, PREVIOUS)
+    assert x.tipping_component == "tool_results"
+    offload = next(s for s in x.suggestions if s.startswith("result_offload_threshold"))
+    assert "about 19,564 bytes" in offload
+
+
+def test_per_call_numbers_calls_and_moves_markers_to_the_next_call() -> None:
+    calls = pd.DataFrame({"event_seq": [2, 5, 9], "turn": [0, 0, 1], "system": [1, 1, 1]})
+    marks = pd.DataFrame({"event_seq": [6, 20], "turn": [0, 1], "kind": ["compaction", "guard"]})
+    frame, moved = analysis.per_call(calls, marks)
+    assert list(frame["turn"]) == [0, 1, 2]
+    assert list(frame["real_turn"]) == [0, 0, 1]
+    assert list(moved["turn"]) == [2, 2]

@@ -10,13 +10,14 @@ from engine.errors import ContextDeskError
 from engine.settings import resolve_model_settings
 
 TURN_KEY = "timeline_turn"
+CALL_KEY = "timeline_call"
 
 ref, row = state.require_session()
 st.title("Context timeline")
 st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
 
 
-def edited_projection(turns):
+def edited_projection(turns, unit):
     edited = st.session_state.get(state.EDITED_SETTINGS_KEY)
     if edited is None or turns.empty or not row["model"]:
         return None
@@ -25,44 +26,49 @@ def edited_projection(turns):
     except ContextDeskError as exc:
         st.warning(f"Edited settings do not resolve for {row['model']}: {exc}")
         return None
-    return analysis.project_timeline(turns, resolved)
+    return analysis.project_timeline(turns, resolved, unit=unit)
 
 
 @st.fragment
 def timeline_panel() -> None:
+    by_call = st.radio("Step", ["turn", "model call"], horizontal=True, key="timeline_step") == "model call"
+    unit, key = ("call", CALL_KEY) if by_call else ("turn", TURN_KEY)
     turns = state.query("timeline", ref.db, ref.session_id)
     marks = state.query("markers", ref.db, ref.session_id)
+    if by_call:
+        turns, marks = analysis.per_call(state.query("requests", ref.db, ref.session_id), marks)
     if turns.empty:
         st.info("This session has no request events yet.")
         return
-    projection = edited_projection(turns)
+    projection = edited_projection(turns, unit)
     if projection is not None:
         st.info(projection.headline)
     show_usage = st.toggle("Show the provider's own usage", value=True, key="timeline_usage")
-    turn_numbers = [int(t) for t in turns["turn"]]
+    steps = [int(t) for t in turns["turn"]]
     fig = charts.timeline_figure(
-        turns, marks, show_usage=show_usage, projection=projection,
-        selected_turn=st.session_state.get(TURN_KEY), title=row["title"] or ref.session_id,
+        turns, marks, show_usage=show_usage, projection=projection, unit=unit,
+        selected_turn=st.session_state.get(key), title=row["title"] or ref.session_id,
     )  # fmt: skip
-    event = st.plotly_chart(fig, key="timeline_chart", on_select="rerun", selection_mode=("points",))
+    event = st.plotly_chart(fig, key=f"timeline_chart_{unit}", on_select="rerun", selection_mode=("points",))
     points = event.selection.points if event is not None else []
     picked = int(points[0]["x"]) if points else None
-    if picked is not None and picked != st.session_state.get("_timeline_last_pick"):
-        st.session_state["_timeline_last_pick"] = picked
-        st.session_state[TURN_KEY] = picked
-    if st.session_state.get(TURN_KEY) not in turn_numbers:
-        st.session_state[TURN_KEY] = turn_numbers[-1]
-    turn = int(
+    if picked is not None and picked != st.session_state.get(f"_timeline_last_pick_{unit}"):
+        st.session_state[f"_timeline_last_pick_{unit}"] = picked
+        st.session_state[key] = picked
+    if st.session_state.get(key) not in steps:
+        st.session_state[key] = steps[-1]
+    step = int(
         st.number_input(
-            "Turn", min_value=min(turn_numbers), max_value=max(turn_numbers), step=1, key=TURN_KEY,
-            help="Click a turn on the chart, or type its number.",
+            unit.capitalize(), min_value=min(steps), max_value=max(steps), step=1, key=key,
+            help=f"Click a {unit} on the chart, or type its number.",
         )
     )  # fmt: skip
-    this = turns[turns["turn"] == turn]
+    this = turns[turns["turn"] == step]
     if this.empty:
-        st.info(f"No request recorded at turn {turn}.")
+        st.info(f"No request recorded at {unit} {step}.")
         return
     r = this.iloc[0]
+    turn = int(r["real_turn"]) if by_call else step
     total = int(sum(int(r[c]) for c in charts.COMPONENT_LABELS))
     cols = st.columns(4)
     cols[0].metric("Sent (estimate)", f"{total:,}")
@@ -77,7 +83,7 @@ def timeline_panel() -> None:
         cols[2].metric("Provider prompt", f"{int(sum(prompt)):,}", help="input + cache reads + cache writes")
     cols[3].metric("Model calls in turn", int(r["requests"]))
     sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
-    st.subheader(f"What was sent at turn {turn}")
+    st.subheader(f"What was sent at turn {turn}" + (f" (call {step})" if by_call else ""))
     st.caption(
         f"{len(sent)} messages, largest first (previews; select a row or pick below to read one in full)."
     )

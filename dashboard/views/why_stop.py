@@ -13,7 +13,7 @@ st.title("Why did it stop?")
 st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
 
 ev = state.query("events", ref.db, ref.session_id, ("guard", "request"))
-stops = ev[(ev["kind"] == "guard") & ev["outcome"].isin(["forced_final", "skipped_provider"])]
+stops = analysis.stop_events(ev[ev["kind"] == "guard"])
 if stops.empty:
     st.success("This session never hit a forced final turn or skipped a provider.")
     st.stop()
@@ -21,6 +21,7 @@ if stops.empty:
 OUTCOME_TEXT = {
     "forced_final": "Forced final turn: the next request would not fit, so the model was asked to wrap up.",
     "skipped_provider": "Skipped provider: the request would not fit this provider's window, so it was not called.",
+    "rejected": "A tool result would not fit: it was refused and the session was forced into its final turn.",
 }
 
 
@@ -43,6 +44,9 @@ def render_stop(stop: pd.Series) -> None:
             f"vs {x.hard_block_threshold:.0%} of limit", f"{x.over_by:+,}", delta_color="inverse",
             help="Tokens past the hard-block threshold (positive: over).",
         )  # fmt: skip
+    counters = details.get("counters")
+    if counters:
+        st.text("Guard counters: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
     st.markdown("**Limit calculation**")
     st.code(x.formula, language=None)
     st.dataframe(

@@ -34,7 +34,7 @@ SCREENSHOTS = ROOT / "tests" / "artifacts" / "screenshots"
 CHROMIUM = os.environ.get("CTXDESK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 START_TIMEOUT_S = 60
-UI_TIMEOUT_MS = 30_000
+UI_TIMEOUT_MS = 60_000
 
 
 def _free_port() -> int:
