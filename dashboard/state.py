@@ -5,7 +5,6 @@ the selected session, and the shared sidebar. Data access itself lives in dashbo
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -77,15 +76,6 @@ def query(name: str, *args: Any) -> Any:
     """``dashboard.data.<name>(cursor, *args)``, cached until a database file changes."""
     conn = connection()
     return _query(conn, signature(), name, args)
-
-
-def uncached(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a data function on a fresh cursor without caching (for large one-off reads)."""
-    cursor = connection().cursor()
-    try:
-        return fn(cursor, *args, **kwargs)
-    finally:
-        cursor.close()
 
 
 def overview() -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard.data import DB_PATHS_ENV_VAR
+from dashboard.data import DB_PATHS_ENV_VAR, DEFAULT_DATA_DIR
 from engine.settings import SETTINGS_ENV_VAR, load_settings
 from tests.dashboard_fixture import HOSTILE_TEXT, copy_dashboard_db
 
@@ -244,3 +244,23 @@ def test_timeline_by_model_call_shows_the_turn_each_call_belongs_to(db: Path) ->
     at.number_input(key="timeline_call").set_value(3).run()
     _ok(at)
     assert at.subheader[0].value == "What was sent at turn 1 (call 3)"
+
+
+@pytest.mark.skipif(
+    not any(DEFAULT_DATA_DIR.glob("*.db")), reason="no bundled sample data in data/ (ctxdesk demo)"
+)
+def test_opens_on_the_bundled_sample_data_with_no_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DB_PATHS_ENV_VAR, raising=False)
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    before = {p: p.stat().st_mtime_ns for p in DEFAULT_DATA_DIR.glob("*.db")}
+    at = _app(session=None)
+    assert len(at.dataframe[0].value) >= 1
+    for page in ("timeline", "why_stop", "tools"):
+        at.switch_page(f"views/{page}.py").run()
+        _ok(at)
+        assert not at.error, [e.value for e in at.error]
+    assert {p: p.stat().st_mtime_ns for p in DEFAULT_DATA_DIR.glob("*.db")} == before

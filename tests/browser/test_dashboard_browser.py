@@ -239,3 +239,27 @@ def test_editing_a_model_window_reprojects_the_timeline(served: dict[str, object
     page.wait_for_selector(".js-plotly-plot .main-svg")
     page.locator(".js-plotly-plot").get_by_text(re.compile(r"would compact \(turn 3\)")).first.wait_for()
     _shot(page, "timeline_reprojected")
+
+
+def test_a_session_being_written_follows_on_screen(served: dict[str, object], page: object) -> None:
+    from engine.messages import assistant, user
+    from engine.store import SessionStore
+    from engine.tokens import get_tokenizer
+
+    _open(page, f"{served['url']}/?session=sample::sess-small")
+    metric = (
+        page.locator("[data-testid='stMetric']")
+        .filter(has_text="Messages")
+        .locator("[data-testid='stMetricValue']")
+    )
+    before = int(metric.inner_text().replace(",", ""))
+    with SessionStore(served["db"]) as store:  # a writer beside the dashboard, as an agent would be
+        store.append_messages(
+            "sess-small", [user("live?"), assistant("yes")], tokenizer=get_tokenizer("gpt-4o")
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if int(metric.inner_text().replace(",", "")) == before + 2:
+            break
+        page.wait_for_timeout(500)
+    assert int(metric.inner_text().replace(",", "")) == before + 2
