@@ -161,6 +161,14 @@ def timeline_figure(
                 hovertemplate="Edited limit: %{y:,}<extra></extra>",
             )
         )  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=[round(projection.limit * projection.thresholds[1])] * len(x),
+                name=f"Compaction at {projection.thresholds[1]:.0%} (edited)", mode="lines",
+                line={"color": "#9467bd", "width": 1, "dash": "dot"},
+                hovertemplate="Edited compaction point: %{y:,}<extra></extra>",
+            )
+        )  # fmt: skip
         for turn in projection.compact_turns[:1]:
             fig.add_annotation(
                 x=turn, y=projection.limit * projection.thresholds[1], text=f"would compact ({unit} {turn})",
@@ -217,7 +225,9 @@ def tools_bar(tools: pd.DataFrame) -> go.Figure:
             )
         )  # fmt: skip
     fig.update_layout(
-        height=340, yaxis={"title": "Tokens per request"}, xaxis={"categoryorder": "total descending"}
+        height=340,
+        yaxis={"title": "Definition tokens (sent with each request)"},
+        xaxis={"categoryorder": "total descending"},
     )
     return fig
 

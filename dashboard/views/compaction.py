@@ -116,6 +116,8 @@ with st.container(border=True):
         )  # fmt: skip
         removed = state.query("messages_by_seq", ref.db, ref.session_id, tuple(report.removed_message_seqs))
         st.markdown(f"**Removed or summarized: {len(report.removed_message_seqs)} message(s)**")
+        if report.result.cleared:
+            st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
         if not removed.empty:
             st.dataframe(removed, hide_index=True)
         if report.summary:
