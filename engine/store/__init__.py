@@ -1,5 +1,6 @@
 """The session database: schema and migrations (schema.py), typed rows (records.py), SQLite store."""
 
+from engine.store.backend import SessionStoreBackend
 from engine.store.records import (
     BlobRecord,
     ContextState,
@@ -19,6 +20,7 @@ __all__ = [
     "ContextState",
     "SessionRecord",
     "SessionStore",
+    "SessionStoreBackend",
     "Snapshot",
     "StoredEvent",
     "StoredMessage",
