@@ -16,14 +16,21 @@ from pathlib import Path
 import pytest
 
 from engine.store import SessionStore
-from tests.reliability.checks import check_blobs, check_integrity, check_transcript
-from tests.reliability.workloads import progress_lines
+from tests.reliability.checks import (
+    check_blobs,
+    check_compaction_records,
+    check_integrity,
+    check_snapshots,
+    check_transcript,
+)
+from tests.reliability.workloads import append_batch, progress_lines
 from tests.reliability.zygote import Zygote
 
 pytestmark = pytest.mark.slow
 
 KILLS = 30
 BLOB_KILLS = 20
+COMPACTION_KILLS = 30
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +93,30 @@ def test_kill_while_storing_big_outputs_leaves_only_whole_blobs(
         check_integrity(db)
         counts.append(check_blobs(db, progress))
     assert counts[-1] >= len(progress_lines(progress)) > 3
+
+
+def test_kill_during_compaction_leaves_old_or_new_snapshots_never_half_of_one(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    db, progress = tmp_path / "s.db", tmp_path / "progress.txt"
+    session_id = new_session(db)
+    with SessionStore(db) as store:
+        for _ in range(40):
+            append_batch(store, session_id, store.message_count(session_id))
+    rng = random.Random(8_004)
+    latest: list[int] = []
+    for _ in range(COMPACTION_KILLS):
+        kill_after(
+            zygote, rng, "compact", 0.05, 0.6, db=str(db), session_id=session_id, progress=str(progress)
+        )
+        check_integrity(db)
+        check_transcript(db, session_id, at_least=0)
+        snapshots = check_snapshots(db, session_id)
+        assert check_compaction_records(db, session_id) == len(snapshots)
+        reported = [int(line.split()[0]) for line in progress_lines(progress)]
+        assert set(reported) <= {s[0] for s in snapshots}, "a committed snapshot is missing"
+        latest.append(snapshots[-1][0] if snapshots else 0)
+        with SessionStore(db, read_only=True) as store:
+            history, _, through = store.load_resume_history(session_id)
+            assert history and through == (snapshots[-1][1] if snapshots else -1)
+    assert latest == sorted(latest) and len(set(latest)) >= 3, latest

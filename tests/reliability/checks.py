@@ -104,6 +104,32 @@ def check_snapshots(db: str | Path, session_id: str) -> list[tuple[int, int]]:
     return [(r[0], r[1]) for r in rows]
 
 
+def check_compaction_records(db: str | Path, session_id: str) -> int:
+    """Each snapshot and its compaction event name each other (written in one transaction), and
+    every ``compacted`` event has its snapshot. Returns the number of snapshots."""
+    conn = connect(db)
+    try:
+        snapshots = dict(
+            conn.execute("SELECT id, event_id FROM session_snapshots WHERE session_id = ?", (session_id,))
+        )
+        events = {
+            event_id: json.loads(details)["snapshot_id"]
+            for event_id, details in conn.execute(
+                "SELECT id, details_json FROM context_events WHERE session_id = ? AND kind = 'compaction'"
+                " AND outcome = 'compacted'",
+                (session_id,),
+            )
+        }
+    finally:
+        conn.close()
+    for snapshot_id, event_id in snapshots.items():
+        assert event_id is not None and events.get(event_id) == snapshot_id, (
+            f"snapshot {snapshot_id} and its compaction event {event_id} do not match"
+        )
+    assert sorted(events.values()) == sorted(snapshots), "a compaction event has no snapshot"
+    return len(snapshots)
+
+
 def file_digest(paths: Iterable[str | Path]) -> str:
     """sha256 over the bytes of each existing file (a database and its -wal / -shm)."""
     h = hashlib.sha256()

@@ -73,8 +73,9 @@ def append_batch(store: SessionStore, session_id: str, start: int) -> int:
     return start + size
 
 
-def append(db: str, session_id: str, progress: str) -> None:
-    """Append batches forever; progress line: the transcript length after each commit."""
+def append(db: str, session_id: str, progress: str, pause_s: float = 0.0) -> None:
+    """Append batches forever, ``pause_s`` apart; progress line: the transcript length after
+    each commit."""
     store = SessionStore(db)
     n = store.message_count(session_id)
     with open(progress, "a", encoding="utf-8") as out:
@@ -82,6 +83,8 @@ def append(db: str, session_id: str, progress: str) -> None:
             n = append_batch(store, session_id, n)
             out.write(f"{n}\n")
             out.flush()
+            if pause_s:
+                time.sleep(pause_s)
 
 
 def blob_bytes(index: int) -> bytes:
@@ -120,6 +123,38 @@ def blobs(db: str, session_id: str, progress: str, use_result_store: bool = Fals
             written += len(data)
             index += 1
     time.sleep(IDLE_S)
+
+
+#: Manual compactions cycle through these; each leaves a short resume history for the next.
+COMPACTION_STRATEGIES = ("sliding_window", "summarize", "truncate", "emergency", "chain")
+
+
+def compact(
+    db: str,
+    session_id: str,
+    progress: str,
+    append_between: bool = True,
+    strategies: tuple[str, ...] | list[str] = COMPACTION_STRATEGIES,
+) -> None:
+    """Compact forever (force_compact, offline summarizer, cycling ``strategies``), a batch of
+    messages appended before each unless another process appends; progress line:
+    ``snapshot_id through_seq message_count`` after each commit."""
+    from engine.compaction import OfflineSummarizer, force_compact
+
+    store = SessionStore(db)
+    summarizer = OfflineSummarizer()
+    done = 0
+    with open(progress, "a", encoding="utf-8") as out:
+        while True:
+            if append_between:
+                append_batch(store, session_id, store.message_count(session_id))
+            strategy = strategies[done % len(strategies)]
+            report = force_compact(store, session_id, strategy=strategy, summarizer=summarizer)
+            done += 1
+            if report.snapshot_id is not None:
+                snapshot = store.get_snapshot(report.snapshot_id)
+                out.write(f"{report.snapshot_id} {snapshot.through_seq} {snapshot.message_count}\n")
+                out.flush()
 
 
 def progress_lines(progress: str | Path) -> list[str]:
