@@ -6,16 +6,22 @@ the settings file. Errors are asserted by type and by what their message says.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.corpus import generate_history
 from dashboard.data import connect as dashboard_connect
+from engine.deferral import ToolRegistry, ToolSpec, deferral_budget
 from engine.errors import (
     ConfigError,
+    ImportFormatError,
     NotADatabaseError,
     SchemaVersionError,
     StoreError,
@@ -23,12 +29,19 @@ from engine.errors import (
 )
 from engine.events import ContextEvent
 from engine.guard import ContextGuard
+from engine.importers import import_file
 from engine.settings import load_settings, resolve_model_settings
 from engine.store import SCHEMA_VERSION, SessionStore
 from engine.tokens import get_tokenizer
 from tests.reliability.checks import file_digest
 
 MODEL = "gpt-4.1"
+ROOT = Path(__file__).resolve().parents[1]
+TRANSCRIPT = ROOT / "tests" / "fixtures" / "sessions" / "claude-code__5c0375b4__head23.jsonl"
+BIG_OUTPUT_BYTES = 100_000_000
+#: Offloading may hold a few copies of the output at once (text, UTF-8 bytes, the decoded check),
+#: never more than this many times its size.
+BIG_OUTPUT_MEMORY_FACTOR = 6
 
 
 def digest(db: Path) -> str:
@@ -291,3 +304,85 @@ def test_a_tool_schema_of_ten_thousand_properties_is_counted(tokenizer_id: str) 
     tokens = tokenizer.count_tools([tool])
     assert tokens > 10_000 * 5
     assert tokens == tokenizer.count_tool(tool) < 10_000 * 60
+
+
+def test_a_tool_schema_of_ten_thousand_properties_is_deferred_and_found_by_search() -> None:
+    tokenizer = get_tokenizer("o200k_base")
+    huge = huge_tool()
+    huge["name"] = "mcp__settings__configure_everything"
+    small = [
+        ToolSpec.from_definition({"name": "read_file", "description": "Read a file.", "input_schema": {}}),
+        ToolSpec.from_definition(
+            {"name": "mcp__git__status", "description": "Show git status.", "input_schema": {}}
+        ),
+    ]
+    budget = deferral_budget(168_000)
+    registry = ToolRegistry(
+        [*small, ToolSpec.from_definition(huge)], tokenizer=tokenizer, budget_tokens=budget
+    )
+    assert registry.plan.tokens_before > budget >= registry.plan.tokens_after
+    assert "mcp__settings__configure_everything" in registry.plan.deferred_names
+    assert "read_file" in [spec.name for spec in registry.active]
+    found = registry.search("configure options", k=3)
+    assert [hit.name for hit in found.hits][:1] == ["mcp__settings__configure_everything"]
+    assert "option_09999" in found.text
+
+
+# -- transcripts that cannot be imported -----------------------------------------------------------
+
+
+def _bad_transcripts() -> dict[str, tuple[bytes, str]]:
+    good = TRANSCRIPT.read_bytes()
+    cut = good.index(b"\n", len(good) // 2)
+    return {
+        "invalid_utf8": (good[:cut] + b"\xff\xfe" + good[cut:], "not UTF-8 text (byte"),
+        "not_json": (b"hello world\nnot json at all\n", "not JSON or JSON Lines"),
+        "empty": (b"", "empty file"),
+        "truncated_line": (good[: cut - 40], "malformed JSON line"),
+        "other_json": (b'{"foo": [1, 2, 3]}', "not a transcript"),
+    }
+
+
+@pytest.mark.parametrize("case", ["invalid_utf8", "not_json", "empty", "truncated_line", "other_json"])
+def test_a_transcript_that_cannot_be_imported_raises_and_writes_nothing(
+    good_db: tuple[Path, str], tmp_path: Path, case: str
+) -> None:
+    content, message = _bad_transcripts()[case]
+    path = tmp_path / f"{case}.jsonl"
+    path.write_bytes(content)
+    db = copy_db(good_db, tmp_path)
+    before = digest(db)
+    with SessionStore(db) as store, pytest.raises(ImportFormatError) as err:
+        import_file(path, store)
+    assert str(path) in str(err.value) and message in str(err.value)
+    assert digest(db) == before
+
+
+# -- a huge tool output ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_100_mb_tool_output_is_offloaded_whole_with_bounded_memory(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability.big_output",
+            str(tmp_path / "big.db"),
+            str(BIG_OUTPUT_BYTES),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    size = report["utf8_bytes"]
+    assert size > 0.99 * BIG_OUTPUT_BYTES and report["stored_sha_matches"]
+    assert report["offload_peak_growth"] < BIG_OUTPUT_MEMORY_FACTOR * size, report["offload_peak_growth"]
+    assert f"{size:,} bytes" in report["reference_text"] and len(report["reference_text"]) < 1_000
+    assert report["tokens_estimated"] and report["tokens_inline"] > size // 8
+    assert "next offset=" in report["page_head"] and report["page_body_chars"] == 2_000
+    assert "showing the first 50" in report["grep_head"] and report["grep_lines"] == 51
