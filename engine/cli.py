@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.errors import ContextDeskError
+from engine.textfmt import format_table
 
 PROG = "ctxdesk"
 EXIT_OK = 0
@@ -31,39 +32,6 @@ SAMPLE_DATA_DIR = REPO_ROOT / "data"
 
 class UsageError(Exception):
     """A command line that parses but asks for something impossible (exit 2)."""
-
-
-# -- output helpers --------------------------------------------------------------------------
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Rows as a plain-text table: numbers right-aligned with thousands separators, text left."""
-
-    def cell(value: Any) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, int):
-            return f"{value:,}"
-        if isinstance(value, float):
-            return f"{value:g}"
-        return str(value)
-
-    text_rows = [[cell(v) for v in row] for row in rows]
-    numeric = [
-        all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
-        for i in range(len(headers))
-    ]
-    widths = [max([len(h), *(len(r[i]) for r in text_rows)]) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
-        return "  ".join(parts).rstrip()
-
-    out = [line(headers), line(["-" * w for w in widths])]
-    out.extend(line(r) for r in text_rows)
-    return "\n".join(out)
 
 
 # -- dashboard -------------------------------------------------------------------------------

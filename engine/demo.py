@@ -5,7 +5,9 @@ with a :class:`ScriptedClient`, so every event in the files is one the engine re
 offloaded 40 KB git logs and 25 KB test logs, 34 deferred MCP tools found with tool_search,
 compactions by chain, sandwich, sliding_window and by hand, a provider context-length error
 and its emergency retry, a forced final turn on a 16k-window model, and a fallback skipped for
-its small window. The same seed gives the same sessions (ids, messages, tokens, events).
+its small window; and one long session (46 turns on a 32k window, :mod:`engine.demo_refunds`)
+whose context climbs past the 80% note and is compacted at the threshold again and again. The
+same seed gives the same sessions (ids, messages, tokens, events).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import json
 import random
 import re
+import sqlite3
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +25,8 @@ from typing import Any
 
 from engine.clients import ModelRequest, ScriptedClient
 from engine.compaction import OfflineSummarizer
+from engine.demo_refunds import RefundsWorkspace, script_refunds
+from engine.errors import StoreError, ValidationError
 from engine.messages import Message, ToolUseBlock, assistant, tool_use
 from engine.prompt import PromptSection
 from engine.session import SessionManager
@@ -37,12 +42,19 @@ PRIMARY_MODEL = "claude-sonnet-4-6"
 SMALL_MODEL = "claude-haiku-4-5"
 GATEWAY_MODEL = "claude-opus-4-7"
 FALLBACK_MODEL = "llama-3.1-8b-instant"
+LONG_MODEL = "claude-sonnet-4-5"
 
 #: The demo's settings file: a cost cap for the coding agent, a 16k model, a gateway whose
-#: window is pinned, and a local fallback that reserves most of its 8k window for output.
+#: window is pinned, a local fallback that reserves most of its 8k window for output, and a
+#: 32k window for the long session, so that it fills and is compacted several times.
 DEMO_SETTINGS: dict[str, Any] = {
     "models": {
         PRIMARY_MODEL: {"context_budget": 20_000},
+        LONG_MODEL: {
+            "context_window": 32_000,
+            "max_output_tokens": 4_096,
+            "result_offload_threshold": 16_384,
+        },
         SMALL_MODEL: {
             "context_window": 16_000,
             "max_output_tokens": 4_096,
@@ -178,6 +190,8 @@ CODING_TOOLS = [
     _tool("edit_file", "Replace an exact snippet of a file with new text.", ["path", "old", "new"],
           {"path": ("string", "File to edit."), "old": ("string", "Exact text to replace."), "new": ("string", "Replacement.")}),
 ]  # fmt: skip
+GIT_DIFF_TOOL = _tool("git_diff", "Show the uncommitted changes of the working tree as a unified diff.", [],
+                      {"path": ("string", "Limit the diff to this path.")})  # fmt: skip
 
 _MCP_SPECS: dict[str, list[tuple[str, str, dict[str, tuple[str, str]]]]] = {
     "github": [
@@ -428,11 +442,12 @@ class Script:
     def raise_(self, error: BaseException) -> None:
         self.steps.append(error)
 
-    def read_result(self, pattern: str, text: str = "") -> None:
+    def read_result(self, pattern: str, text: str = "", **options: Any) -> None:
         """A read_result call on the reference in the last tool result, found at run time."""
 
         def step(request: ModelRequest) -> Message:
-            return assistant(text, self.call("read_result", ref_id=last_ref(request), pattern=pattern))
+            call = self.call("read_result", ref_id=last_ref(request), pattern=pattern, **options)
+            return assistant(text, call)
 
         self.then(step)
 
@@ -449,7 +464,7 @@ class Script:
 
 def last_ref(request: ModelRequest) -> str:
     for message in reversed(request.messages):
-        found = re.findall(r"res_[0-9a-z]+", message.text)
+        found = re.findall(r"\bres_[0-9a-f]{6,}\b", message.text)  # not the "res_at" of expires_at
         if found:
             return found[-1]
     raise LookupError("no stored result reference in the context")
@@ -507,6 +522,7 @@ class _Ctx:
 
     def manager(self, client: ScriptedClient, session_id: str, title: str, **kwargs: Any) -> SessionManager:
         kwargs.setdefault("tools", [*CODING_TOOLS, *mcp_tools()])
+        kwargs.setdefault("tool_handlers", self.handlers())
         return SessionManager(
             client,
             self.store,
@@ -514,7 +530,6 @@ class _Ctx:
             title=title,
             sections=prompt_sections(),
             skills=SKILLS,
-            tool_handlers=self.handlers(),
             settings=self.settings,
             summarizer=OfflineSummarizer(),
             metadata={"demo": True, "seed": self.seed},
@@ -793,8 +808,27 @@ def skipped_fallback_session(ctx: _Ctx) -> str:
     )  # fmt: skip
 
 
+def long_refunds_session(ctx: _Ctx) -> str:
+    """46 turns on a 32k window: the context climbs past the note and is compacted at the
+    threshold again and again (a sawtooth), with offloaded logs, failed edits and their fixes."""
+    workspace = RefundsWorkspace(FakeRepo(ctx.seed))  # its own: file sizes independent of the sessions before
+    s = Script("refunds")
+    script_refunds(s, workspace)
+    session_id = ctx.play(
+        s, "refund-idempotency", "Long session: idempotent refunds on a 32k window", model=LONG_MODEL,
+        usage_ratio=1.03, tools=[*CODING_TOOLS, GIT_DIFF_TOOL, *mcp_tools()],
+        tool_handlers={**ctx.handlers(), **workspace.handlers()},
+    )  # fmt: skip
+    if workspace.test_logs:
+        raise ValidationError(
+            f"the refunds script queued {len(workspace.test_logs)} test logs that no run_tests call used",
+            field="script",
+        )
+    return session_id
+
+
 SCENARIOS: dict[str, tuple[Callable[[_Ctx], str], ...]] = {
-    CODING_DB: (flaky_test_session, mcp_triage_session, refactor_session),
+    CODING_DB: (flaky_test_session, mcp_triage_session, refactor_session, long_refunds_session),
     LIMITS_DB: (emergency_session, forced_final_session, skipped_fallback_session),
 }
 
@@ -814,8 +848,23 @@ def generate_demo(out_dir: str | Path, *, seed: int = DEFAULT_SEED) -> list[Path
             ctx = _Ctx(store, settings, repo, seed)
             for scenario in scenarios:
                 scenario(ctx)
+        settle_database(path)
         written.append(path)
     return written
+
+
+def settle_database(path: Path) -> None:
+    """VACUUM and checkpoint ``path`` so the .db file alone holds every row: the -wal and -shm
+    files are not committed with the sample data."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("VACUUM")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if busy or (wal.exists() and wal.stat().st_size):
+        raise StoreError("cannot checkpoint the demo database (another process has it open?)", path=str(path))
 
 
 def _db_files(path: Path) -> Iterator[Path]:

@@ -30,6 +30,7 @@ from engine.messages import Message
 from engine.settings import Settings, load_settings, resolve_model_settings
 from engine.store import SessionRecord, SessionStore, StoredEvent
 from engine.store.sqlite import SQLITE_MAGIC, message_kind
+from engine.textfmt import format_cell, format_table
 from engine.tokens import get_tokenizer
 
 REPORT_VERSION = 1
@@ -403,31 +404,17 @@ def gate_failure(report: Report, *, fail_over: float | None, fail_on_findings: i
 # -- text -------------------------------------------------------------------------------------------
 
 
+#: Floats in report tables (percentages) get one decimal.
+FLOAT_FORMAT = ",.1f"
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Plain-text columns: numbers right-aligned with thousands separators, None as '-'."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    right = [
-        bool(rows) and all(isinstance(r[i], int | float) or r[i] is None for r in rows)
-        for i in range(len(headers))
-    ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    lines = []
-    for values in [list(headers), ["-" * w for w in widths], *cells]:
-        parts = [v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
+    return format_table(headers, rows, float_format=FLOAT_FORMAT)
 
 
 def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    return str(value)
+    return format_cell(value, float_format=FLOAT_FORMAT)
 
 
 def money_text(value: float | None) -> str:

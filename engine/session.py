@@ -582,6 +582,7 @@ class SessionManager:
                 summarizer=self.summarizer,
                 target_tokens=target_tokens,
                 trigger=trigger,
+                event_fields=self._compaction_event_fields(),
             )
 
         try:
@@ -595,31 +596,22 @@ class SessionManager:
                 [degraded_event("compaction", exc, fallback=SUMMARIZER_FALLBACK_STRATEGY, trigger=trigger)]
             )
             report = run(SUMMARIZER_FALLBACK_STRATEGY)
-        self._after_compaction(report.event_id)
+        self._reload_history()
         self._noop_at = len(self._history) if report.noop else None
         return report
 
-    def _after_compaction(self, event_id: int | None) -> None:
-        if event_id is not None:
-            self._tag_event(event_id)
-        self._reload_history()
-
-    def _tag_event(self, event_id: int) -> None:
-        """Give an event written by force_compact the turn and window it happened in."""
-        s = self._targets[0].settings
-        with self.store.transaction() as conn:
-            conn.execute(
-                "UPDATE context_events SET turn_index = coalesce(turn_index, ?), provider = coalesce(provider, ?),"
-                " context_window = ?, max_output_tokens = ?, buffer_tokens = ? WHERE id = ?",
-                (
-                    self.turn_index,
-                    s.provider,
-                    s.context_window,
-                    s.max_output_tokens,
-                    s.buffer_tokens,
-                    event_id,
-                ),
-            )
+    def _compaction_event_fields(self) -> dict[str, Any]:
+        """The turn and window a compaction happens in, for force_compact to write with its event."""
+        target = self._targets[0]
+        s = target.settings
+        return {
+            "turn_index": self.turn_index if self.turn_index >= 0 else None,
+            "provider": s.provider or target.client.provider,
+            "model": s.model,
+            "context_window": s.context_window,
+            "max_output_tokens": s.max_output_tokens,
+            "buffer_tokens": s.buffer_tokens,
+        }
 
     def compact(
         self, strategy: Any = None, *, instructions: str | None = None, target_tokens: int | None = None
@@ -877,16 +869,15 @@ class SessionManager:
         return text, False, events
 
     def _run_compact_tool(self, tool_input: dict[str, Any]) -> tuple[str, bool, list[ContextEvent]]:
-        before = {e.id for e in self.store.list_events(self.session_id, kind="compaction")}
         try:
             text = run_compact_context_tool(
                 self.store,
                 self.session_id,
                 tool_input,
                 summarizer=self.summarizer,
+                event_fields=self._compaction_event_fields(),
             )
         except (ValidationError, SummarizerUnavailableError) as exc:
             return f"Error: compact_context failed: {exc}", True, []
-        new = [e.id for e in self.store.list_events(self.session_id, kind="compaction") if e.id not in before]
-        self._after_compaction(new[-1] if new else None)
+        self._reload_history()
         return text, False, []

@@ -30,6 +30,13 @@ def test_help_and_version_work_as_a_subprocess() -> None:
     assert versioned.stdout.strip() == f"ctxdesk {__version__}"
 
 
+def test_help_does_not_import_the_anthropic_sdk() -> None:
+    """The SDK costs seconds to import; only a client or summarizer in use loads it."""
+    code = "import sys, engine.cli; engine.cli.main(['--help']); print('anthropic' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "False"
+
+
 def test_usage_errors_exit_2_with_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == EXIT_USAGE
     assert main(["inspect"]) == EXIT_USAGE
@@ -59,6 +66,14 @@ def test_format_table_aligns_numbers_right_and_text_left() -> None:
         "longer       5",
         "c            -",
     ]
+
+
+def test_the_cli_and_the_report_share_one_cell_formatter_with_their_own_float_format() -> None:
+    from engine.report import render_table
+
+    rows = [("a", 83.25, True), ("b", 1234.5, None)]
+    assert format_table(("k", "pct", "ok"), rows).splitlines()[2:] == ["a   83.25  yes", "b  1234.5    -"]
+    assert render_table(("k", "pct", "ok"), rows).splitlines()[2:] == ["a     83.2  yes", "b  1,234.5    -"]
 
 
 # -- commands on a real session database ----------------------------------------------------

@@ -325,9 +325,42 @@ def test_manual_compaction_and_the_compact_context_tool_write_snapshots(store: S
         ("manual", "sandwich"),
         ("tool", "sliding_window"),
     ]
-    assert all(e.turn_index is not None for e in compactions)
+    # force_compact writes each event whole: the turn and the window in force, no later UPDATE
+    assert [(e.turn_index, e.provider, e.model) for e in compactions] == [
+        (2, "anthropic", MODEL),
+        (3, "anthropic", MODEL),
+    ]
+    assert {(e.context_window, e.max_output_tokens, e.buffer_tokens) for e in compactions} == {
+        (16_000, 4_096, m.settings.buffer_tokens)
+    }
     answer = store.load_transcript(m.session_id)[-2].content[0]
     assert answer.text.startswith(("Compacted", "Nothing compacted"))
+
+
+def test_force_compact_event_fields_are_written_with_the_event_and_checked_first(
+    store: SessionStore,
+) -> None:
+    from engine.compaction import force_compact
+
+    m = manager(store, ScriptedClient([*read_turn(1), *read_turn(2)], model=MODEL))
+    for turn in (1, 2):
+        m.run_turn(f"Read module {turn}")
+    sid = m.session_id
+    fields = {"turn_index": 7, "provider": "gateway", "context_window": 32_000, "buffer_tokens": 500}
+    report = force_compact(store, sid, strategy="truncate", target_tokens=400, event_fields=fields)
+    event = store.list_events(sid, kind="compaction")[-1]
+    assert event.id == report.event_id and event.model == MODEL  # the session's model by default
+    assert (event.turn_index, event.provider, event.context_window, event.buffer_tokens) == (
+        7,
+        "gateway",
+        32_000,
+        500,
+    )
+    written = len(store.list_events(sid)), len(store.list_snapshots(sid))
+    for bad in ({"projected_tokens": 1}, {"context_window": "large"}):
+        with pytest.raises(ValidationError, match="event_fields"):
+            force_compact(store, sid, strategy="truncate", target_tokens=400, event_fields=bad)
+    assert (len(store.list_events(sid)), len(store.list_snapshots(sid))) == written
 
 
 def test_tool_failures_and_unknown_tools_become_error_results(

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError as PydanticValidationError
+
 from engine.compaction.config import CACHING_STRATEGIES, STRATEGY_NAMES, parse_strategy
 from engine.compaction.offline import OfflineSummarizer
 from engine.compaction.result import CompactionResult, PlanContext, SummaryCache
@@ -27,6 +29,9 @@ DEFAULT_TOKENIZER = "o200k_base"
 DEFAULT_TARGET_SHARE = 0.5
 #: ...and, when the model's window is known, at most this share of the window.
 DEFAULT_WINDOW_SHARE = 0.5
+#: Fields of the ``compaction`` event a caller may set (the session manager knows the turn and
+#: the window in force; force_compact alone knows only the session row).
+EVENT_FIELDS = ("turn_index", "provider", "model", "context_window", "max_output_tokens", "buffer_tokens")
 
 
 def default_summarizer(env: Mapping[str, str] | None = None) -> Summarizer:
@@ -220,6 +225,27 @@ def load_summary_cache(
     return entries
 
 
+def _check_event_fields(event_fields: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The caller's event fields, checked before anything is planned or written."""
+    fields = dict(event_fields or {})
+    unknown = sorted(set(fields) - set(EVENT_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"event_fields may only set {', '.join(EVENT_FIELDS)}; got {unknown}",
+            field="event_fields",
+            value=unknown,
+        )
+    try:
+        ContextEvent(kind="compaction", **fields)
+    except PydanticValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        raise ValidationError(
+            f"invalid event_fields: {where}: {error['msg']}", field="event_fields", value=fields
+        ) from exc
+    return fields
+
+
 def _caching_types(config: Any) -> list[str]:
     steps = config.steps if config.type == "chain" else (config,)
     return [s.type for s in steps if s.type in CACHING_STRATEGIES]
@@ -235,6 +261,7 @@ def force_compact(
     target_tokens: int | None = None,
     dry_run: bool = False,
     trigger: str = "manual",
+    event_fields: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> CompactionReport:
     """Compact a stored session's resume history now.
@@ -243,7 +270,10 @@ def force_compact(
     last transcript seq) and, for caching strategies, the summaries with the transcript seq
     ranges they cover (cached summaries of other strategies are cleared). A no-op writes only
     its event. A summarizer failure raises SummarizerUnavailableError and writes nothing.
+    ``event_fields`` sets the event's :data:`EVENT_FIELDS` (turn, provider, model, window) that
+    only the caller knows; the model defaults to the session's.
     """
+    fields = _check_event_fields(event_fields)
     session = store.get_session(session_id)
     messages, summary, through_seq = store.load_resume_history(session_id)
     if not messages:
@@ -304,12 +334,12 @@ def force_compact(
                     trigger=trigger,
                     outcome="noop" if result.noop else "compacted",
                     reason=result.reason,
-                    model=session.model,
                     limit_tokens=result.target_tokens,
                     projected_tokens=result.after_tokens,
                     components=result.after_components,
                     message_seq=last_seq if last_seq >= 0 else None,
                     details=details,
+                    **{"model": session.model, **fields},
                 ),
             )
             if snapshot_id is not None:
@@ -435,8 +465,11 @@ def run_compact_context_tool(
     *,
     summarizer: Summarizer | None = None,
     target_tokens: int | None = None,
+    event_fields: Mapping[str, Any] | None = None,
 ) -> str:
-    """Handle a ``compact_context`` call: compact the session and say what changed, in one line."""
+    """Handle a ``compact_context`` call: compact the session and say what changed, in one line.
+
+    ``event_fields`` are passed to :func:`force_compact` for its ``compaction`` event."""
     if not isinstance(tool_input, Mapping):
         raise ValidationError("compact_context input must be an object", field="input", value=tool_input)
     unknown = set(tool_input) - set(COMPACT_CONTEXT_TOOL["input_schema"]["properties"])
@@ -456,6 +489,7 @@ def run_compact_context_tool(
         summarizer=summarizer,
         target_tokens=target_tokens,
         trigger="tool",
+        event_fields=event_fields,
     )
     return describe_report(report)
 

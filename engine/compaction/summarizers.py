@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
-
-import anthropic
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
 from engine.compaction.result import is_summary_message
@@ -26,6 +24,9 @@ from engine.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+
+if TYPE_CHECKING:  # the SDK takes ~1 s to import: only an AnthropicSummarizer in use loads it
+    import anthropic
 
 DEFAULT_SUMMARY_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -183,9 +184,13 @@ class AnthropicSummarizer:
         self.model = model
         self.result_chars = result_chars
         self._owns_client = client is None
-        self._client = client or anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+        if client is None:
+            import anthropic
+
+            client = anthropic.Anthropic(
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            )
+        self._client = client
 
     @property
     def name(self) -> str:
@@ -212,6 +217,8 @@ class AnthropicSummarizer:
         instructions: str | None = None,
         max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
     ) -> str:
+        import anthropic
+
         check_summarize_args(messages, max_tokens)
         client = self._client
         if getattr(client, "api_key", None) is None and getattr(client, "auth_token", None) is None:
