@@ -1,0 +1,141 @@
+"""Dashboard work that opens a session database with Python's sqlite3, run in a child process.
+
+DuckDB's sqlite scanner bundles its own SQLite. When it closes a file, the POSIX advisory
+locks that Python's sqlite3 holds on that file *in the same process* are released
+(sqlite.org/howtocorrupt.html, 2.2.1), so a transaction there could run unprotected while an
+agent writes the file. The dashboard reads through DuckDB in its own process, so everything
+that needs sqlite3 (compaction preview and apply, snapshot restore, findings) runs here, in
+a short-lived child process that never loads DuckDB. Results are plain picklable values.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ContextDeskError
+
+#: Longest an action may take before the dashboard gives up waiting (a big LLM summary).
+ACTION_TIMEOUT_S = 600.0
+
+
+class ActionError(ContextDeskError):
+    """An engine error raised in the worker process, carried back by type name and message."""
+
+    def __init__(self, message: str, *, kind: str = "ContextDeskError") -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+def _run(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Run ``_do_<name>`` in a fresh ``python -m dashboard.actions`` and return its result."""
+    request = pickle.dumps((name, args, kwargs))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dashboard.actions"],
+            input=request,
+            capture_output=True,
+            timeout=ACTION_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ActionError(f"{name} took longer than {ACTION_TIMEOUT_S:.0f} s and was stopped") from exc
+    if done.returncode != 0:
+        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise ActionError(f"the worker process failed during {name}: {tail[0]}")
+    # The payload comes from our own child process, never from the database or the network.
+    status, payload = pickle.loads(done.stdout)
+    if status == "error":
+        kind, message = payload
+        raise ActionError(message, kind=kind)
+    return payload
+
+
+def _in_worker(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+    """Runs in the child: call one of this module's ``_do_*`` functions, errors as values."""
+    function: Callable[..., Any] = globals()[f"_do_{name}"]
+    try:
+        return "ok", function(*args, **kwargs)
+    except ContextDeskError as exc:
+        return "error", (type(exc).__name__, str(exc))
+
+
+# -- what runs in the worker ---------------------------------------------------------------------
+
+
+def _do_pid() -> int:
+    return os.getpid()
+
+
+def _do_compact(db_path: str, session_id: str, dry_run: bool, params: dict[str, Any]) -> Any:
+    from engine.compaction import force_compact
+    from engine.store import SessionStore
+
+    with SessionStore(db_path, read_only=dry_run) as store:
+        return force_compact(store, session_id, dry_run=dry_run, **params)
+
+
+def _do_restore(db_path: str, session_id: str, snapshot_id: int) -> Any:
+    from engine.compaction import restore_snapshot
+    from engine.store import SessionStore
+
+    with SessionStore(db_path) as store:
+        return restore_snapshot(store, session_id, snapshot_id)
+
+
+def _do_findings(db_path: str, session_id: str, settings_file: str | None) -> Any:
+    from engine.findings import find_waste
+    from engine.settings import load_settings
+    from engine.store import SessionStore
+
+    settings = load_settings(settings_file) if settings_file and Path(settings_file).is_file() else None
+    with SessionStore(db_path, read_only=True) as store:
+        return find_waste(store, session_id, settings=settings)
+
+
+# -- what the pages call ---------------------------------------------------------------------------
+
+
+def worker_pid() -> int:
+    """PID of the worker process (tests check it is not the dashboard's own)."""
+    return int(_run("pid"))
+
+
+def preview_compaction(db_path: str | os.PathLike[str], session_id: str, **params: Any) -> Any:
+    """force_compact(dry_run=True) in the worker: nothing is written."""
+    return _run("compact", str(db_path), session_id, True, params)
+
+
+def apply_compaction(db_path: str | os.PathLike[str], session_id: str, **params: Any) -> Any:
+    """force_compact in the worker: snapshot + event in one transaction, transcript untouched."""
+    return _run("compact", str(db_path), session_id, False, params)
+
+
+def restore(db_path: str | os.PathLike[str], session_id: str, snapshot_id: int) -> Any:
+    """restore_snapshot in the worker."""
+    return _run("restore", str(db_path), session_id, int(snapshot_id))
+
+
+def findings(
+    db_path: str | os.PathLike[str], session_id: str, settings_file: str | os.PathLike[str] | None = None
+) -> Any:
+    """find_waste over one session in the worker (its database opened read-only there)."""
+    return _run("findings", str(db_path), session_id, str(settings_file) if settings_file else None)
+
+
+def _worker_main() -> None:
+    request = sys.stdin.buffer.read()
+    name, args, kwargs = pickle.loads(request)  # written by _run in the parent
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything the engine prints must not corrupt the reply
+    out.write(pickle.dumps(_in_worker(name, args, kwargs)))
+    out.flush()
+
+
+if __name__ == "__main__":
+    _worker_main()
