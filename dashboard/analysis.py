@@ -7,7 +7,7 @@ Inputs are plain dicts/frames from dashboard.data; outputs are frozen values the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ import pandas as pd
 from dashboard.charts import Projection
 from engine.budget import reproject
 from engine.events import COMPONENTS, ComponentTokens
+from engine.findings import Finding
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD, DEFAULT_NOTE_THRESHOLD
 
 #: Tokens the reference left in context takes once an output is offloaded (a one-line stub).
@@ -43,11 +44,38 @@ def components_of(row: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+#: Guard threshold names (``details.thresholds``) -> the setting each one is.
+THRESHOLD_SETTINGS = {
+    "note": "note_threshold",
+    "compact": "compact_threshold",
+    "hard_block": "hard_block_threshold",
+}
+
+
 @dataclass(frozen=True)
 class LimitLine:
+    """One setting in force at a stop: its value and where it came from.
+
+    ``value`` None with ``unset`` means the setting is recorded as not set (e.g. no
+    ``tool_response_max_bytes``); None without it means nothing recorded its value.
+    """
+
     field: str
-    value: int | float | None
+    value: int | float | str | None
     source: str
+    unset: bool = False
+
+    @property
+    def text(self) -> str:
+        if self.value is None:
+            return "not set" if self.unset else "not recorded"
+        if isinstance(self.value, bool):
+            return str(self.value).lower()
+        if isinstance(self.value, int):
+            return f"{self.value:,}"
+        if isinstance(self.value, float):
+            return f"{self.value:g}"
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -74,6 +102,8 @@ class StopExplanation:
     projected: int | None
     hard_block_threshold: float
     growth: tuple[Growth, ...]
+    growth_estimated: bool
+    first_request: bool
     tipping_seq: int | None
     tipping_component: str | None
     tipping_tokens: int | None
@@ -111,20 +141,52 @@ def stop_events(guards: pd.DataFrame) -> pd.DataFrame:
     return guards[refused | forced | (guards["outcome"] == "skipped_provider")]
 
 
+def settings_for_model(settings: Mapping[str, Any], model: str | None) -> Mapping[str, Any]:
+    """The settings a session recorded for ``model``: its own, or the fallback model's."""
+    if model and settings.get("model") not in (None, model):
+        for fallback in settings.get("fallbacks") or []:
+            if isinstance(fallback, Mapping) and fallback.get("model") == model:
+                return fallback
+        return {}
+    return settings
+
+
+def _setting_line(
+    name: str, source: str, settings: Mapping[str, Any], thresholds: Mapping[str, Any]
+) -> LimitLine:
+    """A setting the guard named a source for: its value from the event's thresholds, else from the
+    settings the session recorded (a recorded null is "not set")."""
+    for short, full in THRESHOLD_SETTINGS.items():
+        if full == name and thresholds.get(short, thresholds.get(full)) is not None:
+            return LimitLine(name, float(thresholds.get(short, thresholds.get(full))), source)
+    if name in settings:
+        value = settings[name]
+        if value is None:
+            return LimitLine(name, None, source, unset=True)
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            return LimitLine(name, value, source)
+        return LimitLine(name, str(value), source)
+    return LimitLine(name, None, source)
+
+
 def explain_stop(
     event: Mapping[str, Any],
     previous_request: Mapping[str, Any] | None,
     *,
     tipping_bytes: int | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> StopExplanation:
-    """Explain one guard event (forced_final or skipped_provider).
+    """Explain one guard event (forced_final, skipped_provider, or a refused tool result).
 
     ``event`` is a context_events row with ``details`` parsed; ``previous_request`` the last
-    request event before it (for growth); ``tipping_bytes`` the size of the tipping output.
+    request event before it (for growth); ``tipping_bytes`` the size of the tipping output;
+    ``settings`` what the session recorded (``sessions.settings_json``), for values the event
+    only names a source for (tokenizer, note_threshold, ...).
     """
     details = event.get("details") or {}
     sources = details.get("sources") or {}
     thresholds = details.get("thresholds") or {}
+    recorded = settings_for_model(settings or {}, event.get("model"))
     # The guard records thresholds as {"note", "compact", "hard_block"}; accept the settings' names too.
     hard = float(
         thresholds.get("hard_block", thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
@@ -135,7 +197,11 @@ def explain_stop(
         "projected_tokens": "the guard's estimate of the request",
     }
     lines = [
-        LimitLine(f, _int(event.get(f)), str(sources.get(f, derived.get(f, "not recorded"))))
+        LimitLine(
+            f,
+            _int(event.get(f)) if _int(event.get(f)) is not None else _int(recorded.get(f)),
+            str(sources.get(f, derived.get(f, "not recorded"))),
+        )
         for f in (*LIMIT_FIELDS, "limit_tokens", "projected_tokens")
     ]
     lines += [
@@ -148,23 +214,29 @@ def explain_stop(
     ]
     for name, source in sources.items():
         if name not in {line.field for line in lines}:
-            lines.append(LimitLine(name, None, str(source)))
-    after = components_of(event)
+            lines.append(_setting_line(name, str(source), recorded, thresholds))
+    tipping = details.get("tipping") or {}
     before = components_of(previous_request) if previous_request is not None else dict.fromkeys(COMPONENTS, 0)
+    # A tool-result check records no breakdown: "now" is then the previous request plus the output.
+    estimated = not any(_int(event.get(f"{n}_tokens", event.get(n))) is not None for n in COMPONENTS)
+    after = components_of(event)
+    if estimated:
+        after = dict(before)
+        component = tipping.get("component") or ("tool_results" if tipping.get("tool_name") else None)
+        if component in after and _int(tipping.get("tokens")):
+            after[component] += _int(tipping.get("tokens")) or 0
     growth = tuple(
         sorted((Growth(n, before[n], after[n]) for n in COMPONENTS), key=lambda g: (-g.delta, g.component))
     )
-    tipping = details.get("tipping") or {}
-    tipping_seq = _int(tipping.get("message_seq", event.get("message_seq")))
+    first_request = previous_request is None
+    # Before the first request nothing grew: the request as a whole did not fit, no message tipped it.
+    grew = not first_request and bool(growth) and growth[0].delta > 0
+    tipping_seq = _int(tipping.get("message_seq", None if first_request else event.get("message_seq")))
     tipping_component = tipping.get("component") or (
-        "tool_results"
-        if tipping.get("tool_name")
-        else growth[0].component
-        if growth and growth[0].delta > 0
-        else None
+        "tool_results" if tipping.get("tool_name") else growth[0].component if grew else None
     )
     tipping_tokens = _int(tipping.get("tokens"))
-    if tipping_tokens is None and growth and growth[0].delta > 0:
+    if tipping_tokens is None and grew:
         tipping_tokens = growth[0].delta
     limit = _int(event.get("limit_tokens"))
     projected = _int(event.get("projected_tokens"))
@@ -184,7 +256,8 @@ def explain_stop(
     return StopExplanation(
         outcome=str(event.get("outcome")), turn=_int(event.get("turn_index")), model=event.get("model"),
         provider=event.get("provider"), limit_lines=tuple(lines), limit=limit, projected=projected,
-        hard_block_threshold=hard, growth=growth, tipping_seq=tipping_seq, tipping_component=tipping_component,
+        hard_block_threshold=hard, growth=growth, growth_estimated=estimated, first_request=first_request,
+        tipping_seq=tipping_seq, tipping_component=tipping_component,
         tipping_tokens=tipping_tokens, suggestions=suggestions,
     )  # fmt: skip
 
@@ -298,3 +371,71 @@ def project_timeline(
         label=label,
         unit=unit,
     )
+
+
+# -- findings ---------------------------------------------------------------------------------
+
+#: How the dashboard names each kind of finding.
+FINDING_LABELS = {
+    "repeated_read": "Repeated read",
+    "stale_result": "Stale result",
+    "unused_result": "Unused result",
+    "unused_tools": "Unused tools",
+    "uncached_prefix": "Uncached prefix",
+    "stale_thinking": "Stale thinking",
+    "ineffective_compaction": "Ineffective compaction",
+    "lost_constraint": "Lost constraint",
+}
+FINDING_COLUMNS = ("turn", "kind", "title", "tokens", "usd", "fix", "detail", "requests", "exact", "messages")
+
+
+def money_text(usd: float | None) -> str:
+    if usd is None:
+        return "price unknown"
+    return f"${usd:,.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def savings_text(finding: Finding) -> str:
+    """What fixing a finding would save, in one line."""
+    if finding.tokens == 0:
+        return "Nothing to save in tokens: the fix keeps more in context"
+    estimate = "" if finding.exact else " (estimated)"
+    text = f"Would save {finding.tokens:,} input tokens{estimate} over {finding.requests:,} request(s)"
+    if finding.money is not None:
+        text += f", about {money_text(finding.money)}"
+    return text
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """One row per finding, largest savings first (``tokens`` desc, then turn)."""
+    rows = [
+        (
+            f.turn_index, FINDING_LABELS.get(f.kind, f.kind), f.title, f.tokens, f.money, f.fix, f.detail,
+            f.requests, f.exact, ", ".join(f"#{s}" for s in f.message_seqs),
+        )
+        for f in findings
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+    return frame.sort_values(["tokens", "turn"], ascending=[False, True], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def findings_markers(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per turn with findings: ``turn``, ``count``, ``tokens`` and ``titles`` (raw, not escaped)."""
+    if frame.empty:
+        return pd.DataFrame(columns=["turn", "count", "tokens", "titles"])
+    grouped = frame.sort_values("tokens", ascending=False, kind="stable").groupby("turn", sort=True)
+    return grouped.agg(
+        count=("title", "size"), tokens=("tokens", "sum"), titles=("title", list)
+    ).reset_index()
+
+
+def findings_per_call(markers: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Finding markers moved onto the model-call axis of :func:`per_call`: each at the first call of
+    its turn (markers for turns without a call are dropped)."""
+    if markers.empty or calls.empty:
+        return markers.iloc[0:0]
+    first = calls.groupby("real_turn")["turn"].min()
+    moved = markers[markers["turn"].isin(first.index)]
+    return moved.assign(turn=[int(first[t]) for t in moved["turn"]]).reset_index(drop=True)

@@ -13,28 +13,15 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-COMPONENT_LABELS = {
-    "system": "System prompt",
-    "skills": "Skills",
-    "tools": "Tool descriptions",
-    "summary": "Summary",
-    "conversation": "Conversation",
-    "tool_results": "Tool results",
-}
-COMPONENT_COLORS = {
-    "system": "#4c78a8",
-    "skills": "#72b7b2",
-    "tools": "#f58518",
-    "summary": "#b279a2",
-    "conversation": "#54a24b",
-    "tool_results": "#e45756",
-}
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS
+
 USAGE_LABELS = {
     "provider_input_tokens": ("Provider: input", "dot"),
     "provider_cache_read_tokens": ("Provider: cache reads", "dash"),
     "provider_cache_creation_tokens": ("Provider: cache writes", "dashdot"),
     "provider_output_tokens": ("Provider: output", "longdash"),
 }
+PROVIDER_PROMPT_LABEL = "Provider: whole prompt"
 DEFAULT_THRESHOLDS = (0.80, 0.95, 0.98)
 MARKER_STYLE = {
     ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
@@ -42,11 +29,31 @@ MARKER_STYLE = {
     ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
     ("restore", None): ("Restore", "#17becf"),
 }
+FINDINGS_STYLE = {
+    "symbol": "diamond",
+    "size": 13,
+    "color": "#f2b701",
+    "line": {"color": "#7a5c00", "width": 1},
+}
+#: Where finding markers sit: a share of the plot's height on an invisible axis over the main one;
+#: the token axis then gets headroom so they sit above the limit line.
+FINDINGS_Y = 0.965
+FINDINGS_HEADROOM = 1.12
+#: Lines of finding titles in one marker's hover text, and characters per title.
+HOVER_FINDINGS = 4
+HOVER_TITLE_CHARS = 90
+#: Pixels per tool in the tools bar chart (and its least height).
+TOOLS_BAR_ROW_HEIGHT = 20
+TOOLS_BAR_MIN_HEIGHT = 240
 
 
 def escape(text: object) -> str:
-    """Text safe to place in plotly hover text or annotations (no markup is interpreted)."""
-    return html.escape("" if text is None else str(text), quote=True)
+    """Text safe to place in plotly hover text or annotations (no markup is interpreted).
+
+    Quotes stay as they are: plotly draws ``&quot;`` literally, and with ``<`` escaped no tag
+    (so no attribute) can form.
+    """
+    return html.escape("" if text is None else str(text), quote=False)
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,14 @@ def timeline_figure(
     selected_turn: int | None = None,
     title: str | None = None,
     unit: str = "turn",
+    findings: pd.DataFrame | None = None,
 ) -> go.Figure:
     """Stacked area of tokens by component, turn by turn, against the effective limit.
 
-    ``turns`` is :func:`dashboard.data.timeline`; ``markers`` :func:`dashboard.data.markers`.
-    Threshold lines are shares of the recorded limit; a ``projection`` adds the limit and the
-    compact / final-turn points under edited settings.
+    ``turns`` is :func:`dashboard.data.timeline`; ``markers`` :func:`dashboard.data.markers`;
+    ``findings`` :func:`dashboard.analysis.findings_markers` (a symbol at the top of each turn with
+    findings, their titles in the hover). Threshold lines are shares of the recorded limit; a
+    ``projection`` adds the limit and the compact / final-turn points under edited settings.
     """
     fig = go.Figure()
     if turns.empty:
@@ -97,6 +106,7 @@ def timeline_figure(
         fig.update_layout(height=420, title=escape(title) if title else None)
         return fig
     x = turns["turn"].astype(int).tolist()
+    has_findings = findings is not None and not findings.empty
     for name, label in COMPONENT_LABELS.items():
         fig.add_trace(
             go.Scatter(
@@ -135,12 +145,23 @@ def timeline_figure(
                 )
             )  # fmt: skip
     if show_usage:
+        prompt_columns = [c for c in USAGE_LABELS if c != "provider_output_tokens"]
+        if all(c in turns for c in prompt_columns) and turns[prompt_columns].notna().all(axis=1).any():
+            # The provider's whole prompt is what compares with our estimate; its parts are one click away.
+            prompt = turns[prompt_columns].sum(axis=1, min_count=len(prompt_columns))
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=prompt.tolist(), name=PROVIDER_PROMPT_LABEL, mode="lines",
+                    line={"width": 2, "dash": "dot", "color": "#333"},
+                    hovertemplate=f"{PROVIDER_PROMPT_LABEL}: %{{y:,}}<extra></extra>",
+                )
+            )  # fmt: skip
         for column, (label, dash) in USAGE_LABELS.items():
             if column in turns and turns[column].notna().any():
                 fig.add_trace(
                     go.Scatter(
                         x=x, y=turns[column].tolist(), name=label, mode="lines",
-                        line={"width": 1.5, "dash": dash}, visible=True,
+                        line={"width": 1.5, "dash": dash}, visible="legendonly",
                         hovertemplate=f"{label}: %{{y:,}}<extra></extra>",
                     )
                 )  # fmt: skip
@@ -150,7 +171,8 @@ def timeline_figure(
             label, color = MARKER_STYLE.get(key, (str(m["kind"]), "#555"))
             fig.add_vline(
                 x=int(m["turn"]), line={"color": color, "dash": "dash", "width": 1.5},
-                annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11}},
+                annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11},
+                            "yshift": -22 if has_findings else 0},
                 annotation_position="top left",
             )  # fmt: skip
     if projection is not None:
@@ -183,6 +205,19 @@ def timeline_figure(
             xref="paper", yref="paper", x=0, y=1.12, showarrow=False, align="left",
             text=escape(projection.headline), font={"color": "#9467bd"},
         )  # fmt: skip
+    if has_findings:
+        top = max((v for t in fig.data for v in (t.y or ()) if v is not None and v == v), default=0)
+        fig.add_trace(findings_trace(findings, unit))
+        fig.update_layout(
+            yaxis={"range": [0, max(top, 1) * FINDINGS_HEADROOM]},
+            yaxis2={
+                "overlaying": "y",
+                "range": [0, 1],
+                "visible": False,
+                "fixedrange": True,
+                "showgrid": False,
+            },
+        )
     if selected_turn is not None and selected_turn in x:
         fig.add_vrect(
             x0=selected_turn - 0.4, x1=selected_turn + 0.4, fillcolor="#ffd54f", opacity=0.25, line_width=0
@@ -196,10 +231,36 @@ def timeline_figure(
     return fig
 
 
+def _hover_title(title: object) -> str:
+    text = "" if title is None else str(title)
+    if len(text) > HOVER_TITLE_CHARS:
+        text = text[: HOVER_TITLE_CHARS - 1] + "…"
+    return escape(text)
+
+
+def findings_trace(findings: pd.DataFrame, unit: str = "turn") -> go.Scatter:
+    """Symbols at the top of the timeline for turns with findings; hover lists their (escaped) titles."""
+    hover = []
+    for count, tokens, titles in zip(findings["count"], findings["tokens"], findings["titles"], strict=True):
+        lines = [f"• {_hover_title(t)}" for t in list(titles)[:HOVER_FINDINGS]]
+        if len(titles) > HOVER_FINDINGS:
+            lines.append(f"… and {len(titles) - HOVER_FINDINGS} more")
+        head = f"{int(count)} finding(s), {int(tokens):,} tokens to save"
+        hover.append("<br>".join([head, *lines]))
+    return go.Scatter(
+        x=findings["turn"].astype(int).tolist(), y=[FINDINGS_Y] * len(findings), yaxis="y2",
+        name=f"Findings (hover; click the {unit} for details)", mode="markers", marker=FINDINGS_STYLE,
+        text=hover, hovertemplate="%{text}<extra></extra>",
+    )  # fmt: skip
+
+
 def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None) -> go.Figure:
-    """Grouped bars of tokens per component, one group per state (e.g. before / after)."""
+    """Grouped bars of tokens per component, one group per state (e.g. before / after); components
+    that are 0 in every state are left out (a compaction records only what it can change)."""
     fig = go.Figure()
-    names = list(COMPONENT_LABELS)
+    names = [n for n in COMPONENT_LABELS if any(int(v.get(n, 0) or 0) for v in rows.values())] or list(
+        COMPONENT_LABELS
+    )
     for state, values in rows.items():
         fig.add_trace(
             go.Bar(
@@ -214,20 +275,23 @@ def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None)
 
 
 def tools_bar(tools: pd.DataFrame) -> go.Figure:
-    """Tokens of each tool definition, coloured by category, with calls in the hover."""
+    """Tokens of each tool definition as horizontal bars (largest on top, so long names and many
+    tools stay readable), coloured by category, with calls in the hover."""
     fig = go.Figure()
     for category, part in tools.groupby("category", sort=True):
         fig.add_trace(
             go.Bar(
-                x=[escape(n) for n in part["name"]], y=part["tokens"].tolist(), name=escape(category),
+                y=[escape(n) for n in part["name"]], x=part["tokens"].tolist(), name=escape(category), orientation="h",
                 customdata=list(zip(part["calls"].tolist(), [escape(s or "") for s in part["server"]], strict=True)),
-                hovertemplate="%{x}: %{y:,} tokens, %{customdata[0]} call(s) %{customdata[1]}<extra></extra>",
+                hovertemplate="%{y}: %{x:,} tokens, %{customdata[0]} call(s) %{customdata[1]}<extra></extra>",
             )
         )  # fmt: skip
     fig.update_layout(
-        height=340,
-        yaxis={"title": "Definition tokens (sent with each request)"},
-        xaxis={"categoryorder": "total descending"},
+        height=max(TOOLS_BAR_MIN_HEIGHT, TOOLS_BAR_ROW_HEIGHT * len(tools) + 90),
+        xaxis={"title": "Definition tokens (sent with each request)"},
+        yaxis={"categoryorder": "total ascending", "automargin": True},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        margin={"t": 30, "r": 10, "l": 10, "b": 10},
     )
     return fig
 
@@ -248,7 +312,12 @@ def deferral_heatmap(matrix: pd.DataFrame) -> go.Figure:
             hovertemplate="%{y} at turn %{x}: %{z}<extra>1 = loaded, 0 = deferred</extra>",
         )
     )  # fmt: skip
-    fig.update_layout(height=max(220, 28 * len(pivot.index) + 80), xaxis={"title": "Turn", "dtick": 1})
+    fig.update_layout(
+        height=max(220, 28 * len(pivot.index) + 80),
+        xaxis={"title": "Turn", "dtick": 1 if len(pivot.columns) <= 40 else None},
+        yaxis={"automargin": True},
+        margin={"t": 20, "r": 10, "l": 10, "b": 10},
+    )
     return fig
 
 

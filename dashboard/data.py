@@ -20,6 +20,9 @@ import duckdb_extensions
 import pandas as pd
 
 from engine.errors import NotADatabaseError, NotFoundError, ValidationError
+from engine.findings import Finding, find_waste
+from engine.settings import load_settings
+from engine.store import SessionStore
 from engine.store.schema import TABLES_V1
 
 #: Environment variable with database files or folders, separated by os.pathsep.
@@ -301,6 +304,39 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         """,
         params,
     )
+
+
+def resolve_session_link(link: str, overview: pd.DataFrame) -> tuple[str, str] | None:
+    """The (db, session_id) a ``?session=`` link names: ``db::id``, or a plain id that is unique
+    across the loaded databases. None when nothing (or more than one session) matches."""
+    db, sep, sid = link.partition("::")
+    if sep:
+        match = overview[(overview["db"] == db) & (overview["session_id"] == sid)]
+    else:
+        match = overview[overview["session_id"] == link]
+    if len(match) != 1:
+        return None
+    return str(match.iloc[0]["db"]), str(match.iloc[0]["session_id"])
+
+
+def session_settings(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> dict[str, Any]:
+    """The resolved settings a session recorded when it was created (``sessions.settings_json``)."""
+    src, params = _rows(con, db, "sessions", f"id = {_sql_string(session_id)}", ["settings_json"])
+    row = con.execute(f"SELECT settings_json FROM {src}", params).fetchone()
+    return _parse_details(row[0]) if row is not None else {}
+
+
+def session_findings(
+    db_path: str | os.PathLike[str], session_id: str, settings_file: str | os.PathLike[str] | None = None
+) -> list[Finding]:
+    """``engine.findings.find_waste`` over one session, its database opened read-only.
+
+    ``settings_file`` is the user's settings (what the fixes are phrased against); a path that
+    does not exist yet means no user settings.
+    """
+    settings = load_settings(settings_file) if settings_file and Path(settings_file).is_file() else None
+    with SessionStore(db_path, read_only=True) as store:
+        return find_waste(store, session_id, settings=settings)
 
 
 @dataclass(frozen=True)

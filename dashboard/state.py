@@ -14,6 +14,8 @@ import streamlit as st
 
 from dashboard import data
 from engine.errors import ContextDeskError
+from engine.findings import Finding
+from engine.settings import settings_path
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
@@ -50,6 +52,30 @@ def _query(
         return getattr(data, name)(cursor, *args)
     finally:
         cursor.close()
+
+
+@st.cache_data(max_entries=64, show_spinner="Looking for wasted context…")
+def _findings(
+    db_path: str, session_id: str, settings_file: str | None, signature: tuple[Any, ...]
+) -> list[Finding]:
+    # ``signature`` (the database file, its WAL and the settings file) is only the cache key.
+    return data.session_findings(db_path, session_id, settings_file)
+
+
+def findings(ref: SessionRef) -> list[Finding]:
+    """engine.findings.find_waste of a session, cached until its database or the settings change;
+    shows a warning (and returns nothing) when they cannot be computed."""
+    db_path = data.database_paths(connection())[ref.db]
+    settings_file = settings_path()
+    watched = [db_path] + ([settings_file] if settings_file is not None else [])
+    try:
+        return _findings(
+            str(db_path), ref.session_id, str(settings_file) if settings_file else None,
+            data.files_signature(watched),
+        )  # fmt: skip
+    except ContextDeskError as exc:
+        st.warning(f"Findings are unavailable for this session: {exc}")
+        return []
 
 
 def paths() -> list[Path]:
@@ -122,11 +148,25 @@ def sidebar() -> None:
     df = overview()
     linked = st.query_params.get("session")
     if linked and linked != st.session_state.get("_linked_session"):
-        # A link like ?session=<db>::<id> selects that session once; later picks win.
+        # A link like ?session=<db>::<id> (or a plain id unique across the databases) selects that
+        # session once; later picks win.
         st.session_state["_linked_session"] = linked
-        st.session_state[SELECTED_KEY] = linked
+        found = data.resolve_session_link(linked, df)
+        if found is not None:
+            st.session_state[SELECTED_KEY] = SessionRef(*found).key
+        else:
+            st.session_state["_link_problem"] = linked
+    problem = st.session_state.pop("_link_problem", None)
     with st.sidebar:
         st.caption(f"{len(files)} database(s), {len(df)} session(s)")
+        if problem is not None:
+            count = int((df["session_id"] == problem).sum()) if not df.empty else 0
+            # The id came from the URL: it is not put into markdown.
+            st.warning(
+                f"The session in the link is in {count} databases: link it as `db::id`."
+                if count > 1
+                else "The session in the link is not in the loaded databases."
+            )
         with st.expander("Loaded files", expanded=False):
             for db, path in data.database_paths(conn).items():
                 st.text(f"{db}: {path}")

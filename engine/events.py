@@ -23,6 +23,24 @@ EventKind = Literal[
     "restore",
 ]
 COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+#: How the dashboard and the HTML report name each component (one place, so they never disagree).
+COMPONENT_LABELS: dict[str, str] = {
+    "system": "System prompt",
+    "skills": "Skills",
+    "tools": "Tool descriptions",
+    "summary": "Summary",
+    "conversation": "Conversation",
+    "tool_results": "Tool results",
+}
+#: The colour each component is drawn in, on the dashboard and in the HTML report.
+COMPONENT_COLORS: dict[str, str] = {
+    "system": "#4c78a8",
+    "skills": "#72b7b2",
+    "tools": "#f58518",
+    "summary": "#b279a2",
+    "conversation": "#54a24b",
+    "tool_results": "#e45756",
+}
 
 
 class ComponentTokens(BaseModel):

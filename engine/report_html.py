@@ -15,25 +15,9 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from engine.events import COMPONENTS
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS
 from engine.report import Report, ReportEvent, SessionReport, is_routine, money_text
 
-COMPONENT_LABELS = {
-    "system": "System prompt",
-    "skills": "Skills",
-    "tools": "Tool descriptions",
-    "summary": "Summary",
-    "conversation": "Conversation",
-    "tool_results": "Tool results",
-}
-COMPONENT_COLORS = {
-    "system": "#4c78a8",
-    "skills": "#72b7b2",
-    "tools": "#f58518",
-    "summary": "#b279a2",
-    "conversation": "#54a24b",
-    "tool_results": "#e45756",
-}
 #: Events drawn as vertical markers on the timeline, with their label and colour.
 MARKERS = {
     ("compaction", "compacted"): ("Compaction", "#7f3c8d"),

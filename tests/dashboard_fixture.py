@@ -2,8 +2,9 @@
 
 Three sessions, one model call per ``request`` event with its component breakdown and the
 provider's usage, a compaction with its snapshot, a forced final turn, a skipped provider,
-offloaded blobs, tools with deferral and tool_search events, and one message whose text
-is an HTML/markdown injection attempt (it must be shown as inert text).
+offloaded blobs, tools with deferral and tool_search events, a command run twice with identical
+output (a repeated_read finding), and one message whose text is an HTML/markdown injection
+attempt (it must be shown as inert text).
 """
 
 from __future__ import annotations
@@ -104,8 +105,11 @@ class _Sim:
             "context_window": "model:" + self.model + " (settings.toml)",
             "max_output_tokens": f"table:{self.model} (bundled)",
             "buffer_tokens": "defaults (settings.toml)",
+            "tokenizer": "builtin",
+            "note_threshold": "builtin",
             "compact_threshold": "builtin",
             "hard_block_threshold": "builtin",
+            "tool_response_max_bytes": "builtin",
             "result_offload_threshold": "builtin",
         }
 
@@ -116,7 +120,9 @@ def _new_sim(store: SessionStore, sid: str, title: str, model: str, provider: st
     store.create_session(
         session_id=sid, title=title, model=model, provider=provider, tokenizer=tokenizer.id,
         tokens_exact=tokenizer.exact, source="engine",
-        settings={"context_window": window, "max_output_tokens": 1024, "buffer_tokens": 256,
+        settings={"model": model, "provider": provider, "context_window": window, "max_output_tokens": 1024,
+                  "buffer_tokens": 256, "tokenizer": tokenizer.id, "note_threshold": 0.8, "compact_threshold": 0.95,
+                  "hard_block_threshold": 0.98, "tool_response_max_bytes": None, "result_offload_threshold": 16_384,
                   "sources": sim.sources()},
     )  # fmt: skip
     store.upsert_tools(sid, TOOLS)
@@ -272,11 +278,14 @@ def _session_openai(store: SessionStore, sid: str) -> None:
         sim.add(user(f"Question {turn} about the quarterly report: what changed in section {turn}?"))
         sim.request(turn, cached=turn > 0)
         call = f"call_{turn}"
-        sim.add(assistant("", tool_use(call, "bash", cmd=f"grep -n section{turn} report.txt")))
+        section = 1 if turn == 3 else turn  # turn 3 re-runs turn 1's grep: a repeated read
+        sim.add(assistant("", tool_use(call, "bash", cmd=f"grep -n section{section} report.txt")))
         sim.add(
             tool_result(
                 call,
-                "\n".join(f"report.txt:{i}: section{turn} revenue {i * 13}" for i in range(30 * (turn + 1))),
+                "\n".join(
+                    f"report.txt:{i}: section{section} revenue {i * 13}" for i in range(30 * (section + 1))
+                ),
             )
         )
         sim.request(turn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -264,3 +265,159 @@ def test_opens_on_the_bundled_sample_data_with_no_configuration(
         _ok(at)
         assert not at.error, [e.value for e in at.error]
     assert {p: p.stat().st_mtime_ns for p in DEFAULT_DATA_DIR.glob("*.db")} == before
+
+
+# -- findings, links, recorded settings --------------------------------------------------------
+
+
+def test_sessions_page_lists_the_selected_sessions_findings_largest_first(db: Path) -> None:
+    at = _app(session="sess-report", page="sessions")
+    assert "Findings" in [s.value for s in at.subheader]
+    table = at.dataframe(key="sessions_findings").value
+    assert list(table["tokens"]) == sorted(table["tokens"], reverse=True)
+    assert {"Unused tools", "Repeated read"} <= set(table["kind"])
+    assert "fixing them would save" in "".join(c.value for c in at.caption)
+    at = _app(session="sess-small", page="sessions")
+    assert "No wasted context found" in _texts(at)
+
+
+def test_a_picked_finding_shows_its_details_and_opens_its_turn_on_the_timeline(db: Path) -> None:
+    at = _app(session="sess-report", page="sessions")
+    table = at.dataframe(key="sessions_findings").value
+    row = int(table.index[table["kind"] == "Repeated read"][0])
+    at.session_state["sessions_findings"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    _ok(at)
+    text = _texts(at)
+    assert "Repeated read at turn 3: bash" in text
+    assert "Fix: clear_tool_results keep=3" in text
+    at.button(key="findings_open").click().run()
+    _ok(at)
+    assert at.title[0].value == "Context timeline"
+    assert at.number_input(key="timeline_turn").value == 3
+
+
+def test_timeline_marks_findings_and_the_turn_panel_lists_them(db: Path) -> None:
+    at = _app(session="sess-report", page="timeline")
+    spec = at.get("plotly_chart")[0].proto.spec
+    assert "Findings (hover" in spec and "tokens to save" in spec
+    at.number_input(key="timeline_turn").set_value(3).run()
+    _ok(at)
+    assert "**Findings at turn 3** (1)" in [m.value for m in at.markdown]
+    text = _texts(at)
+    assert "Repeated read: bash" in text and "read 2 times with identical output" in text
+    assert "Would save" in text and "Fix: clear_tool_results keep=3" in text
+    at.number_input(key="timeline_turn").set_value(1).run()
+    assert not any("Findings at turn" in str(m.value) for m in at.markdown)
+
+
+def test_findings_follow_the_model_call_axis(db: Path) -> None:
+    at = _app(session="sess-report", page="timeline")
+    at.radio(key="timeline_step").set_value("model call").run()
+    _ok(at)
+    assert "Findings (hover; click the call" in at.get("plotly_chart")[0].proto.spec
+
+
+def test_findings_refresh_when_the_database_changes(db: Path) -> None:
+    from engine.events import ComponentTokens, ContextEvent
+    from engine.messages import assistant, tool_result, tool_use
+    from engine.store import SessionStore
+    from engine.tokens import get_tokenizer
+
+    at = _app(session="sess-small", page="sessions")
+    assert "No wasted context found" in _texts(at)
+    dump = "\n".join(f"notes.md:{i}: the quarterly numbers for region {i} were revised" for i in range(60))
+    with SessionStore(db) as store:  # an agent reads the same file twice, then calls the model again
+        for n in (1, 2):
+            store.append_messages(
+                "sess-small",
+                [assistant("", tool_use(f"t{n}", "read_file", path="notes.md")), tool_result(f"t{n}", dump)],
+                tokenizer=get_tokenizer("gpt-4.1-mini"),
+            )
+        last = store.message_count("sess-small") - 1
+        store.record_event(
+            "sess-small",
+            ContextEvent(
+                kind="request", turn_index=1, components=ComponentTokens(conversation=2_000), message_seq=last
+            ),
+        )
+    at.run()
+    _ok(at)
+    assert "Repeated read" in set(at.dataframe(key="sessions_findings").value["kind"])
+
+
+def test_a_plain_session_id_link_selects_the_session(db: Path) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["session"] = "sess-report"
+    at.run()
+    _ok(at)
+    assert at.session_state["selected_session"] == "sample::sess-report"
+    assert at.sidebar.selectbox[0].value == "sample::sess-report"
+
+
+def test_an_ambiguous_or_unknown_link_warns_and_keeps_the_default(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.dashboard_fixture import write_dashboard_db
+
+    other = tmp_path / "other" / "sample.db"
+    other.parent.mkdir()
+    write_dashboard_db(other)
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, os.pathsep.join([str(db), str(other)]))
+    for link, warning in (
+        ("sess-report", "is in 2 databases"),
+        ("<b>nope</b>", "not in the loaded databases"),
+    ):
+        at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+        at.query_params["session"] = link
+        at.run()
+        _ok(at)
+        assert warning in str(at.sidebar.warning[0].value)
+        assert "<b>" not in str(at.sidebar.warning[0].value)
+
+
+def test_why_did_it_stop_shows_every_recorded_setting_value(db: Path) -> None:
+    from engine.tokens import get_tokenizer
+
+    at = _app(page="why_stop")
+    values = dict(zip(at.dataframe[0].value["setting"], at.dataframe[0].value["value"], strict=True))
+    assert values["tokenizer"] == get_tokenizer("claude-sonnet-4-20250514").id
+    assert values["note_threshold"] == "0.8"
+    assert values["tool_response_max_bytes"] == "not set"
+    assert values["result_offload_threshold"] == "16,384"
+    assert "" not in set(values.values())
+
+
+def test_why_did_it_stop_lists_close_calls_of_a_session_that_went_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.events import ContextEvent
+    from engine.store import SessionStore
+
+    path = tmp_path / "close.db"
+    with SessionStore(path) as store:
+        store.create_session(session_id="s", title="recovered", model="gpt-4o")
+        store.record_event(
+            "s",
+            ContextEvent(kind="compaction", trigger="provider_error", outcome="compacted", turn_index=2,
+                         reason="provider context-length error " + HOSTILE_TEXT),
+        )  # fmt: skip
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(path))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = _app(session=None, page="why_stop")
+    assert "never hit a forced final turn" in str(at.success[0].value)
+    assert "**Close calls**" in [m.value for m in at.markdown]
+    assert "Turn 2: the provider refused the request as too long" in _texts(at)
+    assert HOSTILE_TEXT in _texts(at)
+    _no_markdown_holds_raw_html(at)
+
+
+def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_values(db: Path) -> None:
+    at = _app(page="model_settings")
+    table = at.dataframe[0].value.set_index("setting")
+    assert table.loc["context_window", "the session ran with"] == "13,500"
+    assert table.loc["tool_response_max_bytes", "the session ran with"] == "not set"
+    assert table.loc["tool_response_max_bytes", "value"] == "not set"
+    assert "Under these settings:" in _texts(at)

@@ -297,3 +297,64 @@ def test_tool_searches_split_hits_and_misses(con: duckdb.DuckDBPyConnection) -> 
     searches = data.tool_searches(con, "fixture", "sess-refactor")
     assert list(searches["hit"]) == [True, False]
     assert searches.iloc[0]["hits"] == "github_create_issue"
+
+
+# -- links, recorded settings, findings -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("link", "expected"),
+    [
+        ("fixture::sess-report", ("fixture", "sess-report")),
+        ("sess-report", ("fixture", "sess-report")),
+        ("sess-small", None),  # in both databases
+        ("second::sess-small", ("second", "sess-small")),
+        ("nope", None),
+        ("fixture::nope", None),
+    ],
+    ids=[
+        "db-and-id",
+        "unique-plain-id",
+        "ambiguous-plain-id",
+        "db-and-shared-id",
+        "unknown",
+        "unknown-in-db",
+    ],
+)
+def test_resolve_session_link(tmp_path: Path, db: Path, link: str, expected: tuple[str, str] | None) -> None:
+    second = tmp_path / "second.db"
+    with SessionStore(second) as store:
+        store.create_session(session_id="sess-small", title="same id elsewhere", model="gpt-4o")
+    con = data.connect([db, second])
+    assert data.resolve_session_link(link, data.sessions_overview(con)) == expected
+
+
+def test_session_settings_are_the_recorded_resolved_settings(con: duckdb.DuckDBPyConnection) -> None:
+    recorded = data.session_settings(con, "fixture", "sess-refactor")
+    assert recorded["tokenizer"] == get_tokenizer("claude-sonnet-4-20250514").id
+    assert recorded["tool_response_max_bytes"] is None
+    assert recorded["sources"]["context_window"].startswith("model:")
+    assert data.session_settings(con, "fixture", "nope") == {}
+
+
+def test_session_findings_read_the_database_read_only(db: Path) -> None:
+    before = _sha(db)
+    found = data.session_findings(db, "sess-report")
+    assert _sha(db) == before
+    repeated = next(f for f in found if f.kind == "repeated_read")
+    assert repeated.turn_index == 3
+    assert "grep -n section1 report.txt" in repeated.title
+    assert repeated.tokens > 0 and repeated.money is not None
+    assert [f.tokens for f in found] == sorted((f.tokens for f in found), reverse=True)
+    assert data.session_findings(db, "sess-small") == []
+
+
+def test_session_findings_phrase_fixes_against_the_users_settings(tmp_path: Path, db: Path) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text('[models."claude-sonnet-4-20250514"]\nresult_offload_threshold = 1000000\n')
+    default = {f.fix for f in data.session_findings(db, "sess-refactor")}
+    edited = {f.fix for f in data.session_findings(db, "sess-refactor", settings)}
+    assert default != edited
+    assert data.session_findings(db, "sess-refactor", tmp_path / "missing.toml") == data.session_findings(
+        db, "sess-refactor"
+    )

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dashboard import analysis, charts, settings_form, textview
 from engine.errors import ConfigError
+from engine.findings import FINDING_KINDS, Finding
 from engine.settings import ModelSettings, Settings, resolve_model_settings
 from tests.dashboard_fixture import HOSTILE_TEXT
 
@@ -261,3 +262,162 @@ def test_per_call_numbers_calls_and_moves_markers_to_the_next_call() -> None:
     assert list(frame["turn"]) == [0, 1, 2]
     assert list(frame["real_turn"]) == [0, 0, 1]
     assert list(moved["turn"]) == [2, 2]
+
+
+# -- the settings in force at a stop ---------------------------------------------------------
+
+RECORDED = {
+    "model": "m", "tokenizer": "anthropic", "note_threshold": 0.8, "tool_response_max_bytes": None,
+    "result_offload_threshold": 4096, "context_window": 13_500,
+    "fallbacks": [{"model": "small", "tokenizer": "chars/4", "tool_response_max_bytes": 2048}],
+}  # fmt: skip
+
+
+def _sources(*names: str) -> dict[str, object]:
+    return {"details": {"sources": dict.fromkeys(names, "builtin"), "thresholds": {"note": 0.75}}}
+
+
+def test_limit_lines_show_the_recorded_value_of_every_setting_the_guard_names() -> None:
+    event = _guard(**_sources("tokenizer", "note_threshold", "tool_response_max_bytes", "result_offload_threshold", "context_budget"))  # fmt: skip
+    lines = {
+        line.field: line for line in analysis.explain_stop(event, PREVIOUS, settings=RECORDED).limit_lines
+    }
+    assert lines["tokenizer"].text == "anthropic"
+    assert lines["note_threshold"].text == "0.75"  # the event's own threshold wins over the session's
+    assert lines["tool_response_max_bytes"].text == "not set"
+    assert lines["result_offload_threshold"].text == "4,096"
+    assert lines["context_budget"].text == "not recorded"  # named as a source, but no value anywhere
+    assert {line.source for line in lines.values() if line.field == "tokenizer"} == {"builtin"}
+
+
+def test_a_stop_on_a_fallback_model_shows_the_fallbacks_settings() -> None:
+    event = _guard(
+        model="small", **_sources("tokenizer", "tool_response_max_bytes", "result_offload_threshold")
+    )
+    lines = {
+        line.field: line for line in analysis.explain_stop(event, PREVIOUS, settings=RECORDED).limit_lines
+    }
+    assert lines["tokenizer"].text == "chars/4"
+    assert lines["tool_response_max_bytes"].text == "2,048"
+    assert lines["result_offload_threshold"].text == "not recorded"
+    assert analysis.settings_for_model(RECORDED, "other") == {}
+    assert analysis.settings_for_model(RECORDED, None) is RECORDED
+
+
+@pytest.mark.parametrize(
+    ("value", "unset", "text"),
+    [(12_000, False, "12,000"), (0.95, False, "0.95"), ("o200k_base", False, "o200k_base"), (None, True, "not set"),
+     (None, False, "not recorded"), (True, False, "true")],
+)  # fmt: skip
+def test_limit_line_text(value: object, unset: bool, text: str) -> None:
+    assert analysis.LimitLine("f", value, "s", unset=unset).text == text
+
+
+def test_a_refused_output_without_a_breakdown_grows_tool_results_by_the_output() -> None:
+    no_breakdown = {
+        f"{n}_tokens": None for n in ("system", "skills", "tools", "summary", "conversation", "tool_results")
+    }
+    event = _guard(outcome="rejected", details={"tipping": {"tool_name": "read_file", "tokens": 4891}}, **no_breakdown)  # fmt: skip
+    x = analysis.explain_stop(event, PREVIOUS)
+    assert x.growth_estimated
+    assert x.growth[0].component == "tool_results"
+    assert (x.growth[0].before, x.growth[0].after) == (6739, 6739 + 4891)
+    assert all(g.delta == 0 for g in x.growth[1:])
+    assert not analysis.explain_stop(_guard(), PREVIOUS).growth_estimated
+
+
+def test_a_stop_at_the_first_request_names_no_tipping_message() -> None:
+    x = analysis.explain_stop(_guard(outcome="skipped_provider"), None)
+    assert x.first_request
+    assert (x.tipping_seq, x.tipping_component, x.tipping_tokens) == (None, None, None)
+    assert not analysis.explain_stop(_guard(), PREVIOUS).first_request
+
+
+# -- findings --------------------------------------------------------------------------------
+
+
+def _finding(kind: str, turn: int, tokens: int, title: str = "t", money: float | None = 0.01) -> Finding:
+    return Finding(
+        kind=kind, session_id="s", title=title, detail="d", message_seqs=(turn * 2,), turn_index=turn,
+        tokens=tokens, context_tokens=tokens, requests=2, money=money, fix="clear_tool_results keep=3",
+        exact=True, tokenizer="o200k_base",
+    )  # fmt: skip
+
+
+def test_every_finding_kind_has_a_label() -> None:
+    assert set(analysis.FINDING_LABELS) == set(FINDING_KINDS)
+
+
+def test_findings_frame_is_largest_savings_first_and_markers_group_by_turn() -> None:
+    found = [
+        _finding("stale_result", 1, 50),
+        _finding("repeated_read", 3, 900),
+        _finding("unused_result", 1, 400),
+    ]
+    frame = analysis.findings_frame(found)
+    assert list(frame["tokens"]) == [900, 400, 50]
+    assert list(frame["kind"]) == ["Repeated read", "Unused result", "Stale result"]
+    assert tuple(frame.columns) == analysis.FINDING_COLUMNS
+    marks = analysis.findings_markers(frame)
+    assert list(marks["turn"]) == [1, 3]
+    assert list(marks["count"]) == [2, 1]
+    assert list(marks["tokens"]) == [450, 900]
+    assert marks.iloc[0]["titles"] == ["t", "t"]
+    assert analysis.findings_markers(analysis.findings_frame([])).empty
+
+
+def test_findings_move_to_the_first_call_of_their_turn_on_the_call_axis() -> None:
+    calls, _ = analysis.per_call(
+        pd.DataFrame({"event_seq": [2, 5, 9, 11], "turn": [0, 0, 1, 3], "system": [1] * 4}), pd.DataFrame()
+    )
+    marks = analysis.findings_markers(
+        analysis.findings_frame([_finding("stale_result", 1, 5), _finding("stale_result", 2, 5)])
+    )
+    moved = analysis.findings_per_call(marks, calls)
+    assert list(moved["turn"]) == [2]  # turn 1 is call 2; turn 2 made no call
+
+
+@pytest.mark.parametrize(
+    ("finding", "text"),
+    [
+        (_finding("repeated_read", 1, 1234, money=0.0123), "Would save 1,234 input tokens over 2 request(s), about $0.0123"),
+        (_finding("repeated_read", 1, 1234, money=None), "Would save 1,234 input tokens over 2 request(s)"),
+        (_finding("lost_constraint", 1, 0, money=None), "Nothing to save in tokens: the fix keeps more in context"),
+    ],
+    ids=["priced", "unpriced", "lost-constraint"],
+)  # fmt: skip
+def test_savings_text(finding: Finding, text: str) -> None:
+    assert analysis.savings_text(finding) == text
+
+
+def test_timeline_marks_turns_with_findings_and_escapes_their_titles() -> None:
+    found = [
+        _finding("repeated_read", 1, 300, title=HOSTILE_TEXT),
+        _finding("stale_result", 1, 20, title='cat "a.py"'),
+    ]
+    marks = analysis.findings_markers(analysis.findings_frame(found))
+    fig = charts.timeline_figure(_turns(), None, findings=marks)
+    trace = next(t for t in fig.data if t.name.startswith("Findings"))
+    assert list(trace.x) == [1]
+    assert trace.yaxis == "y2"
+    hover = trace.text[0]
+    assert hover.startswith("2 finding(s), 320 tokens to save")
+    assert "<script>" not in hover and "&lt;script&gt;" in hover
+    assert 'cat "a.py"' in hover  # plotly draws &quot; literally, so quotes stay quotes
+    assert fig.layout.yaxis.range[1] > max(_turns()["limit_tokens"])  # headroom above the limit line
+    assert not any(t.name.startswith("Findings") for t in charts.timeline_figure(_turns(), None).data)
+
+
+def test_provider_usage_shows_the_whole_prompt_with_its_parts_one_click_away() -> None:
+    fig = charts.timeline_figure(_turns(), None)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name[charts.PROVIDER_PROMPT_LABEL].y) == [35, 130]
+    assert by_name["Provider: cache reads"].visible == "legendonly"
+
+
+def test_components_bar_leaves_out_components_that_are_zero_everywhere() -> None:
+    fig = charts.components_bar(
+        {"before": {"conversation": 5, "tool_results": 9}, "after": {"conversation": 2}}
+    )
+    assert list(fig.data[0].x) == ["Conversation", "Tool results"]
+    assert len(charts.components_bar({"before": {}}).data[0].x) == 6

@@ -178,6 +178,10 @@ else:
             [(charts.COMPONENT_LABELS[c], details["before"].get(c, 0), details["after"].get(c, 0)) for c in charts.COMPONENT_LABELS],
             columns=["component", "before", "after"],
         )  # fmt: skip
-        st.dataframe(diff.assign(change=diff["after"] - diff["before"]), hide_index=True)
+        diff = diff[(diff["before"] != 0) | (diff["after"] != 0)]
+        st.dataframe(
+            diff.assign(change=diff["after"] - diff["before"]), hide_index=True,
+            column_config={c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "after", "change")},
+        )  # fmt: skip
     if details.get("summary"):
-        st.code(str(details["summary"]), language=None, wrap_lines=True)
+        st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)

@@ -139,16 +139,32 @@ if resolved is not None:
     rows = [
         (f, getattr(resolved, f), resolved.sources.get(f, ""))
         for f in ("context_window", "max_output_tokens", "buffer_tokens", "context_budget", "compact_threshold",
-                  "hard_block_threshold", "note_threshold", "result_offload_threshold", "tokenizer")
+                  "hard_block_threshold", "note_threshold", "result_offload_threshold", "tool_response_max_bytes",
+                  "tool_deferral_threshold", "tokenizer")
     ]  # fmt: skip
-    st.dataframe(
-        [{"setting": f, "value": "" if v is None else str(v), "came from": s} for f, v, s in rows],
-        hide_index=True,
+    # What the selected session recorded when it started: often a different settings file.
+    recorded = (
+        state.query("session_settings", ref.db, ref.session_id)
+        if ref is not None and not current.empty
+        else {}
     )
+    table = [
+        {"setting": f, "value": analysis.LimitLine(f, v, s, unset=v is None).text, "came from": s}
+        | (
+            {"the session ran with": analysis.LimitLine(f, recorded.get(f), "", unset=f in recorded).text}
+            if recorded
+            else {}
+        )
+        for f, v, s in rows
+    ]
+    st.dataframe(table, hide_index=True, height="content")
     st.text(f"Effective limit: {resolved.budget_tokens:,} tokens")
     if ref is not None:
         turns = state.query("timeline", ref.db, ref.session_id)
-        projection = analysis.project_timeline(turns, resolved)
+        edited = st.session_state.get(state.EDITED_SETTINGS_KEY) is not None
+        projection = analysis.project_timeline(
+            turns, resolved, label="edited settings" if edited else "these settings"
+        )
         if projection is not None:
             st.info(projection.headline)
             marks = state.query("markers", ref.db, ref.session_id)

@@ -52,7 +52,7 @@ def blob_viewer(db: str, ref_id: str, tool_name: str | None) -> None:
     )  # fmt: skip
     if text is None:
         st.text(f"Binary output, {len(content):,} bytes (hex dump of the first 4 KiB)")
-        st.code(textview.hexdump(content), language=None)
+        st.code(textview.hexdump(content), language=None, height=640)
         return
     c1, c2 = st.columns([1, 3])
     size = int(c1.selectbox("Lines per page", [100, 500, 2000], key="blob_page_size"))
@@ -70,7 +70,7 @@ def blob_viewer(db: str, ref_id: str, tool_name: str | None) -> None:
     number = int(st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="blob_page"))
     page = textview.page_of(text, number, size)
     st.caption(f"Lines {page.first_line:,}-{page.last_line:,} of {page.total_lines:,}")
-    st.code(page.text, language=None, line_numbers=False)
+    st.code(page.text, language=None, line_numbers=False, height=640)
 
 
 st.subheader("Output")

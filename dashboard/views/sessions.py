@@ -1,10 +1,11 @@
-"""Sessions: every session across the loaded databases, filtered and sorted; pick one."""
+"""Sessions: every session across the loaded databases, filtered and sorted; pick one, and see
+where it wasted context (its findings, largest savings first)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, state
+from dashboard import analysis, charts, data, state
 
 st.title("Sessions")
 df = state.overview()
@@ -73,11 +74,23 @@ event = st.dataframe(
         "updated_utc",
     ],
     column_config={
+        "title": st.column_config.TextColumn("Title", width="large"),
+        "model": st.column_config.TextColumn("Model"),
+        "turns": st.column_config.NumberColumn("Turns", width="small"),
         "peak_usage_pct": st.column_config.ProgressColumn(
             "Peak usage", format="%.1f%%", min_value=0, max_value=100
         ),
-        "offloaded_bytes": st.column_config.NumberColumn("Offloaded bytes", format="%d"),
+        "compactions": st.column_config.NumberColumn("Compactions"),
+        "forced_final": st.column_config.NumberColumn("Forced final"),
+        "skipped_provider": st.column_config.NumberColumn("Skipped provider"),
+        "offloaded_bytes": st.column_config.NumberColumn("Offloaded bytes", format="localized"),
+        "messages": st.column_config.NumberColumn("Messages", width="small"),
+        "status": st.column_config.TextColumn("Status", width="small"),
+        "db": st.column_config.TextColumn("Database"),
         "session_id": st.column_config.TextColumn("Session"),
+        "provider": st.column_config.TextColumn("Provider"),
+        "source": st.column_config.TextColumn("Source"),
+        "updated_utc": st.column_config.TextColumn("Updated (UTC)"),
     },
 )
 rows = event.selection.rows if event is not None else []
@@ -96,6 +109,55 @@ if ref is not None:
         st.switch_page("views/timeline.py")
     if cols[1].button("Why did it stop?", icon=":material/help:"):
         st.switch_page("views/why_stop.py")
+
+
+@st.fragment
+def findings_section(ref: state.SessionRef) -> None:
+    """Where the selected session wasted context, largest savings first; pick one to read it whole."""
+    st.subheader("Findings")
+    table = analysis.findings_frame(state.findings(ref))
+    if table.empty:
+        st.success("No wasted context found in this session.")
+        return
+    priced = table["usd"].dropna()
+    money = f", about {analysis.money_text(float(priced.sum()))}" if not priced.empty else ""
+    st.caption(
+        f"{len(table)} finding(s) in {ref.session_id}: fixing them would save {int(table['tokens'].sum()):,} "
+        f"input tokens{money}. Select a row for the details."
+    )
+    pick = st.dataframe(
+        table, key="sessions_findings", on_select="rerun", selection_mode="single-row", hide_index=True,
+        column_order=["turn", "kind", "title", "tokens", "usd", "fix"],
+        column_config={
+            "turn": st.column_config.NumberColumn("Turn", width=45),
+            "kind": st.column_config.TextColumn("Kind", width=140),
+            "title": st.column_config.TextColumn("Finding", width=320),
+            "tokens": st.column_config.NumberColumn("Tokens saved", format="localized", width=95),
+            "usd": st.column_config.NumberColumn("USD saved", format="$%.4f", width=80),
+            "fix": st.column_config.TextColumn("Fix", width=330),
+        },
+    )  # fmt: skip
+    rows = pick.selection.rows if pick is not None else []
+    if not rows:
+        return
+    f = table.iloc[rows[0]]
+    with st.container(border=True):
+        # Session text (paths, tool arguments) is shown as text, never as markdown.
+        st.text(f"{f['kind']} at turn {int(f['turn'])}: {f['title']}")
+        st.text(f["detail"])
+        st.text(f"Fix: {f['fix']}")
+        if f["messages"]:
+            st.text(f"Messages: {f['messages']}")
+        if st.button(
+            "Show this turn on the timeline", icon=":material/stacked_line_chart:", key="findings_open"
+        ):
+            st.session_state["timeline_step"] = "turn"
+            st.session_state["timeline_turn"] = int(f["turn"])
+            st.switch_page("views/timeline.py")
+
+
+if ref is not None and not df[(df["db"] == ref.db) & (df["session_id"] == ref.session_id)].empty:
+    findings_section(ref)
 
 if len(view) > 1:
     with st.expander("Peak usage by session", expanded=False):

@@ -1,5 +1,6 @@
-"""Context timeline: tokens by component turn by turn against the limit; click a turn to see
-what was sent, largest messages first. Re-projected under edited model settings when present."""
+"""Context timeline: tokens by component turn by turn against the limit, with a marker on turns
+that have findings; click a turn to see what was sent (largest messages first) and its findings.
+Re-projected under edited model settings when present."""
 
 from __future__ import annotations
 
@@ -7,14 +8,31 @@ import streamlit as st
 
 from dashboard import analysis, charts, state
 from engine.errors import ContextDeskError
+from engine.findings import Finding
 from engine.settings import resolve_model_settings
 
 TURN_KEY = "timeline_turn"
 CALL_KEY = "timeline_call"
+#: Pixels of a message shown in full before it scrolls (a file dump would otherwise fill the page).
+MESSAGE_HEIGHT = 480
 
 ref, row = state.require_session()
 st.title("Context timeline")
 st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+
+
+def show_findings(found: list[Finding], turn: int) -> None:
+    """The findings of one turn: what wasted context, what fixing it saves, and the fix."""
+    here = [f for f in found if f.turn_index == turn]
+    if not here:
+        return
+    st.markdown(f"**Findings at turn {turn}** ({len(here)})")
+    for f in sorted(here, key=lambda f: -f.tokens):
+        with st.container(border=True):
+            # Titles, details and fixes quote the session (paths, tool arguments): text, never markdown.
+            st.text(f"{analysis.FINDING_LABELS.get(f.kind, f.kind)}: {f.title}")
+            st.text(analysis.savings_text(f))
+            st.text(f"Fix: {f.fix}")
 
 
 def edited_projection(turns, unit):
@@ -35,8 +53,11 @@ def timeline_panel() -> None:
     unit, key = ("call", CALL_KEY) if by_call else ("turn", TURN_KEY)
     turns = state.query("timeline", ref.db, ref.session_id)
     marks = state.query("markers", ref.db, ref.session_id)
+    found = state.findings(ref)
+    flagged = analysis.findings_markers(analysis.findings_frame(found))
     if by_call:
         turns, marks = analysis.per_call(state.query("requests", ref.db, ref.session_id), marks)
+        flagged = analysis.findings_per_call(flagged, turns)
     if turns.empty:
         st.info("This session has no request events yet.")
         return
@@ -47,7 +68,7 @@ def timeline_panel() -> None:
     steps = [int(t) for t in turns["turn"]]
     fig = charts.timeline_figure(
         turns, marks, show_usage=show_usage, projection=projection, unit=unit,
-        selected_turn=st.session_state.get(key), title=row["title"] or ref.session_id,
+        selected_turn=st.session_state.get(key), title=row["title"] or ref.session_id, findings=flagged,
     )  # fmt: skip
     event = st.plotly_chart(fig, key=f"timeline_chart_{unit}", on_select="rerun", selection_mode=("points",))
     points = event.selection.points if event is not None else []
@@ -84,12 +105,19 @@ def timeline_panel() -> None:
     cols[3].metric("Model calls in turn", int(r["requests"]))
     sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
     st.subheader(f"What was sent at turn {turn}" + (f" (call {step})" if by_call else ""))
+    show_findings(found, turn)
     st.caption(
         f"{len(sent)} messages, largest first (previews; select a row or pick below to read one in full)."
     )
     pick = st.dataframe(
         sent, key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True,
-        column_config={"text_preview": st.column_config.TextColumn("Preview", width="large")},
+        column_config={
+            "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
+            "role": "Role", "kind": "Kind", "tokens": st.column_config.NumberColumn("Tokens", format="localized"),
+            "tool_result_tokens": st.column_config.NumberColumn("Of which tool result", format="localized"),
+            "tool_names": "Tools", "pinned": st.column_config.CheckboxColumn("Pinned", width=60),
+            "text_preview": st.column_config.TextColumn("Preview", width="large"),
+        },
     )  # fmt: skip
     rows = pick.selection.rows if pick is not None else []
     if sent.empty:
@@ -107,7 +135,7 @@ def timeline_panel() -> None:
     seq = st.selectbox("Read message", options, format_func=labels.__getitem__, key="timeline_message")
     msg = state.query("message", ref.db, ref.session_id, int(seq))
     if msg is not None:
-        st.code(msg["text"], language=None, wrap_lines=True)
+        st.code(msg["text"], language=None, wrap_lines=True, height=MESSAGE_HEIGHT)
 
 
 timeline_panel()

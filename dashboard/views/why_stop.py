@@ -13,9 +13,23 @@ st.title("Why did it stop?")
 st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
 
 ev = state.query("events", ref.db, ref.session_id, ("guard", "request"))
+recorded_settings = state.query("session_settings", ref.db, ref.session_id)
 stops = analysis.stop_events(ev[ev["kind"] == "guard"])
+CLOSE_CALLS = {
+    "provider_error": "the provider refused the request as too long; an emergency compaction made it fit",
+    "hard_block": "the request reached the hard-block threshold; compaction made it fit",
+}
 if stops.empty:
     st.success("This session never hit a forced final turn or skipped a provider.")
+    compacted = state.query("events", ref.db, ref.session_id, ("compaction",))
+    close = compacted[compacted["trigger"].isin(list(CLOSE_CALLS)) & (compacted["outcome"] == "compacted")]
+    if not close.empty:
+        st.markdown("**Close calls**")
+        for _, event in close.iterrows():
+            # ``reason`` is recorded text: shown as text, never markdown.
+            st.text(
+                f"Turn {event['turn_index']}: {CLOSE_CALLS[event['trigger']]}. {event['reason'] or ''}".strip()
+            )
     st.stop()
 
 OUTCOME_TEXT = {
@@ -29,12 +43,17 @@ def render_stop(stop: pd.Series) -> None:
     earlier = ev[(ev["kind"] == "request") & (ev["seq"] < stop["seq"])]
     previous = earlier.iloc[-1].to_dict() if not earlier.empty else None
     details = stop["details"] or {}
-    tipping_seq = (details.get("tipping") or {}).get("message_seq", stop["message_seq"])
+    # Without an earlier request nothing grew, so the latest message did not tip anything.
+    tipping_seq = (details.get("tipping") or {}).get("message_seq", stop["message_seq"] if previous else None)
     tipping = None
     if tipping_seq is not None and tipping_seq == tipping_seq:
         tipping = state.query("message", ref.db, ref.session_id, int(tipping_seq))
-    tipping_bytes = len(tipping["text"].encode("utf-8")) if tipping else None
-    x = analysis.explain_stop(stop.to_dict(), previous, tipping_bytes=tipping_bytes)
+    refused = stop["outcome"] == "rejected"
+    # A refused output never reached the transcript: the message there is the refusal, not the output.
+    tipping_bytes = len(tipping["text"].encode("utf-8")) if tipping and not refused else None
+    x = analysis.explain_stop(
+        stop.to_dict(), previous, tipping_bytes=tipping_bytes, settings=recorded_settings
+    )
     st.write(OUTCOME_TEXT.get(x.outcome, x.outcome))
     c1, c2, c3 = st.columns(3)
     c1.metric("Projected", f"{x.projected:,}" if x.projected is not None else "n/a")
@@ -51,28 +70,68 @@ def render_stop(stop: pd.Series) -> None:
     st.code(x.formula, language=None)
     st.dataframe(
         pd.DataFrame(
-            [(line.field, "" if line.value is None else f"{line.value:,}" if isinstance(line.value, int) else str(line.value), line.source)
-             for line in x.limit_lines],
+            [(line.field, line.text, line.source) for line in x.limit_lines],
             columns=["setting", "value", "came from"],
         ),
         hide_index=True,
-    )  # fmt: skip
-    st.markdown("**What grew since the previous request**")
-    st.dataframe(
-        pd.DataFrame(
-            [(charts.COMPONENT_LABELS[g.component], g.before, g.after, g.delta) for g in x.growth],
-            columns=["component", "before", "now", "change"],
-        ),
-        hide_index=True,
+        height="content",
+        column_config={"came from": st.column_config.TextColumn("came from", width="large")},
     )
+    if x.first_request:
+        st.markdown("**What the request held**")
+        st.caption("The session's first request: nothing grew before it.")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    (charts.COMPONENT_LABELS[g.component], g.after)
+                    for g in sorted(x.growth, key=lambda g: -g.after)
+                ],
+                columns=["component", "tokens"],
+            ),
+            hide_index=True,
+            column_config={"tokens": st.column_config.NumberColumn("tokens", format="localized")},
+        )
+    else:
+        st.markdown("**What grew since the previous request**")
+        if x.growth_estimated:
+            st.caption(
+                'This check recorded no breakdown of its own: "now" is the previous request plus the '
+                + ("refused output." if refused else "output being checked.")
+            )
+        st.dataframe(
+            pd.DataFrame(
+                [(charts.COMPONENT_LABELS[g.component], g.before, g.after, g.delta) for g in x.growth],
+                columns=["component", "before", "now", "change"],
+            ),
+            hide_index=True,
+            column_config={
+                c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "now", "change")
+            },
+        )
     st.markdown("**What tipped it**")
-    if tipping is not None:
+    tool = (details.get("tipping") or {}).get("tool_name") or details.get("tool_name")
+    if refused and x.tipping_tokens:
+        st.text(
+            f"The {tool or 'tool'} output of about {x.tipping_tokens:,} tokens would not fit and was refused"
+            + (f"; message {x.tipping_seq} holds what the model got instead." if tipping is not None else ".")
+        )
+        if tipping is not None:
+            with st.expander(f"Show message {x.tipping_seq}", expanded=False):
+                st.code(tipping["text"][:20_000], language=None, wrap_lines=True)
+    elif tipping is not None:
         st.text(
             f"Message {x.tipping_seq} ({tipping['kind']}{', ' + str(tipping['tool_names']) if tipping['tool_names'] else ''})"
             f" · {int(tipping['tokens']):,} tokens · component: {x.tipping_component or 'unknown'}"
         )
         with st.expander("Show the message", expanded=False):
             st.code(tipping["text"][:20_000], language=None, wrap_lines=True)
+    elif x.first_request:
+        st.text(
+            "No single message: the first request as a whole"
+            + (f" ({x.projected:,} tokens)" if x.projected is not None else "")
+            + " did not fit this model's limit"
+            + (f" of {x.limit:,}." if x.limit is not None else ".")
+        )
     else:
         st.text(f"Largest growth: {x.tipping_component or 'unknown'} (+{x.tipping_tokens or 0:,} tokens)")
     st.markdown("**What would have avoided it**")
@@ -83,9 +142,13 @@ def render_stop(stop: pd.Series) -> None:
         st.text("No single setting change found from the recorded values.")
 
 
+OUTCOME_LABELS = {
+    "forced_final": "final turn forced",
+    "skipped_provider": "provider skipped",
+    "rejected": "tool result refused, final turn forced",
+}
 for _, stop in stops.iterrows():
-    label = (
-        f"Turn {stop['turn_index']}: {stop['outcome']} ({stop['trigger'] or 'guard'}) · {stop['model'] or ''}"
-    )
+    outcome = OUTCOME_LABELS.get(stop["outcome"], stop["outcome"])
+    label = f"Turn {stop['turn_index']}: {outcome} ({stop['trigger'] or 'guard'}) · {stop['model'] or ''}"
     with st.expander(label, expanded=True):
         render_stop(stop)

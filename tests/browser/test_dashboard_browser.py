@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import sqlite3
 import subprocess
@@ -17,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,9 @@ CHROMIUM = os.environ.get("CTXDESK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 START_TIMEOUT_S = 60
 UI_TIMEOUT_MS = 60_000
+MAX_SHOT_HEIGHT = 8_000
+PAGES = ("", "timeline", "why_stop", "compaction", "offloaded", "tools", "model_settings")
+FINDINGS_FILL = "242, 183, 1"  # charts.FINDINGS_STYLE colour as the browser reports it
 
 
 def _free_port() -> int:
@@ -57,15 +60,9 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"streamlit did not become healthy in {START_TIMEOUT_S}s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    """`streamlit run dashboard/app.py -- <copy of the sample data>` on a free loopback port."""
-    base = tmp_path_factory.mktemp("browser")
-    data_dir = base / "data"
-    data_dir.mkdir()
-    for sample in sorted(SAMPLE_DATA.glob("*.db")):
-        shutil.copy(sample, data_dir / sample.name)
-    db = copy_dashboard_db(tmp_path_factory.getbasetemp(), data_dir / "sample.db")
+@contextmanager
+def _serve(db_paths: list[Path], base: Path) -> Iterator[dict[str, object]]:
+    """`streamlit run dashboard/app.py -- <db_paths>` on a free loopback port, stopped on exit."""
     settings = base / "config" / "settings.toml"
     port = _free_port()
     log = base / "streamlit.log"
@@ -74,14 +71,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     command = [
         sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
         "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--", str(db),
+        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--", *map(str, db_paths),
     ]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc, log)
-        yield {"url": url, "db": db, "settings": settings, "log": log}
+        yield {"url": url, "settings": settings, "log": log}
     finally:
         proc.terminate()
         try:
@@ -89,6 +86,35 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The app over a copy of the dashboard fixture database."""
+    base = tmp_path_factory.mktemp("browser")
+    data_dir = base / "data"
+    data_dir.mkdir()
+    db = copy_dashboard_db(tmp_path_factory.getbasetemp(), data_dir / "sample.db")
+    with _serve([db], base) as server:
+        yield {**server, "db": db}
+
+
+@pytest.fixture(scope="module")
+def served_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The app over a copy of the bundled sample data in data/ (what `ctxdesk dashboard` opens)."""
+    base = tmp_path_factory.mktemp("browser_sample")
+    data_dir = base / "data"
+    data_dir.mkdir()
+    for sample in sorted(SAMPLE_DATA.glob("*.db")):
+        # Through SQLite's backup, so commits still in the sample's WAL come along.
+        source = f"{sample.resolve().as_uri()}?mode=ro"
+        with (
+            closing(sqlite3.connect(source, uri=True)) as src,
+            closing(sqlite3.connect(data_dir / sample.name)) as dst,
+        ):
+            src.backup(dst)
+    with _serve([data_dir], base) as server:
+        yield {**server, "data": data_dir}
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +156,17 @@ def _settle(page: object) -> None:
 def _shot(page: object, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _shot_whole_page(page: object, name: str) -> None:
+    """A screenshot of the whole page: the viewport grows to the main area's height first
+    (Streamlit scrolls inside its main container, which a full-page shot does not see)."""
+    width = page.viewport_size["width"]
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 800), MAX_SHOT_HEIGHT)})
+    page.wait_for_timeout(500)
+    _shot(page, name)
+    page.set_viewport_size({"width": width, "height": 1000})
 
 
 def _choose(page: object, label: str, option: re.Pattern[str]) -> None:
@@ -263,3 +300,56 @@ def test_a_session_being_written_follows_on_screen(served: dict[str, object], pa
             break
         page.wait_for_timeout(500)
     assert int(metric.inner_text().replace(",", "")) == before + 2
+
+
+def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(
+    served: dict[str, object], page: object
+) -> None:
+    _open(page, f"{served['url']}/timeline?session=sess-report")  # a plain id, unique in the loaded files
+    page.wait_for_selector(".js-plotly-plot .main-svg")
+    page.get_by_text("Summarise the quarterly report").first.wait_for()
+    points = page.locator(".js-plotly-plot .scatterlayer .trace .points path")
+    diamonds = [
+        points.nth(i)
+        for i in range(points.count())
+        if FINDINGS_FILL in (points.nth(i).get_attribute("style") or "")
+    ]
+    assert len(diamonds) == 2  # turn 0 (unused tools) and turn 3 (the repeated grep)
+    box = diamonds[-1].bounding_box()
+    page.mouse.move(box["x"] - 60, box["y"] + 80)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=10)
+    hover = page.locator(".hoverlayer").get_by_text(re.compile("read 2 times with identical output"))
+    hover.first.wait_for()
+    assert "&quot;" not in page.locator(".hoverlayer").text_content()
+    _shot(page, "timeline_findings_hover")
+    turn = page.get_by_label("Turn", exact=True)
+    turn.fill("3")
+    turn.press("Enter")
+    _settle(page)
+    page.get_by_text("Findings at turn 3").wait_for()
+    assert page.get_by_text(re.compile("^Fix: clear_tool_results keep=3")).count() == 1
+    _shot_whole_page(page, "timeline_findings_panel")
+    assert not page.dialogs
+
+
+@pytest.mark.skipif(
+    not any(SAMPLE_DATA.glob("*.db")), reason="no bundled sample data in data/ (ctxdesk demo)"
+)
+def test_every_page_renders_over_the_bundled_sample_data(
+    served_sample: dict[str, object], page: object
+) -> None:
+    sessions = []
+    for path in sorted(Path(served_sample["data"]).glob("*.db")):
+        with closing(sqlite3.connect(path)) as conn:
+            sessions += [(path.stem, sid) for (sid,) in conn.execute("SELECT id FROM sessions ORDER BY id")]
+    assert sessions
+    for db, sid in sessions:
+        for name in PAGES:
+            _open(page, f"{served_sample['url']}/{name}?session={db}::{sid}")
+            page.get_by_role("heading", level=1).first.wait_for()
+            page.wait_for_timeout(300)
+            _settle(page)
+            assert page.locator("[data-testid='stException']").count() == 0, (db, sid, name)
+            assert page.locator("[data-testid='stAlertContentError']").count() == 0, (db, sid, name)
+            _shot_whole_page(page, f"sample-{sid}-{name or 'sessions'}")
+    assert not page.dialogs
