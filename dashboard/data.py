@@ -20,9 +20,7 @@ import duckdb_extensions
 import pandas as pd
 
 from engine.errors import NotADatabaseError, NotFoundError, ValidationError
-from engine.findings import Finding, find_waste
-from engine.settings import load_settings
-from engine.store import SessionStore
+from engine.findings import Finding
 from engine.store.schema import TABLES_V1
 
 #: Environment variable with database files or folders, separated by os.pathsep.
@@ -332,11 +330,12 @@ def session_findings(
     """``engine.findings.find_waste`` over one session, its database opened read-only.
 
     ``settings_file`` is the user's settings (what the fixes are phrased against); a path that
-    does not exist yet means no user settings.
+    does not exist yet means no user settings. Runs in a child process (dashboard.actions): the
+    store's sqlite3 must not share a process with DuckDB's bundled SQLite.
     """
-    settings = load_settings(settings_file) if settings_file and Path(settings_file).is_file() else None
-    with SessionStore(db_path, read_only=True) as store:
-        return find_waste(store, session_id, settings=settings)
+    from dashboard import actions
+
+    return actions.findings(db_path, session_id, settings_file)
 
 
 @dataclass(frozen=True)

@@ -61,3 +61,14 @@ def test_engine_errors_come_back_typed_by_name(sample_db: tuple[Path, str]) -> N
     with pytest.raises(actions.ActionError, match="no snapshot 987654") as caught:
         actions.restore(db, session_id, 987_654)
     assert caught.value.kind == "NotFoundError"
+
+
+def test_no_dashboard_module_opens_a_session_database_with_sqlite3_in_process() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}: {needle}"
+        for path in sorted((ROOT / "dashboard").rglob("*.py"))
+        if path.name != "actions.py"
+        for needle in ("SessionStore(", "sqlite3.connect(", "import sqlite3")
+        if needle in path.read_text(encoding="utf-8")
+    ]
+    assert not offenders, "route sqlite3 work through dashboard.actions: " + ", ".join(offenders)

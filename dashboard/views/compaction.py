@@ -1,6 +1,6 @@
 """Compaction: preview a strategy on the selected session (dry run), apply it (the only write
-besides settings, through SessionStore: WAL + busy timeout, safe beside a running agent),
-restore an earlier snapshot, and review past compactions."""
+besides settings: SessionStore with WAL + busy timeout, safe beside a running agent, run in a
+child process by dashboard.actions), restore an earlier snapshot, and review past compactions."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state
-from engine.compaction import STRATEGY_NAMES, describe_report, force_compact, parse_strategy, restore_snapshot
+from dashboard import actions, charts, data, state
+from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
-from engine.store import SessionStore
 
 PREVIEW_KEY = "compaction_preview"
 
@@ -71,8 +70,7 @@ with st.container(border=True):
     if preview_clicked:
         with st.spinner("Planning the compaction (nothing is written)…"):
             try:
-                with SessionStore(db_path, read_only=True) as store:
-                    report = force_compact(store, ref.session_id, dry_run=True, **params)
+                report = actions.preview_compaction(db_path, ref.session_id, **params)
             except ContextDeskError as exc:
                 st.error(f"Cannot preview: {exc}")
             else:
@@ -80,8 +78,7 @@ with st.container(border=True):
     if apply_clicked:
         with st.spinner("Compacting and writing the snapshot…"):
             try:
-                with SessionStore(db_path) as store:
-                    report = force_compact(store, ref.session_id, dry_run=False, **params)
+                report = actions.apply_compaction(db_path, ref.session_id, **params)
             except ContextDeskError as exc:
                 st.error(f"Not applied: {exc}")
             else:
@@ -138,8 +135,7 @@ else:
     if r2.button("Restore", icon=":material/history:", key="cmp_restore"):
         with st.spinner("Restoring…"):
             try:
-                with SessionStore(db_path) as store:
-                    restored = restore_snapshot(store, ref.session_id, int(snap_id))
+                restored = actions.restore(db_path, ref.session_id, int(snap_id))
             except ContextDeskError as exc:
                 st.error(f"Not restored: {exc}")
             else:
