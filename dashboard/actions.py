@@ -22,6 +22,15 @@ from engine.errors import ContextDeskError
 
 #: Longest an action may take before the dashboard gives up waiting (a big LLM summary).
 ACTION_TIMEOUT_S = 600.0
+#: Directory holding the ``dashboard`` and ``engine`` packages (the child must import them
+#: even when the app runs from another directory without ctxdesk installed).
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 class ActionError(ContextDeskError):
@@ -41,6 +50,7 @@ def _run(name: str, *args: Any, **kwargs: Any) -> Any:
             input=request,
             capture_output=True,
             timeout=ACTION_TIMEOUT_S,
+            env=_child_env(),
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
