@@ -58,7 +58,7 @@ from engine.settings import (
 )
 from engine.store import SessionStore
 from engine.tokens import Tokenizer, get_tokenizer
-from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries
+from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries, safe_cut_points
 
 __version__ = "0.1.0"
 
@@ -138,6 +138,7 @@ __all__ = [
     "reproject",
     "resolve_model_settings",
     "restore_snapshot",
+    "safe_cut_points",
     "save_settings",
     "to_anthropic",
     "to_openai",

@@ -4,6 +4,8 @@ Pure: ``measure_budget`` counts a request's parts into a frozen :class:`ContextB
 ``reproject`` recomputes limits and levels of recorded breakdowns under other settings. The limit
 is ``context_window - max_output_tokens - buffer_tokens``, capped by ``context_budget`` when set
 (the settings call it ``budget_tokens``); thresholds are shares of it, floored to whole tokens.
+:class:`HistoryTotals` keeps the history's part as running totals, so a growing session is
+measured per appended message, not per whole history.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any, Literal, Protocol
 
 from engine.errors import ValidationError
 from engine.events import ComponentTokens
-from engine.messages import Message, ToolResultBlock
-from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
+from engine.messages import Message
+from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
 Level = Literal["ok", "note", "compact", "hard_block"]
 LEVELS: tuple[Level, ...] = ("ok", "note", "compact", "hard_block")
@@ -198,18 +200,54 @@ def message_components(tokenizer: Tokenizer, message: Message) -> tuple[int, int
     """(conversation, tool_results) tokens of one message; they add up to ``count_message``.
 
     Tool-result blocks (and the whole content of a ``tool`` role message) are tool results;
-    everything else, framing overhead included, is conversation. The total comes from the
-    tokenizer's per-message cache; only the non-result blocks of a mixed message are recounted.
+    everything else, framing overhead included, is conversation. Both come from the
+    tokenizer's per-message cache.
     """
-    total = tokenizer.count_message(message)
-    if message.role == "tool":
-        return MESSAGE_OVERHEAD_TOKENS, total - MESSAGE_OVERHEAD_TOKENS
-    if isinstance(message.content, str) or not any(isinstance(b, ToolResultBlock) for b in message.content):
-        return total, 0
-    other = MESSAGE_OVERHEAD_TOKENS + sum(
-        tokenizer.count_block(b) for b in message.content if not isinstance(b, ToolResultBlock)
-    )
-    return other, total - other
+    return tokenizer.count_message_parts(message)
+
+
+class HistoryTotals:
+    """Running conversation and tool-result tokens of a history that grows by appending.
+
+    ``extend`` costs only the messages appended (their split comes from the tokenizer's cache);
+    ``reset`` recounts once, when the history is replaced (compaction, resume). At every point
+    the totals equal ``measure_components(messages=history)``'s, reply priming included.
+    """
+
+    __slots__ = ("_conversation", "_messages", "_tool_results", "tokenizer")
+
+    def __init__(self, tokenizer: Tokenizer, messages: Iterable[Message] = ()) -> None:
+        self.tokenizer = tokenizer
+        self.reset(messages)
+
+    def reset(self, messages: Iterable[Message] = ()) -> None:
+        """Recount from scratch: the history was replaced by ``messages``."""
+        self._conversation = self._tool_results = self._messages = 0
+        self.extend(messages)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Add messages appended to the history."""
+        for message in messages:
+            talk, results = self.tokenizer.count_message_parts(message)
+            self._conversation += talk
+            self._tool_results += results
+            self._messages += 1
+
+    @property
+    def messages(self) -> int:
+        """How many messages the totals cover."""
+        return self._messages
+
+    @property
+    def conversation(self) -> int:
+        """Conversation tokens, plus the reply priming a non-empty history costs once."""
+        if self._conversation or self._tool_results:
+            return self._conversation + REPLY_PRIMING_TOKENS
+        return 0
+
+    @property
+    def tool_results(self) -> int:
+        return self._tool_results
 
 
 def measure_components(
@@ -223,20 +261,14 @@ def measure_components(
     offloaded_bytes: int = 0,
 ) -> ComponentTokens:
     """Count each part of a request. conversation + tool_results equals ``count_messages``."""
-    conversation = tool_results = 0
-    for message in messages:
-        talk, results = message_components(tokenizer, message)
-        conversation += talk
-        tool_results += results
-    if conversation or tool_results:
-        conversation += REPLY_PRIMING_TOKENS
+    history = HistoryTotals(tokenizer, messages)
     return ComponentTokens(
         system=tokenizer.count(system),
         skills=sum(tokenizer.count(s) for s in skills),
         tools=tokenizer.count_tools(tools),
         summary=tokenizer.count(summary) if summary else 0,
-        conversation=conversation,
-        tool_results=tool_results,
+        conversation=history.conversation,
+        tool_results=history.tool_results,
         offloaded_bytes=offloaded_bytes,
     )
 

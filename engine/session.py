@@ -1,11 +1,13 @@
 """The session manager: the one object an agent embeds around a model client.
 
-Each model call of a turn: assemble the system prompt; measure every budget component; compact
-at the hard-block or compaction threshold (snapshot written); let the guard evaluate every
-target; select tools through deferral; build the provider request with cache breakpoints; call
-the model (a provider context-length error takes the emergency path and one retry); run the
-tools, offloading large outputs and reserving their tokens through the guard; persist messages
-and events. The decisions are the pure layers'; this module applies and records them.
+Each model call of a turn: assemble the system prompt; measure every budget component (the
+history's from running totals kept per appended message, so accounting does not grow with the
+session); compact at the hard-block or compaction threshold (snapshot written); let the guard
+evaluate every target; select tools through deferral; build the provider request with cache
+breakpoints; call the model (a provider context-length error takes the emergency path and one
+retry); run the tools, offloading large outputs and reserving their tokens through the guard;
+persist messages and events. The decisions are the pure layers'; this module applies and
+records them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.budget import ContextBudget, measure_components
+from engine.budget import ContextBudget, HistoryTotals
 from engine.clients import ModelClient, ModelRequest, ModelResponse
 from engine.compaction import (
     COMPACT_CONTEXT_TOOL,
@@ -218,6 +220,10 @@ class SessionManager:
         )
         self._guard: ContextGuard | None = None
         self._history: list[Message] = []
+        # Running conversation / tool-result tokens of _history: updated per appended message,
+        # recounted only when the history is replaced, so a model call costs the same at any length.
+        self._totals = HistoryTotals(self.tokenizer)
+        self._tools_tokens: tuple[tuple[dict[str, Any], ...], int] = ((), 0)
         self._summary: str | None = None
         self._next_seq = 0
         self._offloaded_bytes = 0
@@ -269,6 +275,7 @@ class SessionManager:
         history, summary, through_seq = self.store.load_resume_history(self.session_id)
         rows = self.store.load_messages(self.session_id, from_seq=max(through_seq, 0))
         self._history, self._summary = history, summary
+        self._totals.reset(history)
         self._next_seq = self.store.message_count(self.session_id)
         self.turn_index = rows[-1].turn_index if rows else -1
         self.status = record.status
@@ -416,10 +423,12 @@ class SessionManager:
             for event in events:
                 self.store.record_event(self.session_id, self._stamp(event, message_seq=rows[-1].seq))
         self._history.extend(messages)
+        self._totals.extend(messages)
         self._next_seq = rows[-1].seq + 1
 
     def _reload_history(self) -> None:
         self._history, self._summary, _ = self.store.load_resume_history(self.session_id)
+        self._totals.reset(self._history)
 
     # -- the turn --------------------------------------------------------------------------------
     def run_turn(self, user_input: str | Message, *, max_steps: int | None = None) -> TurnResult:
@@ -489,18 +498,26 @@ class SessionManager:
         prompt, events = build_prompt_or_concat(sections, tokenizer=self.tokenizer)
         self._record(events)
         tools = (FINAL_REPORT_TOOL,) if final else tuple(self._registry.active_definitions)
-        measured = measure_components(
-            tokenizer=self.tokenizer,
-            tools=tools,
-            messages=self._history,
-            offloaded_bytes=self._offloaded_bytes,
-        )
         parts = prompt.components
-        components = measured.model_copy(
-            update={"system": parts["system"], "skills": parts["skills"], "summary": parts["summary"]}
+        components = ComponentTokens(
+            system=parts["system"],
+            skills=parts["skills"],
+            tools=self._count_tools(tools),
+            summary=parts["summary"],
+            conversation=self._totals.conversation,
+            tool_results=self._totals.tool_results,
+            offloaded_bytes=self._offloaded_bytes,
         )
         budget = ContextBudget.from_settings(self._targets[0].settings, components)
         return _View(prompt, tools, components, budget, note, final)
+
+    def _count_tools(self, tools: tuple[dict[str, Any], ...]) -> int:
+        """Tokens of the tool definitions sent, recounted only when the set changed."""
+        seen, tokens = self._tools_tokens
+        if tools != seen:
+            tokens = self.tokenizer.count_tools(tools)
+            self._tools_tokens = (tools, tokens)
+        return tokens
 
     def _fresh_guard(self, view: _View) -> ContextGuard:
         """A guard whose counters are this request's measured components, split by turn."""

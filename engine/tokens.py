@@ -66,14 +66,16 @@ class TokenizerInfo:
 class Tokenizer:
     """Counts tokens of text, messages and tool definitions with one encoding or estimator.
 
-    Counts of messages are cached by content hash, so counting a history that grew by one
-    message costs one message.
+    Counts of messages (and their conversation / tool-result split) are cached by content hash,
+    so counting a history that grew by one message costs one message.
     """
 
     def __init__(self, info: TokenizerInfo, count_text: Callable[[str], int]) -> None:
         self.info = info
         self._count_text = count_text
-        self._message_cache: dict[str, int] = {}
+        # content hash -> (total, tool-result tokens): one entry serves count_message and
+        # count_message_parts, so a message's tool-result blocks are counted once.
+        self._message_cache: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -97,28 +99,48 @@ class Tokenizer:
     # -- messages --------------------------------------------------------------------------
     def count_message(self, message: Message) -> int:
         """Tokens a provider bills for one message, including its framing overhead."""
+        return self._message_counts(message)[0]
+
+    def count_message_parts(self, message: Message) -> tuple[int, int]:
+        """(conversation, tool_results) tokens of one message; they add up to ``count_message``.
+
+        Tool-result blocks (and the whole content of a ``tool`` role message) are tool results;
+        everything else, framing overhead included, is conversation. Cached with the total.
+        """
+        total, results = self._message_counts(message)
+        return total - results, results
+
+    def _message_counts(self, message: Message) -> tuple[int, int]:
         key = message.content_hash
         cached = self._message_cache.get(key)
         if cached is not None:
             return cached
-        total = MESSAGE_OVERHEAD_TOKENS + self._count_content(message)
+        counts = self._count_parts(message)
         with self._lock:
             if len(self._message_cache) >= _CACHE_MAX_ENTRIES:
                 # Drop the oldest half: dicts keep insertion order, so this is FIFO eviction.
                 for old in list(self._message_cache)[: _CACHE_MAX_ENTRIES // 2]:
                     self._message_cache.pop(old, None)
-            self._message_cache[key] = total
-        return total
+            self._message_cache[key] = counts
+        return counts
+
+    def _count_parts(self, message: Message) -> tuple[int, int]:
+        """(total, tool-result tokens) of one message, each block counted once."""
+        if isinstance(message.content, str):
+            content = self.count(message.content)
+            return MESSAGE_OVERHEAD_TOKENS + content, content if message.role == "tool" else 0
+        content = results = 0
+        for block in message.content:
+            tokens = self.count_block(block)
+            content += tokens
+            if isinstance(block, ToolResultBlock):
+                results += tokens
+        return MESSAGE_OVERHEAD_TOKENS + content, content if message.role == "tool" else results
 
     def count_messages(self, messages: Iterable[Message]) -> int:
         """Tokens of a whole message list as one request, reply priming included."""
         total = sum(self.count_message(m) for m in messages)
         return total + REPLY_PRIMING_TOKENS if total else 0
-
-    def _count_content(self, message: Message) -> int:
-        if isinstance(message.content, str):
-            return self.count(message.content)
-        return sum(self.count_block(block) for block in message.content)
 
     def count_block(self, block: Any) -> int:
         """Tokens of one content block."""

@@ -3,10 +3,13 @@
 A turn starts at a user message that carries the user's input; a message that only returns
 tool results never starts one. A cut at index k keeps ``messages[k:]``; it is safe only at a
 turn boundary and only if no kept tool_result answers a tool_use that would be dropped.
+``safe_cut_points`` lists every safe cut in one linear pass; planners that weigh many cuts use
+it rather than ``is_safe_cut`` per cut, which scans the history each time.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -48,6 +51,50 @@ def is_safe_cut(messages: Sequence[Message], index: int) -> bool:
     return not any(rid in dropped_uses for m in messages[index:] for rid in m.tool_result_ids)
 
 
+def safe_cut_points(messages: Sequence[Message]) -> list[int]:
+    """Every index ``k`` (ascending) where ``is_safe_cut(messages, k)`` holds, in one pass.
+
+    A cut at ``k`` orphans a result when some tool_use before ``k`` has a result at or after
+    ``k``; per id that is every ``k`` in ``(first use, last result]``, marked with a
+    difference array, so the whole list costs O(messages + blocks), not one scan per cut.
+    """
+    n = len(messages)
+    first_use: dict[str, int] = {}
+    last_result: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        for block in message.blocks:
+            if isinstance(block, ToolUseBlock):
+                first_use.setdefault(block.id, i)
+            elif isinstance(block, ToolResultBlock):
+                last_result[block.tool_use_id] = i
+    # open_at[k] > 0 after the prefix sum: some pair spans the cut at k.
+    open_at = [0] * (n + 2)
+    for rid, r in last_result.items():
+        u = first_use.get(rid)
+        if u is not None and u < r:
+            open_at[u + 1] += 1
+            open_at[r + 1] -= 1
+    cuts: list[int] = []
+    running = 0
+    for k in range(n):
+        running += open_at[k]
+        if k > 0 and running == 0 and is_user_input(messages[k]):
+            cuts.append(k)
+    return cuts
+
+
+def snap_to_cut(
+    cuts: Sequence[int], index: int, *, prefer: Literal["backward", "forward"] = "backward"
+) -> int | None:
+    """The cut of ascending ``cuts`` nearest ``index`` (see ``find_safe_boundary``); None if none."""
+    if not cuts:
+        return None
+    split = bisect.bisect_right(cuts, index)  # cuts[:split] <= index < cuts[split:]
+    if prefer == "backward":
+        return cuts[split - 1] if split else cuts[0]
+    return cuts[split] if split < len(cuts) else cuts[-1]
+
+
 def find_safe_boundary(
     messages: Sequence[Message], index: int, *, prefer: Literal["backward", "forward"] = "backward"
 ) -> int | None:
@@ -58,14 +105,7 @@ def find_safe_boundary(
     drops at least one, so a single oversized turn has no safe cut.
     """
     index = max(0, min(index, len(messages)))
-    cuts = [b for b in parse_turn_boundaries(messages) if is_safe_cut(messages, b)]
-    if not cuts:
-        return None
-    before = [c for c in cuts if c <= index]
-    after = [c for c in cuts if c > index]
-    if prefer == "backward":
-        return before[-1] if before else after[0]
-    return after[0] if after else before[-1]
+    return snap_to_cut(safe_cut_points(messages), index, prefer=prefer)
 
 
 def is_over_context_budget(

@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 from engine.budget import (
     NOTE_TEMPLATE,
     ContextBudget,
+    HistoryTotals,
     Thresholds,
     compute_limit,
     limit_for,
     measure_budget,
+    measure_components,
     message_components,
     reproject,
 )
@@ -30,6 +32,7 @@ from engine.messages import (
 from engine.model_table import ModelTable
 from engine.settings import ModelSettings, ResolvedModelSettings, Settings, resolve_model_settings
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, Tokenizer, TokenizerInfo, get_encoding, get_tokenizer
+from tests.strategies import histories
 
 EMPTY_TABLE = ModelTable({}, source="test")
 
@@ -214,6 +217,39 @@ def test_a_tool_role_message_is_all_tool_result() -> None:
     message = Message(role="tool", content="file contents " * 20, meta={"tool_call_id": "c1"})
     talk, results = message_components(TOK, message)
     assert (talk, results) == (MESSAGE_OVERHEAD_TOKENS, TOK.count_message(message) - MESSAGE_OVERHEAD_TOKENS)
+
+
+def test_history_totals_follow_appends_and_resets_like_a_full_measure() -> None:
+    turns = [
+        user("Read the config and tell me the port."),
+        assistant("Reading it.", tool_use("t1", "read_file", path="config.toml")),
+        tool_result("t1", "[server]\nport = 8080\n" * 10),
+        Message(role="tool", content="raw tool output " * 5),
+        assistant("The port is 8080."),
+    ]
+    totals = HistoryTotals(TOK)
+    assert (totals.conversation, totals.tool_results, totals.messages) == (0, 0, 0)
+    for n in range(1, len(turns) + 1):
+        totals.extend(turns[n - 1 : n])
+        full = measure_components(tokenizer=TOK, messages=turns[:n])
+        assert (totals.conversation, totals.tool_results, totals.messages) == (
+            full.conversation,
+            full.tool_results,
+            n,
+        )
+    totals.reset(turns[3:])  # the history was replaced (a compaction)
+    full = measure_components(tokenizer=TOK, messages=turns[3:])
+    assert (totals.conversation, totals.tool_results) == (full.conversation, full.tool_results)
+    totals.reset()
+    assert (totals.conversation, totals.tool_results, totals.messages) == (0, 0, 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(histories(), st.integers(0, 30))
+def test_history_totals_equal_count_messages(messages: list[Message], split: int) -> None:
+    totals = HistoryTotals(TOK, messages[:split])
+    totals.extend(messages[split:])
+    assert totals.conversation + totals.tool_results == TOK.count_messages(messages)
 
 
 def test_measure_budget_counts_every_component() -> None:

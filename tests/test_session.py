@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine.budget import measure_components
 from engine.clients import AnthropicClient, ModelRequest, ScriptedClient
 from engine.compaction import OfflineSummarizer
 from engine.errors import ContextLengthExceededError, ContextOverflowError, ProviderError, ValidationError
@@ -17,6 +18,7 @@ from engine.messages import Message, ToolResultBlock, assistant, tool_use
 from engine.session import SessionManager, TurnResult
 from engine.settings import Settings, SettingsWatcher
 from engine.store import SessionStore
+from engine.tokens import Tokenizer, get_encoding, get_tokenizer
 from tests.anthropic_server import FakeAnthropicServer, ScriptedResponse, message_body, success
 
 MODEL = "claude-sonnet-4-6"
@@ -230,6 +232,80 @@ def test_resume_loads_the_snapshot_so_the_session_does_not_overflow_again(store:
     resume = store.list_events(sid, kind="resume")[0]
     assert resume.outcome == "resumed" and resume.details["snapshot_through_seq"] is not None
     assert store.load_messages(sid)[-2].turn_index == 9
+
+
+def cold_exact_tokenizer() -> Tokenizer:
+    """o200k_base with an empty cache: a recount that owes nothing to counts the manager cached."""
+    encoding = get_encoding("o200k_base")
+    return Tokenizer(get_tokenizer("o200k_base").info, lambda text: len(encoding.encode_ordinary(text)))
+
+
+def assert_running_totals_exact(m: SessionManager) -> None:
+    """The manager's running history totals equal a full measure_components recount."""
+    running = m.measure().components
+    recount = measure_components(tokenizer=cold_exact_tokenizer(), messages=m.history)
+    assert (running.conversation, running.tool_results) == (recount.conversation, recount.tool_results)
+
+
+def test_running_totals_equal_a_full_recount_through_compactions_emergency_and_resume(
+    store: SessionStore,
+) -> None:
+    too_long = ContextLengthExceededError("prompt is too long: 20000 tokens > 16000 maximum", status=400)
+    steps: list[Any] = [
+        assistant("", tool_use("s1", "tool_search", query="create a pull request")),  # tools change
+        assistant("", tool_use("g1", "git_log")),
+        "The log is stored.",
+    ]
+    for turn in range(1, 7):
+        steps += read_turn(turn)
+    steps += [assistant("", tool_use("c1", "compact_context", strategy="sliding_window")), "Compacted."]
+    for turn in range(7, 11):
+        steps += read_turn(turn)
+    steps += [too_long, "Answer after the retry."]
+    for turn in range(11, 14):
+        steps += read_turn(turn)
+    settings = small_window_settings(tokenizer="o200k_base")
+    client = ScriptedClient(steps, model=MODEL)
+    m = manager(store, client, settings=settings)
+    assert_running_totals_exact(m)
+    m.run_turn("Show me the git log.")
+    assert_running_totals_exact(m)
+    for turn in range(1, 7):
+        m.run_turn(f"Read module {turn}")
+        assert_running_totals_exact(m)
+    m.run_turn("Compact, please.")
+    assert_running_totals_exact(m)
+    m.compact("truncate", target_tokens=2_000)
+    assert_running_totals_exact(m)
+    for turn in range(7, 11):
+        m.run_turn(f"Read module {turn}")
+        assert_running_totals_exact(m)
+    m.run_turn("And the conclusion?")
+    assert_running_totals_exact(m)
+    for turn in range(11, 14):
+        m.run_turn(f"Read module {turn}")
+        assert_running_totals_exact(m)
+
+    compacted = [
+        e.trigger for e in store.list_events(m.session_id, kind="compaction") if e.outcome == "compacted"
+    ]
+    assert {"tool", "manual", "provider_error"} <= set(compacted)
+    assert {"compact_threshold", "hard_block"} & set(compacted), "a compaction at the threshold happened"
+    # every model call recorded what was sent, counted from the running totals: recount each one
+    cold = cold_exact_tokenizer()
+    requests = store.list_events(m.session_id, kind="request")
+    for event, request in zip(requests, client.requests, strict=True):
+        history = event.components.conversation + event.components.tool_results
+        assert history == cold.count_messages(request.messages)
+        assert event.components.tools == cold.count_tools(list(request.tools))
+    assert len({tuple(r.tool_names) for r in client.requests}) > 1, "the tools sent changed"
+
+    resumed = SessionManager.resume(store, m.session_id, ScriptedClient(["Resumed."], model=MODEL),
+                                    settings=settings, tools=[*CODING_TOOLS, *MCP_TOOLS],
+                                    tool_handlers=HANDLERS, summarizer=OfflineSummarizer())  # fmt: skip
+    assert_running_totals_exact(resumed)
+    resumed.run_turn("Where were we?")
+    assert_running_totals_exact(resumed)
 
 
 def test_a_context_length_error_takes_the_emergency_path_and_one_retry(store: SessionStore) -> None:

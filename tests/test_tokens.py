@@ -40,6 +40,7 @@ from engine.tokens import (
     tokenizer_id_for_model,
     tokenizer_ids,
 )
+from tests.strategies import histories
 
 # -- exact encodings ------------------------------------------------------------------------
 
@@ -356,3 +357,59 @@ def test_edited_copy_is_recounted() -> None:
         "second, longer version of the text"
     )
     assert calls == ["first version", "second, longer version of the text"]
+
+
+# -- the conversation / tool-result split -----------------------------------------------------
+
+_RESULT = ToolResultBlock(tool_use_id="t1", content="line of output\n" * 20)
+
+
+@pytest.mark.parametrize(
+    ("message", "results"),
+    [
+        pytest.param(user("just words"), 0, id="plain-text"),
+        pytest.param(assistant("Reading.", tool_use("t1", "read_file", path="a.py")), 0, id="tool-use"),
+        pytest.param(Message(role="user", content=[_RESULT]), O200K.count_block(_RESULT), id="tool-result"),
+        pytest.param(
+            Message(role="user", content=[_RESULT, TextBlock(text="and now this"), _RESULT]),
+            2 * O200K.count_block(_RESULT),
+            id="results-mixed-with-text",
+        ),
+        pytest.param(
+            Message(role="tool", content="file contents " * 9), _n("file contents " * 9), id="tool-role"
+        ),
+        pytest.param(
+            Message(role="tool", content=[TextBlock(text="a"), TextBlock(text="b")]),
+            _n("a") + _n("b"),
+            id="tool-role-blocks",
+        ),
+    ],
+)
+def test_count_message_parts_splits_tool_results_from_the_rest(message: Message, results: int) -> None:
+    talk, counted = O200K.count_message_parts(message)
+    assert counted == results
+    assert talk + counted == O200K.count_message(message)
+    assert talk >= MESSAGE_OVERHEAD_TOKENS
+
+
+def test_the_split_is_cached_with_the_total() -> None:
+    tokenizer, calls = _instrumented()
+    message = Message(
+        role="user", content=[ToolResultBlock(tool_use_id="t9", content="out"), TextBlock(text="hi")]
+    )
+    total = tokenizer.count_message(message)
+    counted = len(calls)
+    assert sum(tokenizer.count_message_parts(message)) == total
+    assert sum(tokenizer.count_message_parts(message.with_content(message.content))) == total
+    assert len(calls) == counted, "a cached message's tool-result blocks are not counted again"
+
+
+@settings(max_examples=50, deadline=None)
+@given(histories())
+def test_cached_split_equals_a_block_by_block_count(messages: list[Message]) -> None:
+    tokenizer, _ = _instrumented()
+    for message in [*messages, *messages]:  # the second pass reads the cache
+        results = sum(tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock))
+        if message.role == "tool":
+            results = tokenizer.count_message(message) - MESSAGE_OVERHEAD_TOKENS
+        assert tokenizer.count_message_parts(message) == (tokenizer.count_message(message) - results, results)

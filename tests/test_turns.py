@@ -19,6 +19,7 @@ from engine.turns import (
     is_over_context_budget,
     is_safe_cut,
     parse_turn_boundaries,
+    safe_cut_points,
     turn_indices,
     turn_spans,
 )
@@ -186,6 +187,96 @@ def test_a_safe_boundary_never_orphans_a_tool_result(
 def test_every_safe_cut_is_a_turn_start(messages: list[Message]) -> None:
     starts = set(parse_turn_boundaries(messages))
     assert {i for i in range(len(messages)) if is_safe_cut(messages, i)} <= starts
+
+
+#: A turn whose tool round uses id "a": twice in a row, the id spans both turns.
+REUSED_ID_TURN = [user(), assistant_tool_use("a"), tool_result("a")]
+
+
+@pytest.mark.parametrize(
+    ("messages", "cuts"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param([user()], [], id="single-user"),
+        pytest.param(SIX, [2, 5], id="turns-and-a-tool-round"),
+        pytest.param(CHAINED_TOOL_TURN, [], id="one-oversized-turn"),
+        pytest.param([assistant(), user(), assistant()], [1], id="assistant-first"),
+        pytest.param([user(), user(), user()], [1, 2], id="consecutive-user-inputs"),
+        pytest.param(
+            [user(), assistant_tool_use("a"), result_with_text("a"), assistant()],
+            [],
+            id="turn-start-that-would-orphan-its-result",
+        ),
+        pytest.param(
+            [user(), assistant_tool_use("a"), result_with_text("a"), assistant(), user("next"), assistant()],
+            [4],
+            id="skips-the-orphaning-start",
+        ),
+        pytest.param(
+            [user(), assistant_tool_use("a"), user("q2"), assistant(), tool_result("a"), user("q3")],
+            [5],
+            id="pair-spanning-a-turn",
+        ),
+        pytest.param(
+            [*REUSED_ID_TURN, *REUSED_ID_TURN, user()],
+            [6],
+            id="reused-tool-id-spans-from-first-use-to-last-result",
+        ),
+        pytest.param(
+            [user(), result_with_text("x"), assistant_tool_use("x"), user("q3")],
+            [1, 3],
+            id="result-before-its-use",
+        ),
+        pytest.param(
+            [user(), assistant_tool_use("a", "b"), tool_message("a"), tool_message("b"), assistant(), user()],
+            [5],
+            id="openai-tool-messages",
+        ),
+    ],
+)
+def test_safe_cut_points(messages: list[Message], cuts: list[int]) -> None:
+    assert safe_cut_points(messages) == cuts
+    assert cuts == [i for i in range(len(messages) + 1) if is_safe_cut(messages, i)]
+
+
+@HEAVY
+@given(histories())
+def test_safe_cut_points_are_exactly_the_safe_cuts(messages: list[Message]) -> None:
+    assert safe_cut_points(messages) == [i for i in range(len(messages)) if is_safe_cut(messages, i)]
+
+
+#: Messages with ids from a small pool: reused ids, results before uses, unanswered uses.
+messy_messages = st.one_of(
+    st.builds(user),
+    st.builds(assistant),
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=2).map(lambda ids: assistant_tool_use(*ids)),
+    st.sampled_from("abc").map(tool_result),
+    st.sampled_from("abc").map(result_with_text),
+    st.sampled_from("abc").map(tool_message),
+)
+
+
+@HEAVY
+@given(st.lists(messy_messages, max_size=30))
+def test_safe_cut_points_match_is_safe_cut_on_messy_histories(messages: list[Message]) -> None:
+    assert safe_cut_points(messages) == [i for i in range(len(messages)) if is_safe_cut(messages, i)]
+
+
+@HEAVY
+@given(st.lists(messy_messages, max_size=30), st.integers(-2, 35), st.sampled_from(["backward", "forward"]))
+def test_find_safe_boundary_snaps_like_the_definition(
+    messages: list[Message], index: int, prefer: Literal["backward", "forward"]
+) -> None:
+    clamped = max(0, min(index, len(messages)))
+    cuts = [i for i in range(len(messages)) if is_safe_cut(messages, i)]
+    before, after = [c for c in cuts if c <= clamped], [c for c in cuts if c > clamped]
+    if not cuts:
+        expected = None
+    elif prefer == "backward":
+        expected = before[-1] if before else after[0]
+    else:
+        expected = after[0] if after else before[-1]
+    assert find_safe_boundary(messages, index, prefer=prefer) == expected
 
 
 # -- orphans --------------------------------------------------------------------------------

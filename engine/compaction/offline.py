@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,56 @@ COMMAND_CHARS = 160
 #: Shorter "I'll ..." sentences are chatter ("I will look at it."), not commitments.
 WEAK_TASK_MIN_CHARS = 30
 
+
+class _Prefiltered:
+    """A case-insensitive regex run only when the text holds one of its needles.
+
+    Every match of ``regex`` on ASCII text contains one of ``needles`` (lower case), so for
+    ASCII text a plain substring test rules most texts out first; the regex still decides.
+    Other text always goes to the regex: case-insensitive matching there knows equivalences
+    (``ſ`` is ``s``) that ``str.lower`` does not.
+    """
+
+    __slots__ = ("needles", "regex")
+
+    def __init__(self, regex: re.Pattern[str], *needles: str) -> None:
+        self.regex = regex
+        self.needles = needles
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if text.isascii():
+            low = text.lower()
+            if not any(needle in low for needle in self.needles):
+                return None
+        return self.regex.search(text)
+
+    def within(self, low: str | None) -> Callable[[str], re.Match[str] | None]:
+        """``search`` for the pieces (sentences) of a text whose lower case is ``low`` (None when
+        the text is not ASCII): a piece can only hold the needles its text holds."""
+        if low is None:
+            return self.search
+        present = [needle for needle in self.needles if needle in low]
+        if not present:
+            return _no_match
+        regex = self.regex
+
+        def search(piece: str) -> re.Match[str] | None:
+            lowered = piece.lower()
+            return regex.search(piece) if any(needle in lowered for needle in present) else None
+
+        return search
+
+
+def _no_match(piece: str) -> None:
+    return None
+
+
+def _searchers(text: str, *patterns: _Prefiltered) -> list[Callable[[str], re.Match[str] | None]]:
+    """Each pattern's search, for the sentences of ``text``."""
+    low = text.lower() if text.isascii() else None
+    return [pattern.within(low) for pattern in patterns]
+
+
 _COVERED = re.compile(rf"^{HEADER_PREFIX} \(([\d,]+) messages")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|\n+")
 _CONSTRAINT = re.compile(
@@ -61,26 +111,52 @@ _CONSTRAINT = re.compile(
     r"keep (?:it|the|them|all)|stick to|not allowed|forbidden)\b",
     re.IGNORECASE,
 )
+_CONSTRAINT_WORDS = _Prefiltered(
+    _CONSTRAINT,
+    *("must", "never", "always", "do not", "don't", "should not", "shouldn't", "make sure", "ensure"),
+    *("require", "only use", "avoid", "prefer", "no more than", "at most", "at least", "without"),
+    *("keep ", "stick to", "not allowed", "forbidden"),
+)
 _DECISION = re.compile(
     r"\b(decided|decide to|decision|go with|going with|went with|chose|choose|chosen|opted|opt for|"
     r"settled on|will use|we'll use|i'll use|let's use|use \S+ instead|instead of|switch(?:ed|ing)? to|"
     r"moving to|migrat(?:e|ed|ing) to|the plan is|approach is|agreed)\b",
     re.IGNORECASE,
 )
+_DECISION_WORDS = _Prefiltered(
+    _DECISION,
+    *("decided", "decide to", "decision", "go with", "going with", "went with", "chose", "choose"),
+    *("opted", "opt for", "settled on", "will use", "we'll use", "i'll use", "let's use", "instead"),
+    *("switch", "moving to", "migrat", "the plan is", "approach is", "agreed"),
+)
 _STRONG_TASK = re.compile(
     r"(\bTODO\b|\bFIXME\b|\bnext steps?\b|\bstill (?:need|have) to\b|\bremaining\b|\bleft to do\b|"
     r"\bfollow[- ]up\b|\bnot (?:yet )?done\b|- \[ \])",
     re.IGNORECASE,
+)
+_STRONG_TASK_WORDS = _Prefiltered(
+    _STRONG_TASK,
+    *("todo", "fixme", "next step", "still need to", "still have to", "remaining", "left to do"),
+    *("follow-up", "follow up", "not done", "not yet done", "- [ ]"),
 )
 _WEAK_TASK = re.compile(
     r"\b(need to|needs to|I'll|I will|we'll|we will|will (?:add|write|update|fix|implement|run|check)|"
     r"later|afterwards|then I)\b",
     re.IGNORECASE,
 )
+_WEAK_TASK_WORDS = _Prefiltered(
+    _WEAK_TASK, "need", "i'll", "i will", "we'll", "we will", "will ", "later", "afterwards", "then i"
+)
 _FIX = re.compile(
     r"\b(fix(?:ed|es)?|resolv\w*|solved|the (?:issue|problem|cause|bug) (?:was|is)|caused by|because|"
     r"root cause|changed|updated|added|installed|renamed|works now|passes now|now pass\w*|workaround)\b",
     re.IGNORECASE,
+)
+_FIX_WORDS = _Prefiltered(
+    _FIX,
+    *("fix", "resolv", "solved", "the issue ", "the problem ", "the cause ", "the bug ", "caused by"),
+    *("because", "root cause", "changed", "updated", "added", "installed", "renamed", "works now"),
+    *("passes now", "now pass", "workaround"),
 )
 _ERROR_TEXT = re.compile(
     r"(Traceback \(most recent call last\)|\b\w*(?:Error|Exception)\b[:(]|\berror\b\s*[:\[]|\bERROR\b|"
@@ -93,6 +169,20 @@ _FAILURE_LINE = re.compile(
     r"Segmentation fault|.*\bcommand not found\b|.*No such file or directory|.*Permission denied|"
     r".*\bexit (?:code|status) [1-9])",
     re.IGNORECASE,
+)
+# _FAILURE_LINE.match on one line (no "\n"), split in two: its ".*X" alternatives are X found
+# anywhere, and Python's backtracking through ".*" per alternative was most of the summarizer's time.
+_FAILURE_HEAD = re.compile(
+    r"^\s*(?:[\w.]*(?:Error|Exception)\b:|error(?:\[\w+\])?:|fatal:|panic:|FAILED\b|FAIL\b|"
+    r"Segmentation fault)",
+    re.IGNORECASE,
+)
+_FAILURE_ANYWHERE = _Prefiltered(
+    re.compile(
+        r"\bcommand not found\b|No such file or directory|Permission denied|\bexit (?:code|status) [1-9]",
+        re.IGNORECASE,
+    ),
+    *("command not found", "no such file or directory", "permission denied", "exit code ", "exit status "),
 )
 #: Failures are reported at the end of an output; only this many last lines are looked at.
 FAILURE_TAIL_LINES = 30
@@ -107,6 +197,8 @@ _PATH = re.compile(
     rf"|(?:\.{{1,2}}/)?[\w-]+(?:\.[\w-]+)*\.(?:{_EXTENSIONS})"
     r")(?![\w/])"
 )
+#: What a path without "/" must contain: _PATH's second alternative ends so (a cheap first test).
+_PATH_HINT = re.compile(rf"\.(?:{_EXTENSIONS})(?![\w/])")
 _EXTENSION = re.compile(r"\.[A-Za-z][\w]{0,7}$")
 _FILE_KEYS = (
     "path",
@@ -270,6 +362,8 @@ def _looks_like_path(value: str) -> bool:
 
 def find_paths(text: str) -> list[str]:
     """File paths mentioned in free text (URLs and ``and/or``-like words are left out)."""
+    if "/" not in text and not _PATH_HINT.search(text):
+        return []  # every path has a "/" or ends in a known extension
     found: list[str] = []
     for match in _PATH.finditer(text):
         path = match.group(1).rstrip(".,;:")
@@ -287,11 +381,16 @@ def error_line(text: str) -> str | None:
     for line in reversed(lines):
         if _ERROR_FINAL_LINE.match(line):
             return _clip(line, LINE_CHARS)
-    for pattern in (_FAILURE_LINE, _ERROR_TEXT):
+    for reports_failure in (is_failure_line, _ERROR_TEXT.search):
         for line in lines:
-            if pattern.search(line) and not line.lstrip().startswith("Traceback"):
+            if reports_failure(line) and not line.lstrip().startswith("Traceback"):
                 return _clip(line, LINE_CHARS)
     return _clip(lines[0], LINE_CHARS) if lines else None
+
+
+def is_failure_line(line: str) -> bool:
+    """``_FAILURE_LINE.match(line)`` for one line (no newline in it), faster."""
+    return bool(_FAILURE_HEAD.match(line) or _FAILURE_ANYWHERE.search(line))
 
 
 def is_failure_output(text: str) -> bool:
@@ -303,7 +402,9 @@ def is_failure_output(text: str) -> bool:
     if "Traceback (most recent call last)" in text[:50_000]:
         return True
     tail = text[-20_000:].splitlines()[-FAILURE_TAIL_LINES:]
-    return any(_FAILURE_LINE.match(line) for line in tail)
+    joined = "\n".join(tail)
+    anywhere = _FAILURE_ANYWHERE.within(joined.lower() if joined.isascii() else None)
+    return any(_FAILURE_HEAD.match(line) or anywhere(line) for line in tail)
 
 
 def _file_action(tool: str) -> str:
@@ -336,6 +437,10 @@ class _Extractor:
         self.order = 0
         self.tools: dict[str, tuple[str, dict[str, Any], _Command | None]] = {}
         self.errors: list[_Error] = []
+        # Unresolved errors, in order: a resolution applies to them all (or to one key's), and
+        # scanning every error ever seen for each sentence would grow with the history squared.
+        self.pending: dict[int, _Error] = {}
+        self.pending_by_key: dict[str, list[_Error]] = {}
         self.commands: dict[str, _Command] = {}
         self.files: dict[str, _File] = {}
         self.last_request: _Item | None = None
@@ -381,49 +486,55 @@ class _Extractor:
         self.last_request = self.add(REQUESTS, request, priority)
         self.answered = False
         covered = request.rstrip("…")
+        constraint, decision, strong = _searchers(
+            text, _CONSTRAINT_WORDS, _DECISION_WORDS, _STRONG_TASK_WORDS
+        )
         for sentence in _sentences(text):
             line = _clip(sentence, LINE_CHARS)
-            if _CONSTRAINT.search(sentence) and " ".join(sentence.split()) not in covered:
+            if constraint(sentence) and " ".join(sentence.split()) not in covered:
                 self.add(REQUESTS, line, SECTION_PRIORITY[REQUESTS] + 0.5)
-            elif _DECISION.search(sentence):
+            elif decision(sentence):
                 self.add(DECISIONS, line)
-            elif _STRONG_TASK.search(sentence):
+            elif strong(sentence):
                 self.add(TASKS, line)
         for line in text.splitlines():
-            if _FAILURE_LINE.match(line) or line.lstrip().startswith("Traceback"):
-                self.errors.append(
-                    _Error(self.add(ERRORS, f"user reported: {_clip(line, LINE_CHARS)}"), key="")
-                )
+            if is_failure_line(line) or line.lstrip().startswith("Traceback"):
+                self._error(_Error(self.add(ERRORS, f"user reported: {_clip(line, LINE_CHARS)}"), key=""))
         for path in find_paths(text):
             self.file(path, "mentioned by user")
 
     def assistant_text(self, text: str) -> None:
         if text.strip():
             self.answered = True
+        strong, decision, fix, weak = _searchers(
+            text, _STRONG_TASK_WORDS, _DECISION_WORDS, _FIX_WORDS, _WEAK_TASK_WORDS
+        )
         for sentence in _sentences(text):
             line = _clip(sentence, LINE_CHARS)
-            if _STRONG_TASK.search(sentence):
+            if strong(sentence):
                 self.add(TASKS, line)
-            elif _DECISION.search(sentence):
+            elif decision(sentence):
                 self.add(DECISIONS, line)
-            elif _FIX.search(sentence) and self._has_pending():
+            elif fix(sentence) and self._has_pending():
                 self._resolve(line)
-            elif (
-                _WEAK_TASK.search(sentence)
-                and len(sentence) >= WEAK_TASK_MIN_CHARS
-                and not sentence.endswith("?")
-            ):
+            elif weak(sentence) and len(sentence) >= WEAK_TASK_MIN_CHARS and not sentence.endswith("?"):
                 self.add(TASKS, line, SECTION_PRIORITY[TASKS] - 0.5)
         for path in find_paths(text):
             self.file(path, "mentioned")
 
+    def _error(self, error: _Error) -> None:
+        self.errors.append(error)
+        self.pending[id(error)] = error
+        self.pending_by_key.setdefault(error.key, []).append(error)
+
     def _has_pending(self) -> bool:
-        return any(e.resolution is None for e in self.errors)
+        return bool(self.pending)
 
     def _resolve(self, resolution: str) -> None:
-        for error in self.errors:
-            if error.resolution is None:
-                error.resolution = resolution
+        for error in self.pending.values():
+            error.resolution = resolution
+        self.pending.clear()
+        self.pending_by_key.clear()
 
     def tool_use(self, block: ToolUseBlock) -> None:
         command: _Command | None = None
@@ -464,11 +575,11 @@ class _Extractor:
         if failed:
             line = error_line(text) or "failed with no output"
             subject = f"`{command.text}`" if command else name
-            self.errors.append(_Error(self.add(ERRORS, f"{subject}: {line}"), key=key))
+            self._error(_Error(self.add(ERRORS, f"{subject}: {line}"), key=key))
         else:
-            for error in self.errors:
-                if error.key == key and error.resolution is None:
-                    error.resolution = "re-ran successfully"
+            for error in self.pending_by_key.pop(key, ()):
+                error.resolution = "re-ran successfully"
+                del self.pending[id(error)]
         if not isinstance(block.content, str):
             for media in block.content:
                 if isinstance(media, ImageBlock | DocumentBlock):

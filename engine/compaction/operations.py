@@ -5,6 +5,7 @@ the transcript is never modified), and the ``compact_context`` tool the model ca
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -184,14 +185,28 @@ def history_seqs(
     covered = [row for row in rows if row.seq <= through_seq]
     later = [row.seq for row in rows if row.seq > through_seq]
     n_snapshot = len(history) - len(later)
+    # Transcript positions by each way a message matches (same content, same id, same role and
+    # tool ids), so each finds its first match at or after the cursor by bisection: a scan would
+    # run to the end of the transcript for every message without a match, quadratic in all.
+    by_hash: dict[str, list[int]] = {}
+    by_id: dict[str, list[int]] = {}
+    by_tools: dict[tuple[str, frozenset[str]], list[int]] = {}
+    for k, row in enumerate(covered):
+        by_hash.setdefault(row.message.content_hash, []).append(k)
+        if row.message.id is not None:
+            by_id.setdefault(row.message.id, []).append(k)
+        if key := _tools_key(row.message):
+            by_tools.setdefault(key, []).append(k)
     seqs: list[int | None] = []
     cursor = 0
     for message in history[:n_snapshot]:
-        found = None
-        for k in range(cursor, len(covered)):
-            if _same_message(message, covered[k].message):
-                found = k
-                break
+        candidates = (
+            by_hash.get(message.content_hash, []),
+            by_id.get(message.id, []) if message.id is not None else [],
+            by_tools.get(key, []) if (key := _tools_key(message)) else [],
+        )
+        firsts = [p[at] for p in candidates if (at := bisect.bisect_left(p, cursor)) < len(p)]
+        found = min(firsts, default=None)
         if found is None:
             seqs.append(None)
         else:
@@ -200,11 +215,10 @@ def history_seqs(
     return [*seqs, *later]
 
 
-def _same_message(a: Message, b: Message) -> bool:
-    if a.content_hash == b.content_hash or (a.id is not None and a.id == b.id):
-        return True
-    ids_a = {*a.tool_use_ids, *a.tool_result_ids}
-    return bool(ids_a) and a.role == b.role and ids_a == {*b.tool_use_ids, *b.tool_result_ids}
+def _tools_key(message: Message) -> tuple[str, frozenset[str]] | None:
+    """(role, tool ids) of a message holding tool uses or results: what a cleared copy keeps."""
+    ids = frozenset({*message.tool_use_ids, *message.tool_result_ids})
+    return (message.role, ids) if ids else None
 
 
 def load_summary_cache(

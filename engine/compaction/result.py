@@ -7,14 +7,18 @@ Helpers here find where a history may be cut without separating a tool_use from 
 
 from __future__ import annotations
 
+import bisect
+import functools
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.budget import HistoryTotals
 from engine.events import ComponentTokens
 from engine.messages import Message, ToolResultBlock, ToolUseBlock
-from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
-from engine.turns import find_safe_boundary, is_safe_cut
+from engine.tokens import Tokenizer
+from engine.turns import safe_cut_points, snap_to_cut
 
 if TYPE_CHECKING:
     from engine.compaction.summarizers import Summarizer
@@ -60,15 +64,12 @@ class PlanContext:
 
     def cached(self, strategy: str, start: int, end: int, level: int = 0) -> SummaryCache | None:
         """The newest cached summary of exactly ``[start, end)`` at ``level``, if any."""
-        for entry in reversed(self.cache):
-            if (entry.strategy, entry.level, entry.range_start, entry.range_end) == (
-                strategy,
-                level,
-                start,
-                end,
-            ):
-                return entry
-        return None
+        return self._cache_index.get((strategy, level, start, end))
+
+    @functools.cached_property
+    def _cache_index(self) -> dict[tuple[str, int, int, int], SummaryCache]:
+        # Built once per context: a tree plan looks up every node, so a scan per lookup is quadratic.
+        return {(e.strategy, e.level, e.range_start, e.range_end): e for e in self.cache}
 
 
 @dataclass(frozen=True)
@@ -114,24 +115,15 @@ class CompactionResult:
 def measure(messages: Iterable[Message], summary: str | None, tokenizer: Tokenizer) -> ComponentTokens:
     """Summary, conversation and tool-result tokens; their total is what the history costs.
 
-    Same split as the budget: tool-result blocks (and whole ``tool`` role messages) are tool
-    results, everything else including framing is conversation.
+    Same split as the budget (``HistoryTotals``): tool-result blocks (and whole ``tool`` role
+    messages) are tool results, everything else including framing is conversation. Both come
+    from the tokenizer's per-message cache, so re-measuring a history counts nothing twice.
     """
-    conversation = tool_results = 0
-    for message in messages:
-        total = tokenizer.count_message(message)
-        if message.role == "tool":
-            results = total - MESSAGE_OVERHEAD_TOKENS
-        else:
-            results = sum(tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock))
-        conversation += total - results
-        tool_results += results
-    if conversation or tool_results:
-        conversation += REPLY_PRIMING_TOKENS
+    history = HistoryTotals(tokenizer, messages)
     return ComponentTokens(
         summary=tokenizer.count(summary) if summary else 0,
-        conversation=conversation,
-        tool_results=tool_results,
+        conversation=history.conversation,
+        tool_results=history.tool_results,
     )
 
 
@@ -227,34 +219,93 @@ def pair_safe_positions(messages: Sequence[Message]) -> list[bool]:
     return safe
 
 
-def snap_head_cut(messages: Sequence[Message], index: int, *, prefer: str = "backward") -> int | None:
-    """A safe cut (keep ``messages[cut:]``) at ``index`` itself if safe, else the nearest one."""
-    if 0 < index < len(messages) and is_safe_cut(messages, index):
+def snap_head_cut(
+    messages: Sequence[Message],
+    index: int,
+    *,
+    prefer: str = "backward",
+    cuts: Sequence[int] | None = None,
+) -> int | None:
+    """A safe cut (keep ``messages[cut:]``) at ``index`` itself if safe, else the nearest one.
+
+    ``cuts`` is ``safe_cut_points(messages)`` when the caller already has it.
+    """
+    cuts = safe_cut_points(messages) if cuts is None else cuts
+    at = bisect.bisect_left(cuts, index)
+    if at < len(cuts) and cuts[at] == index:
         return index
-    return find_safe_boundary(messages, index, prefer="forward" if prefer == "forward" else "backward")
+    index = max(0, min(index, len(messages)))
+    return snap_to_cut(cuts, index, prefer="forward" if prefer == "forward" else "backward")
+
+
+class _PairGraph:
+    """Tool-pair partners by message index: a use's results, a result's (first) use."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        self.use_at: dict[str, int] = {}
+        self.result_at: dict[str, list[int]] = {}
+        for i, message in enumerate(messages):
+            for block in message.blocks:
+                if isinstance(block, ToolUseBlock):
+                    self.use_at.setdefault(block.id, i)
+                elif isinstance(block, ToolResultBlock):
+                    self.result_at.setdefault(block.tool_use_id, []).append(i)
+
+    def partners(self, i: int) -> list[int]:
+        message = self.messages[i]
+        found = [j for uid in message.tool_use_ids for j in self.result_at.get(uid, [])]
+        found += [self.use_at[rid] for rid in message.tool_result_ids if rid in self.use_at]
+        return found
+
+    def grow(self, closed: set[int], indices: Iterable[int]) -> list[int]:
+        """Add ``indices`` and everything they reach to ``closed``; returns what was added."""
+        added = [i for i in dict.fromkeys(indices) if i not in closed]
+        closed.update(added)
+        stack = list(added)
+        while stack:
+            for j in self.partners(stack.pop()):
+                if j not in closed:
+                    closed.add(j)
+                    added.append(j)
+                    stack.append(j)
+        return added
 
 
 def pair_closure(messages: Sequence[Message], indices: Iterable[int]) -> set[int]:
     """``indices`` plus every message holding the other half of a tool pair among them."""
-    use_at: dict[str, int] = {}
-    result_at: dict[str, list[int]] = {}
-    for i, message in enumerate(messages):
-        for block in message.blocks:
-            if isinstance(block, ToolUseBlock):
-                use_at.setdefault(block.id, i)
-            elif isinstance(block, ToolResultBlock):
-                result_at.setdefault(block.tool_use_id, []).append(i)
-    closed = set(indices)
-    stack = list(closed)
-    while stack:
-        i = stack.pop()
-        partners = [j for uid in messages[i].tool_use_ids for j in result_at.get(uid, [])]
-        partners += [use_at[rid] for rid in messages[i].tool_result_ids if rid in use_at]
-        for j in partners:
-            if j not in closed:
-                closed.add(j)
-                stack.append(j)
+    closed: set[int] = set()
+    _PairGraph(messages).grow(closed, indices)
     return closed
+
+
+def pinned_tokens_before(
+    messages: Sequence[Message], cuts: Sequence[int], tokens: Sequence[int]
+) -> list[int]:
+    """For each of ascending ``cuts``: tokens of ``pinned_in(messages, 0, cut)``, in one pass.
+
+    The pinned set before a cut only grows with the cut, and so does its pair closure, so the
+    closure is extended per cut rather than rebuilt; members past the current cut wait in a
+    heap until a later cut passes them.
+    """
+    pinned = [i for i, m in enumerate(messages) if m.pinned]
+    if not pinned:
+        return [0] * len(cuts)
+    graph = _PairGraph(messages)
+    closed: set[int] = set()
+    waiting: list[int] = []
+    next_pinned = total = 0
+    out: list[int] = []
+    for cut in cuts:
+        start = next_pinned
+        while next_pinned < len(pinned) and pinned[next_pinned] < cut:
+            next_pinned += 1
+        for i in graph.grow(closed, pinned[start:next_pinned]):
+            heapq.heappush(waiting, i)
+        while waiting and waiting[0] < cut:
+            total += tokens[heapq.heappop(waiting)]
+        out.append(total)
+    return out
 
 
 def pinned_in(messages: Sequence[Message], start: int, end: int) -> list[int]:

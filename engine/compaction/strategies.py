@@ -7,6 +7,7 @@ when it cannot or need not act. The only call out is to the injected summarizer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from engine.compaction.result import (
     pair_closure,
     pair_safe_positions,
     pinned_in,
+    pinned_tokens_before,
     snap_head_cut,
     summary_message,
 )
@@ -51,7 +53,7 @@ from engine.messages import (
     is_user_input,
 )
 from engine.tokens import REPLY_PRIMING_TOKENS
-from engine.turns import is_safe_cut, turn_spans
+from engine.turns import safe_cut_points, turn_spans
 
 CLEARED_PREFIX = "[Tool result cleared"
 CLEARED_INPUT_KEY = "_cleared"
@@ -112,18 +114,13 @@ def _message_tokens(messages: Sequence[Message], ctx: PlanContext) -> list[int]:
     return [ctx.tokenizer.count_message(m) for m in messages]
 
 
-def _kept_cost(tokens: Sequence[int], cut: int, pinned: Sequence[int], extra: int) -> int:
-    """Tokens of ``messages[cut:]`` plus the pinned ones before it plus ``extra``."""
-    return sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS + extra
-
-
 def _head_cuts(messages: Sequence[Message], keep_turns: int) -> list[int]:
     """Safe cuts (ascending) that keep at least the last ``keep_turns`` turns."""
     spans = turn_spans(messages)
     if len(spans) <= keep_turns:
         return []
     limit = spans[-keep_turns][0]
-    return [start for start, _ in spans[1:] if start <= limit and is_safe_cut(messages, start)]
+    return [cut for cut in safe_cut_points(messages) if cut <= limit]
 
 
 def _drop_head(
@@ -206,6 +203,8 @@ def plan_clear_tool_results(
     for i, message in enumerate(messages):
         if message.pinned or isinstance(message.content, str):
             continue
+        # A lone tool-result block's tokens are the message's tool-result part, already cached.
+        lone = message.role != "tool" and sum(isinstance(b, ToolResultBlock) for b in message.content) == 1
         for j, block in enumerate(message.content):
             if not isinstance(block, ToolResultBlock) or block.tool_use_id in protected:
                 continue
@@ -222,7 +221,8 @@ def plan_clear_tool_results(
                 content=cleared_placeholder(_result_size(block), name, where, error=error),
                 is_error=block.is_error,
             )
-            saved = count(block) - count(new)
+            held = ctx.tokenizer.count_message_parts(message)[1] if lone else count(block)
+            saved = held - count(new)
             if saved <= 0:
                 continue
             chosen.setdefault(i, {})[j] = new
@@ -287,8 +287,13 @@ def _fitting_cut(messages: Sequence[Message], ctx: PlanContext, keep_turns: int,
     if not cuts:
         return None
     tokens = _message_tokens(messages, ctx)
+    # Kept cost of a cut: messages[cut:] plus the pinned ones before it plus the reserve.
+    # Suffix sums and the running pinned total keep this one pass over the cuts.
+    suffix = list(itertools.accumulate(reversed(tokens), initial=0))[::-1]
+    pinned = pinned_tokens_before(messages, cuts, tokens)
+    fixed = REPLY_PRIMING_TOKENS + reserve
     return next(
-        (c for c in cuts if _kept_cost(tokens, c, pinned_in(messages, 0, c), reserve) <= ctx.target_tokens),
+        (c for c, held in zip(cuts, pinned, strict=True) if suffix[c] + held + fixed <= ctx.target_tokens),
         cuts[-1],
     )
 
@@ -437,16 +442,39 @@ def trim_for_prompt(
     messages: Sequence[Message], *, max_tokens: int, result_chars: int, ctx: PlanContext
 ) -> list[Message]:
     """Messages cut down for a summarizer prompt: long tool results first, then every long text,
-    then (only if still over) the oldest messages."""
-    trimmed = [_clip_message(m, result_chars, results_only=True) for m in messages]
-    count = ctx.tokenizer.count_messages
-    for limit in PROMPT_CLIP_STEPS:
-        if count(trimmed) <= max_tokens:
-            return trimmed
-        trimmed = [_clip_message(m, limit, results_only=False) for m in trimmed]
-    while len(trimmed) > 1 and count(trimmed) > max_tokens:
-        trimmed.pop(0)
-    return trimmed
+    then (only if still over) the oldest messages.
+
+    Each clip level is tried in turn and the first under ``max_tokens`` is the prompt; at the last
+    level the oldest messages are dropped until the rest fits (one is always kept). Messages are
+    clipped and counted newest first and only until a level is known to be over, so the work is
+    bounded by what fits the prompt, not by how long the history is.
+    """
+    levels = [(result_chars, True), *((limit, False) for limit in PROMPT_CLIP_STEPS)]
+    versions: dict[int, list[Message]] = {}  # message index -> its clipped versions, by level
+
+    def at(i: int, level: int) -> Message:
+        chain = versions.setdefault(i, [])
+        while len(chain) <= level:
+            limit, results_only = levels[len(chain)]
+            chain.append(_clip_message(chain[-1] if chain else messages[i], limit, results_only=results_only))
+        return chain[level]
+
+    def first_of_fitting_suffix(level: int) -> int:
+        """Start of the longest suffix whose request (reply priming included) fits."""
+        used, first = REPLY_PRIMING_TOKENS, len(messages)
+        while first > 0:
+            tokens = ctx.tokenizer.count_message(at(first - 1, level))
+            if used + tokens > max_tokens:
+                break
+            used, first = used + tokens, first - 1
+        return first
+
+    for level in range(len(levels) - 1):
+        if first_of_fitting_suffix(level) == 0:
+            return [at(i, level) for i in range(len(messages))]
+    last = len(levels) - 1
+    first = min(first_of_fitting_suffix(last), max(len(messages) - 1, 0))
+    return [at(i, last) for i in range(first, len(messages))]
 
 
 def _clip_message(message: Message, limit: int, *, results_only: bool) -> Message:
@@ -468,6 +496,8 @@ def _clip_message(message: Message, limit: int, *, results_only: bool) -> Messag
         elif isinstance(block, TextBlock) and not results_only and len(block.text) > limit:
             block = TextBlock(text=clip_middle(block.text, limit))
         blocks.append(block)
+    if all(a is b for a, b in zip(blocks, message.content, strict=True)):
+        return message  # nothing clipped: the same message, its token count already cached
     return message.with_content(blocks)
 
 
@@ -482,9 +512,11 @@ def plan_rolling_iterations(
     n_keep, every = config.keep_iterations, config.resummarize_every
     if len(spans) <= n_keep:
         return noop_result(messages, ctx, f"only {len(spans)} iterations (keeps {n_keep})", before=before)
-    cut = snap_head_cut(messages, spans[-n_keep][0], prefer="backward")
+    cuts = safe_cut_points(messages)
+    cut = snap_head_cut(messages, spans[-n_keep][0], prefer="backward", cuts=cuts)
     if cut is None or cut > spans[-n_keep][0]:
         return noop_result(messages, ctx, "no safe boundary before the kept iterations", before=before)
+    safe = set(cuts)
     cached = next(
         (
             e
@@ -493,7 +525,7 @@ def plan_rolling_iterations(
             and e.level == 0
             and e.range_start == 0
             and 0 < e.range_end <= cut
-            and is_safe_cut(messages, e.range_end)
+            and e.range_end in safe
         ),
         None,
     )
@@ -720,6 +752,7 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
     cache: list[SummaryCache] = []
     summarizer_name: str | None = None
     result: CompactionResult | None = None
+    after = before  # each step that changes the history measures its output: the last one's stands
     for step in config.steps:
         step_ctx = replace(
             ctx,
@@ -740,13 +773,12 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
             for e in result.cache
         )
         source = [source[i] for i in result.source_indices]
-        current, summary = result.messages, result.summary
+        current, summary, after = result.messages, result.summary, result.after_components
         summarizer_name = result.summarizer or summarizer_name
         if result.fits:
             break
     if not ran:
         return noop_result(messages, ctx, "; ".join(reasons), before=before)
-    after = measure(current, summary, ctx.tokenizer)
     return CompactionResult(
         messages=tuple(current),
         summary=summary,
