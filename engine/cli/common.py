@@ -1,0 +1,75 @@
+"""What every command shares: exit codes, the usage error, session lookup, progress lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+PROG = "ctxdesk"
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+SAMPLE_DATA_DIR = REPO_ROOT / "data"
+
+
+class UsageError(Exception):
+    """A command line that parses but asks for something impossible (exit 2)."""
+
+
+def open_read_only(path: str) -> Any:
+    """A read-only SessionStore on an existing database file (UsageError when there is none)."""
+    from engine.store import SessionStore
+
+    if not Path(path).is_file():
+        raise UsageError(f"no such database file: {path}")
+    return SessionStore(path, read_only=True)
+
+
+def find_session(store: Any, wanted: str) -> Any:
+    """A session by id, or by a unique id prefix."""
+    from engine.errors import NotFoundError
+
+    sessions = store.list_sessions()
+    exact = [s for s in sessions if s.id == wanted]
+    if exact:
+        return exact[0]
+    matches = [s for s in sessions if s.id.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFoundError(f"no session {wanted!r} in the database", path=str(store.path))
+    raise UsageError(f"session prefix {wanted!r} is ambiguous: {', '.join(s.id for s in matches[:5])}")
+
+
+def port_number(text: str) -> int:
+    """argparse type for a TCP port."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, got {port}")
+    return port
+
+
+class ProgressPrinter:
+    """on_progress(done, total, label) for stderr: one updating line on a terminal, else a line each."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._wrote = False
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        text = f"[{done}/{total}] imported {label}"
+        self.stream.write(("\r\x1b[K" + text) if self.tty else text + "\n")
+        self.stream.flush()
+        self._wrote = True
+
+    def finish(self) -> None:
+        if self.tty and self._wrote:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,118 @@
+"""``ctxdesk inspect``: per-component breakdown and context events of a session."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from engine.cli.common import EXIT_OK, find_session, open_read_only
+from engine.textfmt import format_table
+
+COMPONENT_HEADERS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+
+
+def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
+    with open_read_only(args.db) as store:
+        if args.session is None:
+            _print_session_list(store, out)
+            return EXIT_OK
+        session = find_session(store, args.session)
+        _print_session(store, session, out, show_all=args.all)
+    return EXIT_OK
+
+
+def _print_session_list(store: Any, out: TextIO) -> None:
+    rows = []
+    for s in store.list_sessions():
+        requests = store.list_events(s.id, kind="request")
+        events = store.list_events(s.id)
+        last = requests[-1].components if requests and requests[-1].components else None
+        rows.append(
+            (
+                s.id, s.title or "", s.model or "", s.status, store.message_count(s.id), len(requests),
+                sum(1 for e in events if e.kind == "compaction" and e.outcome == "compacted"),
+                last.total if last else None,
+            )
+        )  # fmt: skip
+    headers = ("session", "title", "model", "status", "messages", "requests", "compactions", "last tokens")
+    print(format_table(headers, rows), file=out)
+
+
+def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = False) -> None:
+    print(f"session {session.id}  {session.title or ''}".rstrip(), file=out)
+    print(
+        f"model {session.model or '-'}  provider {session.provider or '-'}  status {session.status}  "
+        f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
+        file=out,
+    )
+    events = store.list_events(session.id)
+    requests = [e for e in events if e.kind == "request"]
+    print(
+        "\nper-component tokens of each model request (our estimate; provider = provider's count)", file=out
+    )
+    rows = []
+    for e in requests:
+        c = e.components
+        values = [getattr(c, name) if c else None for name in COMPONENT_HEADERS]
+        rows.append(
+            (
+                e.seq, e.turn_index, *values, c.total if c else None,
+                e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
+            )
+        )  # fmt: skip
+    headers = ("event", "turn", *COMPONENT_HEADERS, "total", "provider", "limit", "outcome")
+    print(format_table(headers, rows) if rows else "(no model requests)", file=out)
+
+    decisions = [e for e in events if e.kind != "request" and (show_all or not _is_routine(e))]
+    hidden = sum(1 for e in events if e.kind != "request") - len(decisions)
+    print("\nguard, compaction and other context events", file=out)
+    rows = [
+        (
+            e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.model or "",
+            e.projected_tokens, e.limit_tokens, _clip(_event_note(e), REASON_CHARS),
+        )
+        for e in decisions
+    ]  # fmt: skip
+    headers = ("event", "turn", "kind", "trigger", "outcome", "model", "projected", "limit", "details")
+    print(format_table(headers, rows) if rows else "(no context events)", file=out)
+    if hidden:
+        print(f"({hidden} routine guard events with outcome ok not shown; --all shows them)", file=out)
+
+
+#: Characters of an event's reason or details shown in a table cell.
+REASON_CHARS = 80
+
+
+def _is_routine(event: Any) -> bool:
+    return event.kind == "guard" and event.outcome == "ok"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _event_note(e: Any) -> str:
+    details = e.details or {}
+    if e.kind == "compaction":
+        note = f"{details.get('before_tokens', '?'):,} -> {details.get('after_tokens', '?'):,} tokens"
+        if details.get("strategies_run"):
+            note += f" via {', '.join(details['strategies_run'])}"
+        return note
+    if e.kind == "offload":
+        return f"{details.get('tool_name', '')}: {details.get('size_bytes', 0):,} bytes stored as {details.get('ref_id', '')}"
+    if e.kind == "tool_search":
+        hits = [h.get("name", h) if isinstance(h, dict) else h for h in details.get("hits", [])]
+        return f"{details.get('query', '')!r}: {', '.join(map(str, hits)) or 'no match'}"
+    if e.kind == "guard" and details.get("tool_name"):
+        return f"{e.reason or ''} ({details['tool_name']}, {details.get('tool_tokens', 0):,} tokens)".strip()
+    return e.reason or ""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("inspect", help="per-component breakdown and context events of a session")
+    p.add_argument("db", metavar="DB")
+    p.add_argument(
+        "session", nargs="?", metavar="SESSION", help="session id or unique prefix (default: list sessions)"
+    )
+    p.add_argument("--all", action="store_true", help="also list guard evaluations whose outcome is ok")
+    p.set_defaults(run=cmd_inspect)

@@ -1,0 +1,61 @@
+"""``ctxdesk models``: resolved window settings and where each value came from."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from engine.cli.common import EXIT_OK
+from engine.textfmt import format_table
+
+MODEL_FIELDS = (
+    "context_window", "max_output_tokens", "buffer_tokens", "context_budget", "tokenizer",
+    "note_threshold", "compact_threshold", "hard_block_threshold",
+    "result_offload_threshold", "tool_deferral_threshold", "tool_response_max_bytes",
+)  # fmt: skip
+
+
+def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.settings import load_settings, resolve_model_settings
+
+    settings = load_settings(args.settings)
+    if args.name is None:
+        from engine.model_table import load_model_table
+
+        table = load_model_table(settings.model_table_path())
+        names = [n for n in settings.models] or [
+            "claude-sonnet-4-6", "claude-opus-4-7", "claude-haiku-4-5", "gpt-4o", "gpt-4.1", "gpt-5",
+        ]  # fmt: skip
+        rows = []
+        for name in names:
+            r = resolve_model_settings(name, settings=settings, table=table)
+            rows.append((name, r.provider or "", r.context_window, r.max_output_tokens, r.budget_tokens,
+                         r.compact_tokens, r.sources["context_window"]))  # fmt: skip
+        print(
+            format_table(
+                ("model", "provider", "window", "max output", "budget", "compact at", "window from"), rows
+            ),
+            file=out,
+        )
+        print(f"\n{len(table):,} models known ({table.source}); `ctxdesk models NAME` for one", file=out)
+        return EXIT_OK
+    resolved = resolve_model_settings(args.name, provider=args.provider, settings=settings)
+    info = resolved.model_info
+    print(f"model {resolved.model}  provider {resolved.provider or '-'}"
+          + (f"  (table entry {info.name})" if info else "  (not in the model table)"), file=out)  # fmt: skip
+    rows = [(field, getattr(resolved, field), resolved.sources.get(field, "")) for field in MODEL_FIELDS]
+    print(format_table(("setting", "value", "from"), rows), file=out)
+    derived = [
+        ("effective window", resolved.effective_window), ("budget", resolved.budget_tokens),
+        ("note at", resolved.note_tokens), ("compact at", resolved.compact_tokens),
+        ("hard block at", resolved.hard_block_tokens), ("tool deferral above", resolved.tool_deferral_tokens),
+    ]  # fmt: skip
+    print("\n" + format_table(("derived", "tokens"), derived), file=out)
+    return EXIT_OK
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("models", help="resolved window settings and where each value came from")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--provider", default=None, help="provider id when the name does not say")
+    p.set_defaults(run=cmd_models)
