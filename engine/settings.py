@@ -57,8 +57,11 @@ TABLE_FIELDS = ("context_window", "max_output_tokens")
 _THRESHOLD_ORDER = ("note_threshold", "compact_threshold", "hard_block_threshold")
 
 
+#: Largest token count a setting may hold: above any real model's window (10M today), far below
+#: SQLite's INTEGER range, so a typo like 99999999999999999999 is rejected when the file is read.
+MAX_SETTING_TOKENS = 1_000_000_000
 #: A positive whole number (tokens or bytes), and a share of the window in (0, 1].
-Tokens = Annotated[int, Field(gt=0)]
+Tokens = Annotated[int, Field(gt=0, le=MAX_SETTING_TOKENS)]
 Share = Annotated[float, Field(gt=0, le=1)]
 
 
@@ -70,7 +73,7 @@ class ModelSettings(BaseModel):
     context_window: Tokens | None = Field(
         None, description=f"Total tokens the model attends to. Built-in: {DEFAULT_CONTEXT_WINDOW:,}."
     )
-    buffer_tokens: Annotated[int, Field(ge=0)] | None = Field(
+    buffer_tokens: Annotated[int, Field(ge=0, le=MAX_SETTING_TOKENS)] | None = Field(
         None, description=f"Safety margin kept free in the window. Built-in: {DEFAULT_BUFFER_TOKENS}."
     )
     max_output_tokens: Tokens | None = Field(
@@ -408,7 +411,12 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         raise ConfigError(f"not UTF-8 text at byte {exc.start}", source=source) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=source) from exc
-    settings = Settings.from_dict(data, source=source)
+    except RecursionError:
+        raise ConfigError("invalid TOML: nested too deeply", source=source) from None
+    try:
+        settings = Settings.from_dict(data, source=source)
+    except RecursionError:
+        raise ConfigError("settings nested too deeply", source=source) from None
     table = settings.model_table_path()
     if table is not None and not table.is_file():
         raise _field_error("model_table", f"file not found: {table}", source)
