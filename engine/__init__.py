@@ -46,6 +46,7 @@ from engine.messages import (
 from engine.model_table import ModelTable
 from engine.offload import READ_RESULT_TOOL, ResultStore, plan_offload
 from engine.prompt import PromptBuilder
+from engine.redact import install_log_redaction, redact_secrets
 from engine.session import SessionManager, TurnResult
 from engine.settings import (
     ModelSettings,
@@ -61,6 +62,8 @@ from engine.tokens import Tokenizer, get_tokenizer
 from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries, safe_cut_points
 
 __version__ = "0.1.0"
+
+install_log_redaction()
 
 __all__ = [
     "READ_RESULT_TOOL",
@@ -135,6 +138,7 @@ __all__ = [
     "parse_turn_boundaries",
     "plan_deferral",
     "plan_offload",
+    "redact_secrets",
     "reproject",
     "resolve_model_settings",
     "restore_snapshot",

@@ -22,6 +22,7 @@ from typing import Any
 from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
+from engine.redact import redact_json_text, redact_secrets
 from engine.store.records import (
     BlobRecord,
     ContextState,
@@ -34,6 +35,14 @@ from engine.store.records import (
     content_to_json,
     message_to_json,
     messages_from_json_text,
+)
+from engine.store.payloads import (
+    RequestRecord,
+    StoredRequest,
+    insert_request,
+    load_parts,
+    request_hashes,
+    stored_request,
 )
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.tokens import Tokenizer
@@ -53,6 +62,12 @@ def message_kind(message: Message) -> str:
     if is_tool_result_only(message):
         return "tool_result"
     return "user_input" if is_user_input(message) else message.role
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """True when ``path`` starts with the SQLite header (a transcript file does not)."""
+    with open(path, "rb") as fh:
+        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
 def check_database_file(path: Path) -> None:
@@ -285,7 +300,7 @@ class SessionStore:
                         usage.input_tokens if usage else None, usage.output_tokens if usage else None,
                         usage.cache_read_input_tokens if usage else None,
                         usage.cache_creation_input_tokens if usage else None,
-                        _dumps(message.meta) if message.meta else None, now,
+                        redact_json_text(_dumps(message.meta)) if message.meta else None, now,
                     ),
                 )  # fmt: skip
                 rows.append(
@@ -331,7 +346,8 @@ class SessionStore:
                     " message_seq, details_json, created_utc)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
-                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome,
+                        redact_secrets(event.reason) if event.reason else event.reason,
                         event.provider, event.model, event.context_window, event.max_output_tokens,
                         event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
                         c.system if event.components else None, c.skills if event.components else None,
@@ -340,7 +356,7 @@ class SessionStore:
                         c.offloaded_bytes if event.components else None,
                         u.input_tokens if u else None, u.output_tokens if u else None,
                         u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-                        event.message_seq, _dumps(event.details), utc_now(),
+                        event.message_seq, redact_json_text(_dumps(event.details)), utc_now(),
                     ),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
@@ -537,6 +553,25 @@ class SessionStore:
                     (session_id, keep_strategy),
                 )
         return cur.rowcount
+
+    # -- exact requests (model_requests, payload_parts) -----------------------------------
+    def record_request(self, session_id: str, record: RequestRecord) -> int:
+        """Store one model call exactly as sent (parts by content hash, stored once); returns its id."""
+        with self.transaction() as conn:
+            return insert_request(conn, session_id, record, utc_now())
+
+    def get_request(self, request_id: int, *, with_body: bool = True) -> StoredRequest:
+        rows = self._read("SELECT * FROM model_requests WHERE id = ?", (request_id,))
+        if not rows:
+            raise NotFoundError(f"no request {request_id}", path=str(self.path))
+        parts = load_parts(self._read, request_hashes(rows[0])) if with_body else None
+        return stored_request(rows[0], parts)
+
+    def list_requests(self, session_id: str, *, with_body: bool = False) -> list[StoredRequest]:
+        """A session's model calls in order; ``with_body`` rebuilds each exact body."""
+        rows = self._read("SELECT * FROM model_requests WHERE session_id = ? ORDER BY seq", (session_id,))
+        parts = load_parts(self._read, [h for r in rows for h in request_hashes(r)]) if with_body else None
+        return [stored_request(r, parts) for r in rows]
 
     # -- tools ---------------------------------------------------------------------------
     def upsert_tools(self, session_id: str, tools: Iterable[ToolRecord]) -> None:

@@ -1,0 +1,102 @@
+"""Redaction of key-shaped strings from everything ctxdesk records: events, message metadata, logs, reports.
+
+A provider error may echo the caller's key (``401 invalid x-api-key sk-ant-...``); an agent may put a
+token in a header that ends up in metadata. :func:`redact_secrets` replaces each such value with
+``[REDACTED]``. Transcript content (what the model saw) is kept verbatim.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+#: Well-known key formats, found anywhere in a text.
+_KEY_FORMATS = (
+    r"sk-ant-[A-Za-z0-9_\-]{16,}",  # Anthropic
+    r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
+    r"AIza[0-9A-Za-z_\-]{30,}",  # Google
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
+    r"xox[abprs]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"AKIA[0-9A-Z]{16}",  # AWS access key id
+)
+#: A value after a credential's name: header-like names take any separator, generic words need ``:`` or ``=``
+#: (so "the API key rotation" in a summary stays as it is).
+_NAMED_VALUE = (
+    r"(?i)(?:(?P<hname>x-api-key|x-goog-api-key|authorization|bearer)(?P<hsep>[\"']?\s*[:=]?\s*[\"']?\s*(?:bearer\s+)?)"
+    r"|(?P<gname>api[_\-]?key|access[_\-]?token|client[_\-]?secret|secret|password)(?P<gsep>[\"']?\s*[:=]\s*[\"']?\s*))"
+    r"(?P<value>(?!\[REDACTED\])[A-Za-z0-9_\-\.~+/]{8,}=*)"
+)
+_KEYS = re.compile("|".join(f"(?:{p})" for p in _KEY_FORMATS))
+_NAMED = re.compile(_NAMED_VALUE)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with API keys, bearer tokens and named credential values replaced by ``[REDACTED]``."""
+    if not text:
+        return text
+    text = _KEYS.sub(REDACTED, text)
+    return _NAMED.sub(_keep_name, text)
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    name = match.group("hname") or match.group("gname")
+    separator = match.group("hsep") if match.group("hname") else match.group("gsep")
+    return f"{name}{separator}{REDACTED}"
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON-like value with every string redacted (dict keys kept)."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(v) for v in value]
+    return value
+
+
+def redact_json_text(text: str | None) -> str | None:
+    """Serialized JSON with secrets redacted; stays valid JSON (quotes are never matched)."""
+    return None if text is None else redact_secrets(text)
+
+
+#: Loggers whose records are redacted (ctxdesk's own).
+REDACTED_LOGGERS = ("engine", "dashboard")
+
+
+def install_log_redaction() -> None:
+    """Redact every log record of ctxdesk's loggers, whatever handler later writes it (idempotent).
+
+    Wraps the log record factory rather than adding handler filters, because records of child
+    loggers (``engine.session``) never pass through a parent logger's filters.
+    """
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "_ctxdesk_redacting", False):
+        return
+
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        if record.name.split(".", 1)[0] in REDACTED_LOGGERS:
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):
+                return record
+            redacted = redact_secrets(message)
+            if redacted != message:
+                record.msg, record.args = redacted, None
+        return record
+
+    make_record._ctxdesk_redacting = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(make_record)
+
+
+__all__ = [
+    "REDACTED",
+    "install_log_redaction",
+    "redact_json_text",
+    "redact_secrets",
+    "redact_value",
+]
