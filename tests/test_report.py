@@ -21,9 +21,9 @@ from engine.report import (
     build_report,
     open_target,
     render,
+    render_html,
     schema_text,
 )
-from engine.report_html import render_html
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
 

@@ -1,16 +1,34 @@
-"""What every command shares: exit codes, the usage error, session lookup, progress lines."""
+"""What every command shares: exit codes, the usage error, opening a database, progress lines.
+
+Session lookup is the report's (:func:`engine.report.find_session`), imported when a command runs.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine.locations import SAMPLE_DATA_DIR
+
 PROG = "ctxdesk"
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-SAMPLE_DATA_DIR = REPO_ROOT / "data"
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PROG",
+    "REPO_ROOT",
+    "SAMPLE_DATA_DIR",
+    "ProgressPrinter",
+    "UsageError",
+    "find_session",
+    "open_read_only",
+    "port_number",
+]
 
 
 class UsageError(Exception):
@@ -27,19 +45,10 @@ def open_read_only(path: str) -> Any:
 
 
 def find_session(store: Any, wanted: str) -> Any:
-    """A session by id, or by a unique id prefix."""
-    from engine.errors import NotFoundError
+    """A session by id, or by a unique id prefix (:func:`engine.report.find_session`)."""
+    from engine.report import find_session as find
 
-    sessions = store.list_sessions()
-    exact = [s for s in sessions if s.id == wanted]
-    if exact:
-        return exact[0]
-    matches = [s for s in sessions if s.id.startswith(wanted)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise NotFoundError(f"no session {wanted!r} in the database", path=str(store.path))
-    raise UsageError(f"session prefix {wanted!r} is ambiguous: {', '.join(s.id for s in matches[:5])}")
+    return find(store, wanted)
 
 
 def port_number(text: str) -> int:

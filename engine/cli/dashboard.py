@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, port_number
+from engine.locations import DB_PATHS_ENV_VAR
 
 DEFAULT_DASHBOARD_PORT = 8501
-#: Environment variable the dashboard reads its database paths from (os.pathsep-separated).
-DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"
 
 
 def dashboard_app_path() -> Path:

@@ -6,9 +6,8 @@ import argparse
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, find_session, open_read_only
+from engine.events import COMPONENTS
 from engine.textfmt import format_table
-
-COMPONENT_HEADERS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
@@ -45,6 +44,8 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
         file=out,
     )
+    from engine.report import event_note, is_routine
+
     events = store.list_events(session.id)
     requests = [e for e in events if e.kind == "request"]
     print(
@@ -53,23 +54,23 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
     rows = []
     for e in requests:
         c = e.components
-        values = [getattr(c, name) if c else None for name in COMPONENT_HEADERS]
+        values = [getattr(c, name) if c else None for name in COMPONENTS]
         rows.append(
             (
                 e.seq, e.turn_index, *values, c.total if c else None,
                 e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
             )
         )  # fmt: skip
-    headers = ("event", "turn", *COMPONENT_HEADERS, "total", "provider", "limit", "outcome")
+    headers = ("event", "turn", *COMPONENTS, "total", "provider", "limit", "outcome")
     print(format_table(headers, rows) if rows else "(no model requests)", file=out)
 
-    decisions = [e for e in events if e.kind != "request" and (show_all or not _is_routine(e))]
+    decisions = [e for e in events if e.kind != "request" and (show_all or not is_routine(e))]
     hidden = sum(1 for e in events if e.kind != "request") - len(decisions)
     print("\nguard, compaction and other context events", file=out)
     rows = [
         (
             e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.model or "",
-            e.projected_tokens, e.limit_tokens, _clip(_event_note(e), REASON_CHARS),
+            e.projected_tokens, e.limit_tokens, _clip(event_note(e), REASON_CHARS),
         )
         for e in decisions
     ]  # fmt: skip
@@ -83,29 +84,8 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
 REASON_CHARS = 80
 
 
-def _is_routine(event: Any) -> bool:
-    return event.kind == "guard" and event.outcome == "ok"
-
-
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _event_note(e: Any) -> str:
-    details = e.details or {}
-    if e.kind == "compaction":
-        note = f"{details.get('before_tokens', '?'):,} -> {details.get('after_tokens', '?'):,} tokens"
-        if details.get("strategies_run"):
-            note += f" via {', '.join(details['strategies_run'])}"
-        return note
-    if e.kind == "offload":
-        return f"{details.get('tool_name', '')}: {details.get('size_bytes', 0):,} bytes stored as {details.get('ref_id', '')}"
-    if e.kind == "tool_search":
-        hits = [h.get("name", h) if isinstance(h, dict) else h for h in details.get("hits", [])]
-        return f"{details.get('query', '')!r}: {', '.join(map(str, hits)) or 'no match'}"
-    if e.kind == "guard" and details.get("tool_name"):
-        return f"{e.reason or ''} ({details['tool_name']}, {details.get('tool_tokens', 0):,} tokens)".strip()
-    return e.reason or ""
 
 
 def register(commands: argparse._SubParsersAction) -> None:

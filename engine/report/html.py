@@ -16,7 +16,9 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS
-from engine.report import Report, ReportEvent, SessionReport, is_routine, money_text
+from engine.report.models import Report, ReportEvent, SessionReport
+from engine.report.notes import is_routine
+from engine.report.text import money_text
 
 #: Events drawn as vertical markers on the timeline, with their label and colour.
 MARKERS = {

@@ -1,0 +1,158 @@
+"""Building a :class:`Report` from the store: per turn and per request the component breakdown
+(our estimate, by the session's tokenizer) beside the provider's usage (exact), the non-request
+context events, and the findings. Reads the store, never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.findings import analyze, load_session_view
+from engine.report.models import (
+    Components,
+    Limit,
+    Report,
+    ReportEvent,
+    RequestPoint,
+    SessionReport,
+    TurnPoint,
+    Usage,
+)
+from engine.settings import Settings, resolve_model_settings
+from engine.store import SessionStore, StoredEvent
+
+#: Model name used to resolve the limit of a session that names no model (built-in defaults).
+UNKNOWN_MODEL = "unknown"
+
+
+def build_report(
+    store: SessionStore,
+    session_ids: Sequence[str],
+    *,
+    source: str,
+    settings: Settings | None = None,
+) -> Report:
+    """A report of ``session_ids`` (in that order); reads the store only."""
+    from engine import __version__
+
+    sessions = [session_report(store, sid, settings=settings) for sid in session_ids]
+    peaks = [s.peak_usage_pct for s in sessions if s.peak_usage_pct is not None]
+    return Report(
+        generator=f"ctxdesk {__version__}",
+        source=source,
+        sessions=sessions,
+        peak_usage_pct=max(peaks) if peaks else None,
+        findings_count=sum(len(s.findings) for s in sessions),
+    )
+
+
+def session_report(
+    store: SessionStore, session_id: str, *, settings: Settings | None = None
+) -> SessionReport:
+    view = load_session_view(store, session_id, settings=settings)
+    session = view.session
+    resolved = view.settings or resolve_model_settings(UNKNOWN_MODEL, settings=settings)
+    events = list(view.events)
+    recorded = [e.limit_tokens for e in events if e.kind == "request" and e.limit_tokens]
+    limit = Limit(
+        limit_tokens=recorded[-1] if recorded else resolved.budget_tokens,
+        context_window=next((e.context_window for e in reversed(events) if e.context_window), None)
+        or resolved.context_window,
+        source="request events"
+        if recorded
+        else resolved.sources.get("context_window", "built-in")
+        + ("" if view.settings else " (model unknown)"),
+        note_threshold=resolved.note_threshold,
+        compact_threshold=resolved.compact_threshold,
+        hard_block_threshold=resolved.hard_block_threshold,
+    )
+    requests = [request_point(e, limit.limit_tokens) for e in events if e.kind == "request"]
+    findings = analyze(view)
+    peak = max(requests, key=lambda r: (r.used_pct or 0, r.used_tokens), default=None)
+    priced = [f.money for f in findings if f.money is not None]
+    return SessionReport(
+        id=session.id,
+        parent_session_id=session.parent_session_id,
+        title=session.title,
+        model=session.model,
+        provider=session.provider,
+        source=session.source,
+        tokenizer=view.tokenizer.id,
+        exact=view.tokenizer.exact,
+        message_count=len(view.messages),
+        request_count=len(requests),
+        limit=limit,
+        turns=turn_points(requests),
+        requests=requests,
+        events=[report_event(e) for e in events if e.kind != "request"],
+        findings=findings,
+        peak_usage_pct=peak.used_pct if peak else None,
+        peak_used_tokens=peak.used_tokens if peak else None,
+        peak_turn_index=peak.turn_index if peak else None,
+        peak_source=peak.used_source if peak else None,
+        findings_tokens=sum(f.tokens for f in findings),
+        findings_money=round(sum(priced), 6) if priced else None,
+    )
+
+
+def request_point(event: StoredEvent, session_limit: int | None) -> RequestPoint:
+    components = Components.of(event.components) if event.components else None
+    usage = Usage.of(event.usage) if event.usage else None
+    if usage is not None and usage.prompt_tokens:
+        used, used_source = usage.prompt_tokens, "provider"
+    else:
+        used, used_source = (components.total if components else event.projected_tokens or 0), "estimate"
+    limit = event.limit_tokens or session_limit
+    return RequestPoint(
+        event_seq=event.seq,
+        turn_index=event.turn_index or 0,
+        message_seq=event.message_seq,
+        components=components,
+        provider_usage=usage,
+        used_tokens=used,
+        used_source=used_source,  # type: ignore[arg-type]
+        used_pct=round(100 * used / limit, 1) if limit else None,
+        limit_tokens=limit,
+    )
+
+
+def turn_points(requests: Sequence[RequestPoint]) -> list[TurnPoint]:
+    by_turn: dict[int, list[RequestPoint]] = {}
+    for r in requests:
+        by_turn.setdefault(r.turn_index, []).append(r)
+    points = []
+    for _, rs in sorted(by_turn.items()):
+        pcts = [r.used_pct for r in rs if r.used_pct is not None]
+        points.append(
+            TurnPoint(**rs[-1].model_dump(), requests=len(rs), peak_used_pct=max(pcts) if pcts else None)
+        )
+    return points
+
+
+def report_event(event: StoredEvent) -> ReportEvent:
+    return ReportEvent(
+        seq=event.seq,
+        turn_index=event.turn_index,
+        kind=event.kind,
+        trigger=event.trigger,
+        outcome=event.outcome,
+        reason=event.reason,
+        projected_tokens=event.projected_tokens,
+        limit_tokens=event.limit_tokens,
+        message_seq=event.message_seq,
+        details=event.details,
+    )
+
+
+def gate_failure(report: Report, *, fail_over: float | None, fail_on_findings: int | None) -> str | None:
+    """The one-line reason a CI gate fails, or None when the report passes."""
+    if fail_over is not None and report.peak_usage_pct is not None and report.peak_usage_pct > fail_over:
+        worst = max(report.sessions, key=lambda s: s.peak_usage_pct or 0)
+        return (
+            f"peak context usage {worst.peak_usage_pct:.1f}% of the limit (session {worst.id}, turn "
+            f"{worst.peak_turn_index}, {worst.peak_source}) is over --fail-over {fail_over:g}%"
+        )
+    if fail_on_findings is not None and report.findings_count >= fail_on_findings:
+        kinds = sorted({f.kind for s in report.sessions for f in s.findings})
+        return f"{report.findings_count} finding(s) ({', '.join(kinds)}) reach --fail-on-findings {fail_on_findings}"
+    return None

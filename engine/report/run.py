@@ -1,0 +1,102 @@
+"""What the CLI calls: ``run_report`` and ``run_diff`` render to a file or stdout and return the
+exit code (``EXIT_GATE_FAILED`` when a ``--fail-over`` / ``--fail-on-findings`` gate trips)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from engine.errors import ValidationError
+from engine.report.build import build_report, gate_failure
+from engine.report.diff import diff_contexts, load_side, parse_side, snapshot_pair
+from engine.report.lookup import open_target, read_store
+from engine.report.models import Report
+from engine.report.text import render_diff_text, render_text
+from engine.settings import load_settings
+
+#: Exit code when a --fail-over / --fail-on-findings gate trips (1 and 2 are errors and usage).
+EXIT_GATE_FAILED = 3
+FORMATS = ("text", "json", "html")
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return report.model_dump_json(indent=2) + "\n"
+    if fmt == "html":
+        from engine.report.html import render_html  # plotly is imported only for HTML
+
+        return render_html(report)
+    if fmt == "text":
+        return render_text(report)
+    raise ValidationError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}", field="format")
+
+
+def write_output(text: str, out_path: str | None, stdout: TextIO) -> None:
+    if out_path is None:
+        stdout.write(text)
+        return
+    path = Path(out_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_report(
+    target: str | None,
+    *,
+    db: str | None = None,
+    fmt: str = "text",
+    out_path: str | None = None,
+    fail_over: float | None = None,
+    fail_on_findings: int | None = None,
+    settings_path: str | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``ctxdesk report``: write the report; 0, or EXIT_GATE_FAILED with one line on stderr."""
+    if fmt not in FORMATS:
+        raise ValidationError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}", field="format")
+    settings = load_settings(settings_path)
+    with open_target(target, db=db) as (store, session_ids, label):
+        report = build_report(store, session_ids, source=label, settings=settings)
+    write_output(render(report, fmt), out_path, stdout or sys.stdout)
+    reason = gate_failure(report, fail_over=fail_over, fail_on_findings=fail_on_findings)
+    if reason is None:
+        return 0
+    print(f"ctxdesk: report: {reason}", file=stderr or sys.stderr)
+    return EXIT_GATE_FAILED
+
+
+def run_diff(
+    a: str,
+    b: str | None,
+    *,
+    db: str | None = None,
+    snapshots: bool = False,
+    fmt: str = "text",
+    out_path: str | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """``ctxdesk diff``: two sessions or snapshots side by side; with ``snapshots`` and one
+    session, its previous state against its latest snapshot."""
+    if fmt not in ("text", "json"):
+        raise ValidationError(f"diff format must be text or json, got {fmt!r}", field="format")
+    path_a, session_a, snap_a = parse_side(a, db)
+    if b is None:
+        if not snapshots:
+            raise ValidationError("diff needs two sides (A B), or one session with --snapshots", field="b")
+        with read_store(path_a) as store:
+            side_a, side_b = snapshot_pair(store, a, session_a)
+            diff = diff_contexts(side_a, side_b)
+    else:
+        path_b, session_b, snap_b = parse_side(b, db)
+        with read_store(path_a) as store_a, read_store(path_b) as store_b:
+            diff = diff_contexts(
+                load_side(store_a, a, session_a, snap_a), load_side(store_b, b, session_b, snap_b)
+            )
+    text = diff.model_dump_json(indent=2) + "\n" if fmt == "json" else render_diff_text(diff)
+    write_output(text, out_path, stdout or sys.stdout)
+    return 0
