@@ -259,6 +259,101 @@ TABLES_V1: tuple[Table, ...] = (
 
 TABLE_NAMES = tuple(t.name for t in TABLES_V1)
 
+#: Tables of migration m002_request_payloads: every model call exactly as sent (proxy, importers).
+TABLES_M002: tuple[Table, ...] = (
+    Table(
+        "payload_parts",
+        "Content-addressed pieces of exact requests (a system prompt, a tool list, one message), stored once.",
+        (
+            _c("hash", "TEXT PRIMARY KEY", "sha256 (hex) of content_json's UTF-8 bytes."),
+            _c("kind", "TEXT NOT NULL", "system, tools or message."),
+            _c("size_bytes", "INTEGER NOT NULL", "Bytes of content_json."),
+            _c("content_json", "TEXT NOT NULL", "The piece as sent (compact JSON, key order kept)."),
+            _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time first stored."),
+        ),
+    ),
+    Table(
+        "model_requests",
+        "One model call exactly as sent and answered: parts by hash, params, response, provider usage, timing.",
+        (
+            _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Request id."),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("seq", "INTEGER NOT NULL", "Order of the call within the session."),
+            _c(
+                "event_id",
+                "INTEGER REFERENCES context_events(id) ON DELETE SET NULL",
+                "The `request` (or provider-error) event of this call.",
+            ),
+            _c(
+                "source", "TEXT NOT NULL", "proxy, or import:<format> for requests rebuilt from a transcript."
+            ),
+            _c(
+                "api",
+                "TEXT NOT NULL",
+                "anthropic_messages, anthropic_count_tokens, openai_chat, openai_responses, passthrough.",
+            ),
+            _c("method", "TEXT", "HTTP method."),
+            _c("path", "TEXT", "Request path and query as the agent sent them."),
+            _c(
+                "parsed", "INTEGER NOT NULL", "1 when the body was JSON of a known API; 0: raw_body holds it."
+            ),
+            _c("agent_session_id", "TEXT", "The agent's own session id (header or body), when it sent one."),
+            _c("model", "TEXT", "Model requested."),
+            _c("stream", "INTEGER", "1 for a streamed response."),
+            _c("system_key", "TEXT", "Body key of the system prompt (system, instructions)."),
+            _c("system_hash", "TEXT", "payload_parts hash of the system prompt."),
+            _c("tools_hash", "TEXT", "payload_parts hash of the tool definitions (the whole list)."),
+            _c("messages_key", "TEXT", "Body key of the message list (messages, input, contents)."),
+            _c(
+                "message_hashes_json", "TEXT", "JSON list of payload_parts hashes, one per message, in order."
+            ),
+            _c("message_count", "INTEGER", "Messages in the request."),
+            _c("body_keys_json", "TEXT", "Top-level body keys in the order sent."),
+            _c("params_json", "TEXT", "Every other top-level field of the body (JSON)."),
+            _c("max_tokens", "INTEGER", "max_tokens / max_output_tokens / max_completion_tokens."),
+            _c("thinking_json", "TEXT", "thinking / reasoning parameter (JSON)."),
+            _c("context_management_json", "TEXT", "context_management parameter (JSON)."),
+            _c(
+                "cache_control_json",
+                "TEXT",
+                'Cache breakpoints: JSON list of {"path": "messages[3].content[1]", "ttl": "5m"}.',
+            ),
+            _c("request_bytes", "INTEGER", "Size of the body as sent."),
+            _c("request_sha256", "TEXT", "sha256 of the body bytes as sent."),
+            _c("raw_body", "BLOB", "The body itself when it was not parsed (parsed = 0)."),
+            _c("status_code", "INTEGER", "HTTP status the provider answered (NULL: no answer)."),
+            _c(
+                "error_type",
+                "TEXT",
+                "Provider error type (or ctxdesk's: upstream_unreachable, client_disconnected).",
+            ),
+            _c("error_message", "TEXT", "Provider error message."),
+            _c("response_json", "TEXT", "The answer: content blocks / output items, id, model (JSON)."),
+            _c("stop_reason", "TEXT", "stop_reason / finish_reason / status of the answer."),
+            _c("input_tokens", "INTEGER", "Provider usage: uncached input tokens."),
+            _c("output_tokens", "INTEGER", "Provider usage: output tokens."),
+            _c("cache_read_input_tokens", "INTEGER", "Provider usage: cache reads."),
+            _c("cache_creation_input_tokens", "INTEGER", "Provider usage: cache writes (all TTLs)."),
+            _c("cache_creation_5m_tokens", "INTEGER", "Cache writes with a 5-minute TTL, where given."),
+            _c("cache_creation_1h_tokens", "INTEGER", "Cache writes with a 1-hour TTL, where given."),
+            _c("reasoning_tokens", "INTEGER", "Reasoning tokens (part of output), where given."),
+            _c("usage_json", "TEXT", "The provider's usage object as received (JSON)."),
+            _c("latency_ms", "REAL", "Time from receiving the request to the end of the answer."),
+            _c("ttfb_ms", "REAL", "Time from receiving the request to the first byte of the answer."),
+            _c(
+                "headers_json",
+                "TEXT",
+                "Request headers, with keys, Authorization and cookies removed (JSON).",
+            ),
+            _c("started_utc", "TEXT NOT NULL", "ISO-8601 UTC time the request arrived."),
+        ),
+        indexes=(
+            "CREATE INDEX IF NOT EXISTS model_requests_session ON model_requests(session_id, seq)",
+            "CREATE INDEX IF NOT EXISTS model_requests_event ON model_requests(event_id)",
+        ),
+    ),
+)
+
 
 def m001_initial(conn: sqlite3.Connection) -> None:
     """Create every table of schema version 1."""
@@ -268,8 +363,19 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             conn.execute(index)
 
 
+def m002_request_payloads(conn: sqlite3.Connection) -> None:
+    """Create payload_parts and model_requests (exact requests, content-addressed)."""
+    for table in TABLES_M002:
+        conn.execute(table.create_sql())
+        for index in table.indexes:
+            conn.execute(index)
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[tuple[str, Migration], ...] = (("m001_initial", m001_initial),)
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (
+    ("m001_initial", m001_initial),
+    ("m002_request_payloads", m002_request_payloads),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -313,7 +419,7 @@ def schema_markdown() -> str:
         "your own SQL may rely on them. Migrations applied are listed in `_migrations`.",
         "",
     ]
-    for table in TABLES_V1:
+    for table in (*TABLES_V1, *TABLES_M002):
         out += [f"## `{table.name}`", "", table.doc, "", "| column | type | meaning |", "|---|---|---|"]
         out += [f"| `{c.name}` | `{c.type}` | {c.doc} |" for c in table.columns]
         if table.constraints:

@@ -23,6 +23,14 @@ from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_json_text, redact_secrets
+from engine.store.payloads import (
+    RequestRecord,
+    StoredRequest,
+    insert_request,
+    load_parts,
+    request_hashes,
+    stored_request,
+)
 from engine.store.records import (
     BlobRecord,
     ContextState,
@@ -35,14 +43,6 @@ from engine.store.records import (
     content_to_json,
     message_to_json,
     messages_from_json_text,
-)
-from engine.store.payloads import (
-    RequestRecord,
-    StoredRequest,
-    insert_request,
-    load_parts,
-    request_hashes,
-    stored_request,
 )
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.tokens import Tokenizer

@@ -1,0 +1,304 @@
+"""Exact model requests, content-addressed (tables of migration m002_request_payloads).
+
+A request body is split into its system prompt, tool list and messages, each stored once in
+``payload_parts`` by the sha256 of its compact JSON; ``model_requests`` keeps the hashes, the
+other parameters, the response, the provider's usage and timing. :func:`rebuild_body` puts the
+body back together (equal, as JSON, to what was sent). The SQL lives here, called by the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.errors import NotFoundError, StoreError
+
+#: Body keys that hold the system prompt, the message list and the tools, by API.
+SYSTEM_KEYS = ("system", "instructions", "systemInstruction")
+MESSAGES_KEYS = ("messages", "input", "contents")
+TOOLS_KEY = "tools"
+MAX_TOKENS_KEYS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
+THINKING_KEYS = ("thinking", "reasoning")
+
+#: Header names (lowercase) never stored; plus any name containing one of SECRET_HEADER_WORDS.
+SECRET_HEADER_WORDS = ("key", "auth", "token", "secret", "cookie", "session-token", "signature")
+
+
+class RequestRecord(BaseModel):
+    """One model call to store: the parsed body (or raw bytes), the answer, usage and timing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    api: str = Field(description="anthropic_messages, openai_chat, openai_responses, passthrough, ...")
+    source: str = Field("proxy", description="proxy, or import:<format>.")
+    method: str | None = "POST"
+    path: str | None = None
+    body: dict[str, Any] | None = Field(None, description="The JSON body as sent (None when not parsed).")
+    raw_body: bytes | None = Field(None, description="The body bytes when it was not JSON of a known API.")
+    request_bytes: int | None = None
+    request_sha256: str | None = None
+    agent_session_id: str | None = None
+    headers: dict[str, str] | None = Field(None, description="Request headers; secrets are dropped on write.")
+    status_code: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    response: dict[str, Any] | None = Field(None, description="Answer: content / output items, id, model.")
+    stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_creation_5m_tokens: int | None = None
+    cache_creation_1h_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    usage: dict[str, Any] | None = Field(None, description="The provider's usage object as received.")
+    latency_ms: float | None = None
+    ttfb_ms: float | None = None
+    started_utc: str | None = None
+    event_id: int | None = None
+
+
+class StoredRequest(RequestRecord):
+    """A row of ``model_requests``; ``body`` is rebuilt from its parts when loaded with bodies."""
+
+    id: int
+    session_id: str
+    seq: int
+    parsed: bool
+    model: str | None = None
+    stream: bool | None = None
+    message_count: int | None = None
+    max_tokens: int | None = None
+    thinking: Any = None
+    context_management: Any = None
+    cache_control: list[dict[str, Any]] = []
+    system_hash: str | None = None
+    tools_hash: str | None = None
+    message_hashes: list[str] = []
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def part_hash(content_json: str) -> str:
+    return hashlib.sha256(content_json.encode("utf-8")).hexdigest()
+
+
+def is_secret_header(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_HEADER_WORDS)
+
+
+def safe_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    return {k: v for k, v in headers.items() if not is_secret_header(k)}
+
+
+def cache_control_positions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every cache_control marker in a body, as {"path", "ttl", "type"} in document order."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            marker = value.get("cache_control")
+            if isinstance(marker, dict):
+                found.append(
+                    {"path": path or "$", "type": marker.get("type"), "ttl": marker.get("ttl", "5m")}
+                )
+            for key, item in value.items():
+                if key != "cache_control" and isinstance(item, dict | list):
+                    walk(item, f"{path}.{key}" if path else key)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    walk(dict(body), "")
+    return found
+
+
+def split_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Split a request body into system, tools, messages and the other params (pure)."""
+    system_key = next((k for k in SYSTEM_KEYS if k in body), None)
+    messages_key = next((k for k in MESSAGES_KEYS if isinstance(body.get(k), list)), None)
+    tools = body.get(TOOLS_KEY) if isinstance(body.get(TOOLS_KEY), list) else None
+    taken = {system_key, messages_key, TOOLS_KEY if tools is not None else None}
+    return {
+        "system_key": system_key,
+        "system": body[system_key] if system_key else None,
+        "tools": tools,
+        "messages_key": messages_key,
+        "messages": list(body[messages_key]) if messages_key else [],
+        "params": {k: v for k, v in body.items() if k not in taken},
+        "keys": list(body),
+    }
+
+
+def rebuild_body(
+    keys: Sequence[str],
+    params: Mapping[str, Any],
+    *,
+    system_key: str | None,
+    system: Any,
+    tools: list[Any] | None,
+    messages_key: str | None,
+    messages: list[Any],
+) -> dict[str, Any]:
+    """The body from its parts, keys in the order sent (the inverse of :func:`split_body`)."""
+    body: dict[str, Any] = {}
+    for key in keys:
+        if key == system_key:
+            body[key] = system
+        elif key == messages_key:
+            body[key] = messages
+        elif key == TOOLS_KEY and tools is not None:
+            body[key] = tools
+        elif key in params:
+            body[key] = params[key]
+    return body
+
+
+def _first(body: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    return next((body[k] for k in keys if k in body), None)
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _put_part(conn: sqlite3.Connection, kind: str, value: Any, now: str) -> str:
+    text = compact_json(value)
+    digest = part_hash(text)
+    conn.execute(
+        "INSERT OR IGNORE INTO payload_parts (hash, kind, size_bytes, content_json, created_utc) VALUES (?,?,?,?,?)",
+        (digest, kind, len(text.encode("utf-8")), text, now),
+    )
+    return digest
+
+
+def insert_request(conn: sqlite3.Connection, session_id: str, record: RequestRecord, now: str) -> int:
+    """Write one request and its new parts (inside the caller's transaction); returns its id."""
+    body = record.body
+    split = split_body(body) if body is not None else None
+    system_hash = tools_hash = None
+    message_hashes: list[str] | None = None
+    if split is not None:
+        if split["system_key"]:
+            system_hash = _put_part(conn, "system", split["system"], now)
+        if split["tools"] is not None:
+            tools_hash = _put_part(conn, "tools", split["tools"], now)
+        message_hashes = [_put_part(conn, "message", m, now) for m in split["messages"]]
+    seq = conn.execute(
+        "SELECT coalesce(max(seq), -1) + 1 FROM model_requests WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    b = body or {}
+    stream = b.get("stream")
+    try:
+        cur = conn.execute(
+            "INSERT INTO model_requests (session_id, seq, event_id, source, api, method, path, parsed,"
+            " agent_session_id, model, stream, system_key, system_hash, tools_hash, messages_key,"
+            " message_hashes_json, message_count, body_keys_json, params_json, max_tokens, thinking_json,"
+            " context_management_json, cache_control_json, request_bytes, request_sha256, raw_body, status_code,"
+            " error_type, error_message, response_json, stop_reason, input_tokens, output_tokens,"
+            " cache_read_input_tokens, cache_creation_input_tokens, cache_creation_5m_tokens,"
+            " cache_creation_1h_tokens, reasoning_tokens, usage_json, latency_ms, ttfb_ms, headers_json, started_utc)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                session_id, seq, record.event_id, record.source, record.api, record.method, record.path,
+                int(split is not None), record.agent_session_id,
+                b.get("model") if isinstance(b.get("model"), str) else None,
+                None if stream is None else int(bool(stream)),
+                split["system_key"] if split else None, system_hash, tools_hash,
+                split["messages_key"] if split else None,
+                _dumps(message_hashes), len(message_hashes) if message_hashes is not None else None,
+                _dumps(split["keys"]) if split else None, _dumps(split["params"]) if split else None,
+                _first(b, MAX_TOKENS_KEYS) if isinstance(_first(b, MAX_TOKENS_KEYS), int) else None,
+                _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
+                _dumps(cache_control_positions(b)) if split else None,
+                record.request_bytes, record.request_sha256,
+                sqlite3.Binary(record.raw_body) if record.raw_body is not None and split is None else None,
+                record.status_code, record.error_type, record.error_message, _dumps(record.response),
+                record.stop_reason, record.input_tokens, record.output_tokens, record.cache_read_input_tokens,
+                record.cache_creation_input_tokens, record.cache_creation_5m_tokens, record.cache_creation_1h_tokens,
+                record.reasoning_tokens, _dumps(record.usage), record.latency_ms, record.ttfb_ms,
+                _dumps(safe_headers(record.headers)), record.started_utc or now,
+            ),
+        )  # fmt: skip
+    except sqlite3.IntegrityError as exc:
+        raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc
+    return int(cur.lastrowid or 0)
+
+
+def _loads(text: str | None, where: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"malformed JSON in {where}: {exc}") from exc
+
+
+def load_parts(read: Any, hashes: Sequence[str]) -> dict[str, Any]:
+    """Parts by hash (``read`` is the store's query function)."""
+    out: dict[str, Any] = {}
+    unique = list(dict.fromkeys(h for h in hashes if h))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start : start + 500]
+        rows = read(
+            f"SELECT hash, content_json FROM payload_parts WHERE hash IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        out.update({r["hash"]: _loads(r["content_json"], f"payload_parts {r['hash']}") for r in rows})
+    missing = [h for h in unique if h not in out]
+    if missing:
+        raise StoreError(f"payload_parts missing {len(missing)} part(s), e.g. {missing[0]}")
+    return out
+
+
+def stored_request(row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> StoredRequest:
+    """A model_requests row as a StoredRequest; with ``parts``, the body is rebuilt."""
+    d = dict(row)
+    where = f"model_requests row {d['id']}"
+    hashes = _loads(d["message_hashes_json"], where) or []
+    body = None
+    if parts is not None and d["parsed"]:
+        body = rebuild_body(
+            _loads(d["body_keys_json"], where) or [],
+            _loads(d["params_json"], where) or {},
+            system_key=d["system_key"],
+            system=parts.get(d["system_hash"]) if d["system_hash"] else None,
+            tools=parts.get(d["tools_hash"]) if d["tools_hash"] else None,
+            messages_key=d["messages_key"],
+            messages=[parts[h] for h in hashes],
+        )
+    return StoredRequest(
+        id=d["id"], session_id=d["session_id"], seq=d["seq"], event_id=d["event_id"], source=d["source"],
+        api=d["api"], method=d["method"], path=d["path"], parsed=bool(d["parsed"]),
+        agent_session_id=d["agent_session_id"], model=d["model"],
+        stream=None if d["stream"] is None else bool(d["stream"]), body=body,
+        raw_body=bytes(d["raw_body"]) if d["raw_body"] is not None else None,
+        message_count=d["message_count"], max_tokens=d["max_tokens"],
+        thinking=_loads(d["thinking_json"], where), context_management=_loads(d["context_management_json"], where),
+        cache_control=_loads(d["cache_control_json"], where) or [], system_hash=d["system_hash"],
+        tools_hash=d["tools_hash"], message_hashes=hashes, request_bytes=d["request_bytes"],
+        request_sha256=d["request_sha256"], status_code=d["status_code"], error_type=d["error_type"],
+        error_message=d["error_message"], response=_loads(d["response_json"], where), stop_reason=d["stop_reason"],
+        input_tokens=d["input_tokens"], output_tokens=d["output_tokens"],
+        cache_read_input_tokens=d["cache_read_input_tokens"],
+        cache_creation_input_tokens=d["cache_creation_input_tokens"],
+        cache_creation_5m_tokens=d["cache_creation_5m_tokens"], cache_creation_1h_tokens=d["cache_creation_1h_tokens"],
+        reasoning_tokens=d["reasoning_tokens"], usage=_loads(d["usage_json"], where), latency_ms=d["latency_ms"],
+        ttfb_ms=d["ttfb_ms"], headers=_loads(d["headers_json"], where), started_utc=d["started_utc"],
+    )  # fmt: skip
+
+
+def request_hashes(row: Mapping[str, Any]) -> list[str]:
+    d = dict(row)
+    hashes = _loads(d["message_hashes_json"], f"model_requests row {d['id']}") or []
+    return [h for h in (d["system_hash"], d["tools_hash"], *hashes) if h]
