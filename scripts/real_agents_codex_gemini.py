@@ -1,0 +1,246 @@
+"""Codex CLI and Gemini CLI fixtures: run the real clients offline against the scripted model
+server, then keep what they wrote (rollout / chat files) beside the server's request log.
+
+    python scripts/real_agents_codex_gemini.py [--only codex|gemini] [--out tests/fixtures/real_agents]
+
+Every run uses a scratch HOME, CODEX_HOME and repository under /tmp; nothing touches a user folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.model_server import gemini as gemini_api  # noqa: E402
+from tests.model_server import openai_responses  # noqa: E402
+
+AGENTS_BIN = Path(os.environ.get("CTXDESK_AGENTS_BIN", "/work/agents/node_modules/.bin"))
+OUT = ROOT / "tests" / "fixtures" / "real_agents"
+from tests.model_server.core import ScriptedServer  # noqa: E402
+
+CODEX_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
+    # (prompt, replies for the calls of that run); runs after the first resume the same session.
+    "tools-resume": [
+        (
+            "Look at this repository, then add a usage line to README.md.",
+            [
+                [
+                    {"type": "reasoning", "summary": "Listing the files and reading the README first."},
+                    {"type": "function_call", "name": "exec_command", "arguments": {"cmd": "ls -la"}},
+                    {"type": "function_call", "name": "exec_command", "arguments": {"cmd": "cat README.md"}},
+                ],
+                [
+                    {
+                        "type": "custom_tool_call",
+                        "name": "apply_patch",
+                        "input": "*** Begin Patch\n*** Update File: README.md\n@@\n hello\n+Usage: run `make test`.\n"
+                        "*** End Patch\n",
+                    }
+                ],
+                [{"type": "message", "text": "I added a usage line to README.md."}],
+            ],
+        ),
+        (
+            "Show me the diff.",
+            [
+                [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "git diff"}}],
+                [
+                    {"type": "reasoning", "summary": "The diff has one added line."},
+                    {"type": "message", "text": "The diff adds one line: Usage: run `make test`."},
+                ],
+            ],
+        ),
+    ],
+}
+
+#: Extra config.toml lines per scenario.
+CODEX_CONFIG: dict[str, str] = {}
+
+GEMINI_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
+    "tools-resume": [
+        (
+            "Look at this repository, then add a usage line to README.md.",
+            [
+                [
+                    {"thought": "**Exploring** I will list the directory and read the README together."},
+                    {"functionCall": {"name": "list_directory", "args": {"dir_path": "."}}},
+                    {"functionCall": {"name": "read_file", "args": {"file_path": "README.md"}}},
+                ],
+                [
+                    {
+                        "functionCall": {
+                            "name": "replace",
+                            "args": {
+                                "file_path": "README.md",
+                                "old_string": "hello\n",
+                                "new_string": "hello\nUsage: run `make test`.\n",
+                                "instruction": "Add a usage line.",
+                            },
+                        }
+                    }
+                ],
+                ["I added a usage line to README.md."],
+            ],
+        ),
+        (
+            "Show me the diff.",
+            [
+                [
+                    {
+                        "functionCall": {
+                            "name": "run_shell_command",
+                            "args": {"command": "git diff", "description": "diff"},
+                        }
+                    }
+                ],
+                [{"thought": "One added line."}, {"text": "The diff adds one line: Usage: run `make test`."}],
+            ],
+        ),
+    ],
+}
+
+
+def scratch_repo(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    (repo / "README.md").write_text("hello\n", encoding="utf-8")
+    (repo / "main.py").write_text('print("hello")\n', encoding="utf-8")
+    git = ["git", "-c", "user.email=dev@example.com", "-c", "user.name=dev"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
+    return repo
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 180) -> str:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"codex-{name}-", dir="/tmp"))
+    home, codex_home = root / "home", root / "codex"
+    home.mkdir()
+    codex_home.mkdir()
+    repo = scratch_repo(root)
+    log = root / "requests.jsonl"
+    server = openai_responses.install(ScriptedServer(log_path=log))
+    with server:
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5.5"\nmodel_provider = "local"\napproval_policy = "never"\n'
+            'sandbox_mode = "danger-full-access"\n\n[model_providers.local]\nname = "local"\n'
+            f'base_url = "{server.base_url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n'
+            + CODEX_CONFIG.get(name, ""),
+            encoding="utf-8",
+        )
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(codex_home),
+            "LOCAL_API_KEY": "scripted", "NO_COLOR": "1",
+        }  # fmt: skip
+        session_id = None
+        for prompt, replies in runs:
+            server.queue(*replies)
+            args = (
+                ["exec", "--json", prompt]
+                if session_id is None
+                else ["exec", "--json", "resume", session_id, prompt]
+            )
+            stdout = _run([str(AGENTS_BIN / "codex"), *args], cwd=repo, env=env)
+            for line in stdout.splitlines():
+                if line.startswith("{") and json.loads(line).get("type") == "thread.started":
+                    session_id = json.loads(line)["thread_id"]
+    rollouts = sorted((codex_home / "sessions").rglob("rollout-*.jsonl"))
+    target = out / "codex" / name
+    _reset(target)
+    for rollout in rollouts:
+        relative = rollout.relative_to(codex_home)
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        (target / relative).write_text(_scrub(rollout.read_text(encoding="utf-8"), root), encoding="utf-8")
+    (target / "requests.jsonl").write_text(_scrub(log.read_text(encoding="utf-8"), root), encoding="utf-8")
+    shutil.rmtree(root)
+    return target
+
+
+def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"gemini-{name}-", dir="/tmp"))
+    home = root / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}), encoding="utf-8"
+    )
+    repo = scratch_repo(root)
+    log = root / "requests.jsonl"
+    server = gemini_api.install(ScriptedServer(log_path=log))
+    with server:
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "GOOGLE_GEMINI_BASE_URL": server.base_url,
+            "GEMINI_API_KEY": "scripted", "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_COLOR": "1",
+            "GEMINI_TELEMETRY_ENABLED": "false",
+        }  # fmt: skip
+        session_id = None
+        for prompt, replies in runs:
+            server.queue(*replies)
+            args = ["-p", prompt, "-o", "json", "--yolo"]
+            if session_id is not None:
+                args += ["--resume", session_id]
+            stdout = _run([str(AGENTS_BIN / "gemini"), *args], cwd=repo, env=env)
+            start = stdout.find("{")
+            session_id = session_id or json.loads(stdout[start:]).get("session_id")
+    chats = sorted((home / ".gemini" / "tmp").rglob("chats/session-*"))
+    target = out / "gemini" / name
+    _reset(target)
+    for chat in chats:
+        relative = chat.relative_to(home / ".gemini")
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        (target / relative).write_text(_scrub(chat.read_text(encoding="utf-8"), root), encoding="utf-8")
+    (target / "requests.jsonl").write_text(_scrub(log.read_text(encoding="utf-8"), root), encoding="utf-8")
+    shutil.rmtree(root)
+    return target
+
+
+def _reset(target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+
+
+def _scrub(text: str, root: Path) -> str:
+    """The scratch folder's random name replaced by a fixed one, so fixtures do not churn."""
+    return text.replace(str(root), "/tmp/scratch")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", choices=("codex", "gemini"))
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--scenario", help="run only this scenario")
+    args = parser.parse_args(argv)
+    if args.only in (None, "codex"):
+        for name, runs in CODEX_SCENARIOS.items():
+            if args.scenario and name != args.scenario:
+                continue
+            print("codex", name, "->", run_codex(name, runs, args.out))
+    if args.only in (None, "gemini"):
+        for name, runs in GEMINI_SCENARIOS.items():
+            if args.scenario and name != args.scenario:
+                continue
+            print("gemini", name, "->", run_gemini(name, runs, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
