@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +49,8 @@ from engine.store.records import (
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.tokens import Tokenizer
 
+logger = logging.getLogger(__name__)
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
 PREVIEW_CHARS = 200
@@ -70,6 +74,67 @@ def is_sqlite_file(path: Path) -> bool:
         return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
+#: Longest a write-open spends on PRAGMA quick_check before going ahead (large databases).
+INTEGRITY_CHECK_BUDGET_S = 2.0
+
+
+def check_database_path(path: Path, *, for_writing: bool) -> None:
+    """Raise StoreError for a path that can never hold a database file (a folder, a file as a parent)."""
+    if path.is_dir():
+        raise StoreError("is a directory, not a database file", path=str(path))
+    if path.exists() and not path.is_file():
+        raise StoreError("is not a regular file", path=str(path))
+    if for_writing:
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise StoreError(f"{parent} is a file, not a folder", path=str(path))
+                break
+
+
+def _connect_read_only(path: Path, *, timeout: float = 5.0) -> sqlite3.Connection:
+    """Open read-only; a WAL database in a folder we cannot write is opened immutable instead."""
+    uri = path.resolve().as_uri()
+    options: dict[str, Any] = {
+        "uri": True,
+        "isolation_level": None,
+        "check_same_thread": False,
+        "timeout": timeout,
+    }
+    conn = sqlite3.connect(f"{uri}?mode=ro", **options)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+    # No -shm can be created beside it: nobody can be writing it through this folder either.
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", **options)
+
+
+def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse to write into a damaged database: PRAGMA quick_check, bounded in time."""
+    deadline = time.monotonic() + INTEGRITY_CHECK_BUDGET_S
+    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+    try:
+        rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            logger.info("quick_check of %s skipped after %.1f s", path, INTEGRITY_CHECK_BUDGET_S)
+            return
+        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
+    finally:
+        conn.set_progress_handler(None, 0)
+    problems = [r[0] for r in rows if r[0] != "ok"]
+    if problems:
+        raise StoreError(
+            f"database is damaged ({'; '.join(problems)[:300]}); not writing into it", path=str(path)
+        )
+
+
 def check_database_file(path: Path) -> None:
     """Raise NotADatabaseError / SchemaVersionError for a file we must not touch; never writes."""
     if not path.exists() or path.stat().st_size == 0:
@@ -79,7 +144,7 @@ def check_database_file(path: Path) -> None:
     if not header.startswith(SQLITE_MAGIC):
         raise NotADatabaseError("not a SQLite database (bad header)", path=str(path))
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = _connect_read_only(path, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         raise NotADatabaseError(f"cannot open as SQLite ({exc})", path=str(path)) from exc
     try:
@@ -113,19 +178,27 @@ class SessionStore:
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.RLock()
+        check_database_path(self.path, for_writing=not read_only)
         if read_only and not self.path.exists():
             raise NotFoundError("database file does not exist", path=str(self.path))
         check_database_file(self.path)
+        existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             if read_only:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                self._conn = _connect_read_only(self.path)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot create the database's folder ({exc.strerror or exc})", path=str(self.path)
+                    ) from exc
                 self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             if not read_only:
+                if existed:
+                    _check_integrity(self._conn, self.path)
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
                 apply_migrations(self._conn)
@@ -167,13 +240,21 @@ class SessionStore:
             try:
                 yield self._conn
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
                 raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             else:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
+                    self._rollback()
+                    raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
