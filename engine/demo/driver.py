@@ -1,0 +1,56 @@
+"""Writes the demo databases: each scenario of :data:`SCENARIOS` in its database, then VACUUM and
+checkpoint so the .db file alone holds every row."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.demo.agent import DEFAULT_SEED, DEMO_SETTINGS, SETTINGS_FILE
+from engine.demo.context import DemoContext, DemoStore
+from engine.demo.repo import FakeRepo
+from engine.demo.scenarios import SCENARIOS
+from engine.errors import StoreError
+from engine.settings import Settings, save_settings
+
+
+def generate_demo(out_dir: str | Path, *, seed: int = DEFAULT_SEED) -> list[Path]:
+    """Write the demo databases (replacing earlier ones) and the settings file that made them."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = Settings.from_dict(DEMO_SETTINGS, source=str(out / SETTINGS_FILE))
+    written = [save_settings(settings, out / SETTINGS_FILE)]
+    for name, scenarios in SCENARIOS.items():
+        path = out / name
+        for stale in _db_files(path):
+            stale.unlink()
+        repo = FakeRepo(seed)
+        with DemoStore(path, seed) as store:
+            ctx = DemoContext(store, settings, repo, seed)
+            for scenario in scenarios:
+                scenario(ctx)
+        settle_database(path)
+        written.append(path)
+    return written
+
+
+def settle_database(path: Path) -> None:
+    """VACUUM and checkpoint ``path`` so the .db file alone holds every row: the -wal and -shm
+    files are not committed with the sample data."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("VACUUM")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if busy or (wal.exists() and wal.stat().st_size):
+        raise StoreError("cannot checkpoint the demo database (another process has it open?)", path=str(path))
+
+
+def _db_files(path: Path) -> Iterator[Path]:
+    for suffix in ("", "-wal", "-shm"):
+        candidate = path.with_name(path.name + suffix)
+        if candidate.exists():
+            yield candidate
