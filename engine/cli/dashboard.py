@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -14,6 +15,23 @@ from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, p
 from engine.locations import DB_PATHS_ENV_VAR
 
 DEFAULT_DASHBOARD_PORT = 8501
+#: Host names the server accepts (DNS rebinding protection: any other Host header is refused).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+#: Streamlit options the dashboard always runs with, wherever it is started (the same values as
+#: .streamlit/config.toml, which Streamlit reads only from the working directory).
+SERVER_OPTIONS = (
+    ("server.address", "127.0.0.1"),
+    ("browser.serverAddress", "127.0.0.1"),
+    ("browser.gatherUsageStats", "false"),
+    ("server.runOnSave", "false"),
+    ("server.enableCORS", "true"),
+    ("server.enableXsrfProtection", "true"),
+    ("client.showErrorDetails", "type"),
+    ("client.toolbarMode", "minimal"),
+    ("theme.base", "light"),
+)
+#: Seconds the server gets to exit after SIGTERM before it is killed.
+STOP_GRACE_S = 10.0
 
 
 def dashboard_app_path() -> Path:
@@ -40,11 +58,11 @@ def default_db_paths() -> list[Path]:
 
 def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: bool) -> list[str]:
     """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``."""
-    command = [
-        sys.executable, "-m", "streamlit", "run", str(app),
-        "--server.address", "127.0.0.1", "--server.port", str(port),
-        "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port)]
+    for name, value in SERVER_OPTIONS:
+        command += [f"--{name}", value]
+    for host in LOOPBACK_HOSTS:
+        command += ["--server.allowedHosts", host]
     if headless:
         command += ["--server.headless", "true"]
     return [*command, "--", *(str(p) for p in paths)]
@@ -71,10 +89,35 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
     env = dashboard_env(paths)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
+    return run_server(command, env=env)
+
+
+def run_server(command: Sequence[str], *, env: dict[str, str]) -> int:
+    """Run the server as our child and stop it with us: SIGTERM, SIGHUP and Ctrl-C reach it, then we wait."""
+    server = subprocess.Popen(
+        list(command), env=env, cwd=REPO_ROOT if (REPO_ROOT / ".streamlit").is_dir() else None
+    )
+
+    def stop(signum: int, _frame: object) -> None:
+        if server.poll() is None:
+            server.terminate()
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return subprocess.call(command, env=env)
+        return server.wait()
     except KeyboardInterrupt:
         return EXIT_OK
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if server.poll() is None:
+            server.terminate()
+        try:
+            server.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def register(commands: argparse._SubParsersAction) -> None:
