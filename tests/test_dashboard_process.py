@@ -4,6 +4,7 @@ with ctxdesk's Streamlit settings wherever it is started."""
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import signal
 import socket
@@ -97,7 +98,7 @@ def test_started_outside_the_repository_the_settings_still_apply(dashboard):
     command = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     (child,) = command
     argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-    pairs = dict(zip(argv, argv[1:], strict=False))
+    pairs = dict(itertools.pairwise(argv))
     assert pairs[b"--client.showErrorDetails"] == b"type"
     assert pairs[b"--server.address"] == b"127.0.0.1"
     assert pairs[b"--browser.gatherUsageStats"] == b"false"
