@@ -1,0 +1,54 @@
+"""Open a session database by path or URL: a file path is SQLite, ``postgresql://...`` a server.
+
+Every command and the session manager take either; :func:`default_database` names the team's
+database when none is given (``$CTXDESK_DB``, else the ``database`` settings key).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.store.backend import SessionStoreBackend
+
+#: Environment variable naming the default database (a file path or a postgresql:// URL).
+DB_ENV_VAR = "CTXDESK_DB"
+#: URL schemes that name a PostgreSQL database.
+URL_SCHEMES = ("postgresql", "postgres")
+
+
+def is_database_url(target: object) -> bool:
+    """True for ``postgresql://...`` / ``postgres://...``; anything else is a SQLite path."""
+    if not isinstance(target, str) or "://" not in target:
+        return False
+    return target.split("://", 1)[0].lower() in URL_SCHEMES
+
+
+def open_store(target: str | os.PathLike[str], *, read_only: bool = False) -> Any:
+    """A SessionStore on a SQLite file, or a PostgresSessionStore on a ``postgresql://`` URL.
+
+    Both implement :class:`SessionStoreBackend`; psycopg is imported only for a URL.
+    """
+    if is_database_url(target):
+        from engine.store.postgres import PostgresSessionStore
+
+        return PostgresSessionStore(str(target), read_only=read_only)
+    from engine.store.sqlite import SessionStore
+
+    return SessionStore(Path(target), read_only=read_only)
+
+
+def default_database(
+    env: Mapping[str, str] | None = None, settings: Mapping[str, Any] | None = None
+) -> str | None:
+    """The database to use when none is named: ``$CTXDESK_DB``, else settings ``database``."""
+    env = os.environ if env is None else env
+    if env.get(DB_ENV_VAR, "").strip():
+        return env[DB_ENV_VAR].strip()
+    value = (settings or {}).get("database")
+    return str(value) if value else None
+
+
+__all__ = ["DB_ENV_VAR", "SessionStoreBackend", "default_database", "is_database_url", "open_store"]

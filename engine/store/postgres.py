@@ -1,0 +1,426 @@
+"""PostgresSessionStore: the session database on a PostgreSQL server (psycopg 3, a connection pool).
+
+The same tables, columns and migrations as the SQLite store: every statement is the SQLite
+store's own, translated by :mod:`engine.store.dialect`, so each is written once. Writes are
+transactions on a pooled connection (nested ``transaction()`` calls join the outer one, per
+thread); appends and events of one session are serialised by an advisory lock, as SQLite's
+write lock does. A server that goes away raises StoreError; committed rows stay, and the pool
+replaces dead connections on the next call.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import RowMaker
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from engine.errors import NotADatabaseError, SchemaVersionError, StoreError
+from engine.events import ContextEvent, ProviderUsage
+from engine.messages import Message
+from engine.store.dialect import PRAGMAS_TABLE_SQL, defer_forward_references, split_script, to_postgres
+from engine.store.factory import is_database_url
+from engine.store.payloads import RequestRecord
+from engine.store.records import StoredMessage
+from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
+from engine.store.sqlite import SessionStore
+from engine.tokens import Tokenizer
+
+POOL_MAX_SIZE = 8
+CONNECT_TIMEOUT_S = 10
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages and ``store.path``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+class DatabaseUrl(str):
+    """``store.path`` of a server store: the redacted URL, with ``.name`` the database name."""
+
+    @property
+    def name(self) -> str:
+        return urlsplit(self).path.lstrip("/") or "postgres"
+
+
+class _IntegrityError(sqlite3.IntegrityError):
+    """A PostgreSQL integrity violation, raised where the shared store code catches SQLite's."""
+
+
+class _Row(tuple):
+    """A row addressable by position and by column name, like sqlite3.Row."""
+
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names.index(key))
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> tuple[str, ...]:
+        return self._names
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[_Row]:
+    names = tuple(c.name for c in cursor.description or ())
+    row_type = type("Row", (_Row,), {"_names": names, "__slots__": ()})
+
+    def make(values: Sequence[Any]) -> _Row:
+        return row_type(values)
+
+    return make
+
+
+def _clean(value: Any) -> Any:
+    # PostgreSQL text cannot hold NUL; SQLite's can. Previews and titles keep U+FFFD instead.
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
+
+
+_REFERENCED = re.compile(r"REFERENCES\s+(\w+)", re.IGNORECASE)
+
+
+class _Cursor:
+    """What the shared store code reads from a cursor: rows, rowcount, lastrowid."""
+
+    def __init__(self, rows: list[_Row], rowcount: int, lastrowid: int | None) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> _Row | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[_Row]:
+        return list(self._rows)
+
+    def __iter__(self) -> Iterator[_Row]:
+        return iter(self._rows)
+
+
+class PgConnection:
+    """A psycopg connection spoken to in SQLite's dialect (``?`` placeholders, lastrowid).
+
+    The store's methods, the migrations and callers of ``store.transaction()`` use it as they
+    use a sqlite3 connection.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], identity_tables: frozenset[str]) -> None:
+        self.raw = conn
+        self._identity_tables = identity_tables
+        self._pending_references: list[tuple[str, str]] = []  # (referenced table, ALTER TABLE)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def _returning_id(self, sql: str) -> bool:
+        words = sql.split(None, 3)
+        return (
+            len(words) > 2
+            and words[0].upper() == "INSERT"
+            and words[2].split("(")[0] in self._identity_tables
+            and "RETURNING" not in sql.upper()
+        )
+
+    def _exists(self, table: str) -> bool:
+        return self.raw.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()[0]
+
+    def _create_table(self, statement: str) -> _Cursor:
+        statement, later = defer_forward_references(statement, self._exists)
+        cur = self.raw.execute(statement)
+        self._pending_references += [(_REFERENCED.search(alter).group(1), alter) for alter in later]  # type: ignore[union-attr]
+        ready = [(t, alter) for t, alter in self._pending_references if self._exists(t)]
+        for item in ready:
+            self.raw.execute(item[1])
+            self._pending_references.remove(item)
+        return _Cursor([], cur.rowcount, None)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        statement = to_postgres(sql, has_params=bool(params))
+        if not params and statement.lstrip().upper().startswith("CREATE TABLE"):
+            return self._create_table(statement)
+        want_id = self._returning_id(statement)
+        if want_id:
+            statement += " RETURNING id"
+        try:
+            cur = self.raw.execute(statement, [_clean(p) for p in params] if params else None)
+            rows = cur.fetchall() if cur.description else []
+        except psycopg.errors.IntegrityError as exc:
+            raise _IntegrityError(str(exc).strip()) from exc
+        lastrowid = int(rows[0][0]) if want_id and rows else None
+        return _Cursor([] if want_id else rows, cur.rowcount, lastrowid)
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> _Cursor:
+        statement = to_postgres(sql, has_params=True)
+        try:
+            with self.raw.cursor() as cur:
+                cur.executemany(statement, [[_clean(p) for p in params] for params in seq_of_params])
+                return _Cursor([], cur.rowcount, None)
+        except psycopg.errors.IntegrityError as exc:
+            raise _IntegrityError(str(exc).strip()) from exc
+
+    def executescript(self, script: str) -> None:
+        for statement in split_script(script):
+            self.execute(statement)
+
+    def cursor(self) -> PgConnection:
+        return self
+
+
+def _advisory_key(text: str) -> int:
+    return zlib.crc32(text.encode()) - 2**31
+
+
+class PostgresSessionStore(SessionStore):
+    """The session database on PostgreSQL: ``PostgresSessionStore("postgresql://user@host/db")``.
+
+    Same methods and rows as :class:`SessionStore`. ``read_only`` opens read-only transactions
+    and refuses writes; a read-only open of a database without the ctxdesk tables raises.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        read_only: bool = False,
+        max_size: int = POOL_MAX_SIZE,
+        timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        if not is_database_url(url):
+            raise StoreError("not a postgresql:// URL", path=redact_url(str(url)))
+        self.url = url
+        self.path = DatabaseUrl(redact_url(url))  # type: ignore[assignment]
+        self.read_only = read_only
+        self._local = threading.local()
+        self._identity_tables: frozenset[str] = frozenset()
+        self._timeout = timeout
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": _row_factory}
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(f"invalid database URL ({exc})", path=str(self.path)) from exc
+        if read_only:  # keeps the URL's own options (a search_path, say)
+            kwargs["options"] = f"{given.get('options') or ''} -c default_transaction_read_only=on".strip()
+        self._pool_kwargs = kwargs | {"connect_timeout": max(1, round(timeout))}
+        self._max_size = max_size
+        self._pool_lock = threading.Lock()
+        self._pool = self._new_pool()
+        try:
+            with self._connection() as conn:
+                self._check_schema(conn)
+                if not read_only:
+                    self._migrate(conn)
+                self._identity_tables = self._find_identity_tables(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections ---------------------------------------------------------------------
+    def _new_pool(self) -> ConnectionPool[Any]:
+        pool: ConnectionPool[Any] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._max_size,
+            kwargs=self._pool_kwargs,
+            check=ConnectionPool.check_connection,
+            open=False,
+            name="ctxdesk-store",
+        )
+        try:
+            pool.open(wait=True, timeout=self._timeout)
+        except PoolTimeout as exc:
+            pool.close()
+            raise StoreError(
+                f"cannot connect to the database server within {self._timeout:g} s", path=str(self.path)
+            ) from exc
+        return pool
+
+    def _getconn(self) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
+        pool = self._pool
+        try:
+            return pool, pool.getconn(timeout=self._timeout)
+        except PoolTimeout:
+            pass
+        # The pool waits longer and longer between reconnection attempts (up to minutes):
+        # once the server answers again, a fresh pool serves now.
+        with self._pool_lock:
+            if self._pool is pool:
+                self._pool = self._new_pool()  # StoreError while the server is still away
+                pool.close(timeout=0)
+            pool = self._pool
+        try:
+            return pool, pool.getconn(timeout=self._timeout)
+        except PoolTimeout as exc:
+            raise StoreError(f"database server unreachable ({exc})", path=str(self.path)) from exc
+
+    @contextmanager
+    def _connection(self) -> Iterator[PgConnection]:
+        """The thread's transaction connection, else one from the pool for this call."""
+        current: PgConnection | None = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        pool, raw = self._getconn()
+        try:
+            yield PgConnection(raw, self._identity_tables)
+        except psycopg.Error as exc:
+            raise StoreError(f"database error ({_first_line(exc)})", path=str(self.path)) from exc
+        finally:
+            if raw.info.transaction_status not in (
+                psycopg.pq.TransactionStatus.IDLE,
+                psycopg.pq.TransactionStatus.UNKNOWN,
+            ):
+                with suppress(psycopg.Error):  # the pool discards a broken connection on return
+                    raw.rollback()
+            pool.putconn(raw)
+
+    def _check_schema(self, conn: PgConnection) -> None:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        }
+        pragmas: dict[str, int] = {}
+        if "_pragmas" in tables:
+            pragmas = {r[0]: int(r[1]) for r in conn.execute("SELECT name, value FROM _pragmas")}
+        app_id = pragmas.get("application_id")
+        if app_id is not None and app_id != APPLICATION_ID:
+            raise NotADatabaseError(f"database with another application id ({app_id})", path=str(self.path))
+        if app_id is None and tables & set(TABLE_NAMES):
+            raise NotADatabaseError(
+                f"tables {sorted(tables & set(TABLE_NAMES))} exist but are not ctxdesk's", path=str(self.path)
+            )
+        version = pragmas.get("user_version", 0)
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"database schema version {version} is newer than this ctxdesk supports ({SCHEMA_VERSION})",
+                path=str(self.path),
+                found=version,
+                supported=SCHEMA_VERSION,
+            )
+        if self.read_only and set(TABLE_NAMES) - tables:
+            raise NotADatabaseError(
+                f"missing ctxdesk tables {sorted(set(TABLE_NAMES) - tables)}", path=str(self.path)
+            )
+
+    def _migrate(self, conn: PgConnection) -> None:
+        # One migrator at a time across processes (the session-level lock spans every step).
+        key = _advisory_key(f"ctxdesk-migrations:{APPLICATION_ID}")
+        conn.execute("SELECT pg_advisory_lock(?)", (key,))
+        try:
+            conn.execute(PRAGMAS_TABLE_SQL)
+            apply_migrations(conn)  # type: ignore[arg-type]
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(?)", (key,))
+
+    @staticmethod
+    def _find_identity_tables(conn: PgConnection) -> frozenset[str]:
+        return frozenset(
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND column_name = 'id' AND is_identity = 'YES'"
+            )
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresSessionStore:
+        return self
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgConnection]:  # type: ignore[override]
+        """One write transaction; nested calls (in the same thread) join the outer one."""
+        if self.read_only:
+            raise StoreError("the session database was opened read-only", path=str(self.path))
+        current: PgConnection | None = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self._connection() as conn:
+            try:
+                conn.raw.execute("BEGIN")
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot start a write transaction ({_first_line(exc)})", path=str(self.path)
+                ) from exc
+            self._local.conn = conn
+            try:
+                yield conn
+            except (psycopg.Error, sqlite3.Error) as exc:
+                _rollback(conn)
+                raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+            else:
+                try:
+                    conn.raw.execute("COMMIT")
+                except psycopg.Error as exc:
+                    raise StoreError(
+                        f"commit failed, nothing of this transaction was written ({_first_line(exc)})",
+                        path=str(self.path),
+                    ) from exc
+            finally:
+                self._local.conn = None
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._connection() as conn:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except psycopg.Error as exc:
+                raise StoreError(f"query failed ({_first_line(exc)})", path=str(self.path)) from exc
+
+    def _lock_session(self, conn: PgConnection, session_id: str) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (_advisory_key(f"session:{session_id}"),))
+
+    # -- writes that number rows within a session: one writer per session at a time -------
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        tokenizer: Tokenizer,
+        usages: Sequence[ProviderUsage | None] | None = None,
+    ) -> list[StoredMessage]:
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            return super().append_messages(session_id, messages, tokenizer=tokenizer, usages=usages)
+
+    def record_event(self, session_id: str, event: ContextEvent) -> int:
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            return super().record_event(session_id, event)
+
+    def record_request(self, session_id: str, record: RequestRecord) -> int:
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            return super().record_request(session_id, record)
+
+
+def _rollback(conn: PgConnection) -> None:
+    with suppress(psycopg.Error):  # a lost connection: the server rolled back by itself
+        conn.raw.execute("ROLLBACK")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
