@@ -45,7 +45,10 @@ class ModelInfo(BaseModel):
     output_cost_per_token: float | None = Field(None, ge=0, description="USD per output token.")
     cache_read_cost_per_token: float | None = Field(None, ge=0, description="USD per cache-read input token.")
     cache_write_cost_per_token: float | None = Field(
-        None, ge=0, description="USD per cache-write input token."
+        None, ge=0, description="USD per cache-write input token (the default, 5-minute cache at Anthropic)."
+    )
+    cache_write_1h_cost_per_token: float | None = Field(
+        None, ge=0, description="USD per input token written to a 1-hour cache (Anthropic's extended TTL)."
     )
     source: str = Field(description="Where context_window and max_output_tokens came from.")
     cost_source: str | None = Field(None, description="Where the costs came from, when any are known.")
@@ -194,6 +197,9 @@ def parse_litellm_entry(key: str, raw: Any, *, source: str) -> ModelInfo | None:
         "output_cost_per_token": _number(raw, "output_cost_per_token", key, source),
         "cache_read_cost_per_token": _number(raw, "cache_read_input_token_cost", key, source),
         "cache_write_cost_per_token": _number(raw, "cache_creation_input_token_cost", key, source),
+        "cache_write_1h_cost_per_token": _number(
+            raw, "cache_creation_input_token_cost_above_1hr", key, source
+        ),
     }
     has_costs = any(v is not None for v in costs.values())
     try:

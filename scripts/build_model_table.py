@@ -42,6 +42,8 @@ PROVIDERS = {
     "alibaba": "dashscope",
 }
 LITELLM_MODES = {"chat", "responses"}
+#: Anthropic prices a 1-hour cache write at twice the base input price (a 5-minute write at 1.25x).
+ANTHROPIC_1H_WRITE_MULTIPLIER = 2
 #: Names of models that do not take and give text chat: embeddings, speech, images, moderation.
 NOT_CHAT = re.compile(
     r"embed|tts|transcri|whisper|image|imagen|realtime|audio|ocr|moderation|guard|dall-e|sora|"
@@ -55,6 +57,10 @@ RULES = [
     "(limit.context is the total window), then LiteLLM files newest first (max_input_tokens); "
     "if none does, the first source's window is kept and max_output_tokens left unset",
     "costs per token from LiteLLM newest first, else models.dev per million / 1e6",
+    "cache_write_cost_per_token is the 5-minute cache write; cache_write_1h_cost_per_token is LiteLLM's "
+    "cache_creation_input_token_cost_above_1hr from the same source as the other costs; where that source "
+    f"has none, anthropic models get {ANTHROPIC_1H_WRITE_MULTIPLIER} x input_cost_per_token "
+    "(Anthropic's published 1-hour write price; the 5-minute write is 1.25 x input)",
 ]
 
 
@@ -95,6 +101,7 @@ def litellm_candidates(label: str, data: dict[str, Any]) -> Iterator[tuple[str, 
                     "output_cost_per_token": raw.get("output_cost_per_token"),
                     "cache_read_cost_per_token": raw.get("cache_read_input_token_cost"),
                     "cache_write_cost_per_token": raw.get("cache_creation_input_token_cost"),
+                    "cache_write_1h_cost_per_token": raw.get("cache_creation_input_token_cost_above_1hr"),
                 },
                 "source": label,
             },
@@ -123,6 +130,7 @@ def models_dev_candidates(data: dict[str, Any]) -> Iterator[tuple[str, dict[str,
                         "output_cost_per_token": per_token(cost.get("output")),
                         "cache_read_cost_per_token": per_token(cost.get("cache_read")),
                         "cache_write_cost_per_token": per_token(cost.get("cache_write")),
+                        "cache_write_1h_cost_per_token": None,  # models.dev lists one cache_write price
                     },
                     "source": "models.dev",
                 },
@@ -152,6 +160,13 @@ def merge(candidates: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     costs_from = next((c for c in priced if c["costs"]["input_cost_per_token"] is not None), None)
     entry.update(costs_from["costs"] if costs_from else dict.fromkeys(candidates[0]["costs"]))
+    if (
+        entry["provider"] == "anthropic"
+        and entry["cache_write_1h_cost_per_token"] is None
+        and entry["input_cost_per_token"] is not None
+    ):
+        price = Decimal(str(entry["input_cost_per_token"])) * ANTHROPIC_1H_WRITE_MULTIPLIER
+        entry["cache_write_1h_cost_per_token"] = float(price)
     entry["source"] = limits_from["source"]
     entry["cost_source"] = costs_from["source"] if costs_from else None
     return {k: v for k, v in entry.items() if v is not None}

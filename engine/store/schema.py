@@ -355,6 +355,73 @@ TABLES_M002: tuple[Table, ...] = (
 )
 
 
+#: Tables of migration m003_request_costs: what each model call cost and why it rebuilt the prompt cache.
+TABLES_M003: tuple[Table, ...] = (
+    Table(
+        "request_costs",
+        "Per model call (one row per request event with provider usage): cost by part at the model table's "
+        "prices, and the prompt-cache analysis (engine.cost, engine.cache_analysis). Recomputed by "
+        "`ctxdesk costs DB --refresh`.",
+        (
+            _c(
+                "event_id",
+                "INTEGER PRIMARY KEY REFERENCES context_events(id) ON DELETE CASCADE",
+                "The request event.",
+            ),
+            _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
+            _c("call_index", "INTEGER NOT NULL", "0-based position among the session's calls."),
+            _c("call_utc", "TEXT", "ISO-8601 UTC time of the call (transcript time for imports)."),
+            _c("day", "TEXT", "UTC day of the call (YYYY-MM-DD), for roll-ups."),
+            _c("model", "TEXT", "Model the call ran on."),
+            _c(
+                "priced_as", "TEXT", "Model table entry the prices came from; NULL when the model is unknown."
+            ),
+            _c("price_source", "TEXT", "Table the prices came from (models.dev, litellm-<version>, ...)."),
+            _c("input_tokens", "INTEGER NOT NULL", "Uncached input tokens."),
+            _c("output_tokens", "INTEGER NOT NULL", "Output tokens, reasoning included."),
+            _c("reasoning_tokens", "INTEGER NOT NULL", "Part of output_tokens that was reasoning."),
+            _c("cache_read_tokens", "INTEGER NOT NULL", "Input tokens read from the prompt cache."),
+            _c("cache_write_5m_tokens", "INTEGER NOT NULL", "Input tokens written to a 5-minute cache."),
+            _c("cache_write_1h_tokens", "INTEGER NOT NULL", "Input tokens written to a 1-hour cache."),
+            _c(
+                "ttl_split_known",
+                "INTEGER NOT NULL",
+                "0 when writes were priced as 5-minute for lack of a split.",
+            ),
+            _c("input_usd", "REAL NOT NULL", "USD of uncached input."),
+            _c("output_usd", "REAL NOT NULL", "USD of output."),
+            _c("cache_read_usd", "REAL NOT NULL", "USD of cache reads."),
+            _c("cache_write_5m_usd", "REAL NOT NULL", "USD of 5-minute cache writes."),
+            _c("cache_write_1h_usd", "REAL NOT NULL", "USD of 1-hour cache writes."),
+            _c("total_usd", "REAL NOT NULL", "Sum of the five parts."),
+            _c("uncached_usd", "REAL NOT NULL", "What the call would have cost with no prompt cache."),
+            _c(
+                "cache_cause",
+                "TEXT",
+                "Why the call rebuilt cached tokens: cold_start, compaction, model_switch, ttl_expired, "
+                "system_changed, tools_changed, tools_reordered, history_edited, tool_results_cleared, "
+                "prefix_changed, breakpoint, uncached_prefix; NULL for a normal, growing prefix.",
+            ),
+            _c(
+                "rebuilt_tokens",
+                "INTEGER NOT NULL",
+                "Tokens the previous call had sent that were written again.",
+            ),
+            _c(
+                "lost_usd", "REAL NOT NULL", "What the rebuild cost over cache reads (0 for expected causes)."
+            ),
+            _c("gap_s", "REAL", "Seconds since the previous call."),
+            _c("cache_explanation", "TEXT", "The evidence, in words."),
+            _c("computed_utc", "TEXT NOT NULL", "ISO-8601 UTC time the row was computed."),
+        ),
+        indexes=(
+            "CREATE INDEX IF NOT EXISTS request_costs_session ON request_costs(session_id, call_index)",
+            "CREATE INDEX IF NOT EXISTS request_costs_day ON request_costs(day, model)",
+        ),
+    ),
+)
+
+
 def m001_initial(conn: sqlite3.Connection) -> None:
     """Create every table of schema version 1."""
     for table in TABLES_V1:
@@ -371,10 +438,19 @@ def m002_request_payloads(conn: sqlite3.Connection) -> None:
             conn.execute(index)
 
 
+def m003_request_costs(conn: sqlite3.Connection) -> None:
+    """Create request_costs (per-call cost and cache analysis)."""
+    for table in TABLES_M003:
+        conn.execute(table.create_sql())
+        for index in table.indexes:
+            conn.execute(index)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_request_payloads", m002_request_payloads),
+    ("m003_request_costs", m003_request_costs),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -419,7 +495,7 @@ def schema_markdown() -> str:
         "your own SQL may rely on them. Migrations applied are listed in `_migrations`.",
         "",
     ]
-    for table in (*TABLES_V1, *TABLES_M002):
+    for table in (*TABLES_V1, *TABLES_M002, *TABLES_M003):
         out += [f"## `{table.name}`", "", table.doc, "", "| column | type | meaning |", "|---|---|---|"]
         out += [f"| `{c.name}` | `{c.type}` | {c.doc} |" for c in table.columns]
         if table.constraints:

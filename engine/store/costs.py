@@ -1,0 +1,117 @@
+"""Per-call costs in a session database: read a session's calls, write and read ``request_costs``.
+
+The numbers come from the pure modules (engine.cost, engine.cache_analysis, engine.rollup);
+this module only holds the SQL. ``session_costs`` works on any database (read-only, or made
+before migration m003): it computes from ``context_events``. ``refresh_request_costs`` stores
+the rows (one transaction per call of it), so SQL users and the dashboard can read them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from engine.cache_analysis import analyze_cache, call_records
+from engine.model_table import ModelTable
+from engine.rollup import SessionCosts, cost_rows
+from engine.store.sqlite import SessionStore, utc_now
+
+COST_TABLE = "request_costs"
+_COLUMNS = (
+    "event_id", "session_id", "call_index", "call_utc", "day", "model", "priced_as", "price_source",
+    "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_5m_tokens",
+    "cache_write_1h_tokens", "ttl_split_known", "input_usd", "output_usd", "cache_read_usd",
+    "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
+    "lost_usd", "gap_s", "cache_explanation", "computed_utc",
+)  # fmt: skip
+
+
+def _tables(store: SessionStore) -> set[str]:
+    return {r[0] for r in store._read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def message_times(store: SessionStore, session_id: str) -> dict[int, str]:
+    """seq -> the ``timestamp`` a source recorded in the message's meta (imports keep it)."""
+    rows = store._read(
+        "SELECT seq, meta_json FROM messages WHERE session_id = ? AND meta_json LIKE '%timestamp%'",
+        (session_id,),
+    )
+    out: dict[int, str] = {}
+    for r in rows:
+        try:
+            meta = json.loads(r["meta_json"])
+        except (TypeError, ValueError):
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+            out[int(r["seq"])] = meta["timestamp"]
+    return out
+
+
+def exact_requests(store: SessionStore, session_id: str) -> dict[int, dict[str, Any]]:
+    """event id -> the ``model_requests`` row of that call (migration m002), when recorded."""
+    if "model_requests" not in _tables(store):
+        return {}
+    rows = store._read(
+        "SELECT event_id, system_hash, tools_hash, cache_creation_5m_tokens, cache_creation_1h_tokens,"
+        " reasoning_tokens, started_utc FROM model_requests WHERE session_id = ? AND event_id IS NOT NULL",
+        (session_id,),
+    )
+    return {int(r["event_id"]): dict(r) for r in rows}
+
+
+def session_costs(store: SessionStore, session_id: str, *, table: ModelTable | None = None) -> SessionCosts:
+    """One session's calls priced and analysed (computed now from its events)."""
+    session = store.get_session(session_id)
+    calls = call_records(
+        store.list_events(session_id),  # compaction/restore events mark the call after them
+        message_times=message_times(store, session_id),
+        default_model=session.model,
+        exact_requests=exact_requests(store, session_id),
+        table=table,
+    )
+    rows = cost_rows(calls, analyze_cache(calls))
+    return SessionCosts(
+        session_id=session.id,
+        title=session.title,
+        parent_session_id=session.parent_session_id,
+        source=session.source,
+        model=session.model,
+        rows=tuple(rows),
+        created_utc=session.created_utc,
+    )
+
+
+def project_costs(store: SessionStore, *, table: ModelTable | None = None) -> list[SessionCosts]:
+    """Every session of the database, priced and analysed."""
+    return [session_costs(store, s.id, table=table) for s in store.list_sessions()]
+
+
+def refresh_request_costs(
+    store: SessionStore, session_ids: Iterable[str] | None = None, *, table: ModelTable | None = None
+) -> int:
+    """Recompute and store ``request_costs`` for these sessions (all by default); rows written."""
+    ids = list(session_ids) if session_ids is not None else [s.id for s in store.list_sessions()]
+    computed = [session_costs(store, sid, table=table) for sid in ids]
+    now = utc_now()
+    written = 0
+    sql = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+    with store.transaction() as conn:
+        for s in computed:
+            conn.execute(f"DELETE FROM {COST_TABLE} WHERE session_id = ?", (s.session_id,))
+            for row in s.rows:
+                if row["event_id"] is None:
+                    continue
+                values = {**row, "session_id": s.session_id, "computed_utc": now}
+                values["ttl_split_known"] = int(bool(values["ttl_split_known"]))
+                conn.execute(sql, [values[c] for c in _COLUMNS])
+                written += 1
+    return written
+
+
+def stored_request_costs(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
+    """The stored ``request_costs`` rows of a session, in call order ([] before m003 or a refresh)."""
+    if COST_TABLE not in _tables(store):
+        return []
+    rows = store._read(f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index", (session_id,))
+    return [dict(r) for r in rows]

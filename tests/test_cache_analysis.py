@@ -1,0 +1,266 @@
+"""Cache analysis: per call reads, writes and the cause of each rebuild (table-driven, tiny builders)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.cache_analysis import (
+    CACHE_CAUSES,
+    FIXES,
+    MIN_REWRITTEN,
+    TTL_1H_S,
+    CallRecord,
+    analyze_cache,
+    call_records,
+    parse_utc,
+)
+from engine.cost import price_call, prices_for
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+
+SONNET = "claude-sonnet-4-20250514"
+T0 = dt.datetime(2025, 9, 3, 0, 0, tzinfo=dt.UTC)
+
+
+def call(
+    i: int,
+    *,
+    read: int = 0,
+    write: int = 0,
+    inp: int = 10,
+    at_s: float | None = None,
+    model: str = SONNET,
+    components: ComponentTokens | None = None,
+    reset: str | None = None,
+    details: dict[str, Any] | None = None,
+    **hashes: Any,
+) -> CallRecord:
+    u = ProviderUsage(
+        input_tokens=inp, output_tokens=50, cache_read_input_tokens=read, cache_creation_input_tokens=write
+    )
+    prices = prices_for(model)
+    return CallRecord(
+        index=i,
+        model=model,
+        usage=u,
+        cost=price_call(u, prices, model=model, details=details),
+        prices=prices,
+        at=T0 + dt.timedelta(seconds=at_s if at_s is not None else 10 * i),
+        components=components,
+        reset_before=reset,
+        **hashes,
+    )
+
+
+def comp(
+    system: int = 3_000, tools: int = 10_000, conversation: int = 5_000, tool_results: int = 5_000
+) -> ComponentTokens:
+    return ComponentTokens(system=system, tools=tools, conversation=conversation, tool_results=tool_results)
+
+
+def causes(calls: list[CallRecord]) -> list[str | None]:
+    return [c.cause for c in analyze_cache(calls).calls]
+
+
+CASES = {
+    "growing prefix: cold start then reads": (
+        [call(0, write=20_000), call(1, read=20_000, write=500), call(2, read=20_500, write=700)],
+        ["cold_start", None, None],
+    ),
+    "gap past the 5-minute TTL": (
+        [call(0, write=20_000), call(1, read=20_000, write=500), call(2, write=20_600, at_s=20 + 360)],
+        ["cold_start", None, "ttl_expired"],
+    ),
+    "the same gap under a 1-hour cache is a prefix change, not expiry": (
+        [
+            call(0, write=20_000, details={"cache_write_1h_tokens": 20_000}),
+            call(1, write=20_100, at_s=10 + 360, details={"cache_write_1h_tokens": 20_100}),
+        ],
+        ["cold_start", "prefix_changed"],
+    ),
+    "model switch": (
+        [call(0, write=20_000), call(1, write=20_300, model="claude-opus-4-1-20250805")],
+        ["cold_start", "model_switch"],
+    ),
+    "compaction event between the calls": (
+        [call(0, write=20_000), call(1, write=8_000, reset="compaction (compact_threshold)")],
+        ["cold_start", "compaction"],
+    ),
+    "prompt shrank by half without an event: compacted": (
+        [call(0, write=40_000), call(1, write=15_000)],
+        ["cold_start", "compaction"],
+    ),
+    "tools reordered (same names, new hash)": (
+        [
+            call(0, write=20_000, tools_sha256="a", tool_names=("Bash", "Read")),
+            call(1, write=20_200, tools_sha256="b", tool_names=("Read", "Bash")),
+        ],
+        ["cold_start", "tools_reordered"],
+    ),
+    "tools changed (a tool added)": (
+        [
+            call(0, write=20_000, tools_sha256="a", tool_names=("Bash",)),
+            call(1, write=20_900, tools_sha256="b", tool_names=("Bash", "mcp__x")),
+        ],
+        ["cold_start", "tools_changed"],
+    ),
+    "system prompt changed (hashes)": (
+        [call(0, write=20_000, system_sha256="s1"), call(1, write=20_100, system_sha256="s2")],
+        ["cold_start", "system_changed"],
+    ),
+    "system prompt changed (token counts, no hashes)": (
+        [call(0, write=23_000, components=comp()), call(1, write=23_050, components=comp(system=3_050))],
+        ["cold_start", "system_changed"],
+    ),
+    "earlier tool results cleared": (
+        [
+            call(0, write=23_000, components=comp()),
+            call(1, read=13_000, write=8_000, components=comp(tool_results=3_000)),
+        ],
+        ["cold_start", "tool_results_cleared"],
+    ),
+    "read stopped short of the previous prompt: breakpoint": (
+        [call(0, write=20_000), call(1, read=13_000, write=7_500)],
+        ["cold_start", "breakpoint"],
+    ),
+    "previous prompt re-sent uncached: no breakpoint": (
+        [call(0, write=5_000), call(1, read=5_000, inp=8_000), call(2, read=5_000, inp=9_000)],
+        ["cold_start", None, "uncached_prefix"],
+    ),
+    "rewrite below the noise floor is normal": (
+        [call(0, write=20_000), call(1, read=19_500, write=MIN_REWRITTEN - 1 + 500)],
+        ["cold_start", None],
+    ),
+}
+
+
+@pytest.mark.parametrize(("calls", "expected"), CASES.values(), ids=CASES.keys())
+def test_each_call_gets_the_cause_of_its_rebuild(calls: list[CallRecord], expected: list[str | None]) -> None:
+    assert causes(calls) == expected
+
+
+def test_rebuild_money_is_the_write_premium_over_a_read_and_expected_causes_lose_nothing() -> None:
+    calls = [
+        call(0, write=20_000),
+        call(1, write=20_600, at_s=400),
+        call(2, write=8_000, reset="compaction (manual)"),
+    ]
+    result = analyze_cache(calls)
+    expired = result.calls[1]
+    assert expired.rebuilt_tokens == 20_010  # the previous prompt: 10 uncached + 20,000 written
+    assert expired.lost_usd == pytest.approx(20_010 * (3.75e-6 - 0.3e-6))
+    assert result.calls[2].lost_usd == 0 and result.calls[0].lost_usd == 0
+    assert result.lost_usd == pytest.approx(expired.lost_usd)
+    assert 0 < result.lost_share < 1
+    assert result.by_cause[0].cause == "ttl_expired"
+    assert "7 min" in expired.explanation and "5 min" in expired.explanation
+    assert expired.fix == FIXES["ttl_expired"]
+
+
+def test_explanations_name_the_calls_with_people_counting_from_one() -> None:
+    calls = [
+        *[call(i, read=20_000 if i else 0, write=0 if i else 20_000, tools_sha256="a", tool_names=("A", "B")) for i in range(12)],
+        call(12, write=20_300, tools_sha256="b", tool_names=("B", "A")),
+    ]  # fmt: skip
+    last = analyze_cache(calls).calls[-1]
+    assert last.cause == "tools_reordered"
+    assert "between calls 12 and 13" in last.explanation
+    assert "move dynamic tools after the cached prefix" in (last.fix or "")
+
+
+def test_every_cause_has_a_fix() -> None:
+    assert set(CACHE_CAUSES) - {"cold_start"} <= set(FIXES)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 50_000), st.integers(0, 50_000), st.integers(0, 50_000), st.integers(0, 4_000)
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_rebuilt_tokens_never_exceed_what_the_call_wrote_or_sent_uncached(
+    rows: list[tuple[int, int, int, int]],
+) -> None:
+    calls, t = [], 0
+    for i, (read, write, inp, gap) in enumerate(rows):
+        t += gap
+        calls.append(call(i, read=read, write=write, inp=inp, at_s=t))
+    result = analyze_cache(calls)
+    for c, r in zip(result.calls, calls, strict=True):
+        assert 0 <= c.rebuilt_tokens <= r.usage.cache_creation_input_tokens + r.usage.input_tokens
+        assert c.lost_usd >= 0
+    assert result.lost_usd <= result.total_usd + 1e-12 or result.total_usd == 0
+
+
+# -- from stored events -----------------------------------------------------------------------
+
+
+class _Event:
+    """The StoredEvent fields call_records reads."""
+
+    def __init__(self, seq: int, event: ContextEvent, created_utc: str = "2025-09-03T00:00:00Z") -> None:
+        self.id = 100 + seq
+        self.seq = seq
+        self.created_utc = created_utc
+        for name in (
+            "kind",
+            "trigger",
+            "outcome",
+            "model",
+            "turn_index",
+            "usage",
+            "components",
+            "message_seq",
+            "details",
+        ):
+            setattr(self, name, getattr(event, name))
+
+
+def request(seq: int, read: int, write: int, **details: Any) -> _Event:
+    u = ProviderUsage(
+        input_tokens=5, output_tokens=20, cache_read_input_tokens=read, cache_creation_input_tokens=write
+    )
+    return _Event(seq, ContextEvent(kind="request", model=SONNET, usage=u, message_seq=seq, details=details))
+
+
+def test_call_records_take_the_time_from_details_then_the_message_then_the_event() -> None:
+    events = [
+        request(0, 0, 20_000, call_utc="2025-09-03T00:00:00Z"),
+        request(1, 20_000, 100),
+        _Event(2, ContextEvent(kind="compaction", trigger="manual", outcome="compacted")),
+        request(3, 0, 9_000),
+        _Event(4, ContextEvent(kind="guard", outcome="ok")),
+    ]
+    calls = call_records(events, message_times={1: "2025-09-03T00:10:00.000Z"})
+    assert [c.index for c in calls] == [0, 1, 2]
+    assert calls[0].at == parse_utc("2025-09-03T00:00:00Z")
+    assert calls[1].at == T0 + dt.timedelta(minutes=10)
+    assert calls[2].reset_before == "compaction (manual)" and calls[1].reset_before is None
+    assert [c.cause for c in analyze_cache(calls).calls] == ["cold_start", None, "compaction"]
+
+
+def test_call_records_take_the_split_and_hashes_from_the_exact_request_row() -> None:
+    events = [request(0, 0, 20_000), request(1, 0, 20_100)]
+    rows = {
+        100: {"tools_hash": "t", "system_hash": "s1", "cache_creation_1h_tokens": 20_000},
+        101: {"tools_hash": "t", "system_hash": "s2", "cache_creation_1h_tokens": 0},
+    }
+    calls = call_records(events, exact_requests=rows)
+    assert calls[0].cost.cache_write_1h_tokens == 20_000 and calls[0].cost.ttl_split_known
+    assert calls[1].system_sha256 == "s2"
+    result = analyze_cache(calls)
+    assert result.calls[1].cause == "system_changed" and result.calls[1].ttl_s == TTL_1H_S
+
+
+def test_parse_utc_accepts_z_offsets_and_naive_and_rejects_junk() -> None:
+    assert parse_utc("2025-09-03T00:00:00Z") == T0
+    assert parse_utc("2025-09-03T02:00:00+02:00") == T0
+    assert parse_utc("2025-09-03T00:00:00") == T0
+    assert parse_utc("yesterday") is None and parse_utc(None) is None
