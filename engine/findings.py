@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.compaction.constraints import constraint_sentences, key_terms
+from engine.compaction.constraints import words as _words
 from engine.events import ComponentTokens, ProviderUsage
 from engine.messages import (
     Message,
@@ -81,16 +83,7 @@ MUTATING_TOOLS = frozenset(
 _READ_TOOLS = {"read": "file_path", "read_file": "path", "view_file": "path", "open_file": "path"}
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "text_editor"})
 _SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "run", "run_command", "terminal"})
-_CONSTRAINT = re.compile(r"\b(must|never|always|don['’]t|do not|dont|mustn['’]t|must not)\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]{2,}")
 _TERM = re.compile(r"[A-Za-z0-9_$][A-Za-z0-9_$.\-/@+]*[A-Za-z0-9_]")
-_STOPWORD_TEXT = """the and for are but not you your with this that from have has had was were will would should
-    could can any all use using used into onto over under than then them they their there these those
-    what when where which while who why how its it's our out off one two also only just very more most
-    such some each other about after before again been being both does did doing done here make made
-    must never always don't dont do not mustn't please sure want need ever every"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 class Finding(BaseModel):
@@ -751,7 +744,8 @@ def find_ineffective_compactions(view: SessionView) -> list[Finding]:
 def find_lost_constraints(view: SessionView) -> list[Finding]:
     """Constraints a user stated (or a pinned message held) that a compaction's summary dropped.
 
-    A constraint is a sentence with must / never / always / don't / do not; it is lost when
+    A constraint is a sentence with one of ``engine.compaction.constraints.CONSTRAINT_PHRASES``
+    (the phrases the offline summarizer keeps too); it is lost when
     fewer than half of its key terms appear in the summary plus the messages the compaction kept.
     """
     by_seq = {m.seq: m for m in view.messages}
@@ -808,25 +802,6 @@ def find_lost_constraints(view: SessionView) -> list[Finding]:
 
 
 # -- text helpers ----------------------------------------------------------------------------------
-
-
-def constraint_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` that state a constraint (must, never, always, don't, do not)."""
-    out = []
-    for part in _SENTENCE_END.split(text):
-        sentence = " ".join(part.split())
-        if sentence and _CONSTRAINT.search(sentence):
-            out.append(sentence)
-    return out
-
-
-def key_terms(sentence: str) -> set[str]:
-    """Lower-cased content words of a sentence (stopwords and the constraint words left out)."""
-    return {w for w in _words(sentence) if w not in _STOPWORDS}
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower().strip("'’-") for w in _WORD.findall(text)}
 
 
 def text_terms(text: str) -> set[str]:

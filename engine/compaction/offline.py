@@ -1,20 +1,35 @@
 """The offline summarizer: deterministic, structured extraction that needs no API.
 
-It reads user text, assistant text, tool inputs and tool results and writes sectioned notes
-(user requests and constraints, decisions, files, commands, errors with their resolutions,
-open tasks). Over budget, it drops the least important lines first (commands before files
-before decisions before user requirements; older before newer), never the whole tail.
+It reads user text, assistant text, tool calls and tool results in every agent's dialect and
+writes a handover a resuming agent can act on: what was asked, the constraints, decisions,
+what changed (files, with the tool that changed them), commands, what failed and whether it
+was fixed, facts that only tool output held, and what is next. Over budget, it drops the least
+important lines first (commands before files before decisions before user requirements; older
+before newer), never the whole tail.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
+from engine.compaction.constraints import STOPWORDS, is_constraint, words
+from engine.compaction.extract import (
+    CHANGES,
+    LINE_CHARS,
+    Prefiltered,
+    ToolCall,
+    describe_call,
+    error_line,
+    find_paths,
+    is_failure_line,
+    is_failure_output,
+    result_payload,
+)
 from engine.compaction.result import is_summary_message
 from engine.compaction.summarizers import check_summarize_args, describe_media
 from engine.messages import (
@@ -28,19 +43,49 @@ from engine.messages import (
 )
 from engine.tokens import Tokenizer, get_tokenizer
 
+__all__ = [
+    "HEADER_PREFIX",
+    "SECTIONS",
+    "OfflineSummarizer",
+    "error_line",
+    "find_paths",
+    "is_failure_output",
+    "salient_lines",
+]
+
 REQUESTS = "User requests"
+CONSTRAINTS = "Constraints"
 DECISIONS = "Decisions"
 FILES = "Files"
 COMMANDS = "Commands run"
 ERRORS = "Errors and resolutions"
+FACTS = "Facts from tool output"
 TASKS = "Open tasks"
-SECTIONS = (REQUESTS, DECISIONS, FILES, COMMANDS, ERRORS, TASKS)
+SECTIONS = (REQUESTS, CONSTRAINTS, DECISIONS, FILES, COMMANDS, ERRORS, FACTS, TASKS)
 HEADER_PREFIX = "Summary of earlier conversation"
 
 #: Importance of a line by section; within a section trimming drops the lowest first (then the oldest).
-SECTION_PRIORITY = {REQUESTS: 6.0, ERRORS: 5.0, DECISIONS: 5.0, TASKS: 4.0, FILES: 3.0, COMMANDS: 2.0}
+SECTION_PRIORITY = {
+    REQUESTS: 6.0,
+    CONSTRAINTS: 6.5,
+    ERRORS: 5.0,
+    DECISIONS: 5.0,
+    TASKS: 4.5,
+    FILES: 3.0,
+    FACTS: 3.5,
+    COMMANDS: 2.0,
+}
 #: Share of the budget each section may hold before its lines start to rank lower when trimming.
-SECTION_SHARE = {REQUESTS: 0.28, DECISIONS: 0.2, ERRORS: 0.2, TASKS: 0.1, FILES: 0.14, COMMANDS: 0.08}
+SECTION_SHARE = {
+    REQUESTS: 0.16,
+    CONSTRAINTS: 0.1,
+    DECISIONS: 0.14,
+    ERRORS: 0.18,
+    TASKS: 0.08,
+    FILES: 0.12,
+    FACTS: 0.16,
+    COMMANDS: 0.06,
+}
 #: Lines carried over from an earlier summary rank a little below fresh ones of their section.
 CARRIED_PENALTY = 0.25
 #: Lines that match the caller's instructions rank this much higher.
@@ -48,269 +93,104 @@ FOCUS_BONUS = 1.5
 REQUEST_CHARS = 200
 #: A user message longer than this is mostly pasted material (logs, code), not an instruction.
 PASTED_CHARS = 600
-LINE_CHARS = 240
-COMMAND_CHARS = 160
 #: Shorter "I'll ..." sentences are chatter ("I will look at it."), not commitments.
 WEAK_TASK_MIN_CHARS = 30
-
-
-class _Prefiltered:
-    """A case-insensitive regex run only when the text holds one of its needles.
-
-    Every match of ``regex`` on ASCII text contains one of ``needles`` (lower case), so for
-    ASCII text a plain substring test rules most texts out first; the regex still decides.
-    Other text always goes to the regex: case-insensitive matching there knows equivalences
-    (``ſ`` is ``s``) that ``str.lower`` does not.
-    """
-
-    __slots__ = ("needles", "regex")
-
-    def __init__(self, regex: re.Pattern[str], *needles: str) -> None:
-        self.regex = regex
-        self.needles = needles
-
-    def search(self, text: str) -> re.Match[str] | None:
-        if text.isascii():
-            low = text.lower()
-            if not any(needle in low for needle in self.needles):
-                return None
-        return self.regex.search(text)
-
-    def within(self, low: str | None) -> Callable[[str], re.Match[str] | None]:
-        """``search`` for the pieces (sentences) of a text whose lower case is ``low`` (None when
-        the text is not ASCII): a piece can only hold the needles its text holds."""
-        if low is None:
-            return self.search
-        present = [needle for needle in self.needles if needle in low]
-        if not present:
-            return _no_match
-        regex = self.regex
-
-        def search(piece: str) -> re.Match[str] | None:
-            lowered = piece.lower()
-            return regex.search(piece) if any(needle in lowered for needle in present) else None
-
-        return search
-
-
-def _no_match(piece: str) -> None:
-    return None
-
-
-def _searchers(text: str, *patterns: _Prefiltered) -> list[Callable[[str], re.Match[str] | None]]:
-    """Each pattern's search, for the sentences of ``text``."""
-    low = text.lower() if text.isascii() else None
-    return [pattern.within(low) for pattern in patterns]
-
+#: Lines of one tool output kept as facts; only outputs of a call that did not fail.
+FACT_LINES_PER_OUTPUT = 2
+FACT_LINE_CHARS = 200
 
 _COVERED = re.compile(rf"^{HEADER_PREFIX} \(([\d,]+) messages")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|\n+")
-_CONSTRAINT = re.compile(
-    r"\b(must|must not|mustn't|never|always|do not|don't|should not|shouldn't|make sure|ensure|"
-    r"require[sd]?|requirement|only use|avoid|prefer|no more than|at most|at least|without|"
-    r"keep (?:it|the|them|all)|stick to|not allowed|forbidden)\b",
-    re.IGNORECASE,
-)
-_CONSTRAINT_WORDS = _Prefiltered(
-    _CONSTRAINT,
-    *("must", "never", "always", "do not", "don't", "should not", "shouldn't", "make sure", "ensure"),
-    *("require", "only use", "avoid", "prefer", "no more than", "at most", "at least", "without"),
-    *("keep ", "stick to", "not allowed", "forbidden"),
-)
 _DECISION = re.compile(
     r"\b(decided|decide to|decision|go with|going with|went with|chose|choose|chosen|opted|opt for|"
     r"settled on|will use|we'll use|i'll use|let's use|use \S+ instead|instead of|switch(?:ed|ing)? to|"
     r"moving to|migrat(?:e|ed|ing) to|the plan is|approach is|agreed)\b",
     re.IGNORECASE,
 )
-_DECISION_WORDS = _Prefiltered(
+_DECISION_WORDS = Prefiltered(
     _DECISION,
     *("decided", "decide to", "decision", "go with", "going with", "went with", "chose", "choose"),
     *("opted", "opt for", "settled on", "will use", "we'll use", "i'll use", "let's use", "instead"),
     *("switch", "moving to", "migrat", "the plan is", "approach is", "agreed"),
 )
 _STRONG_TASK = re.compile(
-    r"(\bTODO\b|\bFIXME\b|\bnext steps?\b|\bstill (?:need|have) to\b|\bremaining\b|\bleft to do\b|"
-    r"\bfollow[- ]up\b|\bnot (?:yet )?done\b|- \[ \])",
+    r"(\bTODO\b|\bFIXME\b|\bnext steps?\b|\bstill (?:need|have) to\b|\bstill to do\b|\bleft to do\b|"
+    r"\bto-do\b|\bfollow[- ]up\b|\bnot (?:yet )?done\b|- \[ \])",
     re.IGNORECASE,
 )
-_STRONG_TASK_WORDS = _Prefiltered(
+_STRONG_TASK_WORDS = Prefiltered(
     _STRONG_TASK,
-    *("todo", "fixme", "next step", "still need to", "still have to", "remaining", "left to do"),
-    *("follow-up", "follow up", "not done", "not yet done", "- [ ]"),
+    *("todo", "fixme", "next step", "still need to", "still have to", "still to do", "left to do"),
+    *("to-do", "follow-up", "follow up", "not done", "not yet done", "- [ ]"),
 )
 _WEAK_TASK = re.compile(
     r"\b(need to|needs to|I'll|I will|we'll|we will|will (?:add|write|update|fix|implement|run|check)|"
     r"later|afterwards|then I)\b",
     re.IGNORECASE,
 )
-_WEAK_TASK_WORDS = _Prefiltered(
-    _WEAK_TASK, "need", "i'll", "i will", "we'll", "we will", "will ", "later", "afterwards", "then i"
-)
 _FIX = re.compile(
     r"\b(fix(?:ed|es)?|resolv\w*|solved|the (?:issue|problem|cause|bug) (?:was|is)|caused by|because|"
     r"root cause|changed|updated|added|installed|renamed|works now|passes now|now pass\w*|workaround)\b",
     re.IGNORECASE,
 )
-_FIX_WORDS = _Prefiltered(
+_FIX_WORDS = Prefiltered(
     _FIX,
     *("fix", "resolv", "solved", "the issue ", "the problem ", "the cause ", "the bug ", "caused by"),
     *("because", "root cause", "changed", "updated", "added", "installed", "renamed", "works now"),
     *("passes now", "now pass", "workaround"),
 )
-_ERROR_TEXT = re.compile(
-    r"(Traceback \(most recent call last\)|\b\w*(?:Error|Exception)\b[:(]|\berror\b\s*[:\[]|\bERROR\b|"
-    r"\bFAILED\b|\bfatal:|\bpanic:|No such file or directory|command not found|Permission denied|"
-    r"Segmentation fault|exit (?:code|status) [1-9])",
+#: Claude Code's wrappers around slash commands and local command output: not the user's words.
+_WRAPPER_TAGS = re.compile(
+    r"<(command-name|command-message|command-args|local-command-stdout|local-command-stderr|system-reminder|"
+    r"user-prompt-submit-hook|bash-input|bash-stdout|bash-stderr)>.*?</\1>",
+    re.DOTALL,
 )
-#: A line that reports a failure when it stands at the start of a line of tool output.
-_FAILURE_LINE = re.compile(
-    r"^\s*(?:[\w.]*(?:Error|Exception)\b:|error(?:\[\w+\])?:|fatal:|panic:|FAILED\b|FAIL\b|"
-    r"Segmentation fault|.*\bcommand not found\b|.*No such file or directory|.*Permission denied|"
-    r".*\bexit (?:code|status) [1-9])",
+_NOT_REQUESTS = ("Caveat: The messages below were generated by the user", "[Request interrupted by user")
+#: Words too generic to tie a fix sentence to one error rather than another.
+_GENERIC_TEXT = """error errors failed failure fails failing test tests file files line exception traceback command
+    code exit found run ran running now issue problem bug fix fixed"""
+_GENERIC_ERROR_WORDS = frozenset(_GENERIC_TEXT.split())
+#: Words that make a line of tool output a fact worth keeping (a value, a location, a state).
+_FACT_WORDS = re.compile(
+    r"\b(version|port|host|url|endpoint|user(?:name)?|owner|name|id|total|count|size|limit|timeout|"
+    r"default|set to|listening|found|located|configured|enabled|disabled|using|expected|installed|"
+    r"database|schema|table|region|key|token|branch|commit|build|release|max|min)\b",
     re.IGNORECASE,
 )
-# _FAILURE_LINE.match on one line (no "\n"), split in two: its ".*X" alternatives are X found
-# anywhere, and Python's backtracking through ".*" per alternative was most of the summarizer's time.
-_FAILURE_HEAD = re.compile(
-    r"^\s*(?:[\w.]*(?:Error|Exception)\b:|error(?:\[\w+\])?:|fatal:|panic:|FAILED\b|FAIL\b|"
-    r"Segmentation fault)",
-    re.IGNORECASE,
-)
-_FAILURE_ANYWHERE = _Prefiltered(
-    re.compile(
-        r"\bcommand not found\b|No such file or directory|Permission denied|\bexit (?:code|status) [1-9]",
-        re.IGNORECASE,
-    ),
-    *("command not found", "no such file or directory", "permission denied", "exit code ", "exit status "),
-)
-#: Failures are reported at the end of an output; only this many last lines are looked at.
-FAILURE_TAIL_LINES = 30
-_ERROR_FINAL_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|Failure)\b.*\S")
-_EXTENSIONS = (
-    "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|md|rst|txt|json|jsonl|toml|"
-    "yaml|yml|ini|cfg|conf|sql|sh|bash|zsh|html|css|scss|lock|csv|ipynb|xml|env|log|db|sqlite"
-)
-_PATH = re.compile(
-    r"(?<![\w/.:-])("
-    r"(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)+(?:[\w.@+-]*[\w@+-])?"
-    rf"|(?:\.{{1,2}}/)?[\w-]+(?:\.[\w-]+)*\.(?:{_EXTENSIONS})"
-    r")(?![\w/])"
-)
-#: What a path without "/" must contain: _PATH's second alternative ends so (a cheap first test).
-_PATH_HINT = re.compile(rf"\.(?:{_EXTENSIONS})(?![\w/])")
-_EXTENSION = re.compile(r"\.[A-Za-z][\w]{0,7}$")
-_FILE_KEYS = (
-    "path",
-    "file_path",
-    "filepath",
-    "filename",
-    "file",
-    "notebook_path",
-    "target_file",
-    "source",
-    "destination",
-    "dest",
-    "src",
-)
-_FILE_LIST_KEYS = ("paths", "files", "file_paths")
-_COMMAND_KEYS = ("command", "cmd", "script", "shell_command")
-_STOPWORDS = frozenset(
-    [
-        "about",
-        "above",
-        "after",
-        "again",
-        "also",
-        "and",
-        "any",
-        "are",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "can",
-        "could",
-        "did",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "her",
-        "here",
-        "hers",
-        "how",
-        "into",
-        "its",
-        "just",
-        "more",
-        "most",
-        "once",
-        "only",
-        "other",
-        "our",
-        "ours",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "too",
-        "under",
-        "until",
-        "very",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "focus",
-        "summary",
-        "summarize",
-        "please",
-        "keep",
-    ]
-)
+_KEY_VALUE = re.compile(r"^[\w .\-/\[\]\"']{2,48}?\s*(?:[:=]|->|=>)\s*\S")
+_CODE_START = (
+    "def ", "class ", "import ", "from ", "#", "//", "/*", "*", "}", "{", ")", "]", "return ", "if ", "for ",
+    "while ", "else", "elif ", "try:", "except", "@", "<", "---", "+++", "@@", "self.", "assert ", "raise ",
+    "File \"", "at ", "Traceback",
+)  # fmt: skip
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|→|:\s| +\|)")
+_NUMBERISH = re.compile(r"\d")
+
+
+def salient_lines(text: str, limit: int = FACT_LINES_PER_OUTPUT) -> list[str]:
+    """Up to ``limit`` lines of a tool output that state a fact (a setting, a value, a location),
+    best first: key/value shapes, numbers, and fact words score; code and noise do not."""
+    scored: list[tuple[float, int, str]] = []
+    for position, raw in enumerate(text.splitlines()[:400]):
+        line = _LINE_NUMBER.sub("", raw).strip()
+        if not 8 <= len(line) <= FACT_LINE_CHARS or line.startswith(_CODE_START):
+            continue
+        if line.endswith((":", "{", "(", ",", "\\")) or line.count(" ") > 30:
+            continue
+        letters = sum(c.isalpha() for c in line)
+        if letters < len(line) * 0.4:
+            continue
+        score = 0.0
+        if _KEY_VALUE.match(line):
+            score += 2
+        if _NUMBERISH.search(line):
+            score += 1
+        if _FACT_WORDS.search(line):
+            score += 1.5
+        if score >= 2.5:
+            scored.append((score, -position, line))
+    best = sorted(scored, reverse=True)[:limit]
+    return [line for _, _, line in sorted(best, key=lambda s: -s[1])]
 
 
 @dataclass
@@ -325,6 +205,7 @@ class _Item:
 class _Error:
     item: _Item
     key: str
+    terms: frozenset[str] = frozenset()
     resolution: str | None = None
 
 
@@ -340,7 +221,8 @@ class _Command:
 class _File:
     path: str
     order: int
-    actions: list[str] = field(default_factory=list)
+    #: what was done to the file -> the tools that did it (in order)
+    actions: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -352,81 +234,42 @@ def _sentences(text: str) -> list[str]:
     return [s.strip(" -*•\t") for s in _SENTENCE_SPLIT.split(text) if s and len(s.strip()) > 3]
 
 
-def _looks_like_path(value: str) -> bool:
-    if not value or len(value) > 300 or "\n" in value or "://" in value or " " in value.strip():
-        return False
-    has_ext = bool(_EXTENSION.search(value.rsplit("/", 1)[-1]))
-    rooted = value.startswith(("/", "./", "../", "~/"))
-    return has_ext or rooted or value.count("/") >= 2
+def _searchers(text: str, *patterns: Prefiltered) -> list[Any]:
+    """Each pattern's search, for the sentences of ``text``."""
+    low = text.lower() if text.isascii() else None
+    return [pattern.within(low) for pattern in patterns]
 
 
-def find_paths(text: str) -> list[str]:
-    """File paths mentioned in free text (URLs and ``and/or``-like words are left out)."""
-    if "/" not in text and not _PATH_HINT.search(text):
-        return []  # every path has a "/" or ends in a known extension
-    found: list[str] = []
-    for match in _PATH.finditer(text):
-        path = match.group(1).rstrip(".,;:")
-        start = match.start(1)
-        if text[max(0, start - 3) : start].endswith(("://", "//")):
-            continue
-        if _looks_like_path(path) and path not in found:
-            found.append(path)
-    return found
+def _error_terms(text: str) -> frozenset[str]:
+    """Words that tie an error to a later sentence about it (names, paths, error types)."""
+    found = set(words(text))
+    for path in find_paths(text):
+        found.update(p.lower() for p in re.split(r"[/.]", path) if len(p) >= 3)
+    return frozenset(w for w in found if w not in STOPWORDS and w not in _GENERIC_ERROR_WORDS)
 
 
-def error_line(text: str) -> str | None:
-    """The most telling line of an error output: the exception line, else the first error-ish line."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if _ERROR_FINAL_LINE.match(line):
-            return _clip(line, LINE_CHARS)
-    for reports_failure in (is_failure_line, _ERROR_TEXT.search):
-        for line in lines:
-            if reports_failure(line) and not line.lstrip().startswith("Traceback"):
-                return _clip(line, LINE_CHARS)
-    return _clip(lines[0], LINE_CHARS) if lines else None
+def user_words(text: str) -> str:
+    """The user's own words in a user message: Claude Code's command wrappers and caveats removed."""
+    if text.lstrip().startswith(_NOT_REQUESTS):
+        return ""
+    return _WRAPPER_TAGS.sub("", text).strip() if "<" in text else text.strip()
 
 
-def is_failure_line(line: str) -> bool:
-    """``_FAILURE_LINE.match(line)`` for one line (no newline in it), faster."""
-    return bool(_FAILURE_HEAD.match(line) or _FAILURE_ANYWHERE.search(line))
-
-
-def is_failure_output(text: str) -> bool:
-    """True when tool output reports a failure: a traceback, or a failure line near its end.
-
-    An output that merely contains the word (code with ``raise ValueError(``, a log read back
-    with ERROR lines in the middle) is not a failure of the call.
-    """
-    if "Traceback (most recent call last)" in text[:50_000]:
-        return True
-    tail = text[-20_000:].splitlines()[-FAILURE_TAIL_LINES:]
-    joined = "\n".join(tail)
-    anywhere = _FAILURE_ANYWHERE.within(joined.lower() if joined.isascii() else None)
-    return any(_FAILURE_HEAD.match(line) or anywhere(line) for line in tail)
-
-
-def _file_action(tool: str) -> str:
-    name = tool.lower()
-    for words, action in (
-        (("edit", "replace", "patch", "update", "modify"), "edited"),
-        (("write", "create", "save", "new"), "written"),
-        (("delete", "remove", "rm"), "deleted"),
-        (("read", "view", "cat", "open", "show"), "read"),
-        (("grep", "glob", "search", "find", "list", "ls"), "searched"),
-    ):
-        if any(w in name for w in words):
-            return action
-    return f"used by {tool}"
-
-
-def _file_priority(actions: Sequence[str]) -> float:
-    if any(a in ("edited", "written", "deleted") for a in actions):
-        return SECTION_PRIORITY[FILES] + 0.5
+def _file_priority(actions: Iterable[str]) -> float:
+    actions = set(actions)
+    if actions & set(CHANGES):
+        return SECTION_PRIORITY[FILES] + 0.75
     if "mentioned by user" in actions:
         return SECTION_PRIORITY[FILES] + 0.25
     return SECTION_PRIORITY[FILES]
+
+
+def _file_line(entry: _File) -> str:
+    parts = []
+    for action, tools in entry.actions.items():
+        named = [t for t in dict.fromkeys(tools) if t]
+        parts.append(f"{action} by {', '.join(named)}" if named and action in CHANGES else action)
+    return f"{entry.path} ({'; '.join(parts)})"
 
 
 class _Extractor:
@@ -435,15 +278,16 @@ class _Extractor:
     def __init__(self) -> None:
         self.items: list[_Item] = []
         self.order = 0
-        self.tools: dict[str, tuple[str, dict[str, Any], _Command | None]] = {}
+        self.calls: dict[str, tuple[ToolCall, _Command | None, dict[str, Any]]] = {}
         self.errors: list[_Error] = []
-        # Unresolved errors, in order: a resolution applies to them all (or to one key's), and
-        # scanning every error ever seen for each sentence would grow with the history squared.
-        self.pending: dict[int, _Error] = {}
-        self.pending_by_key: dict[str, list[_Error]] = {}
+        # Unresolved errors, oldest first: a fix sentence resolves the ones it names, else the latest.
+        self.pending: list[_Error] = []
         self.commands: dict[str, _Command] = {}
         self.files: dict[str, _File] = {}
+        self.plan: tuple[tuple[str, str], ...] | None = None
+        self.facts = 0
         self.last_request: _Item | None = None
+        self.last_assistant = ""
         self.answered = True
 
     def _next(self) -> int:
@@ -455,13 +299,14 @@ class _Extractor:
         self.items.append(item)
         return item
 
-    def file(self, path: str, action: str) -> None:
+    def file(self, path: str, action: str, tool: str = "") -> None:
         path = path.strip().strip("`'\"")
         entry = self.files.get(path)
         if entry is None:
             entry = self.files[path] = _File(path, self._next())
-        if action not in entry.actions:
-            entry.actions.append(action)
+        entry.actions.setdefault(action, []).append(tool)
+        if action in CHANGES:
+            entry.order = self._next()  # a file changed late matters as of its last change
 
     # -- message kinds ----------------------------------------------------------------------
     def carried_summary(self, text: str) -> None:
@@ -475,7 +320,7 @@ class _Extractor:
                 self.add(section, line[2:], SECTION_PRIORITY[section] - CARRIED_PENALTY)
 
     def user_text(self, text: str) -> None:
-        text = text.strip()
+        text = user_words(text)
         if not text:
             return
         request = _clip(text, REQUEST_CHARS)
@@ -485,18 +330,15 @@ class _Extractor:
         )
         self.last_request = self.add(REQUESTS, request, priority)
         self.answered = False
-        covered = request.rstrip("…")
-        constraint, decision, strong = _searchers(
-            text, _CONSTRAINT_WORDS, _DECISION_WORDS, _STRONG_TASK_WORDS
-        )
+        decision, strong = _searchers(text, _DECISION_WORDS, _STRONG_TASK_WORDS)
         for sentence in _sentences(text):
             line = _clip(sentence, LINE_CHARS)
-            if constraint(sentence) and " ".join(sentence.split()) not in covered:
-                self.add(REQUESTS, line, SECTION_PRIORITY[REQUESTS] + 0.5)
-            elif decision(sentence):
-                self.add(DECISIONS, line)
+            if is_constraint(sentence):
+                self.add(CONSTRAINTS, line)
             elif strong(sentence):
                 self.add(TASKS, line)
+            elif decision(sentence):
+                self.add(DECISIONS, line)
         for line in text.splitlines():
             if is_failure_line(line) or line.lstrip().startswith("Traceback"):
                 self._error(_Error(self.add(ERRORS, f"user reported: {_clip(line, LINE_CHARS)}"), key=""))
@@ -506,84 +348,73 @@ class _Extractor:
     def assistant_text(self, text: str) -> None:
         if text.strip():
             self.answered = True
-        strong, decision, fix, weak = _searchers(
-            text, _STRONG_TASK_WORDS, _DECISION_WORDS, _FIX_WORDS, _WEAK_TASK_WORDS
-        )
+            self.last_assistant = text
+        strong, decision, fix = _searchers(text, _STRONG_TASK_WORDS, _DECISION_WORDS, _FIX_WORDS)
         for sentence in _sentences(text):
             line = _clip(sentence, LINE_CHARS)
             if strong(sentence):
                 self.add(TASKS, line)
-            elif decision(sentence):
-                self.add(DECISIONS, line)
-            elif fix(sentence) and self._has_pending():
+                continue
+            if self.pending and fix(sentence):
                 self._resolve(line)
-            elif weak(sentence) and len(sentence) >= WEAK_TASK_MIN_CHARS and not sentence.endswith("?"):
-                self.add(TASKS, line, SECTION_PRIORITY[TASKS] - 0.5)
+            if decision(sentence):
+                self.add(DECISIONS, line)
         for path in find_paths(text):
             self.file(path, "mentioned")
 
     def _error(self, error: _Error) -> None:
         self.errors.append(error)
-        self.pending[id(error)] = error
-        self.pending_by_key.setdefault(error.key, []).append(error)
-
-    def _has_pending(self) -> bool:
-        return bool(self.pending)
+        self.pending.append(error)
 
     def _resolve(self, resolution: str) -> None:
-        for error in self.pending.values():
+        """A fix sentence resolves the pending errors it names (a file, a test, an error type);
+        naming none, it resolves only the latest one."""
+        terms = _error_terms(resolution)
+        named = [e for e in self.pending if e.terms & terms]
+        for error in named or self.pending[-1:]:
             error.resolution = resolution
-        self.pending.clear()
-        self.pending_by_key.clear()
+            self.pending.remove(error)
 
     def tool_use(self, block: ToolUseBlock) -> None:
+        call = describe_call(block.name, block.input)
         command: _Command | None = None
-        for key in _COMMAND_KEYS:
-            value = block.input.get(key)
-            if isinstance(value, list):
-                value = " ".join(str(v) for v in value)
-            if isinstance(value, str) and value.strip():
-                text = _clip(value, COMMAND_CHARS)
-                command = self.commands.get(text)
-                if command is None:
-                    command = self.commands[text] = _Command(text, self._next())
-                else:
-                    command.runs += 1
-                for path in find_paths(value):
-                    self.file(path, f"used by {block.name}")
-                break
-        action = _file_action(block.name)
-        for key in _FILE_KEYS:
-            value = block.input.get(key)
-            if isinstance(value, str) and _looks_like_path(value):
-                self.file(value, action)
-        for key in _FILE_LIST_KEYS:
-            values = block.input.get(key)
-            if isinstance(values, list):
-                for value in values:
-                    if isinstance(value, str) and _looks_like_path(value):
-                        self.file(value, action)
-        self.tools[block.id] = (block.name, block.input, command)
+        if call.command is not None:
+            command = self.commands.get(call.command)
+            if command is None:
+                command = self.commands[call.command] = _Command(call.command, self._next())
+            else:
+                command.runs += 1
+        for path, action in call.files:
+            self.file(path, action, call.name)
+        if call.tasks is not None:
+            self.plan = call.tasks
+        self.calls[block.id] = (call, command, block.input)
 
     def tool_result(self, block: ToolResultBlock) -> None:
-        name, arguments, command = self.tools.get(block.tool_use_id, ("tool", {}, None))
-        text = block.text
-        failed = block.is_error or is_failure_output(text)
-        key = command.text if command else f"{name}:{sorted(arguments.items())!r}"[:200]
+        call, command, arguments = self.calls.get(block.tool_use_id, (ToolCall("tool"), None, {}))
+        text = result_payload(block.text)
+        failed = block.is_error or is_failure_output(text, reads_file=call.reads_file)
+        key = command.text if command else f"{call.name}:{sorted(arguments.items())!r}"[:200]
         if command is not None:
             command.outcomes.append("failed" if failed else "ok")
         if failed:
             line = error_line(text) or "failed with no output"
-            subject = f"`{command.text}`" if command else name
-            self._error(_Error(self.add(ERRORS, f"{subject}: {line}"), key=key))
+            subject = f"`{command.text}`" if command else call.name
+            targets = " ".join(path for path, _ in call.files)
+            error = _Error(self.add(ERRORS, f"{subject}: {line}"), key=key)
+            error.terms = _error_terms(f"{subject} {targets} {line}")
+            self._error(error)
         else:
-            for error in self.pending_by_key.pop(key, ()):
+            for error in [e for e in self.pending if e.key == key]:
                 error.resolution = "re-ran successfully"
-                del self.pending[id(error)]
+                self.pending.remove(error)
+            if call.tasks is None and text.strip():
+                for fact in salient_lines(text):
+                    self.add(FACTS, f"{call.name}: {_clip(fact, LINE_CHARS)}")
         if not isinstance(block.content, str):
             for media in block.content:
                 if isinstance(media, ImageBlock | DocumentBlock):
-                    self.add(FILES, f"{describe_media(media)} returned by {name}", SECTION_PRIORITY[FILES])
+                    self.add(FILES, f"{describe_media(media)} returned by {call.name}")
 
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> list[_Item]:
@@ -592,16 +423,28 @@ class _Extractor:
                 error.item.text += f" → {_clip(error.resolution, LINE_CHARS)}"
             elif error.key:
                 error.item.text += " → unresolved"
-        for path, entry in self.files.items():
-            actions = ", ".join(entry.actions)
-            self.items.append(_Item(FILES, f"{path} ({actions})", _file_priority(entry.actions), entry.order))
+        for entry in self.files.values():
+            line = _file_line(entry)
+            self.items.append(_Item(FILES, line, _file_priority(entry.actions), entry.order))
         for command in self.commands.values():
             runs = f" ×{command.runs}" if command.runs > 1 else ""
             outcome = _outcome(command.outcomes)
             priority = SECTION_PRIORITY[COMMANDS] + (0.5 if "failed" in command.outcomes else 0)
             self.items.append(_Item(COMMANDS, f"`{command.text}`{runs} → {outcome}", priority, command.order))
+        for text, status in self.plan or ():
+            if status not in ("completed", "done", "cancelled"):
+                self.add(TASKS, f"[{status}] {_clip(text, LINE_CHARS)}", SECTION_PRIORITY[TASKS] + 0.25)
+        last = self.last_assistant
+        for sentence in _sentences(last) if last else ():
+            if (
+                _WEAK_TASK.search(sentence)
+                and len(sentence) >= WEAK_TASK_MIN_CHARS
+                and not sentence.endswith("?")
+                and not _STRONG_TASK.search(sentence)
+            ):
+                self.add(TASKS, f"planned: {_clip(sentence, LINE_CHARS)}", SECTION_PRIORITY[TASKS] - 0.5)
         if self.last_request is not None and not self.answered:
-            self.add(TASKS, f"answer the last request: {_clip(self.last_request.text, LINE_CHARS)}", 4.5)
+            self.add(TASKS, f"answer the last request: {_clip(self.last_request.text, LINE_CHARS)}", 5.0)
         return _dedupe(self.items)
 
 
@@ -632,7 +475,7 @@ def _focus_words(instructions: str | None) -> set[str]:
         return set()
     stems: set[str] = set()
     for word in re.findall(r"[a-z][\w.-]{2,}", instructions.lower()):
-        if word in _STOPWORDS:
+        if word in STOPWORDS:
             continue
         for suffix in ("ing", "es", "ed", "s"):
             if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -708,7 +551,7 @@ class OfflineSummarizer:
         for item in sorted(items, key=lambda i: (i.priority, i.order), reverse=True):
             by_section[item.section].append(item)
         used = {s: sum(cost[id(i)] for i in chosen) for s, chosen in by_section.items()}
-        overhead = count(header) + sum(count(f"\n## {s}\n") for s in SECTIONS)
+        overhead = count(header) + sum(count(f"\n## {s}\n") for s in SECTIONS if by_section[s])
 
         def effective(section: str) -> tuple[float, int]:
             item = by_section[section][-1]
