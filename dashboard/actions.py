@@ -98,6 +98,35 @@ def _do_restore(db_path: str, session_id: str, snapshot_id: int) -> Any:
         return restore_snapshot(store, session_id, snapshot_id)
 
 
+def _do_restore_full(db_path: str, session_id: str) -> Any:
+    """Undo every compaction: a snapshot holding the whole transcript (no summary) and a
+    ``restore`` event, in one transaction, so the session resumes from everything it said."""
+    from engine.events import ContextEvent
+    from engine.store import SessionStore
+
+    with SessionStore(db_path) as store:
+        stored = store.load_messages(session_id)
+        store.get_session(session_id)
+        through = stored[-1].seq if stored else -1
+        tokens = sum(m.tokens for m in stored)
+        with store.transaction() as conn:
+            new_id = store.write_snapshot(
+                session_id, [m.message for m in stored], through_seq=through, summary=None,
+                tokens=tokens, strategy="restore",
+            )  # fmt: skip
+            event_id = store.record_event(
+                session_id,
+                ContextEvent(
+                    kind="restore", trigger="manual", outcome="restored", reason="restored the full transcript",
+                    message_seq=through,
+                    details={"restored_snapshot_id": None, "snapshot_id": new_id, "full_transcript": True,
+                             "after_count": len(stored), "after_tokens": tokens},
+                ),
+            )  # fmt: skip
+            conn.execute("UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, new_id))
+        return store.get_snapshot(new_id)
+
+
 def _do_findings(db_path: str, session_id: str, settings_file: str | None) -> Any:
     from engine.findings import find_waste
     from engine.settings import load_settings
@@ -129,6 +158,11 @@ def apply_compaction(db_path: str | os.PathLike[str], session_id: str, **params:
 def restore(db_path: str | os.PathLike[str], session_id: str, snapshot_id: int) -> Any:
     """restore_snapshot in the worker."""
     return _run("restore", str(db_path), session_id, int(snapshot_id))
+
+
+def restore_full_transcript(db_path: str | os.PathLike[str], session_id: str) -> Any:
+    """A snapshot of the whole transcript (undoes every compaction), in the worker."""
+    return _run("restore_full", str(db_path), session_id)
 
 
 def findings(

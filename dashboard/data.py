@@ -183,7 +183,16 @@ def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
-    return con.execute(sql, list(params)).df()
+    return plain_nulls(con.execute(sql, list(params)).df())
+
+
+def plain_nulls(df: pd.DataFrame) -> pd.DataFrame:
+    """Nullable integer columns (DuckDB gives ``Int64`` when a column holds NULL) as float64 with
+    NaN: ``pd.NA`` raises on ``bool()``, so ``x == x`` tests and chart arithmetic crash on it
+    (imported sessions record no limit, no provider usage on some calls)."""
+    nullable = [c for c, t in df.dtypes.items() if isinstance(t, pd.api.extensions.ExtensionDtype)
+                and t.kind in "iuf"]  # fmt: skip
+    return df.astype(dict.fromkeys(nullable, "float64")) if nullable else df
 
 
 def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
@@ -562,7 +571,18 @@ def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Da
         con, db, "session_snapshots", session_id, "",
         ["id", "through_seq", "message_count", "tokens", "strategy", "event_id", "summary", "created_utc"],
     )  # fmt: skip
-    return _df(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
+    snaps = _df(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
+    # The event is shown by its number within the session (``seq``), as every other page does.
+    ids = sorted({int(i) for i in snaps["event_id"].dropna()})
+    seqs: dict[int, int] = {}
+    if ids:
+        ev, ev_params = _session_rows(
+            con, db, "context_events", session_id, f"id IN ({', '.join(map(str, ids))})", ["id", "seq"]
+        )
+        seqs = dict(con.execute(f"SELECT id, seq FROM {ev}", ev_params).fetchall())
+    snaps["event"] = [seqs.get(int(i)) if i == i and i is not None else None for i in snaps["event_id"]]
+    snaps["event"] = snaps["event"].astype("float64")
+    return snaps
 
 
 # -- offloaded results ------------------------------------------------------------------------

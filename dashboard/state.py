@@ -11,8 +11,9 @@ from typing import Any, NamedTuple
 import duckdb
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from dashboard import data
+from dashboard import data, display
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import settings_path
@@ -20,7 +21,9 @@ from engine.settings import settings_path
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
 EDITED_SETTINGS_KEY = "edited_settings"
-LIVE_INTERVAL_S = 2.0
+LIVE_INTERVAL_S = 1.0
+SIGNATURE_KEY = "_files_signature"
+ACTION_KEY = "_pending_action"
 
 
 class SessionRef(NamedTuple):
@@ -129,12 +132,12 @@ def require_session() -> tuple[SessionRef, pd.Series]:
         ref = SessionRef(str(df.iloc[0]["db"]), str(df.iloc[0]["session_id"]))
         select(ref)
         match = df.iloc[[0]]
-    return ref, match.iloc[0]
+    # Missing values as None (not NaN/NA): pages test ``row["model"] or ...``.
+    return ref, match.iloc[0].map(display.value_or_none)
 
 
 def session_label(row: pd.Series) -> str:
-    title = row["title"] if isinstance(row["title"], str) and row["title"] else row["session_id"]
-    return f"{title} · {row['model'] or '?'} · {row['db']}"
+    return display.session_line(row["title"], str(row["session_id"]), row["model"], str(row["db"]))
 
 
 def _on_sidebar_pick() -> None:
@@ -188,14 +191,62 @@ def sidebar() -> None:
         live = st.toggle("Live: follow changes", value=True, help="Re-query when a database file changes")
         if st.session_state.get(EDITED_SETTINGS_KEY) is not None:
             st.caption("Charts re-projected under edited model settings.")
-    if live:
+        if live and action_pending():
+            st.caption("Live follow paused while an action runs.")
+    # This full run shows the files as they are now: the watch below compares against that, so
+    # running it inline never restarts the run that carries a click.
+    st.session_state[SIGNATURE_KEY] = watched_signature()
+    if live and not action_pending():
         _watch_files()
+
+
+def watched_signature() -> tuple[Any, ...]:
+    """The databases' and the settings file's (path, mtime, size): any commit or edit changes it."""
+    settings_file = settings_path()
+    return signature() + data.files_signature([settings_file] if settings_file is not None else [])
 
 
 @st.fragment(run_every=LIVE_INTERVAL_S)
 def _watch_files() -> None:
-    current = signature()
-    previous = st.session_state.get("_files_signature")
-    st.session_state["_files_signature"] = current
+    if action_pending():
+        return
+    current = watched_signature()
+    previous = st.session_state.get(SIGNATURE_KEY)
+    st.session_state[SIGNATURE_KEY] = current
     if previous is not None and previous != current:
         st.rerun(scope="app")
+
+
+# -- actions a person clicks ------------------------------------------------------------------
+# A click is recorded by its button's on_click callback, which Streamlit runs before the script
+# body: a later rerun (a live-follow refresh, another widget) can no longer lose it. The page
+# then runs the pending action and clears it; live reruns stay paused until then.
+
+
+def request_action(name: str, session_key: str | None = None) -> None:
+    """``on_click`` of an action button: remember that ``name`` was asked for (on this session)."""
+    st.session_state[ACTION_KEY] = {"name": name, "session": session_key, "page": _page_name()}
+
+
+def pending_action(name: str, session_key: str | None = None) -> bool:
+    """True when ``name`` (for this session) was clicked and has not run yet."""
+    pending = st.session_state.get(ACTION_KEY)
+    return pending is not None and pending["name"] == name and pending["session"] == session_key
+
+
+def finish_action() -> None:
+    st.session_state.pop(ACTION_KEY, None)
+
+
+def action_pending() -> bool:
+    pending = st.session_state.get(ACTION_KEY)
+    if pending is not None and pending.get("page") != _page_name():
+        # Clicked on a page the user has left before it ran: it will not run.
+        st.session_state.pop(ACTION_KEY, None)
+        return False
+    return pending is not None
+
+
+def _page_name() -> str | None:
+    ctx = get_script_run_ctx()
+    return ctx.page_script_hash if ctx is not None else None

@@ -9,15 +9,18 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, charts, data, state
+from dashboard import actions, charts, data, display, state
 from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
 
 PREVIEW_KEY = "compaction_preview"
+RESTORED_KEY = "cmp_restored"
+#: The "restore" choice that undoes every compaction (a snapshot of the whole transcript).
+FULL_TRANSCRIPT = -1
 
 ref, row = state.require_session()
 st.title("Compaction")
-st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 db_path = data.database_paths(state.connection())[ref.db]
 
 
@@ -50,6 +53,87 @@ def strategy_settings(name: str) -> dict[str, Any]:
     return values
 
 
+def snapshot_label(snap: Any) -> str:
+    what = "restored" if snap.strategy == "restore" else snap.strategy
+    return (
+        f"Snapshot #{int(snap.id)} · {what} · {int(snap.message_count):,} messages, {int(snap.tokens):,} tokens"
+        f" · through message {int(snap.through_seq)} · {display.text(snap.created_utc)[:19]}"
+    )
+
+
+def run_compaction(action: str, params: dict[str, Any]) -> None:
+    """Run a clicked Preview or Apply; its outcome lands in session state (shown on every rerun)."""
+    dry_run = action == "preview"
+    label = (
+        "Planning the compaction (nothing is written)…" if dry_run else "Compacting and writing the snapshot…"
+    )
+    with st.spinner(label):
+        # No streamlit call between the write and the bookkeeping: a rerun can only stop the
+        # script at a streamlit call, so the result is never lost nor the action run twice.
+        try:
+            run = actions.preview_compaction if dry_run else actions.apply_compaction
+            report = run(db_path, ref.session_id, **params)
+        except ContextDeskError as exc:
+            st.session_state[PREVIEW_KEY] = (
+                ref.key,
+                params,
+                None,
+                f"{'Cannot preview' if dry_run else 'Not applied'}: {exc}",
+            )
+        else:
+            st.session_state[PREVIEW_KEY] = (ref.key, params, report, None)
+        state.finish_action()
+
+
+def show_result(used: dict[str, Any], report: Any, problem: str | None) -> None:
+    if problem is not None:
+        st.error(display.md(problem), icon=":material/error:")
+        return
+    if report.dry_run and used != params:
+        # A preview of other settings would mislead: Apply runs what is on screen now.
+        st.info(
+            "The strategy or its settings changed since the preview: preview again to see what Apply would do."
+        )
+        return
+    if report.dry_run:
+        st.markdown("**Preview** (nothing written)")
+    elif report.snapshot_id is not None:
+        st.success(f"Applied: snapshot #{report.snapshot_id} written.")
+    else:
+        st.info("Applied: nothing to compact, only the event was recorded.")
+    target_tokens = report.result.target_tokens
+    if target_tokens and report.after_tokens > target_tokens:
+        st.warning(
+            f"Misses the target: {report.after_tokens:,} tokens left, {report.after_tokens - target_tokens:,} over "
+            f"the target of {target_tokens:,}. A stronger strategy (chain, emergency) or a lower target frees more.",
+            icon=":material/warning:",
+        )
+    st.text(describe_report(report))
+    m1, m2, m3 = st.columns(3)
+    m1.metric(
+        "Tokens",
+        f"{report.after_tokens:,}",
+        f"{report.after_tokens - report.before_tokens:,}",
+        delta_color="inverse",
+    )
+    m2.metric("Messages", report.after_count, report.after_count - report.before_count, delta_color="inverse")
+    m3.metric("Target", display.number(target_tokens))
+    st.plotly_chart(
+        charts.components_bar({"before": report.result.before_components.as_dict(),
+                               "after": report.result.after_components.as_dict()}, title="Tokens per component"),
+        key="cmp_preview_bar",
+    )  # fmt: skip
+    removed = state.query("messages_by_seq", ref.db, ref.session_id, tuple(report.removed_message_seqs))
+    st.markdown(f"**Removed or summarized: {len(report.removed_message_seqs)} message(s)**")
+    if report.result.cleared:
+        st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
+    if not removed.empty:
+        st.dataframe(display.for_table(removed), hide_index=True)
+    if report.summary:
+        st.markdown("**Summary text**")
+        st.code(report.summary, language=None, wrap_lines=True)
+
+
 with st.container(border=True):
     st.subheader("Compact now")
     c1, c2 = st.columns([2, 1])
@@ -65,84 +149,65 @@ with st.container(border=True):
     params = {"strategy": strategy, "instructions": instructions.strip() or None,
               "target_tokens": target or None, **settings}  # fmt: skip
     b1, b2 = st.columns(2)
-    preview_clicked = b1.button("Preview (dry run)", icon=":material/preview:", key="cmp_preview")
-    apply_clicked = b2.button("Apply", type="primary", icon=":material/compress:", key="cmp_apply")
-    if preview_clicked:
-        with st.spinner("Planning the compaction (nothing is written)…"):
-            try:
-                report = actions.preview_compaction(db_path, ref.session_id, **params)
-            except ContextDeskError as exc:
-                st.error(f"Cannot preview: {exc}")
-            else:
-                st.session_state[PREVIEW_KEY] = (ref.key, params, report)
-    if apply_clicked:
-        with st.spinner("Compacting and writing the snapshot…"):
-            try:
-                report = actions.apply_compaction(db_path, ref.session_id, **params)
-            except ContextDeskError as exc:
-                st.error(f"Not applied: {exc}")
-            else:
-                st.session_state[PREVIEW_KEY] = (ref.key, params, report)
+    # The clicks are recorded by callbacks (state.request_action): a live refresh cannot drop them.
+    b1.button("Preview (dry run)", icon=":material/preview:", key="cmp_preview",
+              on_click=state.request_action, args=("preview", ref.key))  # fmt: skip
+    b2.button("Apply", type="primary", icon=":material/compress:", key="cmp_apply",
+              on_click=state.request_action, args=("apply", ref.key))  # fmt: skip
+    for action in ("preview", "apply"):
+        if state.pending_action(action, ref.key):
+            run_compaction(action, params)
 
     preview = st.session_state.get(PREVIEW_KEY)
     if preview is not None and preview[0] == ref.key:
-        _, used, report = preview
-        # Shown from session state: the write changes the file, and the live watch reruns the app.
-        if report.dry_run:
-            st.markdown("**Preview** (nothing written)")
-        elif report.snapshot_id is not None:
-            st.success(f"Applied: snapshot #{report.snapshot_id} written.")
-        else:
-            st.info("Applied: nothing to compact, only the event was recorded.")
-        st.text(describe_report(report))
-        m1, m2, m3 = st.columns(3)
-        m1.metric(
-            "Tokens",
-            f"{report.after_tokens:,}",
-            f"{report.after_tokens - report.before_tokens:,}",
-            delta_color="inverse",
-        )
-        m2.metric(
-            "Messages", report.after_count, report.after_count - report.before_count, delta_color="inverse"
-        )
-        m3.metric("Target", f"{report.result.target_tokens:,}")
-        st.plotly_chart(
-            charts.components_bar({"before": report.result.before_components.as_dict(),
-                                   "after": report.result.after_components.as_dict()}, title="Tokens per component"),
-            key="cmp_preview_bar",
-        )  # fmt: skip
-        removed = state.query("messages_by_seq", ref.db, ref.session_id, tuple(report.removed_message_seqs))
-        st.markdown(f"**Removed or summarized: {len(report.removed_message_seqs)} message(s)**")
-        if report.result.cleared:
-            st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
-        if not removed.empty:
-            st.dataframe(removed, hide_index=True)
-        if report.summary:
-            st.markdown("**Summary text**")
-            st.code(report.summary, language=None, wrap_lines=True)
+        show_result(*preview[1:])
 
 st.subheader("Snapshots")
 snaps = state.query("snapshots", ref.db, ref.session_id)
+restored_note = st.session_state.get(RESTORED_KEY)
 if snaps.empty:
     st.info("No snapshots yet: the session resumes from its full transcript.")
 else:
+    st.caption("The newest snapshot is what the session resumes from; later messages follow it.")
     st.dataframe(
-        snaps, hide_index=True, column_config={"summary": st.column_config.TextColumn(width="large")}
-    )
-    r1, r2 = st.columns([2, 1])
-    snap_id = r1.selectbox("Restore snapshot", [int(i) for i in snaps["id"]], key="cmp_restore_id",
-                           format_func=lambda i: f"#{i}")  # fmt: skip
-    if r2.button("Restore", icon=":material/history:", key="cmp_restore"):
+        display.for_table(snaps), hide_index=True,
+        column_order=["id", "event", "strategy", "through_seq", "message_count", "tokens", "summary", "created_utc"],
+        column_config={
+            "id": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
+            "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
+            "through_seq": st.column_config.NumberColumn("Through message", width=110),
+            "message_count": st.column_config.NumberColumn("Messages", width=80),
+            "tokens": st.column_config.NumberColumn("Tokens", format="localized", width=80),
+            "summary": st.column_config.TextColumn("Summary", width="large"),
+            "created_utc": st.column_config.TextColumn("Created (UTC)"),
+        },
+    )  # fmt: skip
+    labels = {int(r.id): snapshot_label(r) for r in snaps.itertuples()}
+    labels[FULL_TRANSCRIPT] = "The full transcript (undo every compaction)"
+    r1, r2 = st.columns([3, 1])
+    snap_id = r1.selectbox("Restore", list(labels), key="cmp_restore_id", format_func=labels.__getitem__)
+    r2.button("Restore", icon=":material/history:", key="cmp_restore",
+              on_click=state.request_action, args=("restore", ref.key))  # fmt: skip
+    if state.pending_action("restore", ref.key):
         with st.spinner("Restoring…"):
             try:
-                restored = actions.restore(db_path, ref.session_id, int(snap_id))
+                if snap_id == FULL_TRANSCRIPT:
+                    restored = actions.restore_full_transcript(db_path, ref.session_id)
+                else:
+                    restored = actions.restore(db_path, ref.session_id, int(snap_id))
             except ContextDeskError as exc:
-                st.error(f"Not restored: {exc}")
+                st.session_state[RESTORED_KEY] = (ref.key, f"Not restored: {exc}", False)
             else:
-                st.session_state["cmp_restored"] = (ref.key, int(snap_id), restored.id)
-    restored_note = st.session_state.get("cmp_restored")
-    if restored_note is not None and restored_note[0] == ref.key:
-        st.success(f"Restored snapshot #{restored_note[1]} as new snapshot #{restored_note[2]}.")
+                what = "the full transcript" if snap_id == FULL_TRANSCRIPT else f"snapshot #{snap_id}"
+                st.session_state[RESTORED_KEY] = (
+                    ref.key,
+                    f"Restored {what} as new snapshot #{restored.id}.",
+                    True,
+                )
+            state.finish_action()
+        restored_note = st.session_state.get(RESTORED_KEY)
+if restored_note is not None and restored_note[0] == ref.key:
+    (st.success if restored_note[2] else st.error)(display.md(restored_note[1]))
 
 st.subheader("Past compactions")
 past = state.query("compactions", ref.db, ref.session_id)
@@ -156,11 +221,19 @@ else:
             "before_tokens": [d.get("before_tokens") for d in past["details"]],
             "after_tokens": [d.get("after_tokens") for d in past["details"]],
             "removed": [len(d.get("removed_message_seqs", [])) for d in past["details"]],
-            "snapshot": [d.get("snapshot_id") for d in past["details"]],
+            "snapshot": pd.array([d.get("snapshot_id") for d in past["details"]], dtype="float64"),
             "when": past["created_utc"],
         }
     )  # fmt: skip
-    st.dataframe(table, hide_index=True)
+    st.dataframe(
+        display.for_table(table), hide_index=True,
+        column_config={
+            "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
+            "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
+            "before_tokens": st.column_config.NumberColumn("Before", format="localized"),
+            "after_tokens": st.column_config.NumberColumn("After", format="localized"),
+        },
+    )  # fmt: skip
     which = st.selectbox(
         "Compare before / after of event", list(table["event"]), index=len(table) - 1, key="cmp_past"
     )

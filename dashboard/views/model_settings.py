@@ -1,49 +1,84 @@
 """Model settings: edit windows, buffers, output reserve, thresholds and tokenizers per model,
 provider and defaults; validated as you type, saved atomically to the settings file that running
-engines watch. Valid edits re-project every chart at once."""
+engines watch. Valid edits re-project every chart at once.
+
+The file is followed live: an edit on disk shows here within the live-follow interval, merged
+under the edits not saved yet; an invalid file keeps the last valid settings (and says why);
+Save writes only the entries edited here and refuses to overwrite a file changed since it was read.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, settings_form, state
+from dashboard import analysis, charts, display, settings_form, state
 from engine.errors import ConfigError, ContextDeskError
-from engine.settings import (
-    DEFAULT_SETTINGS_PATH,
-    ModelSettings,
-    Settings,
-    load_settings,
-    resolve_model_settings,
-    save_settings,
-    settings_path,
-)
+from engine.settings import DEFAULT_SETTINGS_PATH, ModelSettings, resolve_model_settings, settings_path
 from engine.tokens import tokenizer_ids
 
 DRAFT_KEY = "settings_draft"
-BASE_KEY = "settings_base"
+FILE_KEY = "settings_file"
+GENERATION_KEY = "settings_generation"
+SAVED_KEY = "settings_saved"
+SESSION_KEY = "_ms_session"
+RESOLVED_FIELDS = (
+    "context_window", "max_output_tokens", "buffer_tokens", "context_budget", "compact_threshold",
+    "hard_block_threshold", "note_threshold", "result_offload_threshold", "tool_response_max_bytes",
+    "tool_deferral_threshold", "tokenizer",
+)  # fmt: skip
 
 st.title("Model settings")
 path = settings_path() or DEFAULT_SETTINGS_PATH.expanduser()
-st.text(f"Settings file: {path}{'' if path.exists() else ' (not created yet)'}")
 
 
-def load_base() -> Settings:
-    try:
-        return load_settings(path) if path.exists() else Settings()
-    except ConfigError as exc:
-        st.error(f"The settings file is invalid, starting from empty settings: {exc}")
-        return Settings()
+def _reset_widgets() -> None:
+    # Widget keys carry a generation: a new one shows the draft's values instead of stale input.
+    st.session_state[GENERATION_KEY] = st.session_state.get(GENERATION_KEY, 0) + 1
 
 
-if BASE_KEY not in st.session_state:
-    st.session_state[BASE_KEY] = settings_form.draft_of(load_base())
-    st.session_state[DRAFT_KEY] = dict(st.session_state[BASE_KEY])
-if st.button("Reload from file", icon=":material/refresh:"):
-    st.session_state[BASE_KEY] = settings_form.draft_of(load_base())
-    st.session_state[DRAFT_KEY] = dict(st.session_state[BASE_KEY])
+def _reload_from_file() -> None:
+    """The "Reload from file" button: drop unsaved edits, show the file as it is now."""
+    now = settings_form.read_file(path)
+    st.session_state[FILE_KEY] = now
+    st.session_state[DRAFT_KEY] = now.draft
     st.session_state[state.EDITED_SETTINGS_KEY] = None
-    for key in [k for k in st.session_state if str(k).startswith("ms_")]:
-        del st.session_state[key]
+    st.session_state.pop(SAVED_KEY, None)
+    _reset_widgets()
+
+
+loaded: settings_form.FileState | None = st.session_state.get(FILE_KEY)
+now = settings_form.read_file(path, loaded)
+if loaded is None or loaded.path != path:
+    st.session_state[FILE_KEY] = now
+    st.session_state[DRAFT_KEY] = now.draft
+    _reset_widgets()
+elif now is not loaded:
+    # Changed on disk: the new file, with what was edited here and not saved kept on top.
+    st.session_state[DRAFT_KEY] = settings_form.rebase(st.session_state[DRAFT_KEY], loaded.draft, now.draft)
+    st.session_state[FILE_KEY] = now
+    if state.pending_action("save_settings"):
+        # Save was clicked on the file as it was before: never write over what was not seen.
+        changes = tuple(settings_form.describe_changes(loaded.draft, now.draft)) or ("(formatting only)",)
+        problem = "the file changed on disk since it was read; it was not overwritten"
+        if now.error is not None:
+            changes, problem = (), f"the file changed on disk and is now invalid: {now.error}"
+        st.session_state[SAVED_KEY] = settings_form.SaveOutcome(now, False, problem, changes)
+        state.finish_action()
+    elif now.error is None:
+        st.session_state.pop(SAVED_KEY, None)
+        st.toast("The settings file changed on disk: reloaded.", icon=":material/sync:")
+    _reset_widgets()
+file_state: settings_form.FileState = st.session_state[FILE_KEY]
+generation = st.session_state[GENERATION_KEY]
+
+st.text(f"Settings file: {path}{'' if file_state.exists else ' (not created yet)'}")
+if file_state.error is not None:
+    st.error(
+        "The settings file on disk is invalid; the last valid settings stay in force here, and Save "
+        f"is refused until it is fixed: {display.md(file_state.error)}",
+        icon=":material/error:",
+    )
+st.button("Reload from file", icon=":material/refresh:", on_click=_reload_from_file, key="ms_reload")
 
 sessions = state.overview()
 ref = state.selected()
@@ -52,31 +87,31 @@ current = (
     if ref
     else sessions.iloc[0:0]
 )
-session_model = str(current.iloc[0]["model"]) if not current.empty and current.iloc[0]["model"] else None
-session_provider = (
-    str(current.iloc[0]["provider"]) if not current.empty and current.iloc[0]["provider"] else None
-)
+session_model = display.value_or_none(current.iloc[0]["model"]) if not current.empty else None
+session_provider = display.value_or_none(current.iloc[0]["provider"]) if not current.empty else None
 
 draft: dict = st.session_state[DRAFT_KEY]
+known_models = sorted({*(m for m in sessions["model"].dropna()), *draft.get("models", {})})
+known_providers = sorted({*(p for p in sessions["provider"].dropna()), *draft.get("providers", {})})
+if st.session_state.get(SESSION_KEY) != (ref.key if ref else None):
+    # A newly selected session: edit its own model (and its provider on the providers level).
+    st.session_state[SESSION_KEY] = ref.key if ref else None
+    if session_model:
+        st.session_state["ms_level"] = "models"
+        st.session_state["ms_model"] = session_model
+    if session_provider:
+        st.session_state["ms_provider"] = session_provider
+for key, known in (("ms_model", known_models), ("ms_provider", known_providers)):
+    if known and st.session_state.get(key) not in known:
+        st.session_state[key] = known[0]
+
 c1, c2 = st.columns([1, 2])
 level = c1.radio("Edit", ["models", "providers", "defaults"], format_func=str.capitalize, key="ms_level")
 name = None
-if level == "models":
-    known = sorted({*(m for m in sessions["model"].dropna()), *draft.get("models", {})})
-    default = known.index(session_model) if session_model in known else 0
-    name = (
-        c2.selectbox("Model", known, index=default, accept_new_options=True, key="ms_model")
-        if known
-        else None
-    )
-elif level == "providers":
-    known = sorted({*(p for p in sessions["provider"].dropna()), *draft.get("providers", {})})
-    default = known.index(session_provider) if session_provider in known else 0
-    name = (
-        c2.selectbox("Provider", known, index=default, accept_new_options=True, key="ms_provider")
-        if known
-        else None
-    )
+if level == "models" and known_models:
+    name = c2.selectbox("Model", known_models, accept_new_options=True, key="ms_model")
+elif level == "providers" and known_providers:
+    name = c2.selectbox("Provider", known_providers, accept_new_options=True, key="ms_provider")
 
 values = settings_form.level_values(draft, level, name)
 st.caption("Leave a field blank to inherit it (model → provider → model table → defaults → built-in).")
@@ -86,14 +121,14 @@ cols = st.columns(3)
 for i, field in enumerate(settings_form.EDITABLE_FIELDS):
     info = ModelSettings.model_fields[field]
     col = cols[i % 3]
-    key = f"ms_{level}_{name}_{field}"
+    key = f"ms_{generation}_{level}_{name}_{field}"
     if field == "tokenizer":
         options = ["", *tokenizer_ids()]
-        now = values.get(field) or ""
+        now_value = values.get(field) or ""
         choice = col.selectbox(
             field,
             options,
-            index=options.index(now) if now in options else 0,
+            index=options.index(now_value) if now_value in options else 0,
             key=key,
             format_func=lambda v: v or "(inherit)",
             help=info.description,
@@ -114,37 +149,49 @@ for i, field in enumerate(settings_form.EDITABLE_FIELDS):
         parsed[field] = values.get(field)
 
 for message in field_errors:
-    st.error(message, icon=":material/error:")
+    st.error(display.md(message), icon=":material/error:")
 new_draft = settings_form.with_level(draft, level, name, parsed) if (level == "defaults" or name) else draft
 checked = settings_form.validate(new_draft, source=str(path))
+# The model whose resolution is shown: the one being edited, else the selected session's.
+shown_model = name if level == "models" and name else session_model
+shown_provider = session_provider if shown_model == session_model else None
+if level == "providers" and name:
+    shown_provider = name
 resolved = None
 resolve_error = False
 if checked.error is not None:
-    st.error(f"Not valid: {checked.error}", icon=":material/error:")
+    st.error(f"Not valid: {display.md(checked.error)}", icon=":material/error:")
 else:
     st.session_state[DRAFT_KEY] = new_draft
-    changed = new_draft != st.session_state[BASE_KEY]
+    edited = new_draft != file_state.draft
     st.session_state[state.EDITED_SETTINGS_KEY] = (
-        checked.settings if changed or st.session_state.get("_ms_saved") else None
+        checked.settings if edited or st.session_state.get(SAVED_KEY) else None
     )
-    if session_model:
+    if shown_model:
         try:
-            resolved = resolve_model_settings(session_model, session_provider, checked.settings)
+            resolved = resolve_model_settings(shown_model, shown_provider, checked.settings)
         except ContextDeskError as exc:
             resolve_error = True
-            st.error(f"Not valid for {session_model}: {exc}", icon=":material/error:")
+            st.error(f"Not valid for {display.md(shown_model)}: {display.md(exc)}", icon=":material/error:")
+
+pending = settings_form.edits_of(st.session_state[DRAFT_KEY], file_state.draft)
+if pending:
+    st.caption(
+        f"{len(pending)} unsaved change(s): "
+        + "; ".join(settings_form.describe_changes(file_state.draft, st.session_state[DRAFT_KEY]))
+    )
 
 if resolved is not None:
-    st.subheader(f"Resolved for {session_model}")
-    rows = [
-        (f, getattr(resolved, f), resolved.sources.get(f, ""))
-        for f in ("context_window", "max_output_tokens", "buffer_tokens", "context_budget", "compact_threshold",
-                  "hard_block_threshold", "note_threshold", "result_offload_threshold", "tool_response_max_bytes",
-                  "tool_deferral_threshold", "tokenizer")
-    ]  # fmt: skip
+    st.subheader(f"Resolved for {display.md(shown_model)}")
+    if session_model and shown_model != session_model:
+        st.caption(
+            f"The selected session runs {display.md(session_model)}: its charts change only with its own "
+            "model's (or its provider's, or the defaults') settings."
+        )
+    rows = [(f, getattr(resolved, f), resolved.sources.get(f, "")) for f in RESOLVED_FIELDS]
     # What the selected session recorded when it started: often a different settings file.
     recorded = (
-        state.query("session_settings", ref.db, ref.session_id)
+        analysis.settings_for_model(state.query("session_settings", ref.db, ref.session_id), shown_model)
         if ref is not None and not current.empty
         else {}
     )
@@ -159,7 +206,7 @@ if resolved is not None:
     ]
     st.dataframe(table, hide_index=True, height="content")
     st.text(f"Effective limit: {resolved.budget_tokens:,} tokens")
-    if ref is not None:
+    if ref is not None and shown_model == session_model:
         turns = state.query("timeline", ref.db, ref.session_id)
         edited = st.session_state.get(state.EDITED_SETTINGS_KEY) is not None
         projection = analysis.project_timeline(
@@ -174,13 +221,27 @@ if resolved is not None:
             )
 
 save_disabled = checked.error is not None or bool(field_errors) or resolve_error
-if st.button("Save settings", type="primary", disabled=save_disabled, icon=":material/save:"):
+st.button(
+    "Save settings", type="primary", disabled=save_disabled, icon=":material/save:", key="ms_save",
+    on_click=state.request_action, args=("save_settings", None),
+)  # fmt: skip
+if state.pending_action("save_settings"):
     with st.spinner("Saving…"):
         try:
-            written = save_settings(checked.settings, path)
+            outcome = settings_form.save_draft(st.session_state[DRAFT_KEY], file_state)
         except ConfigError as exc:
-            st.error(f"Not saved: {exc}")
-        else:
-            st.session_state["_ms_saved"] = True
-            st.session_state[state.EDITED_SETTINGS_KEY] = checked.settings
-            st.success(f"Saved to {written}; running engines pick it up on their next check.")
+            outcome = settings_form.SaveOutcome(file_state, False, str(exc))
+        st.session_state[SAVED_KEY] = outcome
+        if outcome.written:
+            st.session_state[FILE_KEY] = outcome.state
+            st.session_state[DRAFT_KEY] = outcome.state.draft
+        state.finish_action()
+saved = st.session_state.get(SAVED_KEY)
+if isinstance(saved, settings_form.SaveOutcome):
+    if saved.written:
+        st.success(f"Saved to {display.md(path)}; running engines pick it up on their next check.")
+    else:
+        st.error(f"Not saved: {display.md(saved.problem)}", icon=":material/error:")
+        if saved.changes:
+            st.text("Changed on disk since it was read:\n" + "\n".join(f"  {c}" for c in saved.changes))
+            st.caption("Your edits are kept on top of the file as it is now: review them and Save again.")

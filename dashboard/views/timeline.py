@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, state
+from dashboard import analysis, charts, display, state
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import resolve_model_settings
@@ -18,7 +18,7 @@ MESSAGE_HEIGHT = 480
 
 ref, row = state.require_session()
 st.title("Context timeline")
-st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
 
 def show_findings(found: list[Finding], turn: int) -> None:

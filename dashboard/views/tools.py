@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, state
+from dashboard import charts, data, display, state
 
 ref, row = state.require_session()
 st.title("Tools")
-st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
 tools = state.query("tool_costs", ref.db, ref.session_id)
 if tools.empty:

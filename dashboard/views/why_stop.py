@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, state
+from dashboard import analysis, charts, display, state
 
 ref, row = state.require_session()
 st.title("Why did it stop?")
-st.text(f"{row['title'] or ref.session_id} · {row['model']} · {ref.db}")
+st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
 ev = state.query("events", ref.db, ref.session_id, ("guard", "request"))
 recorded_settings = state.query("session_settings", ref.db, ref.session_id)

@@ -1,0 +1,70 @@
+"""Recorded values as the page shows them (pure; no streamlit): missing values never appear as a raw
+``None``/``nan``/``<NA>``, and recorded text placed where Streamlit renders markdown (titles, alerts,
+labels) is escaped so it stays text: no link, image, LaTeX, ``:color[]`` or icon shortcode forms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+#: What a missing value reads as.
+MISSING = "—"
+#: ASCII punctuation CommonMark lets a backslash escape; every one that could start markup.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$:~&=\"'])")
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN, pd.NA / NaT, or an empty string."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value
+
+
+def value_or_none(value: Any) -> Any:
+    """``value``, or None when it is missing (NaN from a frame becomes None)."""
+    return None if is_missing(value) else value
+
+
+def text(value: Any, missing: str = MISSING) -> str:
+    """A recorded value as text; ``missing`` for None/NaN/NA/empty; whole floats without ``.0``."""
+    if is_missing(value):
+        return missing
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def number(value: Any, missing: str = "n/a") -> str:
+    """An integer count with thousands separators, or ``missing``."""
+    if is_missing(value):
+        return missing
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
+
+
+def md(value: Any, missing: str = MISSING) -> str:
+    """Recorded text made inert for markdown-rendering elements (st.title, st.error, labels...)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text(value, missing)).replace("\n", " ")
+
+
+def session_line(title: Any, session_id: str, model: Any, db: str) -> str:
+    """The one-line header under each page's title: title (or id) · model · database."""
+    return f"{text(title, session_id)} · {text(model, 'model not recorded')} · {db}"
+
+
+def for_table(df: pd.DataFrame, missing: str = "") -> pd.DataFrame:
+    """A copy for st.dataframe with missing text cells blank (numbers stay numbers: the grid shows
+    an empty cell for NaN) and no column of all-missing values left as ``None``."""
+    out = df.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = [missing if is_missing(v) else v for v in out[column]]
+    return out
