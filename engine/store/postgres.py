@@ -97,10 +97,14 @@ _REFERENCED = re.compile(r"REFERENCES\s+(\w+)", re.IGNORECASE)
 class _Cursor:
     """What the shared store code reads from a cursor: rows, rowcount, lastrowid."""
 
-    def __init__(self, rows: list[_Row], rowcount: int, lastrowid: int | None) -> None:
+    def __init__(
+        self, rows: list[_Row], rowcount: int, lastrowid: int | None, description: Any = None
+    ) -> None:
         self._rows = rows
         self.rowcount = rowcount
         self.lastrowid = lastrowid
+        # DB-API shape, as sqlite3 gives it: (name, None, ...) per column
+        self.description = [(c.name, *(None,) * 6) for c in description] if description else None
 
     def fetchone(self) -> _Row | None:
         return self._rows[0] if self._rows else None
@@ -163,7 +167,7 @@ class PgConnection:
         except psycopg.errors.IntegrityError as exc:
             raise _IntegrityError(str(exc).strip()) from exc
         lastrowid = int(rows[0][0]) if want_id and rows else None
-        return _Cursor([] if want_id else rows, cur.rowcount, lastrowid)
+        return _Cursor([] if want_id else rows, cur.rowcount, lastrowid, cur.description)
 
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> _Cursor:
         statement = to_postgres(sql, has_params=True)
