@@ -13,8 +13,11 @@ from typing import TextIO
 
 from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, port_number
 from engine.locations import DB_PATHS_ENV_VAR
+from engine.settings import SETTINGS_ENV_VAR
 
 DEFAULT_DASHBOARD_PORT = 8501
+#: The settings the bundled demo sessions ran with (used with the sample data by default).
+DEMO_SETTINGS_FILE = SAMPLE_DATA_DIR / "demo-settings.toml"
 #: Host names the server accepts (DNS rebinding protection: any other Host header is refused).
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 #: Streamlit options the dashboard always runs with, wherever it is started (the same values as
@@ -68,16 +71,34 @@ def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: 
     return [*command, "--", *(str(p) for p in paths)]
 
 
-def dashboard_env(paths: Sequence[Path], base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for the dashboard: ``base`` (default: ours) plus $CTXDESK_DB_PATHS."""
-    return {
-        **(os.environ if base is None else base),
-        DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths),
-    }
+def dashboard_env(
+    paths: Sequence[Path], base: dict[str, str] | None = None, *, settings: Path | None = None
+) -> dict[str, str]:
+    """The environment for the dashboard: ``base`` (default: ours) plus $CTXDESK_DB_PATHS, and
+    $CTXDESK_SETTINGS when a settings file is given."""
+    env = {**(os.environ if base is None else base), DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths)}
+    if settings is not None:
+        env[SETTINGS_ENV_VAR] = str(settings)
+    return env
+
+
+def dashboard_settings(
+    given: str | None, *, sample_data: bool, env: dict[str, str] | None = None
+) -> Path | None:
+    """The settings file the dashboard uses: ``--settings`` (before or after ``dashboard``), else
+    $CTXDESK_SETTINGS as it is, else the demo's own settings when showing the bundled sample data."""
+    if given:
+        return Path(given).expanduser().resolve()
+    if (os.environ if env is None else env).get(SETTINGS_ENV_VAR):
+        return None
+    if sample_data and DEMO_SETTINGS_FILE.is_file():
+        return DEMO_SETTINGS_FILE
+    return None
 
 
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     paths = [Path(p) for p in args.paths] or default_db_paths()
+    settings = dashboard_settings(getattr(args, "settings", None), sample_data=not args.paths)
     if not paths:
         raise UsageError(
             f"no database given and no sample data in {SAMPLE_DATA_DIR}; run `ctxdesk demo` first"
@@ -87,7 +108,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
     paths = [p.resolve() for p in paths]
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
-    env = dashboard_env(paths)
+    env = dashboard_env(paths, settings=settings)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
     return run_server(command, env=env)
 
@@ -129,4 +150,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--port", type=port_number, default=DEFAULT_DASHBOARD_PORT, help="port (default %(default)s)"
     )
     p.add_argument("--no-browser", action="store_true", help="do not open a browser (streamlit headless)")
+    p.add_argument(
+        "--settings", metavar="TOML", default=argparse.SUPPRESS,
+        help="settings file shown and edited on Model settings (default: $CTXDESK_SETTINGS, else the demo's "
+        "data/demo-settings.toml with the sample data, else ~/.config/ctxdesk/settings.toml)",
+    )  # fmt: skip
     p.set_defaults(run=cmd_dashboard)
