@@ -68,7 +68,7 @@ def test_the_published_json_schema_is_current() -> None:
 def test_a_produced_report_validates_against_the_report_model(claude_report: Report) -> None:
     text = render(claude_report, "json")
     data = json.loads(text)
-    assert data["report_version"] == 1
+    assert data["report_version"] == 2
     assert Report.model_validate_json(text) == claude_report
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert set(schema["required"]) <= set(data)
@@ -166,13 +166,17 @@ def test_report_on_one_session_of_a_database(claude_db: Path, form: str) -> None
     assert session.id == sub
 
 
-def test_report_on_a_database_with_several_sessions_asks_for_one(
-    claude_db: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_report_on_a_database_with_several_sessions_reports_the_whole_project(claude_db: Path) -> None:
     with SessionStore(claude_db) as store:
         import_file(OPENHANDS_FIXTURE, store)
-    assert run(["report", str(claude_db)])[0] == 1
-    assert "holds 2 sessions; name one as DB:SESSION" in capsys.readouterr().err
+        roots = [s.id for s in store.list_sessions() if s.parent_session_id is None]
+    code, text = run(["report", str(claude_db), "--format", "json"])
+    assert code == 0
+    report = Report.model_validate_json(text)
+    assert len(roots) == 2 and {s.id for s in report.sessions} >= set(roots)
+    assert report.project is not None
+    assert {g.key for g in report.project.by_root} == set(roots)
+    assert report.project.sessions == len(report.sessions)
 
 
 def test_report_on_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

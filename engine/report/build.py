@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.findings import analyze, load_session_view
+from engine.report.costs import project_cost_report, session_cost_report
 from engine.report.models import (
     Components,
     Limit,
@@ -20,6 +21,7 @@ from engine.report.models import (
 )
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore, StoredEvent
+from engine.store.costs import session_costs
 
 #: Model name used to resolve the limit of a session that names no model (built-in defaults).
 UNKNOWN_MODEL = "unknown"
@@ -35,7 +37,13 @@ def build_report(
     """A report of ``session_ids`` (in that order); reads the store only."""
     from engine import __version__
 
-    sessions = [session_report(store, sid, settings=settings) for sid in session_ids]
+    costs = {sid: session_costs(store, sid) for sid in session_ids}
+    sessions = [
+        session_report(store, sid, settings=settings).model_copy(
+            update={"costs": session_cost_report(costs[sid])}
+        )
+        for sid in session_ids
+    ]
     peaks = [s.peak_usage_pct for s in sessions if s.peak_usage_pct is not None]
     return Report(
         generator=f"ctxdesk {__version__}",
@@ -43,6 +51,7 @@ def build_report(
         sessions=sessions,
         peak_usage_pct=max(peaks) if peaks else None,
         findings_count=sum(len(s.findings) for s in sessions),
+        project=project_cost_report(list(costs.values())),
     )
 
 

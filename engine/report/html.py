@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS
+from engine.report.costs import project_cost_html, session_cost_html
 from engine.report.models import Report, ReportEvent, SessionReport
 from engine.report.notes import is_routine
 from engine.report.text import money_text
@@ -195,6 +196,7 @@ def _section(index: int, session: SessionReport) -> str:
 the provider line is the provider's own count (exact).</p>
 <div class="timeline">{figure}</div>
 {_turns_table(session)}
+{session_cost_html(session.costs) if session.costs is not None and session.costs.calls else ""}
 <h3>Findings ({len(session.findings)}, {session.findings_tokens:,} tokens, {e(money_text(session.findings_money))})</h3>
 {_findings_table(session)}
 <h3>Context events</h3>
@@ -216,6 +218,7 @@ def render_html(report: Report) -> str:
 <h1>ctxdesk report: {e(report.source)}</h1>
 <p class="meta">{len(report.sessions)} thread(s) · {report.findings_count} finding(s) · peak usage {peak} ·
 report_version {report.report_version} · {e(report.generator)}</p>
+{project_cost_html(report.project) if report.project is not None and report.project.totals.calls else ""}
 {sections}
 </body></html>
 """

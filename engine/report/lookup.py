@@ -29,8 +29,8 @@ def find_session(store: SessionStore, wanted: str) -> SessionRecord:
 
 
 def threads_of(store: SessionStore, wanted: str | None) -> list[str]:
-    """The session asked for (or the database's only top-level session) and its sub-agent threads,
-    parents before children."""
+    """The session asked for and its sub-agent threads, parents before children; without one, every
+    top-level session of the database that way (the whole project)."""
     sessions = store.list_sessions()
     ids = {s.id for s in sessions}
     if wanted is not None:
@@ -39,11 +39,8 @@ def threads_of(store: SessionStore, wanted: str | None) -> list[str]:
         roots = [s.id for s in sessions if s.parent_session_id not in ids]
         if not roots:
             raise NotFoundError("the database holds no sessions", path=str(store.path))
-        if len(roots) > 1:
-            shown = ", ".join(roots[:5]) + (", ..." if len(roots) > 5 else "")
-            raise ValidationError(
-                f"{store.path} holds {len(roots)} sessions; name one as DB:SESSION ({shown})", field="session"
-            )
+        if len(roots) > 1:  # the whole project: every session, each followed by its sub-agents
+            return [sid for r in roots for sid in threads_of(store, r)]
         root = roots[0]
     order = [root]
     for sid in order:

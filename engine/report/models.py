@@ -1,4 +1,5 @@
-"""The report's data: pydantic models of a report and of a diff (``report_version`` 1).
+"""The report's data: pydantic models of a report (``report_version`` 2: 1 plus costs and the
+project roll-up) and of a diff (``report_version`` 1).
 
 These models are the report's contract: their JSON Schema is ``docs/report.schema.json``
 (``python -m engine.report --schema``), checked in CI. Building and rendering live beside them.
@@ -13,8 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.events import COMPONENTS, ComponentTokens, ProviderUsage
 from engine.findings import Finding
+from engine.report.costs import ProjectCostReport, SessionCostReport
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+DIFF_VERSION = 1
 
 UsedSource = Literal["provider", "estimate"]
 ChangeStatus = Literal["kept", "added", "removed", "summarized", "changed"]
@@ -125,23 +128,35 @@ class SessionReport(_Frozen):
     peak_source: UsedSource | None
     findings_tokens: int = Field(description="Sum of the findings' tokens.")
     findings_money: float | None = Field(description="Sum of the findings' money, where priced.")
+    costs: SessionCostReport | None = Field(
+        None,
+        description="Cost by part and cache analysis of every call with provider usage (report_version 2).",
+    )
 
 
 class Report(_Frozen):
-    """A ctxdesk report (``report_version`` 1): one entry per session or sub-agent thread."""
+    """A ctxdesk report (``report_version`` 2): one entry per session or sub-agent thread, and the
+    cost roll-up of them all."""
 
-    report_version: Literal[1] = REPORT_VERSION
+    report_version: Literal[2] = REPORT_VERSION
     generator: str = Field(description="ctxdesk and its version.")
     source: str = Field(description="What was reported on: a transcript file, or DB[:SESSION].")
     sessions: list[SessionReport]
     peak_usage_pct: float | None = Field(description="Highest peak_usage_pct over the sessions.")
     findings_count: int
+    project: ProjectCostReport | None = Field(
+        None, description="Cost of every reported session: per root session, day, model (report_version 2)."
+    )
 
 
 def report_json_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`Report` (``docs/report.schema.json`` is this, checked in CI)."""
     schema = Report.model_json_schema(mode="serialization")
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "ctxdesk-report-v1", **schema}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"ctxdesk-report-v{REPORT_VERSION}",
+        **schema,
+    }
 
 
 def schema_text() -> str:
@@ -179,7 +194,7 @@ class MessageChange(_Frozen):
 class DiffReport(_Frozen):
     """Two contexts side by side, per component and message by message (by content hash)."""
 
-    report_version: Literal[1] = REPORT_VERSION
+    report_version: Literal[1] = DIFF_VERSION
     a: DiffSide
     b: DiffSide
     component_delta: dict[str, int] = Field(description="B - A per component, and total.")

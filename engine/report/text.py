@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.events import COMPONENTS
+from engine.report.costs import project_cost_text, session_cost_text
 from engine.report.models import DiffReport, Report
 from engine.report.notes import FLOAT_FORMAT, cell, event_note, is_routine
 from engine.textfmt import format_table
@@ -22,6 +23,8 @@ def money_text(value: float | None) -> str:
 
 def render_text(report: Report) -> str:
     out = [f"ctxdesk report of {report.source} (report_version {report.report_version})"]
+    if report.project is not None and report.project.totals.calls:
+        out += ["", *project_cost_text(report.project)]
     for s in report.sessions:
         out.append("")
         thread = f"sub-agent thread of {s.parent_session_id}" if s.parent_session_id else "session"
@@ -64,6 +67,8 @@ def render_text(report: Report) -> str:
             out.append(
                 f"(+{len(s.events) - len(notable):,} guard checks that passed; --format json lists every event)"
             )
+        if s.costs is not None and s.costs.calls:
+            out += session_cost_text(s.costs)
         out.append(
             f"\nfindings: {len(s.findings)}, {s.findings_tokens:,} tokens, {money_text(s.findings_money)} "
             f"({'exact' if s.exact else 'estimated'} by {s.tokenizer} unless marked provider)"

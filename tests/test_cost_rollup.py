@@ -1,0 +1,99 @@
+"""Costs in the database and the report: request_costs rows, project roll-ups, text/JSON/HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.importers import import_file
+from engine.report import build_report, render
+from engine.report.lookup import threads_of
+from engine.rollup import SessionCosts, rollup_project, root_of
+from engine.store import SessionStore
+from engine.store.costs import project_costs, refresh_request_costs, session_costs, stored_request_costs
+from tests.conftest import FIXTURES
+from tests.test_cost import list_price, raw_claude_code_usage
+
+CC = [
+    FIXTURES / "sessions" / "claude-code__5c0375b4__head23.jsonl",
+    FIXTURES / "sessions" / "claude-code__fe5e1c67__head37.jsonl",
+]
+
+
+@pytest.fixture
+def project_db(tmp_path: Path) -> Path:
+    path = tmp_path / "project.db"
+    with SessionStore(path) as store:
+        for f in CC:
+            import_file(f, store)
+    return path
+
+
+def test_refresh_stores_one_row_per_call_that_sums_to_list_prices(project_db: Path) -> None:
+    expected = sum(list_price(u) for f in CC for u in raw_claude_code_usage(f))
+    with SessionStore(project_db) as store:
+        written = refresh_request_costs(store)
+        rows = [r for s in store.list_sessions() for r in stored_request_costs(store, s.id)]
+        assert refresh_request_costs(store) == written  # idempotent: rows replaced, not added
+    assert written == len(rows) > 0
+    assert sum(r["total_usd"] for r in rows) == pytest.approx(expected)
+    first = rows[0]
+    assert (
+        first["call_index"] == 0
+        and first["cache_cause"] == "cold_start"
+        and first["day"] == first["call_utc"][:10]
+    )
+    assert first["priced_as"] == "claude-sonnet-4-20250514" and first["ttl_split_known"] in (0, 1)
+
+
+def test_costs_compute_on_a_read_only_database_without_the_table_filled(project_db: Path) -> None:
+    with SessionStore(project_db, read_only=True) as store:
+        sessions = project_costs(store)
+        assert all(stored_request_costs(store, s.session_id) == [] for s in sessions)
+    assert sum(len(s.rows) for s in sessions) > 0
+
+
+def test_project_rollup_puts_sub_agents_under_their_parent(project_db: Path) -> None:
+    with SessionStore(project_db, read_only=True) as store:
+        sessions = project_costs(store)
+        roots = {s.id for s in store.list_sessions() if s.parent_session_id is None}
+    project = rollup_project(sessions)
+    assert {g.key for g in project.by_root} == roots
+    assert sum(g.sessions for g in project.by_root) == len(sessions) > len(roots)
+    assert project.totals["total_usd"] == pytest.approx(sum(g.totals["total_usd"] for g in project.by_root))
+    assert project.totals["total_usd"] == pytest.approx(sum(g.totals["total_usd"] for g in project.by_day))
+    assert project.totals["calls"] == sum(g.totals["calls"] for g in project.by_model)
+    assert [g.key for g in project.by_day] == ["2025-09-03", "2025-09-07"]
+
+
+def test_root_of_follows_parents_and_survives_a_cycle() -> None:
+    parents = {"a": None, "b": "a", "c": "b", "x": "y", "y": "x"}
+    assert root_of("c", parents) == "a" and root_of("a", parents) == "a"
+    assert root_of("x", parents) in {"x", "y"}
+
+
+def test_rollup_of_nothing_is_zero() -> None:
+    project = rollup_project([SessionCosts("s", None, None, "engine", None, ())])
+    assert (
+        project.totals["total_usd"] == 0 and project.totals["calls"] == 0 and project.first_call_utc is None
+    )
+
+
+def test_report_of_a_multi_session_database_has_the_project_in_every_format(project_db: Path) -> None:
+    with SessionStore(project_db, read_only=True) as store:
+        ids = threads_of(store, None)
+        report = build_report(store, ids, source=str(project_db))
+        per_session = {sid: session_costs(store, sid) for sid in ids}
+    assert report.report_version == 2 and report.project is not None
+    assert report.project.totals.total_usd == pytest.approx(
+        sum(sum(r["total_usd"] for r in s.rows) for s in per_session.values())
+    )
+    main = report.sessions[0]
+    assert main.costs is not None and main.costs.calls[0].cache_cause == "cold_start"
+    data = json.loads(render(report, "json"))
+    assert data["project"]["by_model"][0]["key"] == "claude-sonnet-4-20250514"
+    text = render(report, "text")
+    assert "== project: " in text and "per day (UTC)" in text and "per call (provider usage" in text
+    assert "Project: " in render(report, "html")
