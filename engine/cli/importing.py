@@ -1,40 +1,153 @@
-"""``ctxdesk import``: read agents' transcripts into a session database."""
+"""``ctxdesk import``: read agents' transcripts into a session database.
+
+Files, folders (every transcript under them) or ``--from AGENT`` (where the agent keeps its
+sessions). Running it again adds only what is new. A file that cannot be imported is an
+error (exit 1) when named on the command line, a warning when found in a folder; a new
+database is removed again when nothing could be imported into it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from engine.cli.common import EXIT_OK, ProgressPrinter, UsageError
+from engine.cli.common import EXIT_ERROR, EXIT_OK, ProgressPrinter, UsageError
+
+FROM_CHOICES = ("claude-code", "codex", "gemini", "cline", "all")
+#: The database ``--from`` imports into when no --db is given.
+DEFAULT_DB = Path("~/.local/share/ctxdesk/agents.db")
+
+
+def default_db() -> Path:
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME")
+    return (Path(base) / "ctxdesk" / "agents.db") if base else DEFAULT_DB.expanduser()
+
+
+def collect_paths(files: list[str], agent: str | None) -> tuple[list[Path], list[Path]]:
+    """(files named explicitly, files found in folders or agent locations)."""
+    from engine.importers.locations import agent_files, folder_files
+
+    named: list[Path] = []
+    found: list[Path] = []
+    for item in files:
+        path = Path(item)
+        if path.is_dir():
+            found.extend(folder_files(path))
+        elif path.is_file():
+            named.append(path)
+        else:
+            raise UsageError(f"no such file or folder: {item}")
+    if agent:
+        found.extend(agent_files(agent))
+    return named, found
+
+
+def run_import(
+    db: str | Path, named: list[Path], found: list[Path], *, model: str | None, err: TextIO
+) -> tuple[list[Any], list[tuple[Path, str]]]:
+    """Import into ``db``; (results, [(file, why it was skipped)]). Raises the first error of a
+    named file; removes a database this call created when it fails or imports nothing."""
+    from engine.errors import ContextDeskError
+    from engine.importers import import_files
+    from engine.store.factory import is_database_url, open_store
+
+    existed = is_database_url(str(db)) or Path(db).exists()
+    skipped: list[tuple[Path, str]] = []
+    progress = ProgressPrinter(err)
+    try:
+        with open_store(db) as store:
+            results = import_files(named, store, model=model)
+            results += import_files(
+                found,
+                store,
+                model=model,
+                on_progress=progress,
+                on_error=lambda p, e: skipped.append((p, str(e))),
+            )
+    except (ContextDeskError, OSError):
+        if not existed:
+            remove_database(db)
+        raise
+    finally:
+        progress.finish()
+    if not existed and not any(r.sessions for r in results):
+        remove_database(db)
+    return results, skipped
+
+
+def remove_database(db: str | Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
-    from engine.importers import import_files
-    from engine.store import SessionStore
+    if not args.files and not args.agent:
+        raise UsageError("give transcript files or folders, or --from AGENT")
+    from engine.store.factory import default_database, redact_url
 
-    missing = [f for f in args.files if not Path(f).is_file()]
-    if missing:
-        raise UsageError(f"no such file: {', '.join(missing)}")
-    progress = ProgressPrinter(sys.stderr)
-    with SessionStore(args.db) as store:
-        results = import_files([Path(f) for f in args.files], store, on_progress=progress)
-    progress.finish()
-    for result in results:
-        for s in result.sessions:
-            print(
-                f"{result.path}: {result.format} session {s.session_id} ({s.title or 'untitled'}): "
-                f"{s.message_count:,} messages, {s.request_count:,} requests, {s.transcript_tokens:,} tokens",
-                file=out,
-            )
-        for note in result.notes:
-            print(f"{result.path}: note: {note}", file=out)
+    db = args.db or default_database() or default_db()  # a file or a team's postgresql:// URL
+    named, found = collect_paths(args.files, args.agent)
+    if not named and not found:
+        where = f" for {args.agent}" if args.agent else ""
+        raise UsageError(f"no transcript files found{where}")
+    results, skipped = run_import(db, named, found, model=args.model, err=sys.stderr)
+    report(results, skipped, out, verbose=args.verbose)
+    imported = [r for r in results if r.sessions]
+    unchanged = sum(1 for r in results if r.status == "unchanged")
+    print(
+        f"{redact_url(str(db))}: {len(imported)} file(s) imported or updated, {unchanged} unchanged, {len(skipped)} skipped",
+        file=out,
+    )
+    if not results and skipped:
+        return EXIT_ERROR
     return EXIT_OK
 
 
+def report(
+    results: list[Any], skipped: list[tuple[Path, str]], out: TextIO, *, verbose: bool = False
+) -> None:
+    by_project: dict[str, list[str]] = {}
+    for result in results:
+        for s in result.sessions:
+            added = f", {s.added_messages:,} new" if result.status == "updated" else ""
+            line = (
+                f"{result.path}: {result.format} session {s.session_id} ({s.title or 'untitled'}): "
+                f"{s.message_count:,} messages{added}, {s.request_count:,} requests, {s.transcript_tokens:,} tokens"
+            )
+            by_project.setdefault(getattr(s, "project", None) or "", []).append(line)
+        if verbose or len(results) == 1:
+            for note in result.notes:
+                print(f"{result.path}: note: {note}", file=out)
+    for lines in by_project.values():
+        for line in lines:
+            print(line, file=out)
+    if verbose:
+        for _path, why in skipped:
+            print(f"skipped {why}", file=out)
+    elif skipped:
+        print(
+            f"{len(skipped)} file(s) skipped: not transcripts or unreadable (--verbose lists why)", file=out
+        )
+
+
 def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("import", help="import transcript files into a session database")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--db", required=True, metavar="DB", help="session database to write")
+    p = commands.add_parser(
+        "import",
+        help="import transcripts (files, folders, or an agent's own sessions) into a session database",
+    )
+    p.add_argument("files", nargs="*", metavar="FILE_OR_DIR")
+    p.add_argument(
+        "--from", dest="agent", choices=FROM_CHOICES,
+        help="import every session the agent keeps (claude-code: ~/.claude/projects, codex: ~/.codex/sessions, "
+        "gemini: ~/.gemini/tmp, cline: VS Code globalStorage tasks)",
+    )  # fmt: skip
+    p.add_argument(
+        "--db", metavar="DB", help=f"session database to write (default with --from: {DEFAULT_DB})"
+    )
+    p.add_argument("--model", help="the model, for files that do not name it")
+    p.add_argument("--verbose", "-v", action="store_true", help="print every import note")
     p.set_defaults(run=cmd_import)

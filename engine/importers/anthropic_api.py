@@ -75,3 +75,16 @@ def _add_exchange(
     else:
         current.messages[-1].pending_calls.append(call)
     return current
+
+
+def parse_anthropic_messages(items: list[Any], *, key: str, model: str | None = None) -> ParsedSession:
+    """A plain Anthropic Messages list ([{role, content}, ...], what Cline keeps): one session,
+    every assistant message one call (the list keeps no usage)."""
+    if not items:
+        raise SourceProblem("the message list is empty")
+    session = ParsedSession(key=key, messages=[], model=model, provider=provider_of(model) or "anthropic")
+    for index, raw in enumerate(items):
+        message = anthropic_message(raw, where=f"messages[{index}]")
+        call = CallInfo(model=model) if message.role == "assistant" else None
+        session.messages.append(ParsedMessage(message, call=call))
+    return session

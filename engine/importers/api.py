@@ -1,7 +1,9 @@
 """import_file / import_files / detect_format: the importers' entry points.
 
 Each file is imported in one transaction: a file that fails to parse, or fails midway,
-leaves nothing behind. Re-importing a file replaces the sessions it wrote before.
+leaves nothing behind. Re-importing a file adds only what is new: an unchanged file is
+skipped unread, a grown one adds its new messages (snapshots and compactions made on its
+sessions stay). A file with nothing to import is an error saying why.
 """
 
 from __future__ import annotations
@@ -10,14 +12,22 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from engine.errors import ImportFormatError
-from engine.importers.anthropic_api import parse_anthropic_exchanges
+from engine.importers.aider import parse_aider
+from engine.importers.anthropic_api import parse_anthropic_exchanges, parse_anthropic_messages
 from engine.importers.claude_code import parse_claude_code
-from engine.importers.detect import Document, classify, read_document
+from engine.importers.cline import parse_cline_task
+from engine.importers.codex import parse_codex
+from engine.importers.detect import Document, classify, is_openhands_legacy, read_document
+from engine.importers.gemini import parse_gemini_document, parse_gemini_lines
+from engine.importers.langchain import parse_langchain
+from engine.importers.letta import parse_letta
 from engine.importers.model import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.openai_chat import parse_openai_document, parse_swe_agent
-from engine.importers.openhands import parse_openhands_events, parse_openhands_record
+from engine.importers.openai_responses import parse_responses_items
+from engine.importers.openhands import parse_openhands_events, parse_openhands_legacy, parse_openhands_record
 from engine.importers.writer import claim_session_id, write_session
 from engine.store import SessionStore
 
@@ -59,28 +69,60 @@ def import_file(
     *,
     on_progress: ProgressCallback | None = None,
     model: str | None = None,
+    known: dict[str, dict[str, Any]] | None = None,
 ) -> ImportResult:
-    """Import one transcript file into ``store``; ``model`` names the model when the file does not."""
+    """Import one transcript file into ``store``; ``model`` names the model when the file does not.
+
+    A file imported before is continued: unchanged (same size and modification time) it is
+    skipped without being read; grown, only its new messages are added (its sessions keep
+    their snapshots, manual compactions and other events). ``known`` is
+    :func:`imported_files` of the store, when the caller has it already.
+    """
+    path = Path(path)
+    source_path = str(path.resolve())
+    state = _file_state(path)
+    previous = (known if known is not None else imported_files(store)).get(source_path)
+    if (
+        previous is not None
+        and previous.get("bytes") == state["bytes"]
+        and previous.get("mtime_ns") == state["mtime_ns"]
+    ):
+        return ImportResult(
+            path=str(path), format=str(previous.get("format") or "unknown"), sessions=(), status="unchanged"
+        )
     fmt, parsed = parse_file(path, model=model)
-    source_path = str(Path(path).resolve())
+    if not any(session.messages for session in parsed):
+        raise ImportFormatError(f"nothing to import: the {fmt} file holds no messages", path=str(path))
+    state["format"] = fmt
     ids: dict[str, str] = {}
     written: list[ImportedSession] = []
     notes: list[str] = []
+    updated = False
     with store.transaction():
         for done, session in enumerate(parsed, start=1):
-            session_id = claim_session_id(store, session.key, source_path)
+            if not session.messages:
+                notes.append(f"{session.key}: skipped, no messages")
+                continue
+            session_id, existing = claim_session_id(store, session.key, source_path)
+            updated = updated or existing
             ids[session.key] = session_id
             parent_id = ids.get(session.parent_key) if session.parent_key else None
+            project = session.metadata.get("project") or session.metadata.get("cwd")
+            if project:
+                session.metadata["project"] = project
             written.append(
                 write_session(
                     store, session, session_id=session_id, parent_id=parent_id,
-                    source=f"import:{fmt}", source_path=source_path,
+                    source=f"import:{fmt}", source_path=source_path, existing=existing, import_state=state,
                 )
             )  # fmt: skip
             notes.extend(f"{session_id}: {note}" for note in dict.fromkeys(session.notes))
             if on_progress is not None:
                 on_progress(done, len(parsed), written[-1].title or session_id)
-    return ImportResult(path=str(path), format=fmt, sessions=tuple(written), notes=tuple(notes))
+    return ImportResult(
+        path=str(path), format=fmt, sessions=tuple(written), notes=tuple(notes),
+        status="updated" if updated else "imported",
+    )  # fmt: skip
 
 
 def import_files(
@@ -89,19 +131,62 @@ def import_files(
     *,
     on_progress: ProgressCallback | None = None,
     model: str | None = None,
+    on_error: Callable[[Path, ImportFormatError], None] | None = None,
 ) -> list[ImportResult]:
-    """Import several files, each in its own transaction; stops at the first file that fails
-    (files before it stay imported) and raises its ImportFormatError."""
+    """Import several files, each in its own transaction. Without ``on_error`` it stops at the
+    first file that fails (files before it stay imported) and raises its ImportFormatError;
+    with it, a failing file is reported there and the others are imported."""
     paths = list(paths)
     results: list[ImportResult] = []
+    known = imported_files(store)
     for done, path in enumerate(paths, start=1):
-        results.append(import_file(path, store, model=model))
+        try:
+            results.append(import_file(path, store, model=model, known=known))
+        except ImportFormatError as exc:
+            if on_error is None:
+                raise
+            on_error(Path(path), exc)
         if on_progress is not None:
             on_progress(done, len(paths), Path(path).name)
     return results
 
 
+def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
+    """{resolved source path: its import state (bytes, mtime_ns, lines, format)} of every file
+    the store has sessions from."""
+    states: dict[str, dict[str, Any]] = {}
+    for session in store.list_sessions():
+        state = session.metadata.get("import_state") if session.source_path else None
+        if isinstance(state, dict) and session.source_path:
+            states[session.source_path] = state
+    return states
+
+
+def _file_state(path: Path) -> dict[str, Any]:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise ImportFormatError(f"cannot read file ({exc.strerror or exc})", path=str(path)) from exc
+    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
 def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
+    if fmt == "codex":
+        return parse_codex(doc.lines if doc.lines is not None else ((1, doc.value),), key=key)
+    if fmt == "gemini":
+        if doc.lines is not None:
+            return parse_gemini_lines(doc.lines, key=key)
+        return parse_gemini_document(doc.value, key=key)
+    if fmt == "cline":
+        return parse_cline_task(doc.value, key=key, path=doc.path)
+    if fmt == "aider":
+        return parse_aider(doc.text or "", key=key, path=doc.path)
+    if fmt == "letta":
+        return parse_letta(doc.value, key=key)
+    if fmt == "langchain":
+        return parse_langchain(doc.value, key=key)
+    if fmt == "openai-responses":
+        return parse_responses_items(doc.value, key=key)
     if fmt == "claude-code":
         lines = list(doc.lines) if doc.lines is not None else [(1, doc.value)]
         return parse_claude_code(lines, fallback_id=key)
@@ -112,6 +197,8 @@ def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
     if fmt == "openhands":
         return _parse_openhands(doc, key=key)
     if fmt == "anthropic":
+        if isinstance(doc.value, list) and all(isinstance(v, dict) and "role" in v for v in doc.value):
+            return [parse_anthropic_messages(doc.value, key=key)]
         if doc.lines is not None:
             return parse_anthropic_exchanges(
                 [v for _, v in doc.lines], key=key, lines=[n for n, _ in doc.lines]
@@ -121,6 +208,8 @@ def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
 
 
 def _parse_openhands(doc: Document, *, key: str) -> list[ParsedSession]:
+    if doc.lines is None and is_openhands_legacy(doc.value):
+        return [parse_openhands_legacy(doc.value, key=key)]
     if doc.lines is None and isinstance(doc.value, list):
         return [parse_openhands_events(doc.value, key=key)]
     records = doc.lines if doc.lines is not None else ((1, doc.value),)

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.importers.codex import ITEM_TYPES as RESPONSES_ITEM_TYPES
+from engine.importers.codex import is_codex_line
+from engine.importers.gemini import is_gemini_chat, is_gemini_line
 from engine.importers.model import SourceProblem
 
 #: Claude Code line types (message lines and bookkeeping lines the importer skips).
@@ -20,16 +23,35 @@ _ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "reda
 _SNIFF_LINES = 20
 
 
+#: Text formats recognised by how they start (before any JSON parsing).
+AIDER_HEAD = "# aider chat started at"
+#: Files that belong to a transcript without being one: what they are, what to import instead.
+COMPANION_FILES = {
+    "ui_messages.json": "a Cline / Roo Code task's UI log (per-request metrics, not the conversation): "
+    "import api_conversation_history.json from the same task folder instead",
+    "task_metadata.json": "a Cline / Roo Code task's metadata (files in context, model usage): "
+    "import api_conversation_history.json from the same task folder instead",
+    ".aider.input.history": "Aider's prompt history (what you typed, not the conversation): "
+    "import .aider.chat.history.md instead",
+}
+
+
 @dataclass(frozen=True)
 class Document:
-    """A parsed file: ``lines`` holds (line number, value) for JSON Lines, ``value`` for JSON."""
+    """A parsed file: ``lines`` holds (line number, value) for JSON Lines, ``value`` for JSON,
+    ``text`` the raw text of a text format (Aider's Markdown); ``size`` its bytes."""
 
     path: Path
     value: Any = None
     lines: tuple[tuple[int, Any], ...] | None = None
+    text: str | None = None
+    size: int = 0
 
 
 def read_document(path: Path) -> Document:
+    companion = COMPANION_FILES.get(path.name)
+    if companion:
+        raise SourceProblem(f"not a transcript: {companion}")
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -40,10 +62,14 @@ def read_document(path: Path) -> Document:
         raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
     if not text.strip():
         raise SourceProblem("empty file")
+    if text.lstrip().startswith(AIDER_HEAD):
+        return Document(path, text=text, size=len(raw))
     try:
-        return Document(path, value=json.loads(text))
+        return Document(path, value=json.loads(text), size=len(raw))
     except json.JSONDecodeError as whole_error:
-        return Document(path, lines=_read_lines(text, whole_error))
+        return Document(path, lines=_read_lines(text, whole_error), size=len(raw))
+    except RecursionError as exc:
+        raise SourceProblem("JSON nested too deeply to read") from exc
 
 
 def _read_lines(text: str, whole_error: json.JSONDecodeError) -> tuple[tuple[int, Any], ...]:
@@ -70,13 +96,21 @@ def _read_lines(text: str, whole_error: json.JSONDecodeError) -> tuple[tuple[int
 
 def classify(doc: Document) -> str:
     """The format name of a parsed document; raises SourceProblem when it is none of them."""
+    if doc.text is not None:
+        return "aider"
     if doc.lines is not None:
         values = [v for _, v in doc.lines]
         if any(is_claude_code_line(v) for v in values[:_SNIFF_LINES]):
             return "claude-code"
+        if any(is_codex_line(v) for v in values[:_SNIFF_LINES]):
+            return "codex"
+        if any(is_gemini_line(v) for v in values[:_SNIFF_LINES]):
+            return "gemini"
         if is_openhands_record(values[0]):
             return "openhands"
         return _classify_value(values, where="JSON Lines")
+    if doc.path.name == "api_conversation_history.json" and isinstance(doc.value, list):
+        return "cline"
     return _classify_value(doc.value, where="JSON")
 
 
@@ -84,6 +118,12 @@ def _classify_value(value: Any, *, where: str) -> str:
     if isinstance(value, dict):
         if is_claude_code_line(value):
             return "claude-code"
+        if is_gemini_chat(value):
+            return "gemini"
+        if is_letta_agent(value):
+            return "letta"
+        if is_openhands_legacy(value):
+            return "openhands"
         if isinstance(value.get("history"), list) and ("trajectory" in value or "info" in value):
             return "swe-agent"
         if is_openhands_record(value):
@@ -100,8 +140,14 @@ def _classify_value(value: Any, *, where: str) -> str:
             raise SourceProblem(f"not a transcript: an empty {where} list")
         if not all(isinstance(v, dict) for v in value):
             raise SourceProblem(f"not a transcript: a {where} list of {_kinds(value)}")
+        if is_langchain_list(value):
+            return "langchain"
+        if is_responses_item_list(value):
+            return "openai-responses"
         if all("role" in v for v in value):
             return "anthropic" if any(_has_anthropic_blocks(v) for v in value) else "openai"
+        if is_cline_ui_messages(value):
+            raise SourceProblem(f"not a transcript: {COMPANION_FILES['ui_messages.json']}")
         if sum(is_openhands_event(v) for v in value[:_SNIFF_LINES]) >= min(2, len(value)):
             return "openhands"
         if all(is_exchange(v) for v in value) and any(looks_anthropic(v) for v in value):
@@ -173,3 +219,59 @@ def _has_anthropic_blocks(message: Any) -> bool:
             if block.get("type") == "image" and "source" in block:
                 return True
     return False
+
+
+def is_letta_agent(value: Any) -> bool:
+    """A Letta agent file (``.af``): one agent with messages, or ``{"agents": [...]}``."""
+    if not isinstance(value, dict):
+        return False
+    if isinstance(value.get("agents"), list) and value["agents"]:
+        return all(isinstance(a, dict) and "messages" in a for a in value["agents"][:3]) or "blocks" in value
+    return isinstance(value.get("messages"), list) and (
+        "agent_type" in value or "core_memory" in value or "llm_config" in value
+    )
+
+
+def is_openhands_legacy(value: Any) -> bool:
+    """OpenHands resolver output of old: ``history`` of [action, observation] pairs."""
+    if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
+        return False
+    first = value["history"][0]
+    return isinstance(first, list | tuple) and len(first) == 2 and all(isinstance(e, dict) for e in first)
+
+
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})
+
+
+def is_langchain_list(values: list[Any]) -> bool:
+    """``messages_to_dict`` ({"type", "data"}) or ``dumpd`` ({"lc": 1, "type": "constructor", ...})."""
+    return all(
+        isinstance(v, dict)
+        and (
+            (v.get("type") in _LANGCHAIN_TYPES and isinstance(v.get("data"), dict))
+            or (v.get("lc") == 1 and v.get("type") == "constructor" and isinstance(v.get("kwargs"), dict))
+        )
+        for v in values
+    )
+
+
+def is_responses_item_list(values: list[Any]) -> bool:
+    """An OpenAI Responses ``input`` list: typed items (function_call, ...) beside role messages."""
+    typed = [v for v in values if isinstance(v, dict) and v.get("type") in RESPONSES_ITEM_TYPES]
+    if not typed:
+        return False
+    return all(
+        isinstance(v, dict)
+        and (v.get("type") in RESPONSES_ITEM_TYPES or ("role" in v and "tool_calls" not in v))
+        for v in values
+    ) and any(v.get("type") != "message" for v in typed) | any(
+        isinstance(v.get("content"), list)
+        and any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in v["content"])
+        for v in typed
+    )
+
+
+def is_cline_ui_messages(values: list[Any]) -> bool:
+    return all(
+        isinstance(v, dict) and "ts" in v and v.get("type") in ("say", "ask") for v in values[:_SNIFF_LINES]
+    )

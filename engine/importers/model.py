@@ -16,7 +16,10 @@ from engine.events import ProviderUsage
 from engine.messages import Message
 
 #: Formats ``detect_format`` can return; the session source is ``import:<format>``.
-FORMATS = ("claude-code", "openai", "swe-agent", "openhands", "anthropic")
+FORMATS = (
+    "claude-code", "openai", "swe-agent", "openhands", "anthropic", "codex", "gemini", "cline", "aider",
+    "letta", "langchain", "openai-responses",
+)  # fmt: skip
 
 
 class SourceProblem(Exception):
@@ -40,18 +43,21 @@ class CallInfo:
     system_prompt: str | None = None
     tools: list[dict[str, Any]] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
 
 
 @dataclass
 class ParsedMessage:
     """A message, the call that produced it (assistant messages), and calls made right after it
     whose reply the source did not keep. ``starts_context`` marks a compaction boundary: later
-    calls did not send the messages before it."""
+    calls did not send the messages before it; ``compaction`` (details) records a compaction
+    event at it."""
 
     message: Message
     call: CallInfo | None = None
     pending_calls: list[CallInfo] = field(default_factory=list)
     starts_context: bool = False
+    compaction: dict[str, Any] | None = None
 
 
 @dataclass
@@ -65,6 +71,10 @@ class ParsedSession:
     metadata: dict[str, Any] = field(default_factory=dict)
     parent_key: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: The window the source itself states (Codex's model_context_window); None: from the model.
+    context_window: int | None = None
+    #: A model name to choose the tokenizer by when ``model`` is unknown (a run directory's hint).
+    tokenizer_model: str | None = None
 
 
 class _Frozen(BaseModel):
@@ -86,6 +96,11 @@ class ImportedSession(_Frozen):
     transcript_tokens: int
     last_estimate_tokens: int | None
     last_provider_prompt_tokens: int | None
+    #: Messages this import added (all of them on a first import; what is new on a re-import).
+    added_messages: int = 0
+    context_window: int | None = None
+    #: The project (working directory) the session ran in, when the source says.
+    project: str | None = None
 
 
 class ImportResult(_Frozen):
@@ -95,6 +110,8 @@ class ImportResult(_Frozen):
     format: str
     sessions: tuple[ImportedSession, ...]
     notes: tuple[str, ...] = ()
+    #: imported (first time), updated (the file grew: only new messages added), unchanged (skipped).
+    status: str = "imported"
 
     @property
     def session_ids(self) -> list[str]:
@@ -112,7 +129,11 @@ class ImportResult(_Frozen):
         name = self.path.rsplit("/", 1)[-1]
         sub = sum(1 for s in self.sessions if s.parent_session_id)
         extra = f" ({sub} sub-agent)" if sub else ""
+        if self.status == "unchanged":
+            return f"{name} [{self.format}]: unchanged since the last import"
+        added = sum(s.added_messages for s in self.sessions)
+        growth = f" ({added} new)" if self.status == "updated" else ""
         return (
             f"{name} [{self.format}]: {len(self.sessions)} session(s){extra}, "
-            f"{self.message_count} messages, {self.request_count} requests"
+            f"{self.message_count} messages{growth}, {self.request_count} requests"
         )

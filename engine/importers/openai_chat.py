@@ -66,6 +66,7 @@ def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[Pars
     if not history:
         raise SourceProblem("the trajectory's history is empty")
     model = swe_agent_model(value, path)
+    hint = None if model else run_directory_model(path)
     system, messages = parse_openai_messages(history, model=model, where="history")
     trajectory = value.get("trajectory") if isinstance(value.get("trajectory"), list) else []
     answered = sum(1 for pm in messages if pm.message.role == "assistant")
@@ -87,21 +88,32 @@ def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[Pars
         "exit_status": info.get("exit_status"),
         "environment": value.get("environment") if isinstance(value.get("environment"), str) else None,
     }
-    return [
-        ParsedSession(
-            key=key, messages=messages, model=model, provider=provider_of(model), system_prompt=system,
-            metadata={k: v for k, v in metadata.items() if v is not None},
+    session = ParsedSession(
+        key=key, messages=messages, model=model, provider=provider_of(model or hint), system_prompt=system,
+        metadata={k: v for k, v in metadata.items() if v is not None}, tokenizer_model=hint,
+    )  # fmt: skip
+    if hint:
+        session.metadata["model_hint"] = f"{path.parent.name.split('__', 1)[0]} (run directory name)"
+        session.notes.append(
+            f"the file names no model; its run directory says {path.parent.name.split('__', 1)[0]!r}, "
+            f"a family, not a model: counted with {hint}'s tokenizer, window unknown (give --model)"
         )
-    ]  # fmt: skip
+    return [session]
 
 
 def swe_agent_model(value: dict[str, Any], path: Path) -> str | None:
-    """The model of a SWE-agent run: its replay config, else the run directory's ``<model>__`` prefix."""
+    """The model a SWE-agent run names itself (its replay config); None when it does not."""
     config = value.get("replay_config")
     if isinstance(config, dict):
         name = ((config.get("agent") or {}).get("model") or {}).get("name")
         if isinstance(name, str) and name:
             return name
+    return None
+
+
+def run_directory_model(path: Path) -> str | None:
+    """A tokenizer hint from a run directory's ``<model>__`` prefix. Only the family is known
+    (``gpt4`` runs used 8k and 128k models alike), so it never names the session's model."""
     run_dir = path.parent.name
     if "__" in run_dir:
         short = run_dir.split("__", 1)[0]

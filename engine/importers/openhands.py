@@ -32,12 +32,35 @@ def parse_openhands_events(
     system_prompt: str | None = None
     tools: list[dict[str, Any]] = []
     skipped: Counter[str] = Counter()
+    condensation: dict[str, Any] | None = None
     for index, event in enumerate(events):
+        if condensation is not None and len(messages) > condensation["at"]:
+            first = messages[condensation.pop("at")]
+            first.starts_context, first.compaction = True, condensation
+            condensation = None
         where = f"event {event.get('id', index) if isinstance(event, dict) else index}"
         if not isinstance(event, dict):
             raise SourceProblem(f"{where}: event is {type(event).__name__}, not an object")
         metadata = event.get("tool_call_metadata")
         action = event.get("action")
+        if action == "condensation":
+            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            forgotten = args.get("forgotten_event_ids") or []
+            start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+            count = (
+                len(forgotten)
+                if forgotten
+                else (end - start + 1 if isinstance(start, int) and isinstance(end, int) else None)
+            )
+            summary = args.get("summary")
+            condensation = {
+                "at": len(messages), "summary": summary, "forgotten_events": count, "source": "openhands",
+                "reason": "OpenHands condenser forgot earlier events",
+            }  # fmt: skip
+            if isinstance(summary, str) and summary:
+                meta = {**_meta(event), "compaction_summary": True}
+                messages.append(ParsedMessage(build_message("user", summary, where=where, meta=meta)))
+            continue
         if action == "system":
             args = event.get("args") or {}
             system_prompt = args.get("content") or event.get("message")
@@ -84,6 +107,9 @@ def parse_openhands_events(
             )
         else:
             skipped[str(action or f"observation:{event.get('observation')}")] += 1
+    if condensation is not None and len(messages) > condensation["at"]:
+        first = messages[condensation.pop("at")]
+        first.starts_context, first.compaction = True, condensation
     model = models.most_common(1)[0][0] if models else configured_model
     provider = provider_of(configured_model) or provider_of(model)
     session = ParsedSession(
@@ -162,3 +188,86 @@ def _meta(event: dict[str, Any]) -> dict[str, Any]:
         "observation": event.get("observation"),
     }
     return {k: v for k, v in meta.items() if v is not None}
+
+
+def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
+    """Resolver / evaluation output of old OpenHands: ``history`` is a list of
+    [action, observation] pairs, actions without ``tool_call_metadata`` (``run`` with a
+    ``command``, ``run_ipython`` with ``code``, ``read``, ``write``, ``browse``...). Each agent
+    action is one model call (its ``thought`` the text, the action a tool use answered by
+    the paired observation); the task is the first user message (``args.content``, or a
+    top-level ``content`` / ``message``, or the record's ``instruction``)."""
+    messages: list[ParsedMessage] = []
+    instruction = value.get("instruction")
+    skipped: Counter[str] = Counter()
+    for index, pair in enumerate(value["history"]):
+        where = f"history[{index}]"
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise SourceProblem(f"{where}: expected an [action, observation] pair")
+        action, observation = pair
+        if not isinstance(action, dict) or not isinstance(observation, dict):
+            raise SourceProblem(f"{where}: the action or observation is not an object")
+        kind = action.get("action")
+        args = action.get("args") if isinstance(action.get("args"), dict) else {}
+        if kind == "message":
+            text = str(args.get("content") or action.get("content") or action.get("message") or "")
+            if action.get("source") == "user":
+                if text:
+                    messages.append(
+                        ParsedMessage(build_message("user", text, where=where, meta=_meta(action)))
+                    )
+            elif text:
+                messages.append(
+                    ParsedMessage(
+                        build_message("assistant", text, where=where, meta=_meta(action)),
+                        call=CallInfo(details={"usage_not_recorded": True}),
+                    )
+                )
+            continue
+        if kind in (None, "null", "change_agent_state", "recall") or action.get("source") not in (
+            None,
+            "agent",
+        ):
+            skipped[str(kind)] += 1
+            continue
+        call_id = f"oh-{action.get('id', index)}"
+        thought = str(args.get("thought") or "")
+        use = ToolUseBlock(
+            id=call_id, name=str(kind), input={k: v for k, v in args.items() if k != "thought"}
+        )
+        blocks = [TextBlock(text=thought), use] if thought else [use]
+        messages.append(
+            ParsedMessage(
+                build_message("assistant", blocks, where=where, meta=_meta(action)),
+                call=CallInfo(details={"usage_not_recorded": True}),
+            )
+        )
+        if kind == "finish":
+            continue
+        result = ToolResultBlock(tool_use_id=call_id, content=_observation_text(observation))
+        messages.append(ParsedMessage(build_message("user", [result], where=where, meta=_meta(observation))))
+    if (
+        isinstance(instruction, str)
+        and instruction
+        and not any(pm.message.role == "user" and not pm.message.tool_result_ids for pm in messages[:1])
+    ):
+        messages.insert(0, ParsedMessage(build_message("user", instruction, where="instruction")))
+    if not messages:
+        raise SourceProblem("an OpenHands history with no messages or actions")
+    metrics = value.get("metrics") if isinstance(value.get("metrics"), dict) else {}
+    meta = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
+    llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
+    model = llm.get("model") if isinstance(llm.get("model"), str) else None
+    session = ParsedSession(key=key, messages=messages, model=model, provider=provider_of(model))
+    extra = {
+        "instance_id": value.get("instance_id"),
+        "issue": (value.get("issue") or {}).get("title") if isinstance(value.get("issue"), dict) else None,
+        "success": value.get("success"),
+        "accumulated_cost": metrics.get("accumulated_cost"),
+        "error": value.get("error"),
+        "legacy_history": True,
+    }
+    session.metadata.update({k: v for k, v in extra.items() if v is not None})
+    session.notes.append("legacy OpenHands history: no per-call usage or tool schemas in the file")
+    session.notes.extend(f"skipped {n} {kind!r} action(s)" for kind, n in sorted(skipped.items()))
+    return session

@@ -319,8 +319,12 @@ def tool_category(name: str) -> tuple[str, str | None]:
     return "builtin", None
 
 
-def _count(value: Any) -> int:
+def as_count(value: Any) -> int:
+    """A token count from a source: a non-negative int, 0 for anything unreadable."""
     try:
         return max(0, int(value or 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
+
+
+_count = as_count

@@ -25,17 +25,16 @@ FALLBACK_TOKENIZER = "chars/4"
 MISSING_RESULT_TEXT = "[no tool result recorded in the source]"
 
 
-def claim_session_id(store: SessionStore, wanted: str, source_path: str) -> str:
-    """``wanted``, freed by deleting an earlier import of the same file (re-import refreshes),
-    or suffixed with a hash of the path when another file already holds it."""
+def claim_session_id(store: SessionStore, wanted: str, source_path: str) -> tuple[str, bool]:
+    """(session id, already imported from this file): ``wanted``, or suffixed with a hash of the
+    path when another file already holds it. A session from the same file is continued."""
     for candidate in (wanted, f"{wanted}-{hashlib.sha1(source_path.encode()).hexdigest()[:8]}"):
         try:
             existing = store.get_session(candidate)
         except NotFoundError:
-            return candidate
+            return candidate, False
         if existing.source_path == source_path:
-            store.delete_session(candidate)
-            return candidate
+            return candidate, True
     raise NotFoundError(f"cannot find a free session id for {wanted!r} from {source_path}")
 
 
@@ -100,25 +99,64 @@ def write_session(
     parent_id: str | None,
     source: str,
     source_path: str,
+    existing: bool = False,
+    import_state: dict[str, Any] | None = None,
 ) -> ImportedSession:
-    """Write one parsed session (caller holds the transaction); returns its summary."""
-    tokenizer = get_tokenizer(parsed.model) if parsed.model else get_tokenizer(FALLBACK_TOKENIZER)
+    """Write one parsed session (caller holds the transaction); returns its summary.
+
+    ``existing``: the session was imported from this file before. Only what is new is added:
+    the stored transcript is kept up to the first message that differs (a source that rewrote
+    its last message), later messages and the request/compaction events the import recorded
+    for them are replaced; snapshots, manual compactions and every other event stay.
+    """
+    tokenizer = get_tokenizer(parsed.tokenizer_model or parsed.model or FALLBACK_TOKENIZER)
     parsed.notes.extend(repair_tool_pairing(parsed.messages))
+    if not parsed.model:
+        parsed.notes.append(
+            "model unknown: the source names no model, so its context window is not known "
+            "(give one with --model)"
+        )
     messages = [pm.message for pm in parsed.messages]
     title = title_of(messages)
     metadata = dict(parsed.metadata)
     if parsed.system_prompt is not None:
         metadata["system_prompt"] = parsed.system_prompt
-    if parsed.notes:
-        metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
-    store.create_session(
-        session_id=session_id, title=title, model=parsed.model, provider=parsed.provider,
-        tokenizer=tokenizer.id, tokens_exact=tokenizer.exact, source=source, source_path=source_path,
-        parent_session_id=parent_id, metadata=metadata,
-    )  # fmt: skip
+    if parsed.context_window:
+        metadata["context_window"] = parsed.context_window
+    if import_state is not None:
+        metadata["import_state"] = import_state
     usages = [pm.call.usage if pm.call else None for pm in parsed.messages]
-    rows = store.append_messages(session_id, messages, tokenizer=tokenizer, usages=usages)
-    estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source)
+    start = 0
+    kept: list[StoredMessage] = []
+    if existing:
+        prior = store.load_messages(session_id)
+        while (
+            start < min(len(prior), len(messages))
+            and prior[start].message.content_hash == messages[start].content_hash
+        ):
+            start += 1
+        kept = prior[:start]
+        if start < len(prior):
+            parsed.notes.append(
+                f"the source changed {len(prior) - start} message(s) imported before: replaced from seq {start}"
+            )
+            _truncate(store, session_id, start)
+        if parsed.notes:
+            metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
+        store.update_session(
+            session_id, title=title, model=parsed.model, provider=parsed.provider, metadata=metadata
+        )
+    else:
+        if parsed.notes:
+            metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
+        store.create_session(
+            session_id=session_id, title=title, model=parsed.model, provider=parsed.provider,
+            tokenizer=tokenizer.id, tokens_exact=tokenizer.exact, source=source, source_path=source_path,
+            parent_session_id=parent_id, metadata=metadata,
+        )  # fmt: skip
+    added = store.append_messages(session_id, messages[start:], tokenizer=tokenizer, usages=usages[start:])
+    rows = [*kept, *added]
+    estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
     with_usage = [(est, usage) for est, usage in estimates if usage is not None]
     last = with_usage[-1] if with_usage else (estimates[-1] if estimates else None)
@@ -135,7 +173,21 @@ def write_session(
         transcript_tokens=sum(r.tokens for r in rows),
         last_estimate_tokens=last[0] if last else None,
         last_provider_prompt_tokens=last[1].prompt_tokens if last and last[1] else None,
+        added_messages=len(added),
+        context_window=parsed.context_window,
+        project=metadata.get("project") or metadata.get("cwd"),
     )
+
+
+def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
+    """Drop transcript rows from ``from_seq`` on, with the events an import recorded for them."""
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, from_seq))
+        conn.execute(
+            "DELETE FROM context_events WHERE session_id = ? AND message_seq >= ?"
+            " AND json_extract(details_json, '$.source') LIKE 'import:%'",
+            (session_id, from_seq),
+        )
 
 
 def _record_requests(
@@ -145,28 +197,60 @@ def _record_requests(
     rows: Sequence[StoredMessage],
     tokenizer: Tokenizer,
     source: str,
+    *,
+    first_new: int = 0,
 ) -> list[tuple[int, ProviderUsage | None]]:
-    """Record a request event per call; returns (estimate, usage) per call in order."""
+    """Record a request event per call at messages from ``first_new`` on (earlier ones were
+    recorded by an earlier import); returns (estimate, usage) per call in order, all of them."""
     out: list[tuple[int, ProviderUsage | None]] = []
     conversation = tool_results = 0  # running sums over the messages sent so far
     for i, (pm, row) in enumerate(zip(parsed.messages, rows, strict=True)):
+        record = i >= first_new
         if pm.starts_context:
+            if pm.compaction is not None and record:
+                _compaction(store, session_id, pm.compaction, row, conversation + tool_results, source)
             conversation = tool_results = 0
         if pm.call is not None:
             out.append(
                 _request(
-                    store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source
+                    store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source,
+                    record=record,
                 )
-            )
+            )  # fmt: skip
         conversation += row.tokens - row.tool_result_tokens
         tool_results += row.tool_result_tokens
         for call in pm.pending_calls:
             out.append(
                 _request(
-                    store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source
+                    store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source,
+                    record=record,
                 )
-            )
+            )  # fmt: skip
     return out
+
+
+def _compaction(
+    store: SessionStore,
+    session_id: str,
+    details: dict[str, Any],
+    row: StoredMessage,
+    before: int,
+    source: str,
+) -> None:
+    """A compaction the agent made (the source says where): later calls start from ``row``."""
+    store.record_event(
+        session_id,
+        ContextEvent(
+            kind="compaction", trigger=str(details.get("trigger") or "compact_threshold"), outcome="compacted",
+            reason=str(details.get("reason") or "the agent compacted its context"), turn_index=row.turn_index,
+            message_seq=row.seq,
+            details={
+                "source": source, "before_tokens": details.get("before_tokens", before),
+                "removed_message_seqs": list(range(row.seq)),
+                **{k: v for k, v in details.items() if k not in ("trigger", "reason", "source")},
+            },
+        ),
+    )  # fmt: skip
 
 
 def _request(
@@ -180,6 +264,8 @@ def _request(
     tool_results: int,
     tokenizer: Tokenizer,
     source: str,
+    *,
+    record: bool = True,
 ) -> tuple[int, ProviderUsage | None]:
     system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
     tools = call.tools if call.tools is not None else parsed.tools
@@ -200,11 +286,13 @@ def _request(
         "messages_sent": sent_messages,
         **call.details,
     }
+    if not record:
+        return total, usage
     store.record_event(
         session_id,
         ContextEvent(
             kind="request", provider=parsed.provider, model=call.model or parsed.model,
-            turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
+            context_window=call.context_window or parsed.context_window, turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
             message_seq=row.seq, details=details,
         ),
     )  # fmt: skip

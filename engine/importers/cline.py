@@ -1,0 +1,95 @@
+"""Cline / Roo Code tasks (``<globalStorage>/saoudrizwan.claude-dev/tasks/<task id>/``).
+
+``api_conversation_history.json`` is the conversation as sent: an Anthropic Messages list.
+Beside it, ``ui_messages.json`` (the task's UI log) holds one ``say: api_req_started`` entry
+per model call whose text is JSON with that call's ``tokensIn`` (uncached input),
+``tokensOut``, ``cacheWrites``, ``cacheReads`` and ``cost``: the k-th is the usage of the k-th
+assistant message. ``task_metadata.json`` names the models used (``model_usage``). The cwd is
+read from the ``# Current Working Directory (...)`` line of the first environment details.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from engine.events import ProviderUsage
+from engine.importers.anthropic_api import parse_anthropic_messages
+from engine.importers.model import ParsedSession
+from engine.importers.parsing import as_count
+
+_CWD = re.compile(r"# Current (?:Working Directory|Workspace Directory) \(([^)\n]+)\)")
+
+
+def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSession]:
+    folder = path.parent
+    metadata = _json(folder / "task_metadata.json")
+    models = [
+        u.get("model_id")
+        for u in (metadata.get("model_usage") if isinstance(metadata, dict) else None) or []
+        if isinstance(u, dict) and u.get("model_id")
+    ]
+    model = str(models[-1]) if models else None
+    session = parse_anthropic_messages(value, key=f"cline:{folder.name}", model=model)
+    session.metadata["task_id"] = folder.name
+    if len(set(models)) > 1:
+        session.metadata["models"] = sorted(set(map(str, models)))
+    requests = _api_requests(_json(folder / "ui_messages.json"))
+    replies = [pm for pm in session.messages if pm.call is not None]
+    for pm, request in zip(replies, requests, strict=False):
+        assert pm.call is not None
+        pm.call.usage = request["usage"]
+        if request.get("cost") is not None:
+            pm.call.details["cline_cost"] = request["cost"]
+        if request.get("ts"):
+            pm.call.details["call_ts_ms"] = request["ts"]
+    if requests:
+        session.metadata["ui_api_requests"] = len(requests)
+        if len(requests) != len(replies):
+            session.notes.append(
+                f"ui_messages.json has {len(requests)} API requests for {len(replies)} assistant messages: "
+                "usage matched in order"
+            )
+    else:
+        session.notes.append("no ui_messages.json beside the conversation: no per-request usage")
+    for pm in session.messages[:2]:
+        match = _CWD.search(pm.message.text)
+        if match:
+            session.metadata["cwd"] = match.group(1).strip()
+            break
+    return [session]
+
+
+def _api_requests(ui: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for entry in ui if isinstance(ui, list) else []:
+        if not isinstance(entry, dict) or entry.get("say") != "api_req_started":
+            continue
+        try:
+            info = json.loads(entry.get("text") or "{}")
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(info, dict) or info.get("tokensIn") is None:
+            continue
+        out.append(
+            {
+                "ts": entry.get("ts"),
+                "cost": info.get("cost"),
+                "usage": ProviderUsage(
+                    input_tokens=as_count(info.get("tokensIn")),
+                    output_tokens=as_count(info.get("tokensOut")),
+                    cache_read_input_tokens=as_count(info.get("cacheReads")),
+                    cache_creation_input_tokens=as_count(info.get("cacheWrites")),
+                ),
+            }
+        )
+    return out
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
