@@ -1,118 +1,176 @@
-"""Claude Code session JSONL: one line per content block, sub-agents inline as sidechains.
+"""Claude Code sessions: the main thread, its sub-agents, compactions and offloaded outputs.
 
-Lines of one API response repeat its ``message.id`` and ``usage``: their blocks merge into one
-assistant message and the usage is kept once (the last line's, which has the final output
-count). Consecutive tool-result lines merge into one user message, as the API received them.
-The main thread is the ``parentUuid`` chain ending at the last main line; sidechain lines
-(``isSidechain``) group by the root of their chain, and each group becomes a sub-agent
-session of its own, linked to the main session and to the Task call that started it.
+``parse_claude_code(lines, fallback_id=...)`` reads one session file; ``parse_claude_code_bundle``
+(engine.importers.claude_code_bundle) adds the files Claude Code keeps beside it:
+``<session>/subagents/agent-<id>.jsonl`` (+ ``.meta.json``), legacy ``agent-*.jsonl`` and
+``<session>/tool-results/*.txt``. The thread is a tree (claude_code_thread); each call's request
+is rebuilt with its component breakdown (claude_code_requests). Each sub-agent becomes a
+session linked to its parent and to the Agent/Task tool_use that started it; legacy inline
+sidechains (``isSidechain`` lines in the main file) are grouped by the root of their chain.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import anthropic_content, anthropic_usage, build_message
-from engine.importers.writer import is_result_message
-from engine.messages import Message, ToolUseBlock
+from engine.importers.claude_code_requests import parse_version, rebuild_calls
+from engine.importers.claude_code_thread import Line, Thread, build_thread, live_lines
+from engine.importers.model import ParsedSession, SourceProblem
+from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_user_input
+from engine.tokens import get_tokenizer
 
-SYNTHETIC_MODEL = "<synthetic>"
 TASK_TOOLS = ("Task", "Agent")
-_KEPT_LINE_FIELDS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly")
+#: Tokenizer when a thread names no model (the writer's fallback too).
+FALLBACK_TOKENIZER = "chars/4"
+TITLE_CHARS = 80
+_NOT_A_PROMPT = ("<command-", "<local-command-", "Caveat:", "<task-notification>", "[Request interrupted")
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_PERSISTED = re.compile(r"tool-results/([^\s<>\"']+)")
 
-Line = tuple[int, dict[str, Any]]
+
+@dataclass
+class SubagentFile:
+    """A sub-agent transcript beside the session: its id, lines and .meta.json (if any)."""
+
+    agent_id: str
+    lines: Sequence[Line]
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
 
 
-def parse_claude_code(lines: Sequence[Line], *, fallback_id: str) -> list[ParsedSession]:
-    by_uuid = {obj["uuid"]: (n, obj) for n, obj in lines if isinstance(obj.get("uuid"), str)}
-    message_lines = [(n, obj) for n, obj in lines if obj.get("type") in ("user", "assistant")]
-    for n, obj in message_lines:
-        if not isinstance(obj.get("message"), dict):
+@dataclass
+class ToolResultFile:
+    """A large tool output Claude Code saved under ``<session>/tool-results/``."""
+
+    name: str
+    content: bytes
+    path: str | None = None
+
+
+@dataclass
+class ClaudeCodeBlob:
+    """An offloaded tool output for the writer: ``store.put_blob`` arguments."""
+
+    tool_use_id: str
+    content: bytes
+    tool_name: str | None
+    preview: str | None
+    source_path: str | None
+
+
+def parse_claude_code(
+    lines: Sequence[Line],
+    *,
+    fallback_id: str,
+    subagents: Sequence[SubagentFile] = (),
+    tool_results: Sequence[ToolResultFile] = (),
+) -> list[ParsedSession]:
+    """Sessions of one Claude Code file: the main thread first, then each sub-agent."""
+    for n, obj in lines:
+        if obj.get("type") in ("user", "assistant") and not isinstance(obj.get("message"), dict):
             raise SourceProblem(f"{obj['type']} line has no message object", line=n)
-    skipped = Counter(
-        str(obj.get("type")) for _, obj in lines if obj.get("type") not in ("user", "assistant")
-    )
-    main_lines = [(n, o) for n, o in message_lines if not o.get("isSidechain")]
-    side_lines = [(n, o) for n, o in message_lines if o.get("isSidechain")]
-
-    first = next((o for _, o in message_lines), {})
+    first = next((o for _, o in lines if o.get("type") in ("user", "assistant")), {})
     main_id = str(first.get("sessionId") or fallback_id)
-    notes = [f"skipped {count} {kind!r} line(s)" for kind, count in sorted(skipped.items())]
-    boundaries = {
-        o.get("uuid")
+    version = next((str(o["version"]) for _, o in lines if o.get("version")), None)
+    skipped = Counter(
+        str(o.get("type"))
         for _, o in lines
-        if o.get("type") == "system" and o.get("subtype") == "compact_boundary"
-    }
+        if o.get("type") not in ("user", "assistant", "attachment")
+        and not (o.get("type") == "system" and o.get("subtype") == "compact_boundary")
+    )
+    notes = [f"skipped {count} {kind!r} line(s)" for kind, count in sorted(skipped.items())]
 
+    main_lines = [(n, o) for n, o in lines if not o.get("isSidechain")]
+    side_lines = [(n, o) for n, o in lines if o.get("isSidechain")]
     sessions: list[ParsedSession] = []
     main: ParsedSession | None = None
-    if main_lines:
-        chain, chain_notes = _main_chain(main_lines, by_uuid)
-        main = _thread_session(main_id, chain, boundaries)
-        main.notes.extend(notes + chain_notes)
-        main.metadata.update(_session_meta(first, lines))
+    if any(o.get("type") in ("user", "assistant") for _, o in main_lines):
+        main = thread_session(main_id, main_lines, version=version)
+        main.notes[:0] = notes
+        main.metadata.update(_session_meta(first, lines, version))
+        _title(main, lines)
+        main.blobs = _blobs(main, tool_results)  # type: ignore[attr-defined]
         sessions.append(main)
 
     task_calls = _task_calls(main) if main else {}
-    for k, thread in enumerate(_side_threads(side_lines, by_uuid), start=1):
-        sub = _thread_session(f"{main_id}:agent-{k}", thread, boundaries)
-        sub.parent_key = main.key if main else None
+    for agent in subagents:
+        sub = thread_session(f"{main_id}:agent-{agent.agent_id}", list(agent.lines), version=version)
+        sub.metadata.update({"claude_session_id": main_id, "agent_id": agent.agent_id, "sidechain": True})
+        if agent.path:
+            sub.metadata["agent_file"] = agent.path
+        _link_subagent(sub, main, agent.meta, task_calls)
+        _title(sub, agent.lines)
+        sessions.append(sub)
+    for k, group in enumerate(_side_threads(side_lines), start=1):
+        sub = thread_session(f"{main_id}:agent-{k}", group, version=version, live=False)
         sub.metadata.update({"claude_session_id": main_id, "sidechain": True, "agent_index": k})
-        root_text = sub.messages[0].message.text.strip() if sub.messages else ""
-        task = task_calls.get(root_text)
-        if task is not None:
-            sub.metadata.update(
-                parent_tool_use_id=task.id,
-                subagent_type=task.input.get("subagent_type"),
-                description=task.input.get("description"),
-            )
-        if not sub.model and main is not None:
-            sub.model, sub.provider = main.model, main.provider
-        if main is None:
-            sub.notes.extend(notes)
+        _link_subagent(sub, main, {}, task_calls)
+        _title(sub, group)
         sessions.append(sub)
     if not sessions:
         raise SourceProblem("Claude Code file without any user or assistant message line")
     return sessions
 
 
-def _main_chain(main_lines: list[Line], by_uuid: dict[str, Line]) -> tuple[list[Line], list[str]]:
-    """The parentUuid chain ending at the last main line (abandoned branches left out).
-
-    A chain broken by a parent that is not in the file (a trimmed or resumed log) falls back
-    to every main line in file order rather than dropping the start.
-    """
-    main_uuids = {o.get("uuid") for _, o in main_lines}
-    chain: list[Line] = []
-    current: Line | None = main_lines[-1]
-    visited: set[str] = set()
-    while current is not None:
-        n, obj = current
-        uid = obj.get("uuid")
-        if uid in visited:
-            break
-        visited.add(uid)
-        if uid in main_uuids:
-            chain.append(current)
-        parent = obj.get("parentUuid") or obj.get("logicalParentUuid")
-        if parent is None:
-            current = None
-        elif parent in by_uuid:
-            current = by_uuid[parent]
-        else:
-            return main_lines, [
-                f"parent {parent} of line {n} is not in the file: main thread taken in file order"
-            ]
-    chain.reverse()
-    dropped = len(main_lines) - len(chain)
-    return chain, ([f"left out {dropped} main line(s) on abandoned branches"] if dropped else [])
+def thread_session(
+    key: str, lines: Sequence[Line], *, version: str | None, live: bool = True
+) -> ParsedSession:
+    """One thread (main or sub-agent) as a parsed session with every call's request rebuilt."""
+    kept, notes = live_lines(lines) if live else (list(lines), [])
+    thread = build_thread(kept)
+    thread.notes.extend(notes)
+    model = thread.models.most_common(1)[0][0] if thread.models else None
+    tokenizer = get_tokenizer(model) if model else get_tokenizer(FALLBACK_TOKENIZER)
+    plan, prefix = rebuild_calls(thread, tokenizer, version=version, model=model)
+    for at, _, call in plan:
+        pm = thread.messages[at]
+        if pm.call is not call:
+            pm.pending_calls.append(call)
+    session = ParsedSession(
+        key=key,
+        messages=thread.messages,
+        model=model,
+        provider="anthropic" if model else None,
+        notes=thread.notes,
+    )
+    session.metadata["claude_code_version"] = version
+    if prefix is not None:
+        session.metadata["harness_prefix_tokens"] = prefix
+    _record_compactions(session, thread)
+    session.thread = thread  # type: ignore[attr-defined]
+    session.calls = [call for _, _, call in plan]  # type: ignore[attr-defined]
+    return session
 
 
-def _side_threads(side_lines: list[Line], by_uuid: dict[str, Line]) -> list[list[Line]]:
-    """Sidechain lines grouped by the root of their parentUuid chain, in file order."""
+def _record_compactions(session: ParsedSession, thread: Thread) -> None:
+    autos = [c.pre_tokens for c in thread.compactions if c.trigger == "compact_threshold" and c.pre_tokens]
+    if autos:
+        session.metadata["harness_compaction_tokens"] = min(autos)
+    for c in thread.compactions:
+        if c.summary_index is None:
+            continue
+        pm = thread.messages[c.summary_index]
+        pm.compaction = {
+            "harness": "claude-code",
+            "trigger": c.trigger,
+            "outcome": "compacted",
+            "before_tokens": c.pre_tokens,
+            "after_tokens": c.post_tokens,
+            "summary": pm.message.text,
+            "kept_uuids": c.kept_uuids,
+            "boundary_uuid": c.boundary_uuid,
+        }
+
+
+# -- sub-agents ------------------------------------------------------------------------------
+def _side_threads(side_lines: list[Line]) -> list[list[Line]]:
+    """Legacy inline sidechain lines grouped by the root of their parentUuid chain, in file order."""
+    by_uuid = {o.get("uuid"): (n, o) for n, o in side_lines}
     roots: dict[str, str] = {}
 
     def root_of(obj: dict[str, Any]) -> str:
@@ -125,7 +183,7 @@ def _side_threads(side_lines: list[Line], by_uuid: dict[str, Line]) -> list[list
                 break
             path.append(uid)
             parent = by_uuid.get(current.get("parentUuid") or "")
-            if parent is None or not parent[1].get("isSidechain") or parent[1].get("uuid") in path:
+            if parent is None or parent[1].get("uuid") in path:
                 root = uid
                 break
             current = parent[1]
@@ -136,110 +194,133 @@ def _side_threads(side_lines: list[Line], by_uuid: dict[str, Line]) -> list[list
     groups: dict[str, list[Line]] = {}
     for line in side_lines:
         groups.setdefault(root_of(line[1]), []).append(line)
-    return list(groups.values())
-
-
-def _thread_session(key: str, thread: list[Line], boundaries: set[Any]) -> ParsedSession:
-    messages: list[ParsedMessage] = []
-    by_message_id: dict[str, ParsedMessage] = {}
-    models: Counter[str] = Counter()
-    for n, obj in thread:
-        raw = obj["message"]
-        where = f"line {n}"
-        try:
-            content = anthropic_content(raw.get("content"), where=where)
-        except SourceProblem as exc:
-            raise SourceProblem(str(exc), line=n) from exc
-        if not content:
-            continue
-        starts_context = obj.get("parentUuid") in boundaries or obj.get("logicalParentUuid") in boundaries
-        if obj["type"] == "assistant":
-            message_id = raw.get("id")
-            model = raw.get("model")
-            usage = anthropic_usage(raw.get("usage"))
-            existing = by_message_id.get(message_id) if message_id else None
-            if existing is not None:
-                existing.message = _extended(existing.message, _blocks(content), obj.get("uuid"))
-                if existing.call is not None and usage is not None:
-                    existing.call.usage = usage
-                continue
-            meta = _meta(
-                obj,
-                {"request_id": obj.get("requestId"), "model": model, "stop_reason": raw.get("stop_reason")},
-            )
-            message = _message("assistant", content, where, n, id=message_id or obj.get("uuid"), meta=meta)
-            call = None
-            if model != SYNTHETIC_MODEL:
-                call = CallInfo(
-                    usage=usage,
-                    model=model,
-                    details={"message_id": message_id, "request_id": obj.get("requestId")},
-                )
-                if model:
-                    models[model] += 1
-            pm = ParsedMessage(message, call=call, starts_context=starts_context)
-            if message_id:
-                by_message_id[message_id] = pm
-            messages.append(pm)
-            continue
-        message = _message("user", content, where, n, id=obj.get("uuid"), meta=_meta(obj, {}))
-        previous = messages[-1] if messages else None
-        if (
-            previous is not None
-            and not starts_context
-            and is_result_message(previous)
-            and is_result_message(ParsedMessage(message))
-        ):
-            previous.message = _extended(previous.message, message.blocks, obj.get("uuid"))
-            continue
-        messages.append(ParsedMessage(message, starts_context=starts_context))
-    model = models.most_common(1)[0][0] if models else None
-    return ParsedSession(key=key, messages=messages, model=model, provider="anthropic" if model else None)
-
-
-def _blocks(content: str | list[Any]) -> list[Any]:
-    return Message(role="assistant", content=content).blocks
-
-
-def _extended(message: Message, blocks: list[Any], uuid: Any) -> Message:
-    """``message`` with more blocks from another line; the lines' uuids stay in meta."""
-    meta = dict(message.meta)
-    meta["uuids"] = [*meta.get("uuids", [meta.get("uuid")]), uuid]
-    return Message(role=message.role, content=[*message.blocks, *blocks], id=message.id, meta=meta)
-
-
-def _message(role: str, content: Any, where: str, line: int, **fields: Any) -> Message:
-    try:
-        return build_message(role, content, where=where, **fields)
-    except SourceProblem as exc:
-        raise SourceProblem(str(exc), line=line) from exc
-
-
-def _meta(obj: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    meta: dict[str, Any] = {"uuid": obj.get("uuid"), "timestamp": obj.get("timestamp")}
-    meta.update({k: obj[k] for k in _KEPT_LINE_FIELDS if k in obj})
-    meta.update({k: v for k, v in extra.items() if v is not None})
-    return {k: v for k, v in meta.items() if v is not None}
+    return [g for g in groups.values() if any(o.get("type") in ("user", "assistant") for _, o in g)]
 
 
 def _task_calls(main: ParsedSession) -> dict[str, ToolUseBlock]:
-    """Task tool calls of the main thread by their prompt (a sub-agent's first message)."""
+    """Agent/Task tool calls of the main thread, by id and by prompt."""
     calls: dict[str, ToolUseBlock] = {}
     for pm in main.messages:
         for block in pm.message.blocks:
             if isinstance(block, ToolUseBlock) and block.name in TASK_TOOLS:
+                calls.setdefault(block.id, block)
                 prompt = block.input.get("prompt")
                 if isinstance(prompt, str):
-                    calls.setdefault(prompt.strip(), block)
+                    calls.setdefault("prompt:" + prompt.strip(), block)
     return calls
 
 
-def _session_meta(first: dict[str, Any], lines: Sequence[Line]) -> dict[str, Any]:
+def _link_subagent(
+    sub: ParsedSession, main: ParsedSession | None, meta: dict[str, Any], task_calls: dict[str, ToolUseBlock]
+) -> None:
+    sub.parent_key = main.key if main else None
+    prompt = next((prompt_text(pm.message) for pm in sub.messages if pm.message.role == "user"), "")
+    task = task_calls.get(str(meta.get("toolUseId"))) or task_calls.get("prompt:" + prompt)
+    info: dict[str, Any] = {
+        "subagent_type": meta.get("agentType"),
+        "description": meta.get("description"),
+        "spawn_depth": meta.get("spawnDepth"),
+        "prompt": prompt or None,
+    }
+    if task is not None:
+        info.update(
+            parent_tool_use_id=task.id,
+            subagent_type=info["subagent_type"] or task.input.get("subagent_type"),
+            description=info["description"] or task.input.get("description"),
+            background=bool(task.input.get("run_in_background", False)),
+        )
+    sub.metadata.update({k: v for k, v in info.items() if v is not None})
+    if not sub.model and main is not None:
+        sub.model, sub.provider = main.model, main.provider
+
+
+# -- titles, blobs, metadata -----------------------------------------------------------------
+def prompt_text(message: Message) -> str:
+    """A user message's own text: its first text block (attachment text follows it)."""
+    first = next((b.text for b in message.blocks if isinstance(b, TextBlock)), message.text)
+    return first.strip()
+
+
+def is_real_prompt(message: Message) -> bool:
+    """A user's own prompt: not a tool result, not Claude Code's caveats or command wrappers."""
+    if not is_user_input(message) or message.meta.get("isMeta") or message.meta.get("isCompactSummary"):
+        return False
+    if message.meta.get("origin") == "task-notification":
+        return False
+    first = prompt_text(message)
+    return bool(first) and not first.startswith(_NOT_A_PROMPT)
+
+
+def _command(message: Message) -> str | None:
+    """``/name args`` of a slash-command prompt that has arguments (the user's real request)."""
+    text = prompt_text(message)
+    name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+    if message.meta.get("isMeta") or not name or not args or not args.group(1).strip():
+        return None
+    return f"{name.group(1).strip()} {args.group(1).strip()}"
+
+
+def title_of_thread(session: ParsedSession, lines: Sequence[Line]) -> str | None:
+    """The first real prompt (or slash command with arguments), else Claude Code's summary line."""
+    for pm in session.messages:
+        text = prompt_text(pm.message) if is_real_prompt(pm.message) else _command(pm.message)
+        if text:
+            text = " ".join(text.split())
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+    summaries = [str(o["summary"]) for _, o in lines if o.get("type") == "summary" and o.get("summary")]
+    return summaries[-1] if summaries else None
+
+
+def _title(session: ParsedSession, lines: Sequence[Line]) -> None:
+    title = title_of_thread(session, lines)
+    session.title = title  # type: ignore[attr-defined]
+    if title:
+        session.metadata["title"] = title
+
+
+def _blobs(main: ParsedSession, files: Sequence[ToolResultFile]) -> list[ClaudeCodeBlob]:
+    """Saved outputs linked to the tool_result whose ``<persisted-output>`` names them."""
+    if not files:
+        return []
+    by_name = {f.name: f for f in files}
+    tool_names = {
+        b.id: b.name for pm in main.messages for b in pm.message.blocks if isinstance(b, ToolUseBlock)
+    }
+    blobs: list[ClaudeCodeBlob] = []
+    linked: set[str] = set()
+    for pm in main.messages:
+        for block in pm.message.blocks:
+            if not isinstance(block, ToolResultBlock) or "tool-results/" not in block.text:
+                continue
+            for name in _PERSISTED.findall(block.text):
+                file = by_name.get(name)
+                if file is None or name in linked:
+                    continue
+                linked.add(name)
+                blobs.append(
+                    ClaudeCodeBlob(
+                        tool_use_id=block.tool_use_id,
+                        content=file.content,
+                        tool_name=tool_names.get(block.tool_use_id),
+                        preview=block.text[:2000],
+                        source_path=file.path,
+                    )
+                )
+    unlinked = sorted(set(by_name) - linked)
+    if unlinked:
+        main.notes.append(
+            f"{len(unlinked)} saved tool output(s) named by no tool result: {', '.join(unlinked)}"
+        )
+    return blobs
+
+
+def _session_meta(first: dict[str, Any], lines: Sequence[Line], version: str | None) -> dict[str, Any]:
     summaries = [str(o["summary"]) for _, o in lines if o.get("type") == "summary" and o.get("summary")]
     meta = {
         "claude_session_id": first.get("sessionId"),
         "cwd": first.get("cwd"),
-        "claude_code_version": first.get("version"),
+        "claude_code_version": version,
+        "claude_code_version_tuple": list(parse_version(version) or ()) or None,
         "git_branch": first.get("gitBranch") or None,
         "summaries": summaries or None,
     }

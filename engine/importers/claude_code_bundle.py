@@ -1,0 +1,142 @@
+"""One Claude Code session with the files kept beside it, found on disk and parsed together.
+
+Claude Code writes ``<project>/<session>.jsonl`` and, beside it, ``<project>/<session>/subagents/
+agent-<id>.jsonl`` (+ ``agent-<id>.meta.json``: agentType, description, toolUseId) and
+``<project>/<session>/tool-results/<name>.txt`` (large outputs sent as a ``<persisted-output>``
+preview). Older versions wrote sub-agents as ``<project>/agent-<id>.jsonl`` whose lines carry the
+parent's ``sessionId``. ``find_claude_code_bundles(folder)`` gathers them; ``claude_code_bundle(path)``
+gathers one session file's; ``parse_claude_code_bundle(bundle)`` returns the parsed sessions (main
+first, sub-agents with ``parent_key``), with stable keys so a re-import replaces, never duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.importers.claude_code import SubagentFile, ToolResultFile, parse_claude_code
+from engine.importers.claude_code_thread import Line
+from engine.importers.model import ParsedSession, SourceProblem
+
+#: Lines read to find a file's sessionId (a summary line may come first).
+_SNIFF_LINES = 20
+
+
+@dataclass(frozen=True)
+class ClaudeCodeBundle:
+    """A session file and the files Claude Code keeps for it."""
+
+    session_file: Path
+    subagent_files: tuple[Path, ...] = ()
+    tool_result_files: tuple[Path, ...] = ()
+    legacy_agent_files: tuple[Path, ...] = field(default=())
+
+    @property
+    def session_id(self) -> str:
+        return self.session_file.stem
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every file of the bundle (for change detection on re-import)."""
+        return (self.session_file, *self.subagent_files, *self.tool_result_files, *self.legacy_agent_files)
+
+
+def read_jsonl(path: Path) -> list[Line]:
+    """(line number, object) of each non-empty line; a line that is not a JSON object is a SourceProblem."""
+    lines: list[Line] = []
+    with path.open(encoding="utf-8") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                if raw.endswith("\n"):
+                    raise SourceProblem(f"{path.name}: not JSON ({exc.msg})", line=n) from exc
+                continue  # a last line still being written
+            if not isinstance(value, dict):
+                raise SourceProblem(f"{path.name}: line is {type(value).__name__}, not an object", line=n)
+            lines.append((n, value))
+    return lines
+
+
+def _first_session_id(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for _, raw in zip(range(_SNIFF_LINES), fh, strict=False):
+                value = json.loads(raw) if raw.strip() else None
+                if isinstance(value, dict) and value.get("sessionId"):
+                    return str(value["sessionId"])
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def claude_code_bundle(session_file: str | os.PathLike[str]) -> ClaudeCodeBundle:
+    """The bundle of one main session file: its session folder and legacy agent files beside it."""
+    path = Path(session_file)
+    folder = path.parent / path.stem
+    subagents = tuple(sorted((folder / "subagents").glob("*.jsonl"))) if folder.is_dir() else ()
+    results = (
+        tuple(sorted(p for p in (folder / "tool-results").glob("*") if p.is_file()))
+        if folder.is_dir()
+        else ()
+    )
+    legacy = tuple(
+        p
+        for p in sorted(path.parent.glob("agent-*.jsonl"))
+        if _first_session_id(p) == path.stem and p != path
+    )
+    return ClaudeCodeBundle(path, subagents, results, legacy)
+
+
+def is_session_file(path: Path) -> bool:
+    """A main session file: ``<uuid>.jsonl`` directly in a project folder (not a sub-agent's)."""
+    return path.suffix == ".jsonl" and not path.name.startswith("agent-") and path.parent.name != "subagents"
+
+
+def find_claude_code_bundles(folder: str | os.PathLike[str]) -> list[ClaudeCodeBundle]:
+    """Every session under ``folder`` (a project folder, or ~/.claude/projects), with its files."""
+    root = Path(folder)
+    if root.is_file():
+        return [claude_code_bundle(root)]
+    return [claude_code_bundle(p) for p in _walk_sessions(root)]
+
+
+def _walk_sessions(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*.jsonl")):
+        if is_session_file(path) and path.parent.name != "tool-results" and _first_session_id(path):
+            yield path
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    meta_path = path.with_suffix(".meta.json")
+    if not meta_path.is_file():
+        return {}
+    try:
+        value = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SourceProblem(f"{meta_path.name}: not JSON ({exc.msg})") from exc
+    return value if isinstance(value, dict) else {}
+
+
+def _agent_id(path: Path, lines: list[Line]) -> str:
+    for _, obj in lines:
+        if obj.get("agentId"):
+            return str(obj["agentId"])
+    return path.stem.removeprefix("agent-")
+
+
+def parse_claude_code_bundle(bundle: ClaudeCodeBundle) -> list[ParsedSession]:
+    """Parsed sessions of a bundle: the main thread, then each sub-agent (file order by name)."""
+    lines = read_jsonl(bundle.session_file)
+    subagents = []
+    for path in (*bundle.subagent_files, *bundle.legacy_agent_files):
+        agent_lines = read_jsonl(path)
+        subagents.append(SubagentFile(_agent_id(path, agent_lines), agent_lines, _meta(path), str(path)))
+    results = [ToolResultFile(p.name, p.read_bytes(), str(p)) for p in bundle.tool_result_files]
+    return parse_claude_code(lines, fallback_id=bundle.session_id, subagents=subagents, tool_results=results)

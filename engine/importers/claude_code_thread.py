@@ -1,0 +1,323 @@
+"""The conversation a Claude Code session file holds: a tree of lines, read as the model saw it.
+
+Claude Code writes one line per content block. Parallel tool calls make the file a tree: each
+tool_use block is its own assistant line (same ``message.id``), each tool_result line hangs off
+its own tool_use line, and the next assistant line hangs off whichever result came last.
+:func:`live_lines` takes the ``parentUuid`` path to the last message line and adds each
+assistant message's sibling lines, the results answering its tool uses, and the attachments
+hanging off them; nothing the file holds for that conversation is left out, and nothing is
+invented. :func:`build_thread` merges the lines into API-shaped messages, renders attachments
+(skill and agent listings, files re-read after a compaction) as the ``<system-reminder>`` text
+Claude Code sends, and records compactions (``compact_boundary`` + ``isCompactSummary``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.importers.model import CallInfo, ParsedMessage, SourceProblem
+from engine.importers.parsing import anthropic_content, anthropic_usage, build_message
+from engine.messages import Message, TextBlock, ToolResultBlock
+
+Line = tuple[int, dict[str, Any]]
+
+SYNTHETIC_MODEL = "<synthetic>"
+_KEPT_LINE_FIELDS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "agentId")
+#: compactMetadata.trigger -> the compaction event's trigger (engine.events vocabulary).
+COMPACTION_TRIGGERS = {"auto": "compact_threshold", "manual": "manual"}
+
+
+@dataclass
+class Compaction:
+    """One Claude Code compaction: its boundary line and the summary message that follows."""
+
+    boundary_uuid: str
+    trigger: str
+    pre_tokens: int | None
+    post_tokens: int | None
+    kept_uuids: list[str]
+    line: int
+    summary_index: int | None = None  # index of the summary message in Thread.messages
+    last_index_before: int | None = None  # last message sent before the compaction
+
+
+@dataclass
+class Thread:
+    """Messages of one conversation (main thread or one sub-agent), in API shape."""
+
+    messages: list[ParsedMessage]
+    uuid_index: dict[str, int]  # line uuid -> index of the message it became part of
+    compactions: list[Compaction] = field(default_factory=list)
+    models: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+
+def _parent(obj: dict[str, Any]) -> str | None:
+    return obj.get("parentUuid") or obj.get("logicalParentUuid")
+
+
+def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
+    """The lines of the conversation the last message line belongs to, in file order."""
+    by_uuid = {o["uuid"]: (n, o) for n, o in lines if isinstance(o.get("uuid"), str)}
+    message_lines = [(n, o) for n, o in lines if o.get("type") in ("user", "assistant")]
+    if not message_lines:
+        return [], []
+    path: set[str] = set()
+    current: Line | None = message_lines[-1]
+    while current is not None:
+        uid = current[1].get("uuid")
+        if not isinstance(uid, str) or uid in path:
+            break
+        path.add(uid)
+        parent = _parent(current[1])
+        if parent is not None and parent not in by_uuid:
+            note = f"parent {parent} of line {current[0]} is not in the file: thread taken in file order"
+            return [line for line in lines if isinstance(line[1].get("uuid"), str)], [note]
+        current = by_uuid.get(parent) if parent else None
+
+    live = set(path)
+    changed = True
+    while changed:  # siblings of parallel tool calls, their results, attachments off them
+        changed = False
+        message_ids = {
+            o["message"].get("id")
+            for uid, (_, o) in by_uuid.items()
+            if uid in live and o.get("type") == "assistant" and isinstance(o.get("message"), dict)
+        } - {None}
+        tool_use_ids = {
+            b.get("id")
+            for uid, (_, o) in by_uuid.items()
+            if uid in live and o.get("type") == "assistant"
+            for b in _blocks(o)
+            if b.get("type") == "tool_use"
+        }
+        for uid, (_, o) in by_uuid.items():
+            if uid in live:
+                continue
+            kind = o.get("type")
+            take = (
+                (kind == "assistant" and _message_id(o) in message_ids)
+                or (
+                    kind == "user"
+                    and _parent(o) in live
+                    and any(
+                        b.get("type") == "tool_result" and b.get("tool_use_id") in tool_use_ids
+                        for b in _blocks(o)
+                    )
+                )
+                or (kind == "attachment" and _parent(o) in live and _parent(o) not in path)
+            )
+            if take:
+                live.add(uid)
+                changed = True
+    kept = [line for line in lines if line[1].get("uuid") in live]
+    left_out = sum(1 for _, o in message_lines if o.get("uuid") not in live)
+    notes = [f"left out {left_out} main line(s) on abandoned branches"] if left_out else []
+    return kept, notes
+
+
+def _message_id(obj: dict[str, Any]) -> Any:
+    message = obj.get("message")
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def _blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def build_thread(lines: Sequence[Line]) -> Thread:
+    """Merge live lines into messages: one assistant message per ``message.id``, the results
+    of one assistant message in one user message, attachments as text of a user message."""
+    thread = Thread(messages=[], uuid_index={})
+    messages = thread.messages
+    by_message_id: dict[str, int] = {}
+    waiting: list[TextBlock] = []  # attachment text for the next user message
+    open_compaction: Compaction | None = None
+    for n, obj in lines:
+        kind = obj.get("type")
+        uid = obj.get("uuid")
+        if kind == "system" and obj.get("subtype") == "compact_boundary":
+            meta = obj.get("compactMetadata") or {}
+            preserved = (meta.get("preservedMessages") or {}).get("uuids") or []
+            open_compaction = Compaction(
+                boundary_uuid=str(uid),
+                trigger=COMPACTION_TRIGGERS.get(str(meta.get("trigger")), "compact_threshold"),
+                pre_tokens=meta.get("preTokens"),
+                post_tokens=meta.get("postTokens"),
+                kept_uuids=[str(u) for u in preserved],
+                line=n,
+                last_index_before=len(messages) - 1 if messages else None,
+            )
+            thread.compactions.append(open_compaction)
+            continue
+        if kind == "attachment":
+            text = render_attachment(obj.get("attachment"))
+            if text is None:
+                continue
+            block = TextBlock(text=text)
+            if messages and messages[-1].message.role == "user":
+                messages[-1].message = _with_attachment(messages[-1].message, block)
+                thread.uuid_index[str(uid)] = len(messages) - 1
+            else:
+                waiting.append(block)
+            continue
+        if kind not in ("user", "assistant"):
+            continue
+        raw = obj.get("message")
+        if not isinstance(raw, dict):
+            raise SourceProblem(f"{kind} line has no message object", line=n)
+        try:
+            content = anthropic_content(raw.get("content"), where=f"line {n}")
+        except SourceProblem as exc:
+            raise SourceProblem(str(exc), line=n) from exc
+        if not content:
+            continue
+        if kind == "assistant":
+            message_id = raw.get("id")
+            existing = by_message_id.get(message_id) if message_id else None
+            if existing is not None:
+                pm = messages[existing]
+                pm.message = _extended(pm.message, _as_blocks(content), uid)
+                usage = anthropic_usage(raw.get("usage"))
+                if pm.call is not None and usage is not None:
+                    pm.call.usage = usage
+                thread.uuid_index[str(uid)] = existing
+                continue
+            model = raw.get("model")
+            meta = _meta(
+                obj,
+                {"request_id": obj.get("requestId"), "model": model, "stop_reason": raw.get("stop_reason")},
+            )
+            message = _message("assistant", content, n, id=message_id or uid, meta=meta)
+            call = None
+            if model != SYNTHETIC_MODEL:
+                call = CallInfo(
+                    usage=anthropic_usage(raw.get("usage")),
+                    model=model,
+                    details={"message_id": message_id, "request_id": obj.get("requestId")},
+                )
+                if model:
+                    thread.models[model] += 1
+            if message_id:
+                by_message_id[message_id] = len(messages)
+            thread.uuid_index[str(uid)] = len(messages)
+            messages.append(ParsedMessage(message, call=call))
+            continue
+        message = _message("user", content, n, id=uid, meta=_meta(obj, {}))
+        if waiting:
+            message = message.with_content([*waiting, *message.blocks])
+            waiting = []
+        summary = bool(obj.get("isCompactSummary"))
+        previous = messages[-1].message if messages else None
+        if (
+            previous is not None
+            and not summary
+            and previous.role == "user"
+            and previous.tool_result_ids
+            and message.tool_result_ids
+            and all(isinstance(b, ToolResultBlock) for b in message.blocks)
+        ):
+            messages[-1].message = _extended(previous, message.blocks, uid)
+            thread.uuid_index[str(uid)] = len(messages) - 1
+            continue
+        pm = ParsedMessage(message)
+        if summary and open_compaction is not None:
+            pm.starts_context = True
+            open_compaction.summary_index = len(messages)
+            open_compaction = None
+        thread.uuid_index[str(uid)] = len(messages)
+        messages.append(pm)
+    return thread
+
+
+# -- attachments -----------------------------------------------------------------------------
+def _reminder(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def render_attachment(attachment: Any) -> str | None:
+    """The text Claude Code sends for an attachment line, as near as the line tells it.
+
+    Known kinds: agent and skill listings, files it re-reads after a compaction, edited-file
+    notices; others are left out (their rendering is not in the file).
+    """
+    if not isinstance(attachment, dict):
+        return None
+    kind = attachment.get("type")
+    if kind == "agent_listing_delta":
+        lines = attachment.get("addedLines") or []
+        if not lines:
+            return None
+        return _reminder("Available agent types for the Agent tool:\n" + "\n".join(map(str, lines)))
+    if kind == "skill_listing":
+        content = attachment.get("content")
+        if not content:
+            return None
+        return _reminder(f"The following skills are available for use with the Skill tool:\n\n{content}")
+    if kind in ("file", "edited_text_file", "compact_file_reference"):
+        name = attachment.get("filename") or attachment.get("path") or ""
+        body = attachment.get("content")
+        if isinstance(body, dict):
+            file = body.get("file") if isinstance(body.get("file"), dict) else body
+            text = file.get("content") if isinstance(file, dict) else None
+            body = text if isinstance(text, str) else json.dumps(body, ensure_ascii=False)
+        if kind == "compact_file_reference" or body is None:
+            return _reminder(f"Note: {name} was read before the last conversation was summarized.")
+        call = json.dumps({"file_path": name}, ensure_ascii=False, separators=(",", ":"))
+        return "\n".join(
+            [
+                _reminder(f"Called the Read tool with the following input: {call}"),
+                _reminder(f"Result of calling the Read tool:\n{body}"),
+            ]
+        )
+    if kind in ("todo_reminder", "critical_system_reminder", "queued_command", "nested_memory", "plan_mode"):
+        content = attachment.get("content") or attachment.get("prompt")
+        if isinstance(content, str) and content:
+            return _reminder(content)
+    return None
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _with_attachment(message: Message, block: TextBlock) -> Message:
+    """``message`` with an attachment's text: after a tool result, Claude Code appends it to that
+    result's text (as its requests show); otherwise it is a text block of its own."""
+    last = message.blocks[-1] if message.blocks else None
+    if isinstance(last, ToolResultBlock) and isinstance(last.content, str):
+        merged = last.model_copy(update={"content": f"{last.content}\n\n{block.text}"})
+        return message.with_content([*message.blocks[:-1], merged])
+    return message.with_content([*message.blocks, block])
+
+
+def _as_blocks(content: str | list[Any]) -> list[Any]:
+    return Message(role="assistant", content=content).blocks
+
+
+def _extended(message: Message, blocks: list[Any], uuid: Any) -> Message:
+    """``message`` with more blocks from another line; the lines' uuids stay in meta."""
+    meta = dict(message.meta)
+    if uuid is not None:
+        meta["uuids"] = [*meta.get("uuids", [meta.get("uuid")]), uuid]
+    return Message(role=message.role, content=[*message.blocks, *blocks], id=message.id, meta=meta)
+
+
+def _message(role: str, content: Any, line: int, **fields: Any) -> Message:
+    try:
+        return build_message(role, content, where=f"line {line}", **fields)
+    except SourceProblem as exc:
+        raise SourceProblem(str(exc), line=line) from exc
+
+
+def _meta(obj: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"uuid": obj.get("uuid"), "timestamp": obj.get("timestamp")}
+    meta.update({k: obj[k] for k in _KEPT_LINE_FIELDS if k in obj})
+    origin = obj.get("origin")
+    if isinstance(origin, dict) and origin.get("kind"):
+        meta["origin"] = origin["kind"]
+    meta.update({k: v for k, v in extra.items() if v is not None})
+    return {k: v for k, v in meta.items() if v is not None}

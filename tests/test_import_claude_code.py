@@ -1,0 +1,312 @@
+"""Claude Code sessions written by the real CLI (2.1.197) against the scripted model server.
+
+The fixtures under tests/fixtures/real_agents/claude-code/<scenario>/ hold the transcript folder
+as Claude Code wrote it and the server's request log (scripts/make_real_agent_fixtures.py
+regenerates them). For every model call the log holds, the request the importer rebuilds must
+be the one the CLI sent: same messages (consecutive same-role messages counted as one turn, as
+the API merges them), same tool_use and tool_result blocks with the same text, same prompts.
+What the file cannot tell is left out of the comparison and named: the system prompt and tool
+definitions, ``<system-reminder>`` text Claude Code adds without writing it down, the
+compaction instructions of the summarizer call, and calls that failed (a 400 "prompt is too
+long" leaves no line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server.fixtures import load_request_log
+
+from engine.importers.claude_code import is_real_prompt, parse_claude_code
+from engine.importers.claude_code_bundle import (
+    claude_code_bundle,
+    find_claude_code_bundles,
+    parse_claude_code_bundle,
+)
+from engine.importers.claude_code_requests import keeps_previous_thinking, sent_messages, thinking_rule
+from engine.importers.model import ParsedSession
+from engine.importers.parsing import anthropic_message
+from engine.importers.writer import MISSING_RESULT_TEXT
+from engine.messages import Message, ThinkingBlock, assistant, tool_result, tool_use, user
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
+SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith("_"))
+SHARED_SESSIONS = ROOT.parent / "shared" / "sessions"
+SHARED_CC = sorted(SHARED_SESSIONS.glob("claude-code__*.jsonl")) if SHARED_SESSIONS.is_dir() else []
+CLAUDE_BIN = Path(os.environ.get("CLAUDE_BIN", "/work/agents/node_modules/.bin/claude"))
+_REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.S)
+#: The summarizer call's instructions: Claude Code sends them, the transcript does not keep them.
+COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY"
+
+
+def bundle_sessions(scenario: str) -> list[ParsedSession]:
+    (main_file,) = (FIXTURES / scenario / "transcripts").glob("*.jsonl")
+    return parse_claude_code_bundle(claude_code_bundle(main_file))
+
+
+def is_subagent_request(record: dict[str, Any]) -> bool:
+    return "SUBTASK:" in json.dumps(record["body"]["messages"][0])
+
+
+def answered_calls(scenario: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(main agent's, sub-agents') Messages calls the server answered, in order."""
+    log = [
+        r for r in load_request_log(FIXTURES / scenario) if r["path"] == "/v1/messages" and r["status"] == 200
+    ]
+    return [r for r in log if not is_subagent_request(r)], [r for r in log if is_subagent_request(r)]
+
+
+def turns(messages: list[Message]) -> list[str]:
+    """Roles with consecutive same-role messages merged (the API reads them as one turn)."""
+    out: list[str] = []
+    for m in messages:
+        if not out or out[-1] != m.role:
+            out.append(m.role)
+    return out
+
+
+def skeleton(messages: list[Message]) -> dict[str, list[Any]]:
+    uses, results, texts, thinking = [], [], [], []
+    for m in messages:
+        for b in m.blocks:
+            if b.type == "tool_use":
+                uses.append((b.id, b.name, b.input))
+            elif b.type == "tool_result":
+                results.append((b.tool_use_id, _REMINDER.sub("", b.text).strip()))
+            elif b.type == "text" and not b.text.lstrip().startswith(("<system-reminder>", COMPACT_PROMPT)):
+                texts.append(b.text.strip())
+            elif b.type == "thinking":
+                thinking.append(b.thinking)
+    return {"tool_use": uses, "tool_result": results, "text": texts, "thinking": thinking}
+
+
+def api_messages(record: dict[str, Any]) -> list[Message]:
+    return [anthropic_message(m, where=f"request {record['seq']}") for m in record["body"]["messages"]]
+
+
+def compared_calls(scenario: str) -> list[tuple[str, Any, dict[str, Any]]]:
+    sessions = bundle_sessions(scenario)
+    main_log, sub_log = answered_calls(scenario)
+    subs = [s for s in sessions if s.parent_key]
+    pairs: list[tuple[str, Any, dict[str, Any]]] = []
+    assert len(sessions[0].calls) == len(main_log), f"{scenario}: main calls vs log"
+    pairs += [(sessions[0].key, c, r) for c, r in zip(sessions[0].calls, main_log, strict=True)]
+    sub_calls = [c for s in subs for c in s.calls]
+    assert len(sub_calls) == len(sub_log), f"{scenario}: sub-agent calls vs log"
+    pairs += [(s.key, c, r) for s in subs for c, r in zip(s.calls, sub_log, strict=False)]
+    return pairs
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_call_rebuilds_the_request_the_cli_sent(scenario: str) -> None:
+    for key, call, record in compared_calls(scenario):
+        ours, sent = call.request_messages, api_messages(record)
+        where = f"{scenario} {key} request {record['seq']}"
+        assert turns(ours) == turns(sent), where
+        assert skeleton(ours) == skeleton(sent), where
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_no_result_is_invented_or_left_out(scenario: str) -> None:
+    for session in bundle_sessions(scenario):
+        uses = [b.id for pm in session.messages for b in pm.message.blocks if b.type == "tool_use"]
+        results = [b for pm in session.messages for b in pm.message.blocks if b.type == "tool_result"]
+        assert sorted(uses) == sorted(r.tool_use_id for r in results), session.key
+        assert all(MISSING_RESULT_TEXT not in r.text for r in results)
+
+
+def test_parallel_tool_results_all_answer_their_one_assistant_message() -> None:
+    (main,) = bundle_sessions("parallel_tools")
+    roles = [pm.message.role for pm in main.messages]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert len(main.messages[1].message.tool_use_ids) == 3
+    assert main.messages[2].message.tool_result_ids == main.messages[1].message.tool_use_ids
+    assert not any("abandoned" in note for note in main.notes)
+
+
+def test_calls_carry_the_provider_usage_and_a_harness_prefix_from_the_first_call() -> None:
+    (main,) = bundle_sessions("resume")
+    first, *rest = main.calls
+    prefix = main.metadata["harness_prefix_tokens"]
+    assert first.components.total == first.usage.prompt_tokens  # the prefix closes the first call
+    assert 20_000 < prefix < first.usage.prompt_tokens  # system prompt + tool definitions of 2.1.197
+    for call in rest:
+        assert call.components.system == prefix and call.details["system_is_harness_prefix"]
+        error = abs(call.components.total - call.usage.prompt_tokens) / call.usage.prompt_tokens
+        assert error < 0.02
+
+
+@pytest.mark.parametrize(
+    ("scenario", "background"), [("subagent_foreground", False), ("subagent_background", True)]
+)
+def test_subagent_is_linked_to_the_agent_call_that_started_it(scenario: str, background: bool) -> None:
+    main, sub = bundle_sessions(scenario)
+    (agent_call,) = [b for pm in main.messages for b in pm.message.blocks if b.type == "tool_use"]
+    assert sub.parent_key == main.key and sub.key == f"{main.key}:agent-{sub.metadata['agent_id']}"
+    assert sub.metadata["parent_tool_use_id"] == agent_call.id
+    assert sub.metadata["prompt"] == agent_call.input["prompt"]
+    assert sub.metadata["subagent_type"] == "general-purpose"
+    assert sub.metadata["background"] is background
+    assert sub.metadata["agent_id"] in main.messages[2].message.text  # the Agent tool's result names it
+    if background:  # the notification is a user line of its own that starts a new turn
+        notice = main.messages[-2].message
+        assert notice.role == "user" and notice.meta["origin"] == "task-notification"
+        assert not is_real_prompt(notice)
+
+
+def test_saved_large_output_becomes_the_offloaded_blob_of_its_result() -> None:
+    (main,) = bundle_sessions("large_output")
+    (blob,) = main.blobs
+    (result,) = [b for pm in main.messages for b in pm.message.blocks if b.type == "tool_result"]
+    assert blob.tool_use_id == result.tool_use_id and blob.tool_name == "Bash"
+    assert "<persisted-output>" in result.text and len(result.text) < 5_000
+    assert blob.content.decode().splitlines() == [str(i) for i in range(1, 36_001)]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "trigger"), [("compact_auto", "compact_threshold"), ("compact_manual", "manual")]
+)
+def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, trigger: str) -> None:
+    (main,) = bundle_sessions(scenario)
+    (summary_at,) = [i for i, pm in enumerate(main.messages) if pm.compaction]
+    summary = main.messages[summary_at]
+    assert summary.starts_context and summary.message.meta["isCompactSummary"]
+    info = summary.compaction
+    assert info["trigger"] == trigger and info["before_tokens"] > info["after_tokens"] > 0
+    assert "Primary Request" in info["summary"] and info["kept_uuids"]
+    (summarizer,) = [c for c in main.calls if c.details.get("compaction_call")]
+    assert summarizer.usage is None and summarizer.components.summary == 0
+    after = main.calls[main.calls.index(summarizer) + 1]
+    assert after.request_messages[0] is summary.message or after.request_messages[0] == summary.message
+    assert after.components.summary > 0
+    assert after.components.total < summarizer.components.total + after.components.system
+    if trigger == "compact_threshold":
+        assert main.metadata["harness_compaction_tokens"] == info["before_tokens"]
+
+
+def test_title_is_the_first_real_prompt_not_a_caveat_or_command() -> None:
+    (main,) = bundle_sessions("compact_manual")
+    assert main.title == "What does app.py return?"
+    assert any(pm.message.meta.get("isMeta") for pm in main.messages)  # the /compact caveat is there
+
+
+def test_thinking_of_earlier_turns_is_kept_by_claude_code_2_1_and_stripped_by_older_defaults() -> None:
+    (main,) = bundle_sessions("thinking")
+    last = main.calls[-1]
+    assert last.details["previous_thinking"] == "kept"
+    assert sum(isinstance(b, ThinkingBlock) for m in last.request_messages for b in m.blocks) == 3
+    history = [
+        user("q1"),
+        assistant("a1").with_content(
+            [ThinkingBlock(thinking="old " * 50, signature="s"), *assistant("a1").blocks]
+        ),
+        user("q2"),
+        assistant("").with_content(
+            [ThinkingBlock(thinking="new", signature="s"), tool_use("t1", "Read").model_dump()]
+        ),
+        tool_result("t1", "text"),
+    ]
+    sent, stripped = sent_messages(history, thinking_rule("claude-sonnet-4-5", version="1.0.98"))
+    assert stripped == 1 and not any(isinstance(b, ThinkingBlock) for b in sent[1].blocks)
+    assert any(isinstance(b, ThinkingBlock) for b in sent[3].blocks)  # the current turn keeps its thinking
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "keeps"),
+    [
+        ("claude-sonnet-4-5", {}, False),
+        ("claude-sonnet-4-20250514", {"version": "1.0.98"}, False),
+        ("claude-opus-4-5", {}, True),
+        ("claude-sonnet-4-5", {"version": "2.1.197"}, True),
+        (
+            "claude-sonnet-4-5",
+            {"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}},
+            True,
+        ),
+        (
+            "claude-opus-4-5",
+            {
+                "context_management": {
+                    "edits": [
+                        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+                    ]
+                }
+            },
+            False,
+        ),
+    ],
+)
+def test_thinking_rule_per_model_version_and_recorded_edit(
+    model: str, kwargs: dict[str, Any], keeps: bool
+) -> None:
+    assert keeps_previous_thinking(model, **kwargs) is keeps
+
+
+def test_parsing_twice_gives_the_same_keys_and_a_grown_file_only_adds(tmp_path: Path) -> None:
+    (main_file,) = (FIXTURES / "resume" / "transcripts").glob("*.jsonl")
+    lines = [(n, json.loads(raw)) for n, raw in enumerate(main_file.read_text().splitlines(), start=1) if raw]
+    half = next(i for i, (_, o) in enumerate(lines) if o.get("type") == "last-prompt")
+    before = parse_claude_code(lines[: half + 1], fallback_id="x")
+    again = parse_claude_code(lines[: half + 1], fallback_id="x")
+    after = parse_claude_code(lines, fallback_id="x")
+    assert [s.key for s in before] == [s.key for s in again] == [s.key for s in after]
+    ids = [pm.message.id for pm in before[0].messages]
+    assert [pm.message.id for pm in after[0].messages][: len(ids)] == ids
+    assert len(after[0].messages) > len(ids)
+
+
+def test_folder_holds_one_bundle_per_session_with_its_files() -> None:
+    bundles = find_claude_code_bundles(FIXTURES)
+    assert len(bundles) == len(SCENARIOS)
+    by_scenario = {b.session_file.parents[1].name: b for b in bundles}
+    assert len(by_scenario["subagent_background"].subagent_files) == 1
+    assert len(by_scenario["large_output"].tool_result_files) == 1
+    assert not by_scenario["resume"].subagent_files
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SHARED_CC, reason="no Claude Code sessions in ../shared")
+@pytest.mark.parametrize("path", SHARED_CC, ids=[p.name for p in SHARED_CC])
+def test_shared_sessions_keep_every_real_result_and_invent_none(path: Path) -> None:
+    sessions = parse_claude_code_bundle(claude_code_bundle(path))
+    main = sessions[0]
+    results = {
+        b.tool_use_id
+        for s in sessions
+        for pm in s.messages
+        for b in pm.message.blocks
+        if b.type == "tool_result"
+    }
+    uses = [
+        b.id for s in sessions for pm in s.messages[:-1] for b in pm.message.blocks if b.type == "tool_use"
+    ]
+    assert set(uses) <= results  # every tool call but a last, unfinished one has its real result
+    assert main.title and not main.title.startswith(("Caveat", "<"))
+    assert all(s.parent_key == main.key for s in sessions[1:])
+    with_usage = [c for c in main.calls if c.usage is not None]
+    assert with_usage and main.metadata["harness_prefix_tokens"] > 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not CLAUDE_BIN.exists() or shutil.which("git") is None, reason="Claude Code CLI not installed"
+)
+def test_live_cli_run_matches_its_rebuilt_requests(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_real_agent_fixtures import make_claude_code_fixtures
+
+    (out,) = make_claude_code_fixtures(["parallel_tools"], out_root=tmp_path)
+    (main_file,) = (out / "transcripts").glob("*.jsonl")
+    (main,) = parse_claude_code_bundle(claude_code_bundle(main_file))
+    log = [r for r in load_request_log(out) if r["path"] == "/v1/messages" and r["status"] == 200]
+    assert len(main.calls) == len(log)
+    for call, record in zip(main.calls, log, strict=True):
+        assert skeleton(call.request_messages) == skeleton(api_messages(record))
