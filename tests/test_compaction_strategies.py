@@ -204,13 +204,22 @@ def test_summarize_keeps_the_summary_apart_from_the_history():
 def test_summarize_passes_instructions_and_folds_in_the_earlier_summary():
     messages = history(4)
     summarizer = RecordingSummarizer()
-    plan(
-        messages, "summarize", target=1000, summarizer=summarizer, summary="OLD", instructions="focus on API"
+    result = plan(
+        messages, "summarize", target=3000, summarizer=summarizer, summary="OLD", instructions="focus on API"
     )
     (sent, instructions, max_tokens) = summarizer.calls[0]
     assert instructions == "focus on API"
     assert is_summary_message(sent[0]) and sent[0].text == "OLD"
-    assert max_tokens == 250  # a quarter of the target
+    assert max_tokens == 3000 - tokens(result.messages)  # what the kept turns leave of the target
+
+
+@pytest.mark.parametrize("share", [0.1, 0.25, 0.5])
+def test_summarize_lands_within_the_target_at_every_ratio(share):
+    messages = history(12, tools=2)
+    target = int(tokens(messages) * share)
+    result = compact(messages, strategy="summarize", target_tokens=target, tokenizer=TOKENIZER)
+    assert result.fits
+    assert result.after_tokens >= 0.6 * target  # the summary takes the room the kept turns leave
 
 
 def test_summarize_cannot_cut_a_single_turn():
@@ -265,8 +274,19 @@ def test_sandwich_keeps_top_and_bottom_and_summarizes_the_middle():
     messages = history(6)  # 24 messages
     result = plan(messages, "sandwich", target=tokens(messages) // 2, preserve_top=4, preserve_bottom=4)
     check_result(messages, result)
-    assert result.source_indices == (0, 1, 2, 3, 20, 21, 22, 23)
-    assert result.cache == (SummaryCache("sandwich", 4, 20, "SUMMARY", 0, "recording"),)
+    start = result.source_indices[4]
+    assert result.source_indices == (0, 1, 2, 3, *range(start, 24))
+    assert start <= 20  # at least the last 4, grown back to use the target
+    assert result.cache == (SummaryCache("sandwich", 4, start, "SUMMARY", 0, "recording"),)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_sandwich_grows_its_bottom_to_use_the_target(share):
+    messages = history(16, tools=2)
+    target = int(tokens(messages) * share)
+    result = compact(messages, strategy="sandwich", target_tokens=target, tokenizer=TOKENIZER)
+    assert result.fits
+    assert result.after_tokens >= 0.6 * target
 
 
 def test_sandwich_snaps_edges_so_no_tool_pair_is_split():
@@ -344,6 +364,21 @@ def test_rolling_iterations_truncates_the_summarizer_prompt():
     assert TOKENIZER.count_messages(tight.calls[0][0]) <= 300
 
 
+def test_rolling_iterations_folds_in_pieces_and_drops_nothing():
+    messages = history(40)  # 160 messages
+    tight = RecordingSummarizer()
+    result = plan(messages, "rolling_iterations", target=100, keep_iterations=4, prompt_max_tokens=3_000,
+                  summarizer=tight)  # fmt: skip
+    assert len(tight.calls) > 1 and "pieces" in result.reason
+    assert all(TOKENIZER.count_messages(sent) <= 3_000 for sent, _, _ in tight.calls)
+    folded = [m for sent, _, _ in tight.calls for m in sent if not is_summary_message(m)]
+    assert len(folded) == result.source_indices[0] == 144  # every older message, none dropped
+    assert all(is_summary_message(sent[0]) for sent, _, _ in tight.calls[1:])  # each piece carries the last
+    offline = plan(messages, "rolling_iterations", target=100, keep_iterations=4, prompt_max_tokens=3_000,
+                   summarizer=OfflineSummarizer(TOKENIZER))  # fmt: skip
+    assert "(144 messages" in offline.summary
+
+
 def test_tree_summary_records_levels_and_reuses_cached_leaves():
     messages = history(10)
     config = TreeSummary(leaf_turns=2, fanout=2, keep_recent_turns=2)
@@ -410,7 +445,10 @@ def test_chain_reports_each_strategy_that_ran_and_maps_indices_to_the_input():
 
 
 def test_chain_with_custom_steps():
-    chain = Chain(steps=[ClearToolResults(keep=0, exclude_tools=["shell_exec"]), Sandwich(preserve_top=1)])
+    chain = Chain(
+        steps=[ClearToolResults(keep=0, exclude_tools=["shell_exec"]), Sandwich(preserve_top=1)],
+        cut_inside_turns=False,
+    )
     messages = history(5)
     result = plan(messages, chain, target=100)
     assert result.strategies_run == ("sandwich",)
@@ -419,8 +457,27 @@ def test_chain_with_custom_steps():
 
 def test_every_step_a_noop_is_a_noop_chain():
     messages = turn(0, tools=3)
-    result = plan(messages, Chain(steps=[ClearToolResults(keep=10), Sandwich()]), target=10)
+    chain = Chain(steps=[ClearToolResults(keep=10), Sandwich()], cut_inside_turns=False)
+    result = plan(messages, chain, target=10)
     assert result.noop and result.strategies_run == ()
+
+
+def test_chain_cuts_inside_a_last_turn_that_alone_exceeds_the_target():
+    messages = [user("Port the exporter to the v2 API.")]
+    for k in range(22):  # one 45-message turn of ~30k tokens; clearing its results is not enough
+        call = tool_use(f"t{k}", "bash", command=f"make step{k}")
+        messages += [assistant(f"step {k}: {BIG[:1200]}", call), tool_result(f"t{k}", BIG)]
+    messages.append(assistant("All steps done."))
+    target = 4_000
+    assert tokens(messages[-3:]) < target < tokens(messages)
+    result = plan(messages, "chain", target=target, summarizer=OfflineSummarizer(TOKENIZER))
+    check_result(messages, result)
+    assert result.fits
+    assert result.messages[0] == messages[0]  # the turn's request is kept beside the cut
+    assert result.messages[-1] == messages[-1]
+    assert "cutting inside a turn" in result.reason
+    dropped = compact(messages, strategy="chain", target_tokens=target, tokenizer=TOKENIZER, summarizer=None)
+    assert dropped.fits and not has_orphans(dropped.messages)
 
 
 # -- compact() -----------------------------------------------------------------------------------------

@@ -86,8 +86,15 @@ class _Summarizing(_Strategy):
     summary_max_tokens: int = Field(
         DEFAULT_SUMMARY_MAX_TOKENS,
         ge=1,
-        description="Most tokens a summary may have; a plan gives it at most a quarter of the target.",
+        description="Most tokens a summary may have; a plan reserves up to a quarter of the target for it "
+        "and gives it whatever the kept messages leave of the target, up to this cap.",
     )
+
+
+_CUT_INSIDE_TURN = (
+    "When even the last turn alone is over the target, cut at a point inside it that separates no "
+    "tool_use from its tool_result (the turn's opening user message is kept)."
+)
 
 
 class Summarize(_Summarizing):
@@ -97,10 +104,15 @@ class Summarize(_Summarizing):
     keep_recent_turns: int = Field(
         DEFAULT_KEEP_RECENT_TURNS, ge=1, description="Turns at the end that are never summarized."
     )
+    cut_inside_turn: bool = Field(False, description=_CUT_INSIDE_TURN)
 
 
 class Sandwich(_Summarizing):
-    """Keep the first and last messages verbatim and summarize the middle (cached by range)."""
+    """Keep the first and last messages verbatim and summarize the middle (cached by range).
+
+    ``preserve_bottom`` is the least kept at the end: the kept tail grows back to fill the target
+    beside the top and the summary's share, so a generous target is used, not left empty.
+    """
 
     type: Literal["sandwich"] = "sandwich"
     preserve_top: int = Field(DEFAULT_PRESERVE_TOP, ge=0, description="Messages at the start kept verbatim.")
@@ -131,6 +143,7 @@ class Truncate(_Strategy):
     keep_recent_turns: int = Field(
         DEFAULT_KEEP_RECENT_TURNS, ge=1, description="Turns at the end that are never dropped."
     )
+    cut_inside_turn: bool = Field(False, description=_CUT_INSIDE_TURN)
 
 
 class RollingIterations(_Summarizing):
@@ -145,7 +158,10 @@ class RollingIterations(_Summarizing):
         "keep_iterations, then fold them in.",
     )
     prompt_max_tokens: int = Field(
-        DEFAULT_PROMPT_MAX_TOKENS, ge=1, description="Most tokens of conversation sent to the summarizer."
+        DEFAULT_PROMPT_MAX_TOKENS,
+        ge=1,
+        description="Most tokens of conversation sent to the summarizer in one call; more is folded in "
+        "pieces, each with the summary so far (nothing is dropped).",
     )
     tool_result_max_chars: int = Field(
         DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -199,6 +215,12 @@ class Chain(_Strategy):
     steps: tuple[StepConfig, ...] = Field(
         default_factory=_default_steps,
         description="Strategies to try in order (default: clear_tool_results, summarize, truncate).",
+    )
+    cut_inside_turns: bool = Field(
+        True,
+        description="When the steps leave the history over the target (its last turn alone is over it), "
+        "clear every tool result but the latest, then summarize (or, without a summarizer, drop) up to a "
+        "point inside the turn that separates no tool_use from its tool_result.",
     )
 
     @model_validator(mode="after")

@@ -56,6 +56,13 @@ class PlanContext:
     seqs: Sequence[int | None] | None = None
     cache: tuple[SummaryCache, ...] = ()
     context_window: int | None = None
+    #: The messages as they were before earlier steps of a chain cleared them, aligned with the
+    #: messages a plan gets: a summary is written from these, so a cleared result's facts survive.
+    originals: Sequence[Message] | None = None
+
+    def original(self, messages: Sequence[Message], index: int) -> Message:
+        """``messages[index]`` as it was before any earlier step shortened it."""
+        return self.originals[index] if self.originals is not None else messages[index]
 
     def seq_of(self, index: int) -> int | None:
         if self.seqs is None:

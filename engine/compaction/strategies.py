@@ -11,7 +11,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.compaction.config import (
@@ -25,7 +25,8 @@ from engine.compaction.config import (
     TreeSummary,
     Truncate,
 )
-from engine.compaction.offline import error_line, is_failure_output
+from engine.compaction.extract import describe_call, error_line, is_failure_output, result_payload
+from engine.compaction.offline import salient_lines
 from engine.compaction.result import (
     CompactionResult,
     PlanContext,
@@ -57,8 +58,12 @@ from engine.turns import safe_cut_points, turn_spans
 
 CLEARED_PREFIX = "[Tool result cleared"
 CLEARED_INPUT_KEY = "_cleared"
-#: Share of the target reserved for a new summary (capped by the strategy's summary_max_tokens).
+#: Share of the target reserved for a new summary when choosing a cut (capped by summary_max_tokens).
 SUMMARY_SHARE_OF_TARGET = 4
+#: A summary gets at least this share of the target, even when the kept messages leave less.
+MIN_SUMMARY_SHARE_OF_TARGET = 10
+#: Lines of a cleared tool result kept in its placeholder when they state a fact.
+CLEARED_FACT_LINES = 2
 #: Characters per text block tried, in turn, to bring a summarizer prompt under its limit.
 PROMPT_CLIP_STEPS = (4_000, 2_000, 1_000, 500, 200)
 
@@ -66,9 +71,18 @@ PROMPT_CLIP_STEPS = (4_000, 2_000, 1_000, 500, 200)
 # -- shared pieces -----------------------------------------------------------------------------
 
 
-def _summary_budget(max_tokens: int, ctx: PlanContext) -> int:
-    """Tokens a new summary may use: the strategy's cap, at most a quarter of the target."""
+def _summary_reserve(max_tokens: int, ctx: PlanContext) -> int:
+    """Tokens set aside for a new summary when choosing what to keep: the cap, at most a quarter
+    of the target."""
     return max(1, min(max_tokens, ctx.target_tokens // SUMMARY_SHARE_OF_TARGET))
+
+
+def _summary_budget(max_tokens: int, ctx: PlanContext, kept_tokens: int) -> int:
+    """Tokens a new summary may use: what the kept messages (``kept_tokens``, reply priming
+    included) leave of the target, up to the cap; at least a tenth of the target (capped), so a
+    summary is written even when what is kept is already over it."""
+    floor = max(1, min(max_tokens, ctx.target_tokens // MIN_SUMMARY_SHARE_OF_TARGET))
+    return max(floor, min(max_tokens, ctx.target_tokens - kept_tokens))
 
 
 def _require_summarizer(ctx: PlanContext, strategy: str) -> Summarizer:
@@ -89,7 +103,7 @@ def _summarize(
     """Summarize ``messages[indices]`` after any earlier summaries in ``carry``."""
     summarizer = _require_summarizer(ctx, strategy)
     inputs = [summary_message(text) for text in carry if text]
-    inputs += [messages[i] for i in indices]
+    inputs += [ctx.original(messages, i) for i in indices]
     return summarizer.summarize(inputs, instructions=ctx.instructions, max_tokens=max_tokens)
 
 
@@ -134,9 +148,14 @@ def _drop_head(
     reason: str,
     cache: Sequence[SummaryCache] = (),
     summarizer: str | None = None,
+    anchor: int | None = None,
 ) -> CompactionResult:
-    """Keep ``messages[cut:]`` and the pinned messages before ``cut``."""
-    keep = [*pinned_in(messages, 0, cut), *range(cut, len(messages))]
+    """Keep ``messages[cut:]``, the pinned messages before ``cut`` and the ``anchor`` (the opening
+    user message of a turn cut inside)."""
+    before_cut = set(pinned_in(messages, 0, cut))
+    if anchor is not None:
+        before_cut.add(anchor)
+    keep = [*sorted(before_cut), *range(cut, len(messages))]
     return build_result(
         messages,
         ctx,
@@ -170,11 +189,15 @@ def _result_size(block: ToolResultBlock) -> int:
     return size
 
 
-def cleared_placeholder(size: int, tool_name: str, where: str, *, error: str | None = None) -> str:
-    """The text left where a tool result was cleared; a failed call keeps its error line."""
+def cleared_placeholder(
+    size: int, tool_name: str, where: str, *, error: str | None = None, facts: Sequence[str] = ()
+) -> str:
+    """The text left where a tool result was cleared; a failed call keeps its error line, a
+    successful one the lines that stated a fact (a setting, a value, a location)."""
     failed = f', which failed with "{error}"' if error else ""
+    noted = f" It said: {' | '.join(facts)}." if facts else ""
     return (
-        f'{CLEARED_PREFIX} — {size:,} bytes from "{tool_name}" ({where}){failed}. '
+        f'{CLEARED_PREFIX} — {size:,} bytes from "{tool_name}" ({where}){failed}.{noted} '
         "Ask to re-run or use read_result if it was stored.]"
     )
 
@@ -193,7 +216,7 @@ def plan_clear_tool_results(
     if config.trigger is not None and before.total <= config.trigger:
         return noop_result(messages, ctx, f"below trigger ({before.total:,} <= {config.trigger:,} tokens)")
     uses = [b for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)]
-    names = {b.id: b.name for b in uses}
+    calls = {b.id: b for b in uses}
     protected = {b.id for b in uses[len(uses) - config.keep :]} if config.keep else set()
     excluded = set(config.exclude_tools)
     need = before.total - ctx.target_tokens
@@ -208,17 +231,20 @@ def plan_clear_tool_results(
         for j, block in enumerate(message.content):
             if not isinstance(block, ToolResultBlock) or block.tool_use_id in protected:
                 continue
-            name = names.get(block.tool_use_id, "tool")
+            use = calls.get(block.tool_use_id)
+            name = use.name if use is not None else "tool"
             if name in excluded or is_cleared(block):
                 continue
             seq = ctx.seq_of(i)
             where = f"transcript seq {seq}" if seq is not None else f"message {i}"
-            text = block.text
-            failed = block.is_error or is_failure_output(text)
+            text = result_payload(block.text)
+            reads_file = use is not None and describe_call(use.name, use.input).reads_file
+            failed = block.is_error or is_failure_output(text, reads_file=reads_file)
             error = error_line(text) if failed else None
+            facts = () if failed else salient_lines(text, CLEARED_FACT_LINES)
             new = ToolResultBlock(
                 tool_use_id=block.tool_use_id,
-                content=cleared_placeholder(_result_size(block), name, where, error=error),
+                content=cleared_placeholder(_result_size(block), name, where, error=error, facts=facts),
                 is_error=block.is_error,
             )
             held = ctx.tokenizer.count_message_parts(message)[1] if lone else count(block)
@@ -280,47 +306,119 @@ def _clear_input(block: Any, inputs: bool | tuple[str, ...], cleared_ids: set[st
 # -- summarize / truncate / sliding_window --------------------------------------------------------
 
 
-def _fitting_cut(messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int) -> int | None:
-    """The first safe cut (keeping at least ``keep_turns`` turns) whose kept messages plus
-    ``reserve`` tokens fit the target; else the last one; None when there is none."""
-    cuts = _head_cuts(messages, keep_turns)
-    if not cuts:
+@dataclass(frozen=True)
+class _Cut:
+    """Where a head is cut: keep ``messages[cut:]``, the pinned ones before it and ``anchor`` (the
+    opening user message of a turn cut inside); ``kept_tokens`` is what that costs, reply
+    priming included."""
+
+    cut: int
+    kept_tokens: int
+    anchor: int | None = None
+
+
+def _inner_cuts(messages: Sequence[Message], after: int) -> list[int]:
+    """Positions inside the history's last turns, after ``after``, that separate no tool_use from
+    its tool_result (at least the last message is always kept)."""
+    safe = pair_safe_positions(messages)
+    return [p for p in range(max(after + 1, 1), len(messages)) if safe[p]]
+
+
+def _anchor(messages: Sequence[Message], starts: Sequence[int], cut: int) -> int | None:
+    """The user message opening the turn a cut falls inside, when it can be kept on its own."""
+    at = max((s for s in starts if s < cut), default=None)
+    if at is None:
         return None
+    message = messages[at]
+    if not is_user_input(message) or message.tool_result_ids or message.tool_use_ids or message.pinned:
+        return None
+    return at
+
+
+def _choose_cut(
+    messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int, *, inside: bool = False
+) -> _Cut | None:
+    """The first safe cut (keeping at least ``keep_turns`` turns) whose kept messages plus
+    ``reserve`` tokens fit the target; else the last one; None when there is none.
+
+    With ``inside``, when no turn boundary fits, points inside the last turns that split no tool
+    pair are tried too (the turn's opening user message is kept beside the cut).
+    """
+    cuts = _head_cuts(messages, keep_turns)
     tokens = _message_tokens(messages, ctx)
     # Kept cost of a cut: messages[cut:] plus the pinned ones before it plus the reserve.
     # Suffix sums and the running pinned total keep this one pass over the cuts.
     suffix = list(itertools.accumulate(reversed(tokens), initial=0))[::-1]
-    pinned = pinned_tokens_before(messages, cuts, tokens)
-    fixed = REPLY_PRIMING_TOKENS + reserve
-    return next(
-        (c for c, held in zip(cuts, pinned, strict=True) if suffix[c] + held + fixed <= ctx.target_tokens),
-        cuts[-1],
-    )
+    fixed = REPLY_PRIMING_TOKENS
+    target = ctx.target_tokens - reserve
+    if cuts:
+        pinned = pinned_tokens_before(messages, cuts, tokens)
+        for c, held in zip(cuts, pinned, strict=True):
+            if suffix[c] + held + fixed <= target:
+                return _Cut(c, suffix[c] + held + fixed)
+        last = _Cut(cuts[-1], suffix[cuts[-1]] + pinned[-1] + fixed)
+        if not inside:
+            return last
+    elif not inside:
+        return None
+    else:
+        last = None
+    inner = _inner_cuts(messages, cuts[-1] if cuts else 0)
+    if not inner:
+        return last
+    starts = [start for start, _ in turn_spans(messages)]
+    held_inner = pinned_tokens_before(messages, inner, tokens)
+    choice = last
+    for c, held in zip(inner, held_inner, strict=True):
+        anchor = _anchor(messages, starts, c)
+        cost = suffix[c] + held + fixed + (tokens[anchor] if anchor is not None else 0)
+        choice = _Cut(c, cost, anchor)
+        if cost <= target:
+            return choice
+    return choice
+
+
+def _fitting_cut(messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int) -> int | None:
+    """The cut of ``_choose_cut`` at turn boundaries only."""
+    choice = _choose_cut(messages, ctx, keep_turns, reserve)
+    return None if choice is None else choice.cut
+
+
+def _cut_label(messages: Sequence[Message], choice: _Cut) -> str:
+    label = _turns_label(messages, 0, choice.cut)
+    return f"{label}, cutting inside a turn" if choice.anchor is not None else label
 
 
 def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanContext) -> CompactionResult:
-    """Summarize the oldest turns up to the first safe boundary whose tail fits the target."""
+    """Summarize the oldest turns up to the first safe boundary whose tail fits the target.
+
+    The summary gets what the kept messages leave of the target (up to ``summary_max_tokens``).
+    """
     before, done = _within_target(messages, ctx)
     if done:
         return done
-    budget = _summary_budget(config.summary_max_tokens, ctx)
-    cut = _fitting_cut(messages, ctx, config.keep_recent_turns, budget)
-    if cut is None:
+    reserve = _summary_reserve(config.summary_max_tokens, ctx)
+    choice = _choose_cut(messages, ctx, config.keep_recent_turns, reserve, inside=config.cut_inside_turn)
+    if choice is None:
         return noop_result(messages, ctx, "no safe turn boundary to summarize up to", before=before)
-    pinned = set(pinned_in(messages, 0, cut))
-    head = [i for i in range(cut) if i not in pinned]
+    kept_before = set(pinned_in(messages, 0, choice.cut))
+    if choice.anchor is not None:
+        kept_before.add(choice.anchor)
+    head = [i for i in range(choice.cut) if i not in kept_before]
     if not head:
         return noop_result(messages, ctx, "every message before the boundary is pinned", before=before)
+    budget = _summary_budget(config.summary_max_tokens, ctx, choice.kept_tokens)
     summary = _summarize(messages, head, ctx, strategy="summarize", max_tokens=budget, carry=[ctx.summary])
     return _drop_head(
         messages,
         ctx,
-        cut,
+        choice.cut,
         strategy="summarize",
         before=before,
         summary=summary,
         summarizer=_require_summarizer(ctx, "summarize").name,
-        reason=f"summarized {_turns_label(messages, 0, cut)}",
+        reason=f"summarized {_cut_label(messages, choice)}",
+        anchor=choice.anchor,
     )
 
 
@@ -329,17 +427,20 @@ def plan_truncate(messages: Sequence[Message], config: Truncate, ctx: PlanContex
     before, done = _within_target(messages, ctx)
     if done:
         return done
-    cut = _fitting_cut(messages, ctx, config.keep_recent_turns, before.summary)
-    if cut is None:
+    choice = _choose_cut(
+        messages, ctx, config.keep_recent_turns, before.summary, inside=config.cut_inside_turn
+    )
+    if choice is None:
         return noop_result(messages, ctx, "no safe turn boundary to truncate at", before=before)
     return _drop_head(
         messages,
         ctx,
-        cut,
+        choice.cut,
         strategy="truncate",
         before=before,
         summary=ctx.summary,
-        reason=f"dropped the oldest {_turns_label(messages, 0, cut)}",
+        reason=f"dropped the oldest {_cut_label(messages, choice)}",
+        anchor=choice.anchor,
     )
 
 
@@ -387,6 +488,32 @@ def sandwich_range(messages: Sequence[Message], config: Sandwich) -> tuple[int, 
     return start, end
 
 
+def _grow_bottom(
+    messages: Sequence[Message], ctx: PlanContext, start: int, end: int, reserve: int
+) -> tuple[int, int]:
+    """Move the middle's end back over pair-safe points while the top, the pinned middle messages,
+    the grown bottom and ``reserve`` tokens still fit the target: (new end, kept tokens)."""
+    tokens = _message_tokens(messages, ctx)
+    pinned = set(pinned_in(messages, start, end))
+    top = sum(tokens[:start]) + REPLY_PRIMING_TOKENS
+    held = sum(tokens[i] for i in pinned)
+    first_free = next((i for i in range(start, end) if i not in pinned), end)
+    safe = pair_safe_positions(messages)
+    room = ctx.target_tokens - reserve
+    best = end
+    q, grown = end, sum(tokens[end:])
+    while q - 1 > first_free:
+        q -= 1
+        if q not in pinned:
+            grown += tokens[q]
+        if top + held + grown > room:
+            break
+        if safe[q]:
+            best = q
+    kept = top + sum(tokens[best:]) + sum(tokens[i] for i in pinned if i < best)
+    return best, kept
+
+
 def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContext) -> CompactionResult:
     """Keep the first and last messages, summarize the middle; reuse a summary of the same range."""
     before, done = _within_target(messages, ctx)
@@ -409,6 +536,9 @@ def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContex
             before=before,
         )
     start, end = span
+    end, kept_tokens = _grow_bottom(
+        messages, ctx, start, end, _summary_reserve(config.summary_max_tokens, ctx)
+    )
     pinned = set(pinned_in(messages, start, end))
     middle = [i for i in range(start, end) if i not in pinned]
     if not middle:
@@ -417,7 +547,7 @@ def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContex
     if cached is not None:
         entry, how = cached, "reused the cached summary of"
     else:
-        budget = _summary_budget(config.summary_max_tokens, ctx)
+        budget = _summary_budget(config.summary_max_tokens, ctx, kept_tokens)
         text = _summarize(messages, middle, ctx, strategy="sandwich", max_tokens=budget, carry=[ctx.summary])
         entry = SummaryCache("sandwich", start, end, text, 0, _require_summarizer(ctx, "sandwich").name)
         how = "summarized"
@@ -475,6 +605,34 @@ def trim_for_prompt(
     last = len(levels) - 1
     first = min(first_of_fitting_suffix(last), max(len(messages) - 1, 0))
     return [at(i, last) for i in range(first, len(messages))]
+
+
+def prompt_pieces(
+    messages: Sequence[Message], *, max_tokens: int, carry_tokens: int, result_chars: int, ctx: PlanContext
+) -> list[list[Message]]:
+    """``messages`` in consecutive pieces, each a summarizer prompt within ``max_tokens`` beside
+    the summary carried into it (``carry_tokens``): long tool results cut to ``result_chars``,
+    a message still too long alone clipped further; nothing is dropped."""
+    room = max(max_tokens - carry_tokens, max_tokens // 2, 1)
+    pieces: list[list[Message]] = []
+    piece: list[Message] = []
+    used = REPLY_PRIMING_TOKENS
+    for message in messages:
+        clipped = _clip_message(message, result_chars, results_only=True)
+        size = ctx.tokenizer.count_message(clipped)
+        for limit in PROMPT_CLIP_STEPS:
+            if size + REPLY_PRIMING_TOKENS <= room:
+                break
+            clipped = _clip_message(clipped, limit, results_only=False)
+            size = ctx.tokenizer.count_message(clipped)
+        if piece and used + size > room:
+            pieces.append(piece)
+            piece, used = [], REPLY_PRIMING_TOKENS
+        piece.append(clipped)
+        used += size
+    if piece:
+        pieces.append(piece)
+    return pieces
 
 
 def _clip_message(message: Message, limit: int, *, results_only: bool) -> Message:
@@ -553,15 +711,21 @@ def plan_rolling_iterations(
     if not fold and cached is None:
         return noop_result(messages, ctx, "every older iteration is pinned", before=before)
     summarizer = _require_summarizer(ctx, name)
-    prompt = trim_for_prompt(
-        [summary_message(t) for t in carry if t] + [messages[i] for i in fold],
+    tokens = _message_tokens(messages, ctx)
+    kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
+    budget = _summary_budget(config.summary_max_tokens, ctx, kept)
+    pieces = prompt_pieces(
+        [ctx.original(messages, i) for i in fold],
         max_tokens=config.prompt_max_tokens,
+        carry_tokens=budget + sum(ctx.tokenizer.count(t) for t in carry if t),
         result_chars=config.tool_result_max_chars,
         ctx=ctx,
     )
-    text = summarizer.summarize(
-        prompt, instructions=ctx.instructions, max_tokens=_summary_budget(config.summary_max_tokens, ctx)
-    )
+    text = ""
+    for n, piece in enumerate(pieces or [[]]):
+        earlier = [t for t in carry if t] if n == 0 else [text]
+        prompt = [summary_message(t) for t in earlier] + piece
+        text = summarizer.summarize(prompt, instructions=ctx.instructions, max_tokens=budget)
     entry = SummaryCache(name, 0, cut, text, 0, summarizer.name)
     return _drop_head(
         messages,
@@ -572,7 +736,8 @@ def plan_rolling_iterations(
         summary=text,
         cache=[entry],
         summarizer=summarizer.name,
-        reason=f"folded {_turns_label(messages, start, cut)} into the summary; kept the last {n_keep} iterations",
+        reason=f"folded {_turns_label(messages, start, cut)} into the summary"
+        f"{f' in {len(pieces)} pieces' if len(pieces) > 1 else ''}; kept the last {n_keep} iterations",
     )
 
 
@@ -620,7 +785,9 @@ def plan_tree_summary(messages: Sequence[Message], config: TreeSummary, ctx: Pla
     if not nodes:
         return noop_result(messages, ctx, "every older turn is pinned", before=before)
     leaves, level = len(nodes), 0
-    budget = _summary_budget(config.summary_max_tokens, ctx)
+    tokens = _message_tokens(messages, ctx)
+    kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
+    budget = _summary_budget(config.summary_max_tokens, ctx, kept)
     while len(nodes) > 1:
         level += 1
         parents: list[SummaryCache] = []
@@ -737,6 +904,17 @@ def compression_note(messages: Sequence[Message], dropped: Sequence[int], ctx: P
 # -- chain and dispatch ----------------------------------------------------------------------------
 
 
+def _inside_turn_steps(config: Chain, ctx: PlanContext) -> tuple[Any, ...]:
+    """The steps a chain runs when its own leave the history over the target: clear every tool
+    result but the latest, then summarize (without a summarizer: drop) inside the last turn."""
+    if not config.cut_inside_turns:
+        return ()
+    cut: Any = (
+        Summarize(cut_inside_turn=True) if ctx.summarizer is not None else Truncate(cut_inside_turn=True)
+    )
+    return (ClearToolResults(keep=1), cut)
+
+
 def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> CompactionResult:
     """Run the steps in order, each on the previous output, until the history fits the target."""
     before, done = _within_target(messages, ctx)
@@ -753,13 +931,17 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
     summarizer_name: str | None = None
     result: CompactionResult | None = None
     after = before  # each step that changes the history measures its output: the last one's stands
-    for step in config.steps:
+    fits = False
+    for step in (*config.steps, *_inside_turn_steps(config, ctx)):
+        if fits:
+            break
         step_ctx = replace(
             ctx,
             summary=summary,
             seqs=[ctx.seq_of(i) for i in source] if ctx.seqs is not None else None,
-            # Cached ranges are in input indices: valid only until a step has changed the history.
-            cache=ctx.cache if not ran else (),
+            # Cached ranges are in input indices: valid while no step has removed a message.
+            cache=ctx.cache if len(source) == len(messages) else (),
+            originals=[ctx.original(messages, i) for i in source],
         )
         result = plan_compaction(current, step, step_ctx)
         reasons.append(f"{step.type}: {result.reason}")
@@ -775,8 +957,7 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
         source = [source[i] for i in result.source_indices]
         current, summary, after = result.messages, result.summary, result.after_components
         summarizer_name = result.summarizer or summarizer_name
-        if result.fits:
-            break
+        fits = result.fits
     if not ran:
         return noop_result(messages, ctx, "; ".join(reasons), before=before)
     return CompactionResult(
