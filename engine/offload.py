@@ -239,18 +239,15 @@ class ResultStore:
         reason: str | None = None,
     ) -> OffloadResult:
         """Store ``content`` whole (bytes exactly as given, text as UTF-8) and describe it."""
-        if isinstance(content, str):
-            data = content.encode("utf-8", "surrogatepass")
-            head: str | bytes = content[:PREVIEW_CHARS]
-        else:
-            data = bytes(content)
-            head = data[:HEAD_BYTES]
+        head: str | bytes = (
+            content[:PREVIEW_CHARS] if isinstance(content, str) else bytes(content[:HEAD_BYTES])
+        )
         tokens_inline, estimated = estimate_inline_tokens(content, self.tokenizer)
         preview = head if isinstance(head, str) else head.decode("utf-8", errors="replace")[:PREVIEW_CHARS]
         with self._store_errors():
             record = self.store.put_blob(
                 self.session_id,
-                data,
+                content,
                 tool_name=tool_name,
                 tool_use_id=tool_use_id,
                 tokens=tokens_inline,

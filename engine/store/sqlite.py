@@ -7,6 +7,7 @@ groups several (the session manager uses it to persist a plan and its event atom
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
@@ -17,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,59 @@ def is_sqlite_file(path: Path) -> bool:
 
 #: Longest a write-open spends on PRAGMA quick_check before going ahead (large databases).
 INTEGRITY_CHECK_BUDGET_S = 2.0
+
+
+#: Piece size for writing and checking large blobs without copying them whole.
+BLOB_CHUNK_BYTES = 1 << 20
+#: Bytes of a blob's head kept for its preview.
+HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class _BlobStats:
+    size: int
+    sha256: str
+    is_text: bool
+    line_count: int | None
+    head: bytes
+
+
+def _blob_pieces(content: str | bytes | bytearray | memoryview) -> Iterator[bytes | memoryview]:
+    """The blob's bytes in pieces: text is encoded (UTF-8, lone surrogates kept) a piece at a time."""
+    if isinstance(content, str):
+        step = BLOB_CHUNK_BYTES // 4
+        for start in range(0, len(content), step):
+            yield content[start : start + step].encode("utf-8", "surrogatepass")
+        return
+    view = memoryview(content).cast("B")
+    for start in range(0, len(view), BLOB_CHUNK_BYTES):
+        yield view[start : start + BLOB_CHUNK_BYTES]
+
+
+def _blob_stats(pieces: Iterable[bytes | memoryview]) -> _BlobStats:
+    """Size, sha256, UTF-8 validity and line count in one pass, never holding the whole blob twice."""
+    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
+    size, newlines, is_text, head, last = 0, 0, True, b"", b""
+    for piece in pieces:
+        digest.update(piece)
+        if is_text:
+            try:
+                decoder.decode(piece)
+            except UnicodeDecodeError:
+                is_text = False
+        raw = bytes(piece[:HEAD_BYTES]) if len(head) < HEAD_BYTES else b""
+        head = (head + raw)[:HEAD_BYTES]
+        newlines += bytes(piece).count(b"\n") if isinstance(piece, memoryview) else piece.count(b"\n")
+        size += len(piece)
+        if len(piece):
+            last = bytes(piece[-1:])
+    if is_text:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            is_text = False
+    lines = newlines + (0 if last == b"\n" or size == 0 else 1) if is_text else None
+    return _BlobStats(size=size, sha256=digest.hexdigest(), is_text=is_text, line_count=lines, head=head)
 
 
 def check_database_path(path: Path, *, for_writing: bool) -> None:
@@ -515,7 +570,7 @@ class SessionStore:
     def put_blob(
         self,
         session_id: str,
-        content: bytes,
+        content: bytes | str,
         *,
         tool_name: str | None = None,
         tool_use_id: str | None = None,
@@ -523,36 +578,40 @@ class SessionStore:
         preview: str | None = None,
         ref_id: str | None = None,
     ) -> BlobRecord:
-        if not isinstance(content, bytes | bytearray | memoryview):
-            raise StoreError(f"blob content must be bytes, got {type(content).__name__}")
-        content = bytes(content)
-        try:
-            text: str | None = content.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
+        if not isinstance(content, str | bytes | bytearray | memoryview):
+            raise StoreError(f"blob content must be bytes or text, got {type(content).__name__}")
+        stats = _blob_stats(_blob_pieces(content))
         ref_id = ref_id or f"res_{uuid.uuid4().hex[:16]}"
         if preview is None:
-            preview = text[:PREVIEW_CHARS] if text is not None else f"binary data, {len(content):,} bytes"
+            preview = (
+                stats.head.decode("utf-8", errors="ignore")[:PREVIEW_CHARS]
+                if stats.is_text
+                else f"binary data, {stats.size:,} bytes"
+            )
         record = BlobRecord(
             ref_id=ref_id, session_id=session_id, tool_use_id=tool_use_id, tool_name=tool_name,
-            size_bytes=len(content), is_text=text is not None,
-            line_count=(text.count("\n") + (0 if text.endswith("\n") or not text else 1)) if text is not None else None,
-            sha256=hashlib.sha256(content).hexdigest(), preview=preview, tokens=tokens, created_utc=utc_now(),
+            size_bytes=stats.size, is_text=stats.is_text, line_count=stats.line_count,
+            sha256=stats.sha256, preview=preview, tokens=tokens, created_utc=utc_now(),
         )  # fmt: skip
         with self.transaction() as conn:
             try:
-                conn.execute(
+                cur = conn.execute(
                     "INSERT INTO tool_result_blobs (ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text,"
-                    " line_count, sha256, preview, content, tokens, created_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " line_count, sha256, preview, content, tokens, created_utc)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,zeroblob(?),?,?)",
                     (
                         record.ref_id, session_id, tool_use_id, tool_name, record.size_bytes, int(record.is_text),
-                        record.line_count, record.sha256, preview, sqlite3.Binary(content), tokens, record.created_utc,
+                        record.line_count, record.sha256, preview, stats.size, tokens, record.created_utc,
                     ),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"cannot store blob for session {session_id!r} ({exc})", path=str(self.path)
                 ) from exc
+            # Written in pieces through incremental blob I/O: binding the whole value would copy it.
+            with conn.blobopen("tool_result_blobs", "content", int(cur.lastrowid or 0)) as blob:
+                for piece in _blob_pieces(content):
+                    blob.write(piece)
         return record
 
     def get_blob(self, ref_id: str, *, with_content: bool = True) -> BlobRecord:
