@@ -164,6 +164,11 @@ class Settings(BaseModel):
         description="A LiteLLM model_prices_and_context_window.json merged over the bundled table; "
         "relative paths are relative to the settings file.",
     )
+    database: str | None = Field(
+        None,
+        description="The session database commands use when none is named: a SQLite file or a "
+        "postgresql:// URL (a team's shared store); $CTXDESK_DB overrides it.",
+    )
     source: str | None = Field(None, exclude=True, description="The file these settings were read from.")
 
     @field_validator("providers", "models")
@@ -428,6 +433,8 @@ def dump_settings_toml(settings: Settings) -> str:
     lines = ["# ctxdesk settings: context windows, budgets and thresholds per model"]
     if settings.model_table is not None:
         lines.append(f"model_table = {_toml_string(settings.model_table)}")
+    if settings.database is not None:
+        lines.append(f"database = {_toml_string(settings.database)}")
     sections = [("defaults", settings.defaults)] if settings.defaults != ModelSettings() else []
     sections += [(f"providers.{_toml_key(k)}", v) for k, v in settings.providers.items()]
     sections += [(f"models.{_toml_key(k)}", v) for k, v in settings.models.items()]

@@ -14,8 +14,8 @@ from engine.events import ContextEvent
 from engine.messages import assistant, user
 from engine.store import SCHEMA_VERSION, SessionStoreBackend
 from engine.store.dialect import split_script, to_postgres, translate_type
-from engine.store.factory import default_database, is_database_url, open_store
-from engine.store.postgres import PostgresSessionStore, redact_url
+from engine.store.factory import default_database, is_database_url, open_store, redact_url
+from engine.store.postgres import PostgresSessionStore
 from engine.tokens import get_tokenizer
 from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, PostgresServer, fresh_url
 

@@ -25,6 +25,7 @@ __all__ = [
     "SAMPLE_DATA_DIR",
     "ProgressPrinter",
     "UsageError",
+    "database_or_default",
     "find_session",
     "open_read_only",
     "port_number",
@@ -36,12 +37,30 @@ class UsageError(Exception):
 
 
 def open_read_only(path: str) -> Any:
-    """A read-only SessionStore on an existing database file (UsageError when there is none)."""
-    from engine.store import SessionStore
+    """A read-only store on an existing database file or a ``postgresql://`` URL (UsageError
+    when there is no such file)."""
+    from engine.store.factory import is_database_url, open_store
 
-    if not Path(path).is_file():
+    if not is_database_url(path) and not Path(path).is_file():
         raise UsageError(f"no such database file: {path}")
-    return SessionStore(path, read_only=True)
+    return open_store(path, read_only=True)
+
+
+def database_or_default(given: str | None, settings_path: str | None = None) -> str:
+    """The database a command writes or reads: ``given``, else $CTXDESK_DB, else the settings'
+    ``database`` (a file path or a team's ``postgresql://`` URL)."""
+    from engine.store.factory import DB_ENV_VAR, default_database
+
+    if given:
+        return given
+    found = default_database()
+    if found is None:
+        from engine.settings import load_settings
+
+        found = default_database(settings=load_settings(settings_path))
+    if found is None:
+        raise UsageError(f"name a database (--db), or set ${DB_ENV_VAR} or `database` in the settings")
+    return found
 
 
 def find_session(store: Any, wanted: str) -> Any:

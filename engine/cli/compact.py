@@ -22,11 +22,11 @@ def parse_strategy_option(text: str | None) -> str | dict[str, Any]:
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     from engine.compaction import force_compact
-    from engine.store import SessionStore
+    from engine.store.factory import is_database_url, open_store
 
-    if not Path(args.db).is_file():
+    if not is_database_url(args.db) and not Path(args.db).is_file():
         raise UsageError(f"no such database file: {args.db}")
-    with SessionStore(args.db, read_only=args.dry_run) as store:
+    with open_store(args.db, read_only=args.dry_run) as store:
         session = find_session(store, args.session)
         report = force_compact(
             store,

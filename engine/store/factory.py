@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from engine.store.backend import SessionStoreBackend
 
@@ -26,6 +27,16 @@ def is_database_url(target: object) -> bool:
     return target.split("://", 1)[0].lower() in URL_SCHEMES
 
 
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages and ``store.path``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
 def open_store(target: str | os.PathLike[str], *, read_only: bool = False) -> Any:
     """A SessionStore on a SQLite file, or a PostgresSessionStore on a ``postgresql://`` URL.
 
@@ -40,15 +51,21 @@ def open_store(target: str | os.PathLike[str], *, read_only: bool = False) -> An
     return SessionStore(Path(target), read_only=read_only)
 
 
-def default_database(
-    env: Mapping[str, str] | None = None, settings: Mapping[str, Any] | None = None
-) -> str | None:
-    """The database to use when none is named: ``$CTXDESK_DB``, else settings ``database``."""
+def default_database(env: Mapping[str, str] | None = None, settings: Any = None) -> str | None:
+    """The database to use when none is named: ``$CTXDESK_DB``, else the settings' ``database``
+    (a :class:`engine.settings.Settings` or a mapping); None when neither names one."""
     env = os.environ if env is None else env
     if env.get(DB_ENV_VAR, "").strip():
         return env[DB_ENV_VAR].strip()
-    value = (settings or {}).get("database")
+    value = settings.get("database") if isinstance(settings, Mapping) else getattr(settings, "database", None)
     return str(value) if value else None
 
 
-__all__ = ["DB_ENV_VAR", "SessionStoreBackend", "default_database", "is_database_url", "open_store"]
+__all__ = [
+    "DB_ENV_VAR",
+    "SessionStoreBackend",
+    "default_database",
+    "is_database_url",
+    "open_store",
+    "redact_url",
+]

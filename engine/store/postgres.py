@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.rows import RowMaker
@@ -27,7 +27,7 @@ from engine.errors import NotADatabaseError, SchemaVersionError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message
 from engine.store.dialect import PRAGMAS_TABLE_SQL, defer_forward_references, split_script, to_postgres
-from engine.store.factory import is_database_url
+from engine.store.factory import is_database_url, redact_url
 from engine.store.payloads import RequestRecord
 from engine.store.records import StoredMessage
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
@@ -36,16 +36,6 @@ from engine.tokens import Tokenizer
 
 POOL_MAX_SIZE = 8
 CONNECT_TIMEOUT_S = 10
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for messages and ``store.path``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
 class DatabaseUrl(str):
@@ -92,6 +82,7 @@ def _clean(value: Any) -> Any:
 
 
 _REFERENCED = re.compile(r"REFERENCES\s+(\w+)", re.IGNORECASE)
+_ZEROBLOB = re.compile(r"zeroblob\(\?\)", re.IGNORECASE)
 
 
 class _Cursor:
@@ -127,6 +118,7 @@ class PgConnection:
         self.raw = conn
         self._identity_tables = identity_tables
         self._pending_references: list[tuple[str, str]] = []  # (referenced table, ALTER TABLE)
+        self._row_keys: list[dict[str, Any]] = []  # "rowids" of zeroblob inserts, for blobopen
 
     @property
     def in_transaction(self) -> bool:
@@ -155,19 +147,44 @@ class PgConnection:
         return _Cursor([], cur.rowcount, None)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        params = list(params)
+        zero = _ZEROBLOB.search(sql)
+        if zero:  # zeroblob(n) + blobopen: the row starts empty, the blob writer fills it in
+            params[sql[: zero.start()].count("?")] = b""
+            sql = f"{sql[: zero.start()]}?{sql[zero.end() :]}"
         statement = to_postgres(sql, has_params=bool(params))
         if not params and statement.lstrip().upper().startswith("CREATE TABLE"):
             return self._create_table(statement)
         want_id = self._returning_id(statement)
+        key_columns = (
+            self._primary_key(statement.split(None, 3)[2].split("(")[0]) if zero and not want_id else []
+        )
         if want_id:
             statement += " RETURNING id"
+        elif key_columns:
+            statement += f" RETURNING {', '.join(key_columns)}"
         try:
             cur = self.raw.execute(statement, [_clean(p) for p in params] if params else None)
             rows = cur.fetchall() if cur.description else []
         except psycopg.errors.IntegrityError as exc:
             raise _IntegrityError(str(exc).strip()) from exc
         lastrowid = int(rows[0][0]) if want_id and rows else None
+        if key_columns and rows:
+            self._row_keys.append(dict(zip(key_columns, rows[0], strict=True)))
+            lastrowid = len(self._row_keys) - 1
+            rows = []
         return _Cursor([] if want_id else rows, cur.rowcount, lastrowid, cur.description)
+
+    def _primary_key(self, table: str) -> list[str]:
+        sql = (
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+            " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary"
+        )
+        return [r[0] for r in self.raw.execute(sql, [table]).fetchall()]
+
+    def blobopen(self, table: str, column: str, row: int, **_: Any) -> _BlobWriter:
+        """sqlite3's incremental blob writing, for a row inserted with ``zeroblob(n)``."""
+        return _BlobWriter(self, table, column, self._row_keys[row])
 
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> _Cursor:
         statement = to_postgres(sql, has_params=True)
@@ -184,6 +201,31 @@ class PgConnection:
 
     def cursor(self) -> PgConnection:
         return self
+
+
+class _BlobWriter:
+    """Collects written pieces and stores them in one UPDATE when closed (PostgreSQL has no
+    incremental blob I/O: the content is held in memory once)."""
+
+    def __init__(self, conn: PgConnection, table: str, column: str, key: dict[str, Any]) -> None:
+        self._conn, self._table, self._column, self._key = conn, table, column, key
+        self._pieces: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._pieces.append(bytes(data))
+
+    def __enter__(self) -> _BlobWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None:
+            return
+        where = " AND ".join(f"{k} = %s" for k in self._key)
+        self._conn.raw.execute(
+            f"UPDATE {self._table} SET {self._column} = %s WHERE {where}",
+            [b"".join(self._pieces), *self._key.values()],
+        )
+        self._pieces = []
 
 
 def _advisory_key(text: str) -> int:
