@@ -21,7 +21,7 @@ from engine.errors import ContextDeskError
 from engine.textfmt import format_table
 
 #: Command modules under engine.cli, in the order ``--help`` lists them.
-COMMAND_MODULES = ("dashboard", "demo", "inspect", "compact", "importing", "migrate", "models", "report")
+COMMAND_MODULES = ("dashboard", "demo", "inspect", "compact", "importing", "migrate", "models", "proxy", "report")
 
 __all__ = [
     "DB_PATHS_ENV_VAR",

@@ -1,0 +1,97 @@
+"""``ctxdesk proxy``: record what an agent sends its model, live, through a local proxy."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from engine.cli.common import EXIT_OK, port_number
+
+DEFAULT_PROXY_PORT = 8788
+DEFAULT_PROXY_DB = "ctxdesk-proxy.db"
+
+
+def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.proxy import (
+        ANTHROPIC_UPSTREAM,
+        OPENAI_UPSTREAM,
+        ProxyServer,
+        Upstreams,
+        check_host,
+        is_loopback,
+    )
+    from engine.settings import load_settings
+
+    check_host(args.host, allow_remote=args.allow_remote)
+    settings = load_settings(args.proxy_settings or args.settings)
+    upstreams = Upstreams(
+        anthropic=args.anthropic_upstream or ANTHROPIC_UPSTREAM,
+        openai=args.openai_upstream or OPENAI_UPSTREAM,
+    )
+    from engine.store.factory import default_database, is_database_url
+
+    given = args.db or default_database() or DEFAULT_PROXY_DB
+    db = given if is_database_url(given) else Path(given).expanduser()  # a file or a postgresql:// URL
+    server = ProxyServer(
+        db,
+        host=args.host,
+        port=args.port,
+        upstreams=upstreams,
+        settings=settings,
+        allow_remote=args.allow_remote,
+    )
+    if not is_loopback(args.host):
+        print(
+            f"ctxdesk proxy: WARNING: listening on {args.host}: anyone who can reach it can use the API keys "
+            "agents send through it",
+            file=sys.stderr,
+        )
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{args.port}"
+    print(f"ctxdesk proxy listening on {url}, recording into {_shown(db)}", file=out)
+    print(f"  Anthropic -> {upstreams.anthropic}   OpenAI -> {upstreams.openai}", file=out)
+    print("Point your agent at it:", file=out)
+    print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
+    print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return EXIT_OK
+
+
+def _shown(db: object) -> str:
+    """The database as printed: a URL without its password."""
+    text = str(db)
+    if "://" in text and "@" in text.split("://", 1)[1]:
+        scheme, rest = text.split("://", 1)
+        return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+    return text
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("proxy", help="record what an agent sends its model through a local proxy")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine)"
+    )
+    p.add_argument("--port", type=port_number, default=DEFAULT_PROXY_PORT, help="port (default %(default)s)")
+    p.add_argument(
+        "--db", default=None, metavar="DB",
+        help=f"session database: a file or postgresql:// URL (default $CTXDESK_DB, settings `database`, else {DEFAULT_PROXY_DB})",
+    )  # fmt: skip
+    p.add_argument(
+        "--anthropic-upstream", metavar="URL", help="Anthropic API (default https://api.anthropic.com)"
+    )
+    p.add_argument("--openai-upstream", metavar="URL", help="OpenAI API (default https://api.openai.com/v1)")
+    p.add_argument(
+        "--settings",
+        dest="proxy_settings",
+        default=None,
+        metavar="FILE",
+        help="settings TOML (windows, policies)",
+    )
+    p.add_argument(
+        "--allow-remote", action="store_true", help="allow a --host other than loopback (prints a warning)"
+    )
+    p.set_defaults(run=cmd_proxy)

@@ -1,0 +1,23 @@
+"""``ctxdesk proxy``: a local HTTP proxy that records exactly what any agent sends its model.
+
+``app`` (routing, forwarding, streaming relay), ``apis`` (per-API parsing of requests and
+answers), ``sessions`` (which session a request belongs to), ``recorder`` (queue + writer
+thread into the session database), ``server`` (uvicorn, foreground or background thread).
+"""
+
+from engine.proxy.app import ANTHROPIC_UPSTREAM, OPENAI_UPSTREAM, Upstreams, create_app
+from engine.proxy.recorder import UNPARSED_SESSION, Exchange, Recorder
+from engine.proxy.server import ProxyServer, check_host, is_loopback
+
+__all__ = [
+    "ANTHROPIC_UPSTREAM",
+    "OPENAI_UPSTREAM",
+    "UNPARSED_SESSION",
+    "Exchange",
+    "ProxyServer",
+    "Recorder",
+    "Upstreams",
+    "check_host",
+    "create_app",
+    "is_loopback",
+]

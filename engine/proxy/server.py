@@ -1,0 +1,100 @@
+"""Running the proxy: uvicorn in the foreground (the CLI) or in a background thread (tests, bench)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from engine.errors import ConfigError
+from engine.proxy.app import Upstreams, create_app
+from engine.proxy.recorder import Recorder
+from engine.settings import Settings
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def check_host(host: str, *, allow_remote: bool) -> None:
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(
+            f"--host {host} would let other machines use your API keys through this proxy; "
+            "pass --allow-remote to do it anyway",
+            field="host",
+        )
+
+
+class ProxyServer:
+    """The proxy on ``host:port`` (port 0: any free port) with its recorder; a context manager."""
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        upstreams: Upstreams | None = None,
+        settings: Settings | None = None,
+        allow_remote: bool = False,
+    ) -> None:
+        check_host(host, allow_remote=allow_remote)
+        self.recorder = Recorder(db_path, settings=settings)
+        self.app = create_app(self.recorder, upstreams)
+        config = uvicorn.Config(
+            self.app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            date_header=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        for server in self.server.servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        raise RuntimeError("the proxy is not listening yet")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.server.config.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> ProxyServer:
+        self._thread = threading.Thread(target=self.server.run, name="ctxdesk-proxy", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the proxy did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self.recorder.close()
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run(self) -> None:
+        """Serve in the foreground until interrupted (Ctrl-C), then finish recording."""
+        try:
+            self.server.run()
+        finally:
+            self.recorder.close()
