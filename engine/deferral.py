@@ -21,8 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import TokenizerError, ValidationError
-from engine.events import ContextEvent
-from engine.offload import degraded_event
+from engine.events import ContextEvent, degraded_event
 from engine.tokens import Tokenizer, tool_parts
 
 ToolCategory = Literal["builtin", "mcp", "skill"]

@@ -103,3 +103,14 @@ class ContextEvent(BaseModel):
     usage: ProviderUsage | None = None
     message_seq: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+def degraded_event(subsystem: str, error: BaseException, *, fallback: str, **details: Any) -> ContextEvent:
+    """The event a subsystem records when it fell back to the plain behaviour."""
+    return ContextEvent(
+        kind="degraded",
+        trigger=subsystem,
+        outcome=fallback,
+        reason=f"{subsystem} failed, fell back to {fallback}: {error}",
+        details={"subsystem": subsystem, "error": f"{type(error).__name__}: {error}", **details},
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import NotFoundError, ResultStoreError, StoreError, ValidationError
-from engine.events import ContextEvent
+from engine.events import ContextEvent, degraded_event
 from engine.tokens import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # the store is the session manager's to open; this module only calls it
@@ -448,17 +448,6 @@ def run_read_result_tool(result_store: ResultStore, tool_input: dict[str, Any]) 
         )
     except (ResultStoreError, StoreError) as exc:
         return f"Error: {exc}"
-
-
-def degraded_event(subsystem: str, error: BaseException, *, fallback: str, **details: Any) -> ContextEvent:
-    """The event a subsystem records when it fell back to the plain behaviour."""
-    return ContextEvent(
-        kind="degraded",
-        trigger=subsystem,
-        outcome=fallback,
-        reason=f"{subsystem} failed, fell back to {fallback}: {error}",
-        details={"subsystem": subsystem, "error": f"{type(error).__name__}: {error}", **details},
-    )
 
 
 def offload_or_inline(

@@ -15,9 +15,8 @@ from typing import Any, Literal, get_args
 
 from engine.convert import to_anthropic, to_openai
 from engine.errors import ContextDeskError, TokenizerError, ValidationError
-from engine.events import ContextEvent
+from engine.events import ContextEvent, degraded_event
 from engine.messages import Message
-from engine.offload import degraded_event
 from engine.tokens import Tokenizer, tool_parts
 
 SectionKind = Literal[

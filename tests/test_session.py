@@ -15,6 +15,7 @@ from engine.clients import AnthropicClient, ModelRequest, ScriptedClient
 from engine.compaction import OfflineSummarizer
 from engine.errors import ContextLengthExceededError, ContextOverflowError, ProviderError, ValidationError
 from engine.messages import Message, ToolResultBlock, assistant, tool_use
+from engine.prompt import PromptSection
 from engine.session import SessionManager, TurnResult
 from engine.settings import Settings, SettingsWatcher
 from engine.store import SessionStore
@@ -537,3 +538,52 @@ def test_in_a_forced_final_turn_other_tools_are_refused_and_the_next_turn_starts
     assert client.requests[2].tool_names == ["final_report"]
     assert m.run_turn("Start over.").text == "Fresh turn."
     assert "read_file" in client.requests[3].tool_names
+
+
+class _BrokenSection(PromptSection):
+    """A section whose render fails: every request's prompt degrades to plain concatenation."""
+
+    def render(self) -> str:
+        raise ValueError("template variable missing")
+
+
+def test_a_degraded_prompt_is_recorded_once_per_request_sent(store: SessionStore) -> None:
+    """Past the note threshold and through compactions, each request's assembly is recorded once."""
+    steps = [step for turn in range(8) for step in read_turn(turn)]
+    m = manager(store, ScriptedClient(steps, model=MODEL), sections=[_BrokenSection("project", "rules")])
+    for turn in range(8):
+        m.run_turn(f"Read module {turn}.")
+    events = store.list_events(m.session_id)
+    assert any(e.kind == "note" for e in events) and any(e.kind == "compaction" for e in events)
+    degraded = [e for e in events if e.kind == "degraded" and e.trigger == "prompt"]
+    requests = [e for e in events if e.kind == "request"]
+    assert len(degraded) == len(requests) == 24
+
+
+def test_every_request_event_says_how_many_transcript_messages_it_sent(store: SessionStore) -> None:
+    steps = [
+        assistant("Reading it.", tool_use("r1", "read_file", path="src/a.py")),
+        "Done reading.",
+        "Second answer.",
+    ]
+    m = manager(store, ScriptedClient(steps, model=MODEL))
+    m.run_turn("Read src/a.py.")
+    m.run_turn("And now?")
+    requests = store.list_events(m.session_id, kind="request")
+    # user | request 0 -> reply, tool result | request 1 -> reply | user | request 2 -> reply
+    assert [e.details["messages_sent"] for e in requests] == [1, 3, 5]
+    assert all(
+        store.load_messages(m.session_id)[e.details["messages_sent"]].seq == e.message_seq for e in requests
+    )
+
+
+def test_the_guard_projects_what_each_request_measures(store: SessionStore) -> None:
+    """One guard for the session: its counters follow replies and tool outputs exactly."""
+    m = manager(store, ScriptedClient(read_turn(0) + read_turn(1), model=MODEL))
+    m.run_turn("Read module 0.")
+    m.run_turn("Read module 1.")
+    events = store.list_events(m.session_id)
+    requests = {e.seq: e for e in events if e.kind == "request"}
+    for guard in (e for e in events if e.kind == "guard" and e.trigger == "turn_preflight"):
+        sent = next(r for seq, r in sorted(requests.items()) if seq > guard.seq)
+        assert guard.projected_tokens == sent.components.total

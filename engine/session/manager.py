@@ -1,23 +1,24 @@
 """The session manager: the one object an agent embeds around a model client.
 
-Each model call of a turn: assemble the system prompt; measure every budget component (the
-history's from running totals kept per appended message, so accounting does not grow with the
-session); compact at the hard-block or compaction threshold (snapshot written); let the guard
-evaluate every target; select tools through deferral; build the provider request with cache
-breakpoints; call the model (a provider context-length error takes the emergency path and one
-retry); run the tools, offloading large outputs and reserving their tokens through the guard;
-persist messages and events. The decisions are the pure layers'; this module applies and
-records them.
+Each model call of a turn: assemble the request (:mod:`engine.session.assembly`: system prompt,
+tools, every budget component, the history's from running totals so accounting does not grow
+with the session); compact at the hard-block or compaction threshold (snapshot written); let the
+session's one guard evaluate every target; call the model (a provider context-length error takes
+the emergency path and one retry); run the tools (:mod:`engine.session.tools`), offloading large
+outputs and reserving their tokens through the guard; persist messages and the events of
+:mod:`engine.session.event_building`. The decisions are the pure layers'; this module applies
+and records them.
+
+One concept over ~400 lines: the turn loop and the state it mutates (history, guard, status)
+stay together so every write happens in one visible place.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.budget import ContextBudget, HistoryTotals
 from engine.clients import ModelClient, ModelRequest, ModelResponse
@@ -28,48 +29,32 @@ from engine.compaction import (
     default_summarizer,
     force_compact,
     parse_strategy,
-    run_compact_context_tool,
 )
-from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, deferral_budget, run_tool_search_tool
+from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec
 from engine.errors import (
-    ConfigError,
     ContextLengthExceededError,
     ContextOverflowError,
     ProviderError,
     SummarizerUnavailableError,
     ValidationError,
 )
-from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.events import ContextEvent, ProviderUsage, degraded_event
 from engine.guard import (
     FINAL_REPORT_TOOL,
     FINAL_REPORT_TOOL_NAME,
     REASON_TOKEN_BUDGET,
     ContextGuard,
     GuardDecision,
-    GuardTarget,
 )
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_user_input, user
-from engine.offload import (
-    READ_RESULT_TOOL,
-    ResultStore,
-    degraded_event,
-    offload_or_inline,
-    run_read_result_tool,
-)
-from engine.prompt import (
-    SUMMARY_TITLE,
-    AssembledPrompt,
-    PromptSection,
-    build_prompt_or_concat,
-    count_cache_breakpoints,
-    to_anthropic_request,
-)
+from engine.offload import READ_RESULT_TOOL, ResultStore
+from engine.prompt import PromptSection, to_anthropic_request
+from engine.session.assembly import RequestView, ToolTokens, assemble_request
+from engine.session.event_building import note_event, request_event, resume_event
+from engine.session.targets import SettingsSource, Target, Targets
+from engine.session.tools import BUILTIN_TOOL_NAMES, ToolExecutor, ToolHandler
 from engine.settings import (
     ResolvedModelSettings,
-    Settings,
-    SettingsWatcher,
-    load_settings,
-    resolve_model_settings,
 )
 from engine.store import SessionStore, ToolRecord
 from engine.tokens import Tokenizer, get_tokenizer
@@ -85,23 +70,13 @@ COMPACTION_TARGET_SHARE = 0.5
 EMERGENCY_STRATEGY = "emergency"
 #: Strategy an automatic compaction falls back to when the summarizer fails.
 SUMMARIZER_FALLBACK_STRATEGY = "truncate"
-#: What the model reads in the context status section during a forced final turn.
-FINAL_TURN_NOTE = (
-    "[Context window nearly full: no other tool can run in this turn. Call final_report now with "
-    "what was done, what was found, and what remains.]"
-)
 STATUS_ACTIVE = "active"
 STATUS_FINAL = "final"
 
-BUILTIN_TOOL_NAMES = (
-    READ_RESULT_TOOL["name"],
-    TOOL_SEARCH_TOOL["name"],
-    COMPACT_CONTEXT_TOOL["name"],
-    FINAL_REPORT_TOOL_NAME,
-)
-
-ToolHandler = Callable[[dict[str, Any]], Any]
-SettingsSource = Settings | SettingsWatcher | str | os.PathLike[str] | None
+_EMPTY_RESULT = ToolResultBlock(tool_use_id="framing", content="")
+#: When the guard's counters are next set from a measured request: a new turn (its user
+#: message is this turn's "new" input), or a history replaced by compaction (all committed).
+Rebase = Literal["turn", "history"]
 
 
 @dataclass(frozen=True)
@@ -116,42 +91,12 @@ class TurnResult:
     final_report: str | None = None
 
 
-@dataclass(frozen=True)
-class _Target:
-    client: ModelClient
-    settings: ResolvedModelSettings
-
-    @property
-    def guard_target(self) -> GuardTarget:
-        return GuardTarget.from_settings(self.settings)
-
-
-@dataclass(frozen=True)
-class _View:
-    """One request as it would be sent: prompt, tools and what each component costs."""
-
-    prompt: AssembledPrompt
-    tools: tuple[dict[str, Any], ...]
-    components: ComponentTokens
-    budget: ContextBudget
-    note: str | None
-    final: bool
-
-
-def settings_snapshot(resolved: ResolvedModelSettings) -> dict[str, Any]:
-    """Resolved settings as stored in ``sessions.settings_json``: values, derived limits, sources."""
-    data = resolved.model_dump(mode="json", exclude={"model_info"})
-    data.update(
-        effective_window=resolved.effective_window,
-        budget_tokens=resolved.budget_tokens,
-        compact_tokens=resolved.compact_tokens,
-        hard_block_tokens=resolved.hard_block_tokens,
-    )
-    return data
-
-
 class SessionManager:
     """Runs an agent's turns against a model client and keeps its context in check.
+
+    One concept over ~300 lines: the turn loop and the state it mutates (history, guard, status,
+    transcript seq) in one place; assembly, tool execution, event building and the models'
+    settings are their own modules.
 
     ``tools`` are tool definitions (Anthropic or OpenAI shape, or :class:`ToolSpec`);
     ``tool_handlers`` map a tool name to a callable taking the tool input and returning text,
@@ -186,47 +131,40 @@ class SessionManager:
             raise ValidationError(
                 f"max_steps must be >= 1, got {max_steps}", field="max_steps", value=max_steps
             )
-        self.store = store
-        self.client = client
-        self.max_steps = max_steps
-        self._clients = (client, *fallbacks)
-        self._own_watcher = False
-        self._settings_source = self._settings_source_of(settings)
-        self._settings_seen: Settings | None = None
-        self._targets: tuple[_Target, ...] = ()
-        self.compaction = parse_strategy(compaction)
-        self.summarizer = summarizer or default_summarizer()
-        self._handlers = dict(tool_handlers or {})
-        clash = sorted(set(self._handlers) & set(BUILTIN_TOOL_NAMES))
+        handlers = dict(tool_handlers or {})
+        clash = sorted(set(handlers) & set(BUILTIN_TOOL_NAMES))
         if clash:
             raise ValidationError(
                 f"tool handlers may not replace built-in tools {clash}", field="tool_handlers"
             )
+        self.store = store
+        self.client = client
+        self.max_steps = max_steps
+        self._targets = Targets((client, *fallbacks), settings)
+        self.compaction = parse_strategy(compaction)
+        self.summarizer = summarizer or default_summarizer()
         self._sections = [
             *([PromptSection("base_instructions", system_prompt)] if system_prompt else []),
             *sections,
             *(PromptSection("skills", text) for text in skills),
         ]
-        try:
-            self._refresh_settings(initial=True)
-        except BaseException:
-            self.close()
-            raise
-        self.tokenizer: Tokenizer = get_tokenizer(self._targets[0].settings.tokenizer)
+        self.tokenizer: Tokenizer = get_tokenizer(self._targets.primary.settings.tokenizer)
         specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_definition(t) for t in tools]
         builtin = [ToolSpec(definition=READ_RESULT_TOOL), ToolSpec(definition=COMPACT_CONTEXT_TOOL)]
         self._registry = ToolRegistry(
-            [*specs, *builtin], tokenizer=self.tokenizer, budget_tokens=self._deferral_budget()
+            [*specs, *builtin], tokenizer=self.tokenizer, budget_tokens=self._targets.deferral_budget()
         )
-        self._guard: ContextGuard | None = None
+        # The session's one guard: its counters are set from the measured request when a turn
+        # starts or compaction replaced the history, and grow by each reply and tool output.
+        self._guard = ContextGuard(self.tokenizer)
+        self._rebase: Rebase | None = "turn"
         self._history: list[Message] = []
         # Running conversation / tool-result tokens of _history: updated per appended message,
         # recounted only when the history is replaced, so a model call costs the same at any length.
         self._totals = HistoryTotals(self.tokenizer)
-        self._tools_tokens: tuple[tuple[dict[str, Any], ...], int] = ((), 0)
+        self._tool_tokens = ToolTokens(self.tokenizer)
         self._summary: str | None = None
         self._next_seq = 0
-        self._offloaded_bytes = 0
         self._note_shown = False
         self._noop_at: int | None = None
         self.turn_index = -1
@@ -237,20 +175,30 @@ class SessionManager:
             if session_id is None:
                 raise ValidationError("resume needs a session_id", field="session_id")
             self.session_id = session_id
-            self._load_from_store()
+            self.store.get_session(session_id)
         else:
-            primary = self._targets[0]
+            primary = self._targets.primary
             self.session_id = store.create_session(
                 session_id=session_id,
                 title=title,
                 model=primary.settings.model,
-                provider=primary.settings.provider or primary.client.provider,
+                provider=primary.provider,
                 tokenizer=self.tokenizer.id,
                 tokens_exact=self.tokenizer.exact,
-                settings=self._settings_json(),
+                settings=self._targets.settings_json(),
                 metadata=dict(metadata or {}),
             )
-        self._results = ResultStore(store, self.session_id, tokenizer=self.tokenizer)
+        self._tools = ToolExecutor(
+            store,
+            self.session_id,
+            registry=self._registry,
+            results=ResultStore(store, self.session_id, tokenizer=self.tokenizer),
+            handlers=handlers,
+            summarizer=self.summarizer,
+            compaction_fields=self._compaction_event_fields,
+        )
+        if resume:
+            self._load_from_store()
         self._save_tools()
 
     # -- construction helpers ------------------------------------------------------------------
@@ -262,14 +210,6 @@ class SessionManager:
         transcript, so a compacted session does not overflow again); records a ``resume`` event."""
         return cls(client, store, session_id=session_id, resume=True, **kwargs)
 
-    def _settings_source_of(self, settings: SettingsSource) -> Settings | SettingsWatcher:
-        if settings is None:
-            return load_settings()
-        if isinstance(settings, Settings | SettingsWatcher):
-            return settings
-        self._own_watcher = True
-        return SettingsWatcher(settings)
-
     def _load_from_store(self) -> None:
         record = self.store.get_session(self.session_id)
         history, summary, through_seq = self.store.load_resume_history(self.session_id)
@@ -279,36 +219,22 @@ class SessionManager:
         self._next_seq = self.store.message_count(self.session_id)
         self.turn_index = rows[-1].turn_index if rows else -1
         self.status = record.status
-        self._offloaded_bytes = sum(b.size_bytes for b in self.store.list_blobs(self.session_id))
+        self._tools.offloaded_bytes = sum(b.size_bytes for b in self.store.list_blobs(self.session_id))
         view = self._view(final=False)
-        self._record(
-            [
-                ContextEvent(
-                    kind="resume",
-                    outcome="resumed",
-                    reason="latest snapshot plus later messages" if through_seq >= 0 else "full transcript",
-                    model=self._targets[0].settings.model,
-                    provider=self._targets[0].settings.provider,
-                    limit_tokens=view.budget.effective_window,
-                    projected_tokens=view.components.total,
-                    remaining_tokens=view.budget.remaining,
-                    components=view.components,
-                    message_seq=self._next_seq - 1 if self._next_seq else None,
-                    details={
-                        "snapshot_through_seq": through_seq if through_seq >= 0 else None,
-                        "history_messages": len(history),
-                        "transcript_messages": self._next_seq,
-                        "summary": bool(summary),
-                        "status": record.status,
-                    },
-                )
-            ]
+        resumed = resume_event(
+            view,
+            self._targets.primary.settings,
+            through_seq=through_seq,
+            history_messages=len(history),
+            transcript_messages=self._next_seq,
+            summary=bool(summary),
+            status=record.status,
         )
+        self._record([*view.events, resumed])
 
     def close(self) -> None:
         """Stop the settings watcher this manager started (the store is the caller's)."""
-        if self._own_watcher and isinstance(self._settings_source, SettingsWatcher):
-            self._settings_source.stop()
+        self._targets.close()
 
     def __enter__(self) -> SessionManager:
         return self
@@ -330,49 +256,20 @@ class SessionManager:
     @property
     def settings(self) -> ResolvedModelSettings:
         """The primary model's resolved settings in force."""
-        return self._targets[0].settings
+        return self._targets.primary.settings
 
     def measure(self) -> ContextBudget:
         """The budget of the next request as things stand."""
         return self._view(final=False).budget
 
     # -- settings ------------------------------------------------------------------------------
-    def _current_settings(self) -> Settings:
-        source = self._settings_source
-        return source.current if isinstance(source, SettingsWatcher) else source
-
-    def _refresh_settings(self, *, initial: bool = False) -> None:
-        """Re-resolve every target when the settings object changed (live reload)."""
-        current = self._current_settings()
-        if current is self._settings_seen:
-            return
-        try:
-            targets = tuple(
-                _Target(c, resolve_model_settings(c.model, provider=c.provider, settings=current))
-                for c in self._clients
-            )
-        except (ConfigError, ValidationError) as exc:
-            if initial:
-                raise
-            logger.warning("new settings rejected for this session, previous ones stay in force: %s", exc)
-            self._record([degraded_event("settings", exc, fallback="previous_settings")])
-            self._settings_seen = current
-            return
-        self._settings_seen, self._targets = current, targets
-        if not initial:
-            self._registry.budget_tokens = self._deferral_budget()
-            self.store.update_session(self.session_id, settings=self._settings_json())
-
-    def _settings_json(self) -> dict[str, Any]:
-        primary, *fallbacks = self._targets
-        data = settings_snapshot(primary.settings)
-        if fallbacks:
-            data["fallbacks"] = [settings_snapshot(t.settings) for t in fallbacks]
-        return data
-
-    def _deferral_budget(self) -> int:
-        s = self._targets[0].settings
-        return deferral_budget(s.budget_tokens, s.tool_deferral_threshold)
+    def _refresh_settings(self) -> None:
+        """Apply a live settings reload (a rejected edit is recorded; the previous settings stay)."""
+        changed, events = self._targets.refresh()
+        self._record(events)
+        if changed:
+            self._registry.budget_tokens = self._targets.deferral_budget()
+            self.store.update_session(self.session_id, settings=self._targets.settings_json())
 
     def _save_tools(self) -> None:
         specs = [
@@ -429,6 +326,7 @@ class SessionManager:
     def _reload_history(self) -> None:
         self._history, self._summary, _ = self.store.load_resume_history(self.session_id)
         self._totals.reset(self._history)
+        self._rebase = self._rebase or "history"
 
     # -- the turn --------------------------------------------------------------------------------
     def run_turn(self, user_input: str | Message, *, max_steps: int | None = None) -> TurnResult:
@@ -444,7 +342,7 @@ class SessionManager:
             raise ValidationError("a turn starts with a user message that carries input", field="user_input")
         self._refresh_settings()
         self.turn_index += 1
-        self._guard = None
+        self._rebase = "turn"
         self._note_shown = False
         deferral_events = self._registry.start_turn(self.turn_index)
         self._append([message], events=deferral_events)
@@ -465,121 +363,79 @@ class SessionManager:
         logger.warning("turn %d stopped after %d model calls", self.turn_index, limit)
         return TurnResult(self.turn_index, text, "max_steps", self.status, limit)
 
-    def _turn_parts(self) -> tuple[int, int, int, int | None]:
-        """(new, pending before the last message, last message, its seq) of the turn in progress."""
-        start = next(
-            (i for i in range(len(self._history) - 1, -1, -1) if is_user_input(self._history[i])), None
-        )
-        if start is None:
-            return 0, 0, 0, None
-        new = self.tokenizer.count_message(self._history[start])
-        rest = [self.tokenizer.count_message(m) for m in self._history[start + 1 :]]
-        if not rest:
-            return new, 0, 0, None
-        return new, sum(rest[:-1]), rest[-1], self._next_seq - 1
-
-    def _view(self, *, final: bool, note: str | None = None) -> _View:
-        """Assemble the next request for the primary target (the note is added when due)."""
-        view = self._assemble(final=final, note=note)
-        if note is None and view.budget.note_text is not None:
+    def _view(self, *, final: bool) -> RequestView:
+        """The next request for the primary target, with the context-status note when it is due."""
+        view = self._assemble(final=final, note=None)
+        if view.budget.note_text is not None:
             view = self._assemble(final=final, note=view.budget.note_text)
         return view
 
-    def _assemble(self, *, final: bool, note: str | None) -> _View:
-        sections = list(self._sections)
-        if self._summary:
-            title = None if self._summary.startswith(SUMMARY_TITLE) else SUMMARY_TITLE
-            sections.append(PromptSection("summary", self._summary, title=title))
-        status = [line for line in (note, None if final else self._registry.plan.note) if line]
-        if final:
-            status.append(FINAL_TURN_NOTE)
-        if status:
-            sections.append(PromptSection("context_status", "\n".join(status)))
-        prompt, events = build_prompt_or_concat(sections, tokenizer=self.tokenizer)
-        self._record(events)
-        tools = (FINAL_REPORT_TOOL,) if final else tuple(self._registry.active_definitions)
-        parts = prompt.components
-        components = ComponentTokens(
-            system=parts["system"],
-            skills=parts["skills"],
-            tools=self._count_tools(tools),
-            summary=parts["summary"],
-            conversation=self._totals.conversation,
-            tool_results=self._totals.tool_results,
-            offloaded_bytes=self._offloaded_bytes,
+    def _assemble(self, *, final: bool, note: str | None) -> RequestView:
+        return assemble_request(
+            self._sections,
+            summary=self._summary,
+            status=[line for line in (note, None if final else self._registry.plan.note) if line],
+            tools=(FINAL_REPORT_TOOL,) if final else tuple(self._registry.active_definitions),
+            tool_tokens=self._tool_tokens,
+            totals=self._totals,
+            offloaded_bytes=self._tools.offloaded_bytes,
+            settings=self._targets.primary.settings,
+            note=note,
+            final=final,
         )
-        budget = ContextBudget.from_settings(self._targets[0].settings, components)
-        return _View(prompt, tools, components, budget, note, final)
 
-    def _count_tools(self, tools: tuple[dict[str, Any], ...]) -> int:
-        """Tokens of the tool definitions sent, recounted only when the set changed."""
-        seen, tokens = self._tools_tokens
-        if tools != seen:
-            tokens = self.tokenizer.count_tools(tools)
-            self._tools_tokens = (tools, tokens)
-        return tokens
-
-    def _fresh_guard(self, view: _View) -> ContextGuard:
-        """A guard whose counters are this request's measured components, split by turn."""
-        new, pending, last, last_seq = self._turn_parts()
-        schema = view.components.tools
-        current = max(0, view.components.total - schema - new - pending - last)
-        guard = ContextGuard(self.tokenizer, current=current, schema=schema, turn_index=self.turn_index)
+    def _rebase_guard(self, view: RequestView, *, new_turn: bool) -> None:
+        """Set the guard's counters from a measured request: at a turn's first request (the user
+        message is its new input), or after compaction replaced the history."""
+        components = view.components
+        new = self.tokenizer.count_message(self._history[-1]) if new_turn else 0
+        self._guard.commit_turn(current=components.total - components.tools - new)
+        self._guard.turn_index = self.turn_index
         if new:
-            guard.add_new(new)
-        if pending:
-            guard.add_pending(pending)
-        if last:
-            guard.add_pending(last, message_seq=last_seq)
-        return guard
+            self._guard.add_new(new)
+        self._rebase = None
 
-    def _evaluate(self, view: _View) -> GuardDecision:
-        if self._guard is None or not self._guard.final_forced:
-            self._guard = self._fresh_guard(view)
+    def _evaluate(self, view: RequestView) -> GuardDecision:
+        if not self._guard.final_forced:
+            self._guard.set_schema(view.components.tools)
         return self._guard.evaluate_request(
-            [t.guard_target for t in self._targets],
+            [t.guard_target for t in self._targets.all],
             components=view.components,
             message_seq=self._next_seq - 1 if self._next_seq else None,
         )
 
     def _step(self, step: int) -> ModelResponse:
         self._refresh_settings()
-        final = self._guard is not None and self._guard.final_forced
-        view = self._view(final=final)
+        # A final turn keeps its restriction through an emergency compaction; a new turn lifts it.
+        rebase = self._rebase == "turn" or (self._rebase is not None and not self._guard.final_forced)
+        view = self._view(final=not rebase and self._guard.final_forced)
+        if rebase:
+            self._rebase_guard(view, new_turn=self._rebase == "turn")
         decision = self._evaluate(view)
-        if not final and decision.level in ("compact", "hard_block") and self._noop_at != len(self._history):
+        if (
+            not view.final
+            and decision.level in ("compact", "hard_block")
+            and self._noop_at != len(self._history)
+        ):
             self._compact_at_threshold(decision.level, view)
-            self._guard = None  # the evaluation before compaction may have forced the final turn
             view = self._view(final=False)
+            self._rebase_guard(view, new_turn=False)  # lifts a final turn the evaluation before forced
             decision = self._evaluate(view)
         if decision.final_forced and not view.final:
             view = self._view(final=True)
-        events = list(decision.events)
+        events = [*view.events, *decision.events]
         if view.note and not self._note_shown:
             self._note_shown = True
-            events.append(
-                ContextEvent(
-                    kind="note",
-                    trigger="note_threshold",
-                    outcome="added",
-                    reason=view.note,
-                    limit_tokens=view.budget.effective_window,
-                    projected_tokens=view.components.total,
-                    remaining_tokens=view.budget.remaining,
-                    details={"pct": view.budget.used_pct, "section": "context_status"},
-                )
-            )
+            events.append(note_event(view))
         self._record(events)
-        by_model = {(t.settings.model, t.settings.provider): t for t in self._targets}
-        usable = [by_model[(g.model, g.provider)] for g in decision.usable_targets]
-        return self._call(view, usable, step)
+        return self._call(view, self._targets.usable(decision.usable_targets), step)
 
     # -- compaction ----------------------------------------------------------------------------
-    def _compaction_target(self, view: _View) -> int:
+    def _compaction_target(self, view: RequestView) -> int:
         fixed = view.components.system + view.components.skills + view.components.tools
         return max(1, int(view.budget.effective_window * COMPACTION_TARGET_SHARE) - fixed)
 
-    def _compact_at_threshold(self, level: str, view: _View) -> None:
+    def _compact_at_threshold(self, level: str, view: RequestView) -> None:
         trigger = "hard_block" if level == "hard_block" else "compact_threshold"
         target = self._compaction_target(view)
         report = self._force_compact(self.compaction, trigger=trigger, target_tokens=target)
@@ -619,11 +475,11 @@ class SessionManager:
 
     def _compaction_event_fields(self) -> dict[str, Any]:
         """The turn and window a compaction happens in, for force_compact to write with its event."""
-        target = self._targets[0]
+        target = self._targets.primary
         s = target.settings
         return {
             "turn_index": self.turn_index if self.turn_index >= 0 else None,
-            "provider": s.provider or target.client.provider,
+            "provider": target.provider,
             "model": s.model,
             "context_window": s.context_window,
             "max_output_tokens": s.max_output_tokens,
@@ -644,7 +500,7 @@ class SessionManager:
         )
 
     # -- model calls ---------------------------------------------------------------------------
-    def _request(self, view: _View, target: _Target) -> ModelRequest:
+    def _request(self, view: RequestView, target: Target) -> ModelRequest:
         s = target.settings
         payload = to_anthropic_request(
             view.prompt,
@@ -666,8 +522,8 @@ class SessionManager:
 
     def _request_event(
         self,
-        view: _View,
-        target: _Target,
+        view: RequestView,
+        target: Target,
         request: ModelRequest,
         *,
         trigger: str,
@@ -676,45 +532,23 @@ class SessionManager:
         response: ModelResponse | None = None,
         reason: str | None = None,
     ) -> ContextEvent:
-        s = target.settings
-        budget = ContextBudget.from_settings(s, view.components)
-        usage = response.usage if response else None
-        details: dict[str, Any] = {
-            "step": step,
-            "tools_sent": [str(t.get("name")) for t in view.tools],
-            "deferred_tools": 0 if view.final else len(self._registry.deferred),
-            "cache_breakpoints": count_cache_breakpoints(request.payload),
-            "summary_injected": bool(self._summary),
-            "note": view.note,
-            "final_forced": view.final,
-            "level": budget.level,
-            "tokenizer": self.tokenizer.id,
-        }
-        if response is not None:
-            details["stop_reason"] = response.stop_reason
-            if response.model:
-                details["provider_model"] = response.model
-        if usage is not None and usage.prompt_tokens and view.components.total:
-            details["provider_over_estimate"] = round(usage.prompt_tokens / view.components.total, 4)
-        return ContextEvent(
-            kind="request",
+        return request_event(
+            view,
+            target.settings,
+            request,
+            provider=target.provider,
             trigger=trigger,
             outcome=outcome,
+            step=step,
+            messages_sent=self._next_seq,
+            deferred_tools=len(self._registry.deferred),
+            summary_injected=bool(self._summary),
+            tokenizer_id=self.tokenizer.id,
+            response=response,
             reason=reason,
-            provider=s.provider or target.client.provider,
-            model=target.client.model,
-            context_window=s.context_window,
-            max_output_tokens=s.max_output_tokens,
-            buffer_tokens=s.buffer_tokens,
-            limit_tokens=budget.effective_window,
-            projected_tokens=view.components.total,
-            remaining_tokens=budget.remaining,
-            components=view.components,
-            usage=usage,
-            details=details,
         )
 
-    def _call(self, view: _View, targets: Sequence[_Target], step: int) -> ModelResponse:
+    def _call(self, view: RequestView, targets: Sequence[Target], step: int) -> ModelResponse:
         trigger = "user_input" if step == 0 else "tool_results"
         last_error: ProviderError | None = None
         for index, target in enumerate(targets):
@@ -731,29 +565,29 @@ class SessionManager:
                 )
         raise last_error or ValidationError("no target to send the request to", field="targets")
 
-    def _call_target(self, view: _View, target: _Target, step: int, trigger: str) -> ModelResponse:
+    def _record_failed(
+        self, view: RequestView, target: Target, request: ModelRequest, error: ProviderError, **fields: Any
+    ) -> None:
+        outcome = (
+            "context_length_exceeded" if isinstance(error, ContextLengthExceededError) else "provider_error"
+        )
+        event = self._request_event(view, target, request, outcome=outcome, reason=str(error), **fields)
+        self._record([event], message_seq=self._next_seq - 1)
+
+    def _call_target(self, view: RequestView, target: Target, step: int, trigger: str) -> ModelResponse:
         request = self._request(view, target)
         try:
             response = target.client.complete(request)
-        except ContextLengthExceededError as exc:
-            self._record(
-                [self._request_event(view, target, request, trigger=trigger, outcome="context_length_exceeded",
-                                     step=step, reason=str(exc))],
-                message_seq=self._next_seq - 1,
-            )  # fmt: skip
-            return self._emergency_retry(view, target, step, exc)
         except ProviderError as exc:
-            self._record(
-                [self._request_event(view, target, request, trigger=trigger, outcome="provider_error",
-                                     step=step, reason=str(exc))],
-                message_seq=self._next_seq - 1,
-            )  # fmt: skip
+            self._record_failed(view, target, request, exc, trigger=trigger, step=step)
+            if isinstance(exc, ContextLengthExceededError):
+                return self._emergency_retry(view, target, step, exc)
             raise
         self._commit_reply(view, target, request, response, trigger=trigger, step=step)
         return response
 
     def _emergency_retry(
-        self, view: _View, target: _Target, step: int, error: ContextLengthExceededError
+        self, view: RequestView, target: Target, step: int, error: ContextLengthExceededError
     ) -> ModelResponse:
         """The provider found the prompt too long: emergency compaction, then one retry."""
         logger.warning(
@@ -763,15 +597,12 @@ class SessionManager:
             EMERGENCY_STRATEGY, trigger="provider_error", target_tokens=self._compaction_target(view)
         )
         retry_view = self._view(final=view.final)
+        self._record(list(retry_view.events))
         request = self._request(retry_view, target)
         try:
             response = target.client.complete(request)
         except ContextLengthExceededError as again:
-            self._record(
-                [self._request_event(retry_view, target, request, trigger="retry", outcome="context_length_exceeded",
-                                     step=step, reason=str(again))],
-                message_seq=self._next_seq - 1,
-            )  # fmt: skip
+            self._record_failed(retry_view, target, request, again, trigger="retry", step=step)
             raise ContextOverflowError(
                 f"{target.client.model} still rejects the prompt after emergency compaction: {again}",
                 limit=retry_view.budget.effective_window,
@@ -782,8 +613,8 @@ class SessionManager:
 
     def _commit_reply(
         self,
-        view: _View,
-        target: _Target,
+        view: RequestView,
+        target: Target,
         request: ModelRequest,
         response: ModelResponse,
         *,
@@ -796,23 +627,25 @@ class SessionManager:
             view, target, request, trigger=trigger, outcome="ok", step=step, response=response
         )
         self._append([response.message], usage=response.usage, events=[event])
-        if self._guard is not None:
-            # The reply is part of the next request: tool outputs are reserved on top of it.
-            self._guard.add_pending(
-                self.tokenizer.count_message(response.message), message_seq=self._next_seq - 1
-            )
+        # The reply is part of the next request: tool outputs are reserved on top of it.
+        self._guard.add_pending(
+            self.tokenizer.count_message(response.message), message_seq=self._next_seq - 1
+        )
         self.last_budget = ContextBudget.from_settings(target.settings, view.components)
 
     # -- tools ---------------------------------------------------------------------------------
     def _run_tools(self, uses: Sequence[ToolUseBlock]) -> str | None:
         """Run the tools of one reply and append their results; returns a final report if given."""
         guard = self._guard
-        if guard is None:  # set by the request whose reply holds these tool uses
-            raise ValidationError("tool uses without a model request in this turn", field="tool_uses")
         blocks: list[ToolResultBlock] = []
         events: list[ContextEvent] = []
         report: str | None = None
-        settings = self._targets[0].settings
+        settings = self._targets.primary.settings
+        # The results message's own framing goes into the next request with its first block.
+        framing = self.tokenizer.count_message(Message(role="user", content=[_EMPTY_RESULT]))
+        framing -= self.tokenizer.count_block(_EMPTY_RESULT)
+        if framing > 0:
+            guard.add_pending(framing, message_seq=self._next_seq)
         for use in uses:
             self._registry.record_use(use.name, self.turn_index)
             if use.name == FINAL_REPORT_TOOL_NAME:
@@ -830,71 +663,26 @@ class SessionManager:
                     True,
                 )
             else:
-                text, is_error, tool_events = self._execute(use, settings)
+                text, is_error, tool_events = self._tools.execute(use, settings)
                 events.extend(tool_events)
-            tokens = self.tokenizer.count_block(
-                ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
-            )
+            block = ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
+            tokens = self.tokenizer.count_block(block)
             decision = guard.reserve_tool_output(tokens, tool_name=use.name, message_seq=self._next_seq)
             events.extend(decision.events)
-            if not decision.accepted and decision.reason == REASON_TOKEN_BUDGET:
-                text, is_error = (
-                    f"Error: token_budget_exceeded: the output of {use.name} ({tokens:,} tokens) does not fit "
-                    "in the remaining context and was not added. Call final_report with your final report.",
-                    True,
-                )
-            blocks.append(ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error))
+            if not decision.accepted:
+                if decision.reason == REASON_TOKEN_BUDGET:
+                    text, is_error = (
+                        f"Error: token_budget_exceeded: the output of {use.name} ({tokens:,} tokens) does not "
+                        "fit in the remaining context and was not added. Call final_report with your final "
+                        "report.",
+                        True,
+                    )
+                    block = ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
+                # What the model reads instead still goes into the next request.
+                guard.add_pending(self.tokenizer.count_block(block), message_seq=self._next_seq)
+            blocks.append(block)
         self._append([Message(role="user", content=blocks)], events=events)
+        if self._tools.history_replaced:  # compact_context ran
+            self._tools.history_replaced = False
+            self._reload_history()
         return report
-
-    def _execute(
-        self, use: ToolUseBlock, settings: ResolvedModelSettings
-    ) -> tuple[str, bool, list[ContextEvent]]:
-        """(text for the context, is_error, events) of one tool call."""
-        name, tool_input = use.name, dict(use.input)
-        if name == READ_RESULT_TOOL["name"]:
-            text = run_read_result_tool(self._results, tool_input)
-            return text, text.startswith("Error:"), []
-        if name == TOOL_SEARCH_TOOL["name"]:
-            text, events = run_tool_search_tool(self._registry, tool_input)
-            return text, text.startswith("Error:"), events
-        if name == COMPACT_CONTEXT_TOOL["name"]:
-            return self._run_compact_tool(tool_input)
-        handler = self._handlers.get(name)
-        if handler is None:
-            known = [s.name for s in self._registry.active]
-            return f"Error: unknown tool {name!r}; available: {', '.join(known)}", True, []
-        try:
-            output = handler(tool_input)
-        except Exception as exc:  # the agent's tool code is foreign: its failure goes to the model
-            logger.warning("tool %s failed: %s: %s", name, type(exc).__name__, exc)
-            return f"Error: {name} failed: {type(exc).__name__}: {exc}", True, []
-        content = (
-            output if isinstance(output, str | bytes) else json.dumps(output, ensure_ascii=False, default=str)
-        )
-        text, events = offload_or_inline(
-            self._results,
-            content,
-            tool_name=name,
-            tool_use_id=use.id,
-            threshold_bytes=settings.result_offload_threshold,
-            tool_response_max_bytes=settings.tool_response_max_bytes,
-        )
-        for event in events:
-            if event.kind == "offload":
-                self._offloaded_bytes += int(event.details.get("size_bytes") or 0)
-        return text, False, events
-
-    def _run_compact_tool(self, tool_input: dict[str, Any]) -> tuple[str, bool, list[ContextEvent]]:
-        try:
-            text = run_compact_context_tool(
-                self.store,
-                self.session_id,
-                tool_input,
-                summarizer=self.summarizer,
-                event_fields=self._compaction_event_fields(),
-            )
-        except (ValidationError, SummarizerUnavailableError) as exc:
-            return f"Error: compact_context failed: {exc}", True, []
-        self._reload_history()
-        return text, False, []

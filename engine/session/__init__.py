@@ -1,0 +1,40 @@
+"""The session manager and its parts: ``manager`` (the turn loop and the state it mutates),
+``assembly`` (pure request assembly: prompt, tools, component tokens), ``tools`` (tool
+execution, built-in tools), ``targets`` (the models and their live settings), ``event_building`` (the request, note and resume events)."""
+
+from engine.session.assembly import FINAL_TURN_NOTE, RequestView, assemble_request
+from engine.session.event_building import request_event, settings_snapshot
+from engine.session.manager import (
+    COMPACTION_TARGET_SHARE,
+    DEFAULT_MAX_STEPS,
+    EMERGENCY_STRATEGY,
+    STATUS_ACTIVE,
+    STATUS_FINAL,
+    SUMMARIZER_FALLBACK_STRATEGY,
+    SessionManager,
+    TurnResult,
+)
+from engine.session.targets import SettingsSource, Target, Targets
+from engine.session.tools import BUILTIN_TOOL_NAMES, ToolExecutor, ToolHandler
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "COMPACTION_TARGET_SHARE",
+    "DEFAULT_MAX_STEPS",
+    "EMERGENCY_STRATEGY",
+    "FINAL_TURN_NOTE",
+    "STATUS_ACTIVE",
+    "STATUS_FINAL",
+    "SUMMARIZER_FALLBACK_STRATEGY",
+    "RequestView",
+    "SessionManager",
+    "SettingsSource",
+    "Target",
+    "Targets",
+    "ToolExecutor",
+    "ToolHandler",
+    "TurnResult",
+    "assemble_request",
+    "request_event",
+    "settings_snapshot",
+]

@@ -1,0 +1,92 @@
+"""Request assembly: what the next request would send, and what each component costs.
+
+Pure over its inputs (prompt sections, summary, tool definitions, running history totals): no
+store, no clock, no model call. Prompt degradations come back as events in the result; the
+session manager records the events of the request it actually sends, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.budget import ContextBudget, HistoryTotals
+from engine.events import ComponentTokens, ContextEvent
+from engine.prompt import SUMMARY_TITLE, AssembledPrompt, PromptSection, build_prompt_or_concat
+from engine.settings import ResolvedModelSettings
+from engine.tokens import Tokenizer
+
+#: What the model reads in the context status section during a forced final turn.
+FINAL_TURN_NOTE = (
+    "[Context window nearly full: no other tool can run in this turn. Call final_report now with "
+    "what was done, what was found, and what remains.]"
+)
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """One request as it would be sent: prompt, tools, what each component costs, and the events
+    its assembly produced (a degraded prompt), to be recorded only if it is sent."""
+
+    prompt: AssembledPrompt
+    tools: tuple[dict[str, Any], ...]
+    components: ComponentTokens
+    budget: ContextBudget
+    note: str | None
+    final: bool
+    events: tuple[ContextEvent, ...] = ()
+
+
+class ToolTokens:
+    """Tokens of the tool definitions sent, recounted only when the set changed."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self._seen: tuple[tuple[dict[str, Any], ...], int] = ((), 0)
+
+    def count(self, tools: tuple[dict[str, Any], ...]) -> int:
+        seen, tokens = self._seen
+        if tools != seen:
+            tokens = self.tokenizer.count_tools(tools)
+            self._seen = (tools, tokens)
+        return tokens
+
+
+def assemble_request(
+    sections: Sequence[PromptSection],
+    *,
+    summary: str | None,
+    status: Sequence[str],
+    tools: tuple[dict[str, Any], ...],
+    tool_tokens: ToolTokens,
+    totals: HistoryTotals,
+    offloaded_bytes: int,
+    settings: ResolvedModelSettings,
+    note: str | None,
+    final: bool,
+) -> RequestView:
+    """The request for ``settings``' model: sections, the summary and the context-status lines
+    (``status``, plus the final-turn note when ``final``) assembled and measured."""
+    parts = list(sections)
+    if summary:
+        title = None if summary.startswith(SUMMARY_TITLE) else SUMMARY_TITLE
+        parts.append(PromptSection("summary", summary, title=title))
+    lines = [line for line in status if line]
+    if final:
+        lines.append(FINAL_TURN_NOTE)
+    if lines:
+        parts.append(PromptSection("context_status", "\n".join(lines)))
+    prompt, events = build_prompt_or_concat(parts, tokenizer=tool_tokens.tokenizer)
+    measured = prompt.components
+    components = ComponentTokens(
+        system=measured["system"],
+        skills=measured["skills"],
+        tools=tool_tokens.count(tools),
+        summary=measured["summary"],
+        conversation=totals.conversation,
+        tool_results=totals.tool_results,
+        offloaded_bytes=offloaded_bytes,
+    )
+    budget = ContextBudget.from_settings(settings, components)
+    return RequestView(prompt, tools, components, budget, note, final, tuple(events))

@@ -1,0 +1,131 @@
+"""Building the events the session manager records: one ``request`` event per model call (with
+``details.messages_sent``, as the importers write it), the note the model was shown, a resume.
+
+Pure: values in, :class:`ContextEvent` out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.budget import ContextBudget
+from engine.clients import ModelRequest, ModelResponse
+from engine.events import ContextEvent
+from engine.prompt import count_cache_breakpoints
+from engine.session.assembly import RequestView
+from engine.settings import ResolvedModelSettings
+
+
+def settings_snapshot(resolved: ResolvedModelSettings) -> dict[str, Any]:
+    """Resolved settings as stored in ``sessions.settings_json``: values, derived limits, sources."""
+    data = resolved.model_dump(mode="json", exclude={"model_info"})
+    data.update(
+        effective_window=resolved.effective_window,
+        budget_tokens=resolved.budget_tokens,
+        compact_tokens=resolved.compact_tokens,
+        hard_block_tokens=resolved.hard_block_tokens,
+    )
+    return data
+
+
+def request_event(
+    view: RequestView,
+    settings: ResolvedModelSettings,
+    request: ModelRequest,
+    *,
+    provider: str | None,
+    trigger: str,
+    outcome: str,
+    step: int,
+    messages_sent: int,
+    deferred_tools: int,
+    summary_injected: bool,
+    tokenizer_id: str,
+    response: ModelResponse | None = None,
+    reason: str | None = None,
+) -> ContextEvent:
+    """The ``request`` event of one model call: what it sent (``messages_sent`` transcript
+    messages, by component) and, when it answered, the provider's usage."""
+    budget = ContextBudget.from_settings(settings, view.components)
+    usage = response.usage if response else None
+    details: dict[str, Any] = {
+        "step": step,
+        "messages_sent": messages_sent,
+        "tools_sent": [str(t.get("name")) for t in view.tools],
+        "deferred_tools": 0 if view.final else deferred_tools,
+        "cache_breakpoints": count_cache_breakpoints(request.payload),
+        "summary_injected": summary_injected,
+        "note": view.note,
+        "final_forced": view.final,
+        "level": budget.level,
+        "tokenizer": tokenizer_id,
+    }
+    if response is not None:
+        details["stop_reason"] = response.stop_reason
+        if response.model:
+            details["provider_model"] = response.model
+    if usage is not None and usage.prompt_tokens and view.components.total:
+        details["provider_over_estimate"] = round(usage.prompt_tokens / view.components.total, 4)
+    return ContextEvent(
+        kind="request",
+        trigger=trigger,
+        outcome=outcome,
+        reason=reason,
+        provider=provider,
+        model=request.model,
+        context_window=settings.context_window,
+        max_output_tokens=settings.max_output_tokens,
+        buffer_tokens=settings.buffer_tokens,
+        limit_tokens=budget.effective_window,
+        projected_tokens=view.components.total,
+        remaining_tokens=budget.remaining,
+        components=view.components,
+        usage=usage,
+        details=details,
+    )
+
+
+def note_event(view: RequestView) -> ContextEvent:
+    """The context-status note the model is shown once the note threshold is crossed."""
+    return ContextEvent(
+        kind="note",
+        trigger="note_threshold",
+        outcome="added",
+        reason=view.note,
+        limit_tokens=view.budget.effective_window,
+        projected_tokens=view.components.total,
+        remaining_tokens=view.budget.remaining,
+        details={"pct": view.budget.used_pct, "section": "context_status"},
+    )
+
+
+def resume_event(
+    view: RequestView,
+    settings: ResolvedModelSettings,
+    *,
+    through_seq: int,
+    history_messages: int,
+    transcript_messages: int,
+    summary: bool,
+    status: str,
+) -> ContextEvent:
+    """A session continued from its latest snapshot plus later messages (or its whole transcript)."""
+    return ContextEvent(
+        kind="resume",
+        outcome="resumed",
+        reason="latest snapshot plus later messages" if through_seq >= 0 else "full transcript",
+        model=settings.model,
+        provider=settings.provider,
+        limit_tokens=view.budget.effective_window,
+        projected_tokens=view.components.total,
+        remaining_tokens=view.budget.remaining,
+        components=view.components,
+        message_seq=transcript_messages - 1 if transcript_messages else None,
+        details={
+            "snapshot_through_seq": through_seq if through_seq >= 0 else None,
+            "history_messages": history_messages,
+            "transcript_messages": transcript_messages,
+            "summary": summary,
+            "status": status,
+        },
+    )

@@ -1,0 +1,115 @@
+"""Tool execution for the session manager: the built-in tools (read_result, tool_search,
+compact_context) and the agent's own handlers, large outputs offloaded to the result store.
+
+``ToolExecutor.execute`` returns (text for the context, is_error, events); it records nothing:
+the session manager appends the results and their events in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.compaction import COMPACT_CONTEXT_TOOL, Summarizer, run_compact_context_tool
+from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, run_tool_search_tool
+from engine.errors import SummarizerUnavailableError, ValidationError
+from engine.events import ContextEvent
+from engine.guard import FINAL_REPORT_TOOL_NAME
+from engine.messages import ToolUseBlock
+from engine.offload import READ_RESULT_TOOL, ResultStore, offload_or_inline, run_read_result_tool
+from engine.settings import ResolvedModelSettings
+from engine.store import SessionStore
+
+logger = logging.getLogger("engine.session")
+
+#: ctxdesk's own tools: an agent's handlers may not replace them (findings leave them out too).
+BUILTIN_TOOL_NAMES = (
+    READ_RESULT_TOOL["name"],
+    TOOL_SEARCH_TOOL["name"],
+    COMPACT_CONTEXT_TOOL["name"],
+    FINAL_REPORT_TOOL_NAME,
+)
+
+ToolHandler = Callable[[dict[str, Any]], Any]
+ToolOutcome = tuple[str, bool, list[ContextEvent]]
+
+
+class ToolExecutor:
+    """Runs one tool call of a session: built-ins first, then the agent's handlers."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        registry: ToolRegistry,
+        results: ResultStore,
+        handlers: Mapping[str, ToolHandler],
+        summarizer: Summarizer,
+        compaction_fields: Callable[[], dict[str, Any]],
+    ) -> None:
+        clash = sorted(set(handlers) & set(BUILTIN_TOOL_NAMES))
+        if clash:
+            raise ValidationError(
+                f"tool handlers may not replace built-in tools {clash}", field="tool_handlers"
+            )
+        self.store, self.session_id = store, session_id
+        self.registry, self.results, self.handlers = registry, results, dict(handlers)
+        self.summarizer = summarizer
+        self.compaction_fields = compaction_fields
+        #: Bytes of tool output held in the result store instead of the context.
+        self.offloaded_bytes = 0
+        #: Set when compact_context replaced the history the next request sends.
+        self.history_replaced = False
+
+    def execute(self, use: ToolUseBlock, settings: ResolvedModelSettings) -> ToolOutcome:
+        """(text for the context, is_error, events) of one tool call."""
+        name, tool_input = use.name, dict(use.input)
+        if name == READ_RESULT_TOOL["name"]:
+            text = run_read_result_tool(self.results, tool_input)
+            return text, text.startswith("Error:"), []
+        if name == TOOL_SEARCH_TOOL["name"]:
+            text, events = run_tool_search_tool(self.registry, tool_input)
+            return text, text.startswith("Error:"), events
+        if name == COMPACT_CONTEXT_TOOL["name"]:
+            return self._compact(tool_input)
+        handler = self.handlers.get(name)
+        if handler is None:
+            known = [s.name for s in self.registry.active]
+            return f"Error: unknown tool {name!r}; available: {', '.join(known)}", True, []
+        try:
+            output = handler(tool_input)
+        except Exception as exc:  # the agent's tool code is foreign: its failure goes to the model
+            logger.warning("tool %s failed: %s: %s", name, type(exc).__name__, exc)
+            return f"Error: {name} failed: {type(exc).__name__}: {exc}", True, []
+        content = (
+            output if isinstance(output, str | bytes) else json.dumps(output, ensure_ascii=False, default=str)
+        )
+        text, events = offload_or_inline(
+            self.results,
+            content,
+            tool_name=name,
+            tool_use_id=use.id,
+            threshold_bytes=settings.result_offload_threshold,
+            tool_response_max_bytes=settings.tool_response_max_bytes,
+        )
+        for event in events:
+            if event.kind == "offload":
+                self.offloaded_bytes += int(event.details.get("size_bytes") or 0)
+        return text, False, events
+
+    def _compact(self, tool_input: dict[str, Any]) -> ToolOutcome:
+        try:
+            text = run_compact_context_tool(
+                self.store,
+                self.session_id,
+                tool_input,
+                summarizer=self.summarizer,
+                event_fields=self.compaction_fields(),
+            )
+        except (ValidationError, SummarizerUnavailableError) as exc:
+            return f"Error: compact_context failed: {exc}", True, []
+        self.history_replaced = True
+        return text, False, []
