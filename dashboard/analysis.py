@@ -385,6 +385,7 @@ FINDING_LABELS = {
     "stale_thinking": "Stale thinking",
     "ineffective_compaction": "Ineffective compaction",
     "lost_constraint": "Lost constraint",
+    "cache_rebuild": "Cache rebuild",
 }
 FINDING_COLUMNS = ("turn", "kind", "title", "tokens", "usd", "fix", "detail", "requests", "exact", "messages")
 

@@ -52,6 +52,7 @@ FindingKind = Literal[
     "stale_thinking",
     "ineffective_compaction",
     "lost_constraint",
+    "cache_rebuild",
 ]
 FINDING_KINDS: tuple[str, ...] = FindingKind.__args__
 
@@ -853,6 +854,8 @@ def _power_of_two_below(size: int) -> int:
 
 def analyze(view: SessionView) -> list[Finding]:
     """Every detector over one session view, largest savings first."""
+    from engine.cache_findings import find_cache_rebuilds  # it builds on this module's Finding
+
     calls = tool_calls(view)
     findings = [
         *find_repeated_reads(view, calls),
@@ -863,6 +866,7 @@ def analyze(view: SessionView) -> list[Finding]:
         *find_stale_thinking(view),
         *find_ineffective_compactions(view),
         *find_lost_constraints(view),
+        *find_cache_rebuilds(view),
     ]
     return sorted(findings, key=lambda f: (-f.tokens, f.turn_index, f.kind, f.message_seqs))
 

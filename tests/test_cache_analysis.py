@@ -264,3 +264,48 @@ def test_parse_utc_accepts_z_offsets_and_naive_and_rejects_junk() -> None:
     assert parse_utc("2025-09-03T02:00:00+02:00") == T0
     assert parse_utc("2025-09-03T00:00:00") == T0
     assert parse_utc("yesterday") is None and parse_utc(None) is None
+
+
+# -- the cache_rebuild finding -----------------------------------------------------------------
+
+
+def test_find_waste_reports_each_avoidable_rebuild_cause_with_money_and_fix(tmp_path: Any) -> None:
+    from engine.findings import find_waste
+    from engine.messages import assistant, user
+    from engine.store import SessionStore
+    from engine.tokens import get_tokenizer
+
+    with SessionStore(tmp_path / "s.db") as store:
+        sid = store.create_session(model=SONNET, provider="anthropic")
+        store.append_messages(
+            sid, [user("go"), *[assistant(f"step {i}") for i in range(14)]], tokenizer=get_tokenizer(SONNET)
+        )
+        names = ["Bash", "Read"]
+        for i in range(14):
+            if i == 12:
+                names = ["Read", "Bash"]
+            read, write = (0, 20_000) if i in (0, 12) else (20_000 + 100 * i, 100)
+            when = f"2025-09-03T00:{i:02d}:00Z" if i < 13 else "2025-09-03T00:30:00Z"  # call 14: 18 min gap
+            if i == 13:
+                read, write = 0, 21_400
+            u = ProviderUsage(
+                input_tokens=5,
+                output_tokens=40,
+                cache_read_input_tokens=read,
+                cache_creation_input_tokens=write,
+            )
+            store.record_event(
+                sid,
+                ContextEvent(
+                    kind="request", model=SONNET, usage=u, turn_index=0, message_seq=i + 1,
+                    details={"call_utc": when, "tools_sha256": "-".join(names), "tool_names": names},
+                ),
+            )  # fmt: skip
+        findings = [f for f in find_waste(store, sid) if f.kind == "cache_rebuild"]
+    by_title = {f.title.split(" between")[0]: f for f in findings}
+    assert set(by_title) == {"tool list reordered", "cache expired before the next call"}
+    reordered = by_title["tool list reordered"]
+    assert "between calls 12 and 13" in reordered.title
+    assert "move dynamic tools after the cached prefix" in reordered.fix
+    assert reordered.money == pytest.approx(reordered.tokens * (3.75e-6 - 0.3e-6))
+    assert reordered.exact and reordered.tokenizer == "provider"
