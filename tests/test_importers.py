@@ -153,7 +153,7 @@ def test_claude_code_sidechain_is_its_own_session_under_the_main_one(store: Sess
     assert sub.metadata["parent_tool_use_id"] == "toolu_01LS6tcVd796SbQKmZqeVnWY"
     assert sub.metadata["description"] == "Build TODO components"
     assert sub.title.startswith("Create React components for the TODO app")
-    assert main.title == "orchestrator is running… /orchestrator create TODO app by Next.js"
+    assert main.title == "/orchestrator create TODO app by Next.js"  # the command, not its wrapper
     assert main.metadata["summaries"] == ["Empty Repo Setup: CLAUDE.md Foundation Created"]
     assert [s.message_count for s in result.sessions] == [8, 18]
     assert [s.request_count for s in result.sessions] == [3, 9]
@@ -488,8 +488,9 @@ def test_anthropic_exchanges_estimate_what_claude_code_estimates_for_the_same_ca
     assert (session.message_count, session.request_count, session.usage_count) == (7, 3, 3)
     from_log = store.list_events(session.session_id, kind="request")
     from_claude = store.list_events(claude.session_ids[0], kind="request")
+    # the Claude Code import adds the harness prefix its file does not hold (system prompt, tools)
     assert [e.details["estimate_total"] for e in from_log] == [
-        e.details["estimate_total"] for e in from_claude
+        e.details["estimate_total"] - e.details["harness_prefix_tokens"] for e in from_claude
     ]
     assert [e.usage for e in from_log] == [e.usage for e in from_claude]
 
@@ -598,9 +599,10 @@ def test_accuracy_report_compares_absolute_and_delta_counts(store: SessionStore)
     assert report.session_ids == (FE5E_ID, f"{FE5E_ID}:agent-1")
     assert (report.calls, report.compared, report.delta_pairs) == (12, 12, 10)
     assert [r.provider for r in report.rows[:3]] == [16208, 16447, 16750]
-    # Claude Code's provider count holds a hidden system prompt and tools we never see...
-    assert report.median_ratio < 0.5
-    # ...which cancel out between consecutive calls.
+    # Claude Code's provider count holds a hidden system prompt and tools, estimated from the
+    # first call as the harness prefix...
+    assert 0.9 < report.median_ratio < 1.1
+    # ...and growth between consecutive calls is measured without it.
     assert 0.7 < report.delta_total_ratio < 1.3
     assert report.delta_mean_abs_pct_error < 30
     assert "delta: MAPE" in report.summary()

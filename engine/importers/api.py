@@ -18,6 +18,7 @@ from engine.errors import ImportFormatError
 from engine.importers.aider import parse_aider
 from engine.importers.anthropic_api import parse_anthropic_exchanges, parse_anthropic_messages
 from engine.importers.claude_code import parse_claude_code
+from engine.importers.claude_code_bundle import parse_claude_code_path
 from engine.importers.cline import parse_cline_task
 from engine.importers.codex import parse_codex
 from engine.importers.detect import Document, classify, is_openhands_legacy, read_document
@@ -188,8 +189,10 @@ def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
     if fmt == "openai-responses":
         return parse_responses_items(doc.value, key=key)
     if fmt == "claude-code":
-        lines = list(doc.lines) if doc.lines is not None else [(1, doc.value)]
-        return parse_claude_code(lines, fallback_id=key)
+        if doc.lines is None:
+            return parse_claude_code([(1, doc.value)], fallback_id=key)
+        # with the files Claude Code keeps beside the session: subagents/, tool-results/
+        return parse_claude_code_path(doc.path, list(doc.lines), fallback_id=key)
     if fmt == "openai":
         return parse_openai_document(doc.value, key=key)
     if fmt == "swe-agent":

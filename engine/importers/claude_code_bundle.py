@@ -133,10 +133,24 @@ def _agent_id(path: Path, lines: list[Line]) -> str:
 
 def parse_claude_code_bundle(bundle: ClaudeCodeBundle) -> list[ParsedSession]:
     """Parsed sessions of a bundle: the main thread, then each sub-agent (file order by name)."""
-    lines = read_jsonl(bundle.session_file)
+    return parse_claude_code_path(
+        bundle.session_file, read_jsonl(bundle.session_file), fallback_id=bundle.session_id
+    )
+
+
+def parse_claude_code_path(
+    path: str | os.PathLike[str] | None, lines: list[Line], *, fallback_id: str
+) -> list[ParsedSession]:
+    """Sessions of a main session file whose lines are read already, with the files beside it
+    (sub-agents, saved tool outputs). A sub-agent file given alone parses as its own thread."""
+    if path is None:
+        return parse_claude_code(lines, fallback_id=fallback_id)
+    bundle = claude_code_bundle(path)
     subagents = []
-    for path in (*bundle.subagent_files, *bundle.legacy_agent_files):
-        agent_lines = read_jsonl(path)
-        subagents.append(SubagentFile(_agent_id(path, agent_lines), agent_lines, _meta(path), str(path)))
+    for agent_path in (*bundle.subagent_files, *bundle.legacy_agent_files):
+        agent_lines = read_jsonl(agent_path)
+        subagents.append(
+            SubagentFile(_agent_id(agent_path, agent_lines), agent_lines, _meta(agent_path), str(agent_path))
+        )
     results = [ToolResultFile(p.name, p.read_bytes(), str(p)) for p in bundle.tool_result_files]
-    return parse_claude_code(lines, fallback_id=bundle.session_id, subagents=subagents, tool_results=results)
+    return parse_claude_code(lines, fallback_id=fallback_id, subagents=subagents, tool_results=results)

@@ -20,7 +20,8 @@ CLINE_EXTENSIONS = ("saoudrizwan.claude-dev", "rooveterinaryinc.roo-cline", "kil
 _EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
 _SUFFIXES = (".jsonl", ".json", ".traj", ".af")
 _SKIP_NAMES = frozenset({"ui_messages.json", "task_metadata.json", "settings.json", "package.json"})
-_SKIP_DIRS = frozenset({"tool-results", "node_modules", ".git", "__pycache__"})
+# Claude Code's subagents/ files are imported with their session (engine.importers.claude_code_bundle)
+_SKIP_DIRS = frozenset({"tool-results", "subagents", "node_modules", ".git", "__pycache__"})
 
 
 def agent_roots(agent: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> list[Path]:

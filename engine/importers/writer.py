@@ -117,7 +117,7 @@ def write_session(
             "(give one with --model)"
         )
     messages = [pm.message for pm in parsed.messages]
-    title = title_of(messages)
+    title = getattr(parsed, "title", None) or title_of(messages)  # a parser's own title wins (Claude Code)
     metadata = dict(parsed.metadata)
     if parsed.system_prompt is not None:
         metadata["system_prompt"] = parsed.system_prompt
@@ -158,6 +158,7 @@ def write_session(
     rows = [*kept, *added]
     estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
+    _write_blobs(store, session_id, getattr(parsed, "blobs", ()))
     with_usage = [(est, usage) for est, usage in estimates if usage is not None]
     last = with_usage[-1] if with_usage else (estimates[-1] if estimates else None)
     return ImportedSession(
@@ -275,6 +276,8 @@ def _request(
         conversation=conversation + (REPLY_PRIMING_TOKENS if conversation or tool_results else 0),
         tool_results=tool_results,
     )
+    # a parser that rebuilt the exact request computed its components itself (Claude Code)
+    components = getattr(call, "components", None) or components
     total = components.total
     usage = call.usage
     details: dict[str, Any] = {
@@ -297,6 +300,24 @@ def _request(
         ),
     )  # fmt: skip
     return total, usage
+
+
+def _write_blobs(store: SessionStore, session_id: str, blobs: Sequence[Any]) -> None:
+    """Outputs the agent saved beside its transcript, as offloaded blobs of their results
+    (``tool_use_id``, ``content``, ``tool_name``, ``preview``); each written once per result."""
+    if not blobs:
+        return
+    held = {b.tool_use_id for b in store.list_blobs(session_id)}
+    for blob in blobs:
+        if blob.tool_use_id not in held:
+            store.put_blob(
+                session_id,
+                blob.content,
+                tool_name=blob.tool_name,
+                tool_use_id=blob.tool_use_id,
+                preview=blob.preview,
+            )
+            held.add(blob.tool_use_id)
 
 
 def _tool_records(parsed: ParsedSession, messages: list[Message], tokenizer: Tokenizer) -> list[ToolRecord]:
