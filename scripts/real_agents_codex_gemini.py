@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from tests.model_server import openai_responses  # noqa: E402
 
 AGENTS_BIN = Path(os.environ.get("CTXDESK_AGENTS_BIN", "/work/agents/node_modules/.bin"))
 OUT = ROOT / "tests" / "fixtures" / "real_agents"
+SCRATCH = Path("/tmp/ctxdesk-real-agents")
 from tests.model_server.core import ScriptedServer  # noqa: E402
 
 CODEX_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
@@ -132,7 +132,7 @@ def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 180
 
 
 def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
-    root = Path(tempfile.mkdtemp(prefix=f"codex-{name}-", dir="/tmp"))
+    root = scratch_root(f"codex-{name}")
     home, codex_home = root / "home", root / "codex"
     home.mkdir()
     codex_home.mkdir()
@@ -176,7 +176,7 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
 
 
 def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
-    root = Path(tempfile.mkdtemp(prefix=f"gemini-{name}-", dir="/tmp"))
+    root = scratch_root(f"gemini-{name}")
     home = root / "home"
     (home / ".gemini").mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(
@@ -212,6 +212,16 @@ def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     return target
 
 
+def scratch_root(name: str) -> Path:
+    """A fixed scratch folder per scenario (recreated), so paths in the files and in the request
+    log are the same on every run and the server's usage (from request sizes) can be recomputed."""
+    root = SCRATCH / name
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    return root
+
+
 def _reset(target: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
@@ -219,8 +229,8 @@ def _reset(target: Path) -> None:
 
 
 def _scrub(text: str, root: Path) -> str:
-    """The scratch folder's random name replaced by a fixed one, so fixtures do not churn."""
-    return text.replace(str(root), "/tmp/scratch")
+    """Files are kept as written (the scratch folder's path is fixed)."""
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

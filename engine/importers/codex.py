@@ -185,7 +185,7 @@ class _Rollout:
         where = f"{kind} item"
         if kind == "message":
             role = item.get("role")
-            content = openai_text(item.get("content"), where=where)
+            content = _message_content(item.get("content"), where)
             if role == "assistant":
                 self._reply_blocks(
                     [TextBlock(text=content)] if isinstance(content, str) else content, item, replay
@@ -292,6 +292,23 @@ class _Rollout:
         if not session.messages:
             raise SourceProblem("a Codex rollout with no conversation items (only session metadata)")
         return session
+
+
+def _message_content(raw: Any, where: str) -> Any:
+    """Message parts as sent: one text block per part (not joined), images and others kept."""
+    if isinstance(raw, list) and len(raw) > 1:
+        return [
+            TextBlock(text=str(p.get("text") or ""))
+            if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+            else b
+            for p in raw
+            for b in _blocks_of(openai_text([p], where=where))
+        ]
+    return openai_text(raw, where=where)
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    return [TextBlock(text=content)] if isinstance(content, str) else list(content)
 
 
 def codex_usage(raw: dict[str, Any]) -> tuple[ProviderUsage, int]:
