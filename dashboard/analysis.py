@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -347,17 +348,75 @@ def per_call(calls: pd.DataFrame, marks: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return frame, moved
 
 
+def step_demand(checks: pd.DataFrame, steps: pd.DataFrame, unit: str = "turn") -> list[int | None]:
+    """Per step of ``steps`` (dashboard.data.timeline, or :func:`per_call`), the most tokens any
+    guard check or request of that step projected: what the guard compared with the thresholds,
+    *before* a compaction made the request fit (the request events alone show the after).
+
+    ``checks`` are the session's guard and request events (``dashboard.data.events``). By model
+    call, a check belongs to the next request after it (a check after the last request, such as
+    a refused tool result, to the last call).
+    """
+    if steps.empty:
+        return []
+    rows = checks[checks["projected_tokens"].notna()] if not checks.empty else checks
+    if rows.empty:
+        return [None] * len(steps)
+    if unit == "turn":
+        peak = rows.groupby("turn_index")["projected_tokens"].max()
+        return [_int(peak.get(t)) for t in steps["turn"].astype(int)]
+    calls = steps["event_seq"].astype(int).to_numpy()
+    position = calls.searchsorted(rows["seq"].astype(int).to_numpy())
+    out: list[int | None] = [None] * len(steps)
+    for index, projected in zip(position, rows["projected_tokens"], strict=True):
+        i = min(int(index), len(steps) - 1)
+        value = _int(projected)
+        if value is not None and (out[i] is None or value > out[i]):
+            out[i] = value
+    return out
+
+
+def recorded_budget(settings: Mapping[str, Any]) -> Any | None:
+    """The budget settings a session recorded (``sessions.settings_json``) as an object
+    :func:`project_timeline` takes; None when the window fields were not recorded."""
+    if any(_int(settings.get(f)) is None for f in LIMIT_FIELDS):
+        return None
+    return SimpleNamespace(
+        context_window=_int(settings["context_window"]),
+        max_output_tokens=_int(settings["max_output_tokens"]),
+        buffer_tokens=_int(settings["buffer_tokens"]),
+        context_budget=_int(settings.get("context_budget")),
+        note_threshold=float(settings.get("note_threshold") or DEFAULT_NOTE_THRESHOLD),
+        compact_threshold=float(settings.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
+        hard_block_threshold=float(settings.get("hard_block_threshold") or DEFAULT_HARD_BLOCK_THRESHOLD),
+    )
+
+
 def project_timeline(
-    turns: pd.DataFrame, settings: Any, *, label: str = "edited settings", unit: str = "turn"
+    turns: pd.DataFrame,
+    settings: Any,
+    *,
+    label: str = "edited settings",
+    unit: str = "turn",
+    demand: Sequence[int | None] | None = None,
 ) -> Projection | None:
     """Where the recorded turns would compact / force a final turn under ``settings``.
 
-    ``settings`` is a ResolvedModelSettings (anything with the budget fields). The recorded
-    breakdowns are replayed as they are (what compaction would then have freed is not simulated).
+    ``settings`` is a ResolvedModelSettings (anything with the budget fields). Each step is
+    judged by what the guard saw before any compaction (``demand``, :func:`step_demand`) when
+    given, else by the breakdown that was sent; the judgement itself is engine.budget.reproject.
+    What a compaction would then have freed is not simulated: under the settings the session
+    ran with, the compactions and final turns it recorded come out where they happened.
     """
     if turns.empty:
         return None
-    points = reproject(components_list(turns), settings)
+    sent = components_list(turns)
+    if demand is not None:
+        sent = [
+            ComponentTokens(conversation=max(c.total, d)) if d is not None and d > c.total else c
+            for c, d in zip(sent, demand, strict=True)
+        ]
+    points = reproject(sent, settings)
     turn_numbers = turns["turn"].astype(int).tolist()
     return Projection(
         limit=points[0].limit,
@@ -366,11 +425,75 @@ def project_timeline(
             float(settings.compact_threshold),
             float(settings.hard_block_threshold),
         ),
-        compact_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_compact),
+        # At the hard-block point the guard forces the final turn (a compaction may run first):
+        # such steps are listed as final turns, not as compactions.
+        compact_turns=tuple(
+            t for t, p in zip(turn_numbers, points, strict=True) if p.would_compact and not p.would_block
+        ),
         block_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_block),
         label=label,
         unit=unit,
     )
+
+
+#: Compaction triggers the thresholds decide (the others: manual, the agent's tool, a provider error).
+THRESHOLD_TRIGGERS = ("compact_threshold", "hard_block")
+
+
+@dataclass(frozen=True)
+class RecordedStops:
+    """What a session recorded, per step, to set beside a projection."""
+
+    threshold_compactions: tuple[int, ...]
+    other_compactions: tuple[tuple[int, str], ...]
+    final_turns: tuple[int, ...]
+    skipped: tuple[int, ...]
+
+    def text(self, unit: str = "turn") -> str:
+        parts = [
+            f"compacted at {unit} {', '.join(map(str, self.threshold_compactions))} by threshold"
+            if self.threshold_compactions
+            else "no threshold compaction"
+        ]
+        for step, trigger in self.other_compactions:
+            parts.append(f"compacted at {unit} {step} ({OTHER_TRIGGERS.get(trigger, trigger)})")
+        parts.append(
+            f"final turn forced at {unit} {self.final_turns[0]}"
+            if self.final_turns
+            else "no forced final turn"
+        )
+        if self.skipped:
+            parts.append(f"a fallback provider skipped at {unit} {', '.join(map(str, self.skipped))}")
+        return "Recorded: " + ", ".join(parts)
+
+
+OTHER_TRIGGERS = {
+    "manual": "by hand",
+    "tool": "by the agent's compact_context tool",
+    "provider_error": "after the provider refused the request as too long",
+}
+
+
+def recorded_stops(marks: pd.DataFrame) -> RecordedStops:
+    """Compactions, forced final turns and skipped providers a session recorded, by step of the
+    markers' axis (``marks`` from dashboard.data.markers, or moved by :func:`per_call`)."""
+    compacted = marks[marks["kind"] == "compaction"] if not marks.empty else marks
+    threshold = sorted({int(t) for t, trig in zip(compacted["turn"], compacted["trigger"], strict=True)
+                        if trig in THRESHOLD_TRIGGERS}) if not compacted.empty else []  # fmt: skip
+    other = tuple(
+        (int(t), str(trig))
+        for t, trig in zip(compacted["turn"], compacted["trigger"], strict=True)
+        if trig not in THRESHOLD_TRIGGERS
+    ) if not compacted.empty else ()  # fmt: skip
+    finals = (
+        sorted({int(t) for t in marks[marks["outcome"] == "forced_final"]["turn"]}) if not marks.empty else []
+    )
+    skipped = (
+        sorted({int(t) for t in marks[marks["outcome"] == "skipped_provider"]["turn"]})
+        if not marks.empty
+        else []
+    )
+    return RecordedStops(tuple(threshold), other, tuple(finals), tuple(skipped))
 
 
 # -- findings ---------------------------------------------------------------------------------

@@ -22,12 +22,18 @@ USAGE_LABELS = {
     "provider_output_tokens": ("Provider: output", "longdash"),
 }
 PROVIDER_PROMPT_LABEL = "Provider: whole prompt"
+PROVIDER_PARTS_LABEL = "Provider: input, cache reads/writes, output"
 DEFAULT_THRESHOLDS = (0.80, 0.95, 0.98)
 MARKER_STYLE = {
     ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
     ("guard", "forced_final"): ("Forced final turn", "#d62728"),
     ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
     ("restore", None): ("Restore", "#17becf"),
+}
+REFUSED_TEXT = {
+    "rejected": "Tool result refused (final turn forced)",
+    "forced_final": "Final turn forced",
+    "skipped_provider": "Provider skipped",
 }
 FINDINGS_STYLE = {
     "symbol": "diamond",
@@ -70,8 +76,9 @@ class Projection:
     @property
     def headline(self) -> str:
         parts = [f"limit {self.limit:,}"]
+        more = len(self.compact_turns) - 1
         parts.append(
-            f"would compact at {self.unit} {self.compact_turns[0]}"
+            f"would compact at {self.unit} {self.compact_turns[0]}" + (f" (and {more} more)" if more else "")
             if self.compact_turns
             else "would not compact"
         )
@@ -108,6 +115,8 @@ def timeline_figure(
     x = turns["turn"].astype(int).tolist()
     has_findings = findings is not None and not findings.empty
     for name, label in COMPONENT_LABELS.items():
+        if not turns[name].any():
+            continue  # a component the session never had: no legend entry for it
         fig.add_trace(
             go.Scatter(
                 x=x, y=turns[name].tolist(), name=label, stackgroup="components", mode="lines",
@@ -136,11 +145,13 @@ def timeline_figure(
                 hovertemplate="Limit: %{y:,}<extra></extra>",
             )
         )  # fmt: skip
-        for share in thresholds:
+        shares = " / ".join(f"{share:.0%}" for share in thresholds)
+        for i, share in enumerate(thresholds):
+            # One legend entry for the three threshold lines (note, compact, hard block).
             fig.add_trace(
                 go.Scatter(
-                    x=x, y=(limit * share).round().tolist(), name=f"{share:.0%} of limit", mode="lines",
-                    line={"color": "grey", "width": 1, "dash": "dot"},
+                    x=x, y=(limit * share).round().tolist(), name=f"{shares} of limit", mode="lines",
+                    line={"color": "grey", "width": 1, "dash": "dot"}, legendgroup="thresholds", showlegend=i == 0,
                     hovertemplate=f"{share:.0%}: %{{y:,}}<extra></extra>",
                 )
             )  # fmt: skip
@@ -156,17 +167,21 @@ def timeline_figure(
                     hovertemplate=f"{PROVIDER_PROMPT_LABEL}: %{{y:,}}<extra></extra>",
                 )
             )  # fmt: skip
-        for column, (label, dash) in USAGE_LABELS.items():
-            if column in turns and turns[column].notna().any():
-                fig.add_trace(
-                    go.Scatter(
-                        x=x, y=turns[column].tolist(), name=label, mode="lines",
-                        line={"width": 1.5, "dash": dash}, visible="legendonly",
-                        hovertemplate=f"{label}: %{{y:,}}<extra></extra>",
-                    )
-                )  # fmt: skip
+        parts = [c for c in USAGE_LABELS if c in turns and turns[c].notna().any()]
+        for i, column in enumerate(parts):
+            # The provider's parts toggle together under one legend entry.
+            label, dash = USAGE_LABELS[column]
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=turns[column].tolist(), name=PROVIDER_PARTS_LABEL, mode="lines",
+                    line={"width": 1.5, "dash": dash}, visible="legendonly", legendgroup="provider_parts",
+                    showlegend=i == 0, hovertemplate=f"{label}: %{{y:,}}<extra></extra>",
+                )
+            )  # fmt: skip
     if markers is not None and not markers.empty:
         for _, m in markers.iterrows():
+            if m["kind"] == "guard" and m["outcome"] == "rejected":
+                continue  # drawn as the refused projection below; the forced final has the line
             key = (m["kind"], m["outcome"] if m["kind"] != "restore" else None)
             label, color = MARKER_STYLE.get(key, (str(m["kind"]), "#555"))
             fig.add_vline(
@@ -174,6 +189,19 @@ def timeline_figure(
                 annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11},
                             "yshift": -22 if has_findings else 0},
                 annotation_position="top left",
+            )  # fmt: skip
+    if markers is not None and not markers.empty and "projected_tokens" in markers:
+        refused = markers[(markers["kind"] == "guard") & markers["projected_tokens"].notna()]
+        if not refused.empty:
+            # What the guard refused: the request (or tool result) that would not have fit.
+            what = [REFUSED_TEXT.get(str(o), str(o)) for o in refused["outcome"]]
+            fig.add_trace(
+                go.Scatter(
+                    x=refused["turn"].astype(int).tolist(), y=refused["projected_tokens"].tolist(),
+                    name="Refused: projected tokens", mode="markers", customdata=what,
+                    marker={"symbol": "x", "size": 12, "color": "#d62728", "line": {"width": 1}},
+                    hovertemplate="%{customdata}: %{y:,} tokens projected<extra></extra>",
+                )
             )  # fmt: skip
     if projection is not None:
         fig.add_trace(

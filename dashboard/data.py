@@ -19,8 +19,11 @@ import duckdb
 import duckdb_extensions
 import pandas as pd
 
+from dashboard import pg_source
 from engine.errors import NotADatabaseError, NotFoundError, ValidationError
 from engine.findings import Finding
+from engine.sent import compaction_removals, sent_end
+from engine.store.factory import default_database, redact_url
 from engine.store.schema import TABLES_V1
 
 #: Environment variable with database files or folders, separated by os.pathsep.
@@ -57,7 +60,10 @@ USAGE_COLUMNS = (
 
 
 def expand_path(path: str | os.PathLike[str]) -> list[Path]:
-    """A file as itself, a folder as its ``*.db`` files (sorted); a missing path raises NotFoundError."""
+    """A file as itself, a folder as its ``*.db`` files (sorted); a missing path raises NotFoundError.
+    A ``postgresql://`` URL stays as it is (a str)."""
+    if pg_source.is_database_url(str(path)):
+        return [str(path)]  # type: ignore[list-item]
     p = Path(path).expanduser()
     if p.is_dir():
         return sorted(f.resolve() for f in p.glob("*.db") if f.is_file())
@@ -91,6 +97,8 @@ def loaded_paths(
         items = [a for a in argv[list(argv).index("--") + 1 :] if a]
     if not items and env.get(DB_PATHS_ENV_VAR):
         items = [p for p in env[DB_PATHS_ENV_VAR].split(os.pathsep) if p.strip()]
+    if not items and (team := default_database(env)):  # $CTXDESK_DB: a team's postgresql:// URL
+        items = [team]
     if not items:
         items = [str(default_dir)] if default_dir.is_dir() else []
     found: dict[Path, None] = {}
@@ -104,6 +112,9 @@ def files_signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
     """(path, mtime_ns, size) of each database and its WAL: changes whenever a writer commits."""
     out: list[tuple[str, int, int]] = []
     for path in paths:
+        if pg_source.is_database_url(str(path)):
+            out.append(pg_source.signature(str(path)))
+            continue
         for f in (Path(path), Path(f"{path}-wal")):
             try:
                 st = f.stat()
@@ -115,10 +126,10 @@ def files_signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
 
 def db_labels(paths: Sequence[Path]) -> list[str]:
     """A short unique label per file: its stem, with the parent folder added when stems repeat."""
-    stems = [p.stem for p in paths]
+    stems = [pg_source.label(str(p)) if pg_source.is_database_url(str(p)) else p.stem for p in paths]
     labels = []
-    for p in paths:
-        label = p.stem if stems.count(p.stem) == 1 else f"{p.parent.name}/{p.stem}"
+    for p, stem in zip(paths, stems, strict=True):
+        label = stem if stems.count(stem) == 1 else f"{Path(p).parent.name}/{stem}"
         while label in labels:
             label += "'"
         labels.append(label)
@@ -144,17 +155,22 @@ def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnectio
     A file lacking ctxdesk tables raises NotADatabaseError naming it. ``databases`` lists
     (db, alias, path). Use ``con.cursor()`` per thread.
     """
-    resolved = [Path(p).resolve() for p in paths]
-    labels = db_labels(resolved)
+    resolved = [str(p) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths]
+    labels = db_labels(resolved)  # type: ignore[arg-type]
     con = duckdb.connect(":memory:")
     load_sqlite_scanner(con)
+    if any(isinstance(p, str) for p in resolved):
+        pg_source.load_postgres_extension(con)
     con.execute("CREATE TABLE databases (db VARCHAR, alias VARCHAR, path VARCHAR)")
     for i, (label, path) in enumerate(zip(labels, resolved, strict=True)):
         alias = f"db_{i}"
-        if not path.is_file():
+        if isinstance(path, Path) and not path.is_file():
             raise NotFoundError("database file does not exist", path=str(path))
         try:
-            con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+            if isinstance(path, str):  # a postgresql:// URL
+                pg_source.attach_postgres(con, path, alias)
+            else:
+                con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
             present = {
                 r[0]
                 for r in con.execute(
@@ -162,7 +178,10 @@ def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnectio
                 ).fetchall()
             }
         except duckdb.Error as exc:
-            raise NotADatabaseError(f"cannot attach as SQLite ({exc})", path=str(path)) from exc
+            kind = "PostgreSQL" if isinstance(path, str) else "SQLite"
+            raise NotADatabaseError(
+                f"cannot attach as {kind} ({redact_url(str(exc))})", path=redact_url(str(path))
+            ) from exc
         missing = set(TABLES) - present
         if missing:
             raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(path))
@@ -178,8 +197,11 @@ def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnectio
 
 
 def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:
-    """db label -> file path of every attached database."""
-    return {db: Path(path) for db, path in con.execute("SELECT db, path FROM databases").fetchall()}
+    """db label -> file path (or postgresql:// URL, a str) of every attached database."""
+    return {
+        db: path if pg_source.is_database_url(path) else Path(path)
+        for db, path in con.execute("SELECT db, path FROM databases").fetchall()
+    }
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
@@ -208,10 +230,15 @@ SCHEMA_TYPES = {t.name: {c.name: _duck_type(c.type) for c in t.columns} for t in
 
 
 def _alias(con: duckdb.DuckDBPyConnection, db: str) -> str:
-    row = con.execute("SELECT alias FROM databases WHERE db = ?", [db]).fetchone()
+    return _attached(con, db)[0]
+
+
+def _attached(con: duckdb.DuckDBPyConnection, db: str) -> tuple[str, str]:
+    """(alias, path or URL) of a loaded database."""
+    row = con.execute("SELECT alias, path FROM databases WHERE db = ?", [db]).fetchone()
     if row is None:
         raise NotFoundError(f"no database labelled {db!r} is loaded")
-    return str(row[0])
+    return str(row[0]), str(row[1])
 
 
 def _rows(
@@ -226,12 +253,13 @@ def _rows(
     built only from quoted literals and integers; returns (sql, params)."""
     types = SCHEMA_TYPES[table]
     cols = list(columns or types)
-    inner = ", ".join(f"hex({c}) AS {c}" if types[c] == "BLOB" else c for c in cols)
+    alias, path = _attached(con, db)  # SQLite file or PostgreSQL (pg_source): same SQL inside
+    inner = ", ".join(f"{pg_source.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c for c in cols)
     outer = ", ".join(
         f"from_hex({c}) AS {c}" if types[c] == "BLOB" else f"CAST({c} AS {types[c]}) AS {c}" for c in cols
     )
-    return f"(SELECT {outer} FROM sqlite_query(?, ?))", [
-        _alias(con, db),
+    return f"(SELECT {outer} FROM {pg_source.query_function(path)}(?, ?))", [
+        alias,
         f"SELECT {inner} FROM {table} WHERE {where}",
     ]
 
@@ -240,8 +268,8 @@ def _each_db(con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str])
     """``sql`` run inside every attached SQLite file, unioned with a ``db`` label; (subquery, params)."""
     casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
     parts, params = [], []
-    for db, alias in con.execute("SELECT db, alias FROM databases ORDER BY alias").fetchall():
-        parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM sqlite_query(?, ?)")
+    for db, alias, path in con.execute("SELECT db, alias, path FROM databases ORDER BY alias").fetchall():
+        parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM {pg_source.query_function(path)}(?, ?)")
         params += [alias, sql]
     return "(" + " UNION ALL ".join(parts) + ")", params
 
@@ -443,11 +471,12 @@ def _parse_details(text: Any) -> dict[str, Any]:
 
 
 def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
-    """Compactions and guard stops (forced_final, skipped_provider) to mark on the timeline."""
+    """Compactions, restores and guard stops (forced_final, skipped_provider, a refused tool result)
+    to mark on the timeline."""
     src, params = _session_rows(
         con, db, "context_events", session_id,
         "turn_index IS NOT NULL AND ((kind = 'compaction' AND outcome = 'compacted')"
-        " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider')) OR kind = 'restore')",
+        " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider', 'rejected')) OR kind = 'restore')",
         ["seq", "turn_index", "kind", "trigger", "outcome", "projected_tokens", "limit_tokens"],
     )  # fmt: skip
     return _df(
@@ -466,7 +495,7 @@ def removed_seqs_before(con: duckdb.DuckDBPyConnection, db: str, session_id: str
     )  # fmt: skip
     removed: set[int] = set()
     for (details_json,) in con.execute(f"SELECT details_json FROM {src} ORDER BY seq", params).fetchall():
-        removed.update(int(s) for s in _parse_details(details_json).get("removed_message_seqs", []))
+        removed.update(compaction_removals(_parse_details(details_json))[0])
     return removed
 
 
@@ -480,21 +509,25 @@ def sent_messages(
 ) -> pd.DataFrame:
     """The messages a turn's last request sent, largest first (previews only, no content).
 
-    Uses the request's ``message_seq`` when recorded (else the end of the turn), and leaves out
-    what earlier compactions removed or summarized.
+    What a request sent is :func:`engine.sent.sent_end`'s rule (the one findings and reports
+    use); what earlier compactions removed or summarized is left out.
     """
     where = f"kind = 'request' AND turn_index = {int(turn)}"
     if event_seq is not None:
         where += f" AND seq = {int(event_seq)}"
-    src, params = _session_rows(con, db, "context_events", session_id, where, ["seq", "message_seq"])
-    row = con.execute(f"SELECT seq, message_seq FROM {src} ORDER BY seq DESC LIMIT 1", params).fetchone()
+    columns = ["seq", "message_seq", "turn_index", "details_json"]
+    src, params = _session_rows(con, db, "context_events", session_id, where, columns)
+    row = con.execute(f"SELECT {', '.join(columns)} FROM {src} ORDER BY seq DESC LIMIT 1", params).fetchone()
     removed: set[int] = set()
-    upto = f"turn_index <= {int(turn)}"
+    end = _turn_end(con, db, session_id, int(turn))
     if row is not None:
         removed = removed_seqs_before(con, db, session_id, int(row[0]))
-        if row[1] is not None:
-            upto = f"seq <= {int(row[1])}"
-    src, params = _session_rows(con, db, "messages", session_id, upto, MESSAGE_LIST_COLUMNS)
+        end = sent_end(
+            _parse_details(row[3]), row[1], row[2],
+            kind_of=lambda seq: _message_kind(con, db, session_id, seq),
+            turn_end=lambda t: _turn_end(con, db, session_id, t),
+        )  # fmt: skip
+    src, params = _session_rows(con, db, "messages", session_id, f"seq < {int(end)}", MESSAGE_LIST_COLUMNS)
     df = _df(
         con,
         f"""SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, pinned, text_preview
@@ -504,6 +537,21 @@ def sent_messages(
     if removed:
         df = df[~df["seq"].isin(removed)].reset_index(drop=True)
     return df
+
+
+def _message_kind(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> str | None:
+    src, params = _session_rows(con, db, "messages", session_id, f"seq = {int(seq)}", ["kind"])
+    row = con.execute(f"SELECT kind FROM {src}", params).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _turn_end(con: duckdb.DuckDBPyConnection, db: str, session_id: str, turn: int) -> int:
+    """One past the last seq of ``turn`` (the transcript's length when the turn has no messages)."""
+    src, params = _session_rows(con, db, "messages", session_id, "", ["seq", "turn_index"])
+    row = con.execute(
+        f"SELECT max(seq) FILTER (WHERE turn_index = {int(turn)}), count(*) FROM {src}", params
+    ).fetchone()
+    return int(row[0]) + 1 if row[0] is not None else int(row[1])
 
 
 def message(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> dict[str, Any] | None:

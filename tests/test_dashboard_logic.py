@@ -80,7 +80,7 @@ def test_explain_stop_without_recorded_values_suggests_nothing() -> None:
 def test_project_timeline_marks_where_edited_settings_compact_and_block() -> None:
     turns = pd.DataFrame(
         {"turn": [0, 1, 2], "system": [100] * 3, "skills": [0] * 3, "tools": [0] * 3, "summary": [0] * 3,
-         "conversation": [100, 600, 900], "tool_results": [0] * 3}
+         "conversation": [100, 860, 900], "tool_results": [0] * 3}
     )  # fmt: skip
     settings = Settings(
         models={"m": ModelSettings(context_window=1_300, max_output_tokens=200, buffer_tokens=100)}
@@ -89,9 +89,12 @@ def test_project_timeline_marks_where_edited_settings_compact_and_block() -> Non
     p = analysis.project_timeline(turns, resolved)
     assert p is not None
     assert p.limit == 1_000
-    assert p.compact_turns == (2,)
-    assert p.block_turns == (2,)
-    assert "would compact at turn 2" in p.headline
+    assert p.compact_turns == (1,)  # 960 >= 95%
+    assert p.block_turns == (2,)  # 1,000 >= 98%: the final turn (not listed as a compaction)
+    assert "would compact at turn 1" in p.headline
+    # What the guard saw before a compaction counts, not only what was sent after it.
+    before_compaction = analysis.project_timeline(turns.iloc[:2], resolved, demand=[None, 990])
+    assert before_compaction.block_turns == (1,)
     roomy = resolve_model_settings("m", "p", Settings(models={"m": ModelSettings(context_window=100_000)}))
     assert analysis.project_timeline(turns, roomy).headline.endswith(
         "would not compact, no forced final turn"
@@ -111,19 +114,28 @@ def _turns() -> pd.DataFrame:
 
 
 def test_timeline_figure_stacks_components_with_limit_thresholds_markers_and_usage() -> None:
-    marks = pd.DataFrame({"turn": [1], "kind": ["guard"], "outcome": ["forced_final"]})
+    marks = pd.DataFrame(
+        {"turn": [1, 1], "kind": ["guard", "guard"], "outcome": ["rejected", "forced_final"],
+         "projected_tokens": [13_470, 7_809]}
+    )  # fmt: skip
     fig = charts.timeline_figure(_turns(), marks)
     names = [t.name for t in fig.data]
-    assert names[:6] == list(charts.COMPONENT_LABELS.values())
-    assert all(t.stackgroup == "components" for t in fig.data[:6])
-    assert {
-        "Effective limit",
-        "80% of limit",
-        "95% of limit",
-        "98% of limit",
-        "Provider: cache reads",
-    } <= set(names)
-    assert any(a.text == "Forced final turn" for a in fig.layout.annotations)
+    present = [label for name, label in charts.COMPONENT_LABELS.items() if _turns()[name].any()]
+    assert names[: len(present)] == present
+    assert all(t.stackgroup == "components" for t in fig.data[: len(present)])
+    assert {"Effective limit", "80% / 95% / 98% of limit", charts.PROVIDER_PARTS_LABEL} <= set(names)
+    # One legend entry per group: the three thresholds, the provider's four parts.
+    assert sum(t.showlegend is not False for t in fig.data) <= 12
+    assert [a.text for a in fig.layout.annotations].count("Forced final turn") == 1
+    refused = next(t for t in fig.data if t.name == "Refused: projected tokens")
+    assert list(refused.y) == [13_470, 7_809]
+
+
+def test_timeline_figure_leaves_out_components_a_session_never_had() -> None:
+    turns = _turns().assign(skills=0, summary=0)
+    names = [t.name for t in charts.timeline_figure(turns).data]
+    assert charts.COMPONENT_LABELS["skills"] not in names
+    assert charts.COMPONENT_LABELS["summary"] not in names
 
 
 def test_timeline_figure_shows_the_projection_headline() -> None:
@@ -412,7 +424,9 @@ def test_provider_usage_shows_the_whole_prompt_with_its_parts_one_click_away() -
     fig = charts.timeline_figure(_turns(), None)
     by_name = {t.name: t for t in fig.data}
     assert list(by_name[charts.PROVIDER_PROMPT_LABEL].y) == [35, 130]
-    assert by_name["Provider: cache reads"].visible == "legendonly"
+    parts = [t for t in fig.data if t.legendgroup == "provider_parts"]
+    assert [t.visible for t in parts] == ["legendonly"] * len(parts) and len(parts) >= 2
+    assert [t.showlegend is not False for t in parts].count(True) == 1
 
 
 def test_components_bar_leaves_out_components_that_are_zero_everywhere() -> None:
@@ -421,3 +435,158 @@ def test_components_bar_leaves_out_components_that_are_zero_everywhere() -> None
     )
     assert list(fig.data[0].x) == ["Conversation", "Tool results"]
     assert len(charts.components_bar({"before": {}}).data[0].x) == 6
+
+
+# -- the what-if under the settings a session ran with ---------------------------------------
+
+
+def _bundled_sessions() -> list[tuple[str, str]]:
+    from dashboard import data
+
+    paths = sorted(data.DEFAULT_DATA_DIR.glob("*.db"))
+    if not paths:
+        return []
+    con = data.connect(paths)
+    return [(str(r.db), str(r.session_id)) for r in data.sessions_overview(con).itertuples()]
+
+
+@pytest.mark.skipif(not _bundled_sessions(), reason="no bundled sample data in data/ (ctxdesk demo)")
+@pytest.mark.parametrize("unit", ["turn", "call"])
+def test_reprojecting_under_the_recorded_settings_reproduces_what_every_bundled_session_did(
+    unit: str,
+) -> None:
+    from dashboard import data
+
+    con = data.connect(sorted(data.DEFAULT_DATA_DIR.glob("*.db")))
+    checked = 0
+    for db, sid in _bundled_sessions():
+        steps, marks = data.timeline(con, db, sid), data.markers(con, db, sid)
+        if unit == "call":
+            steps, marks = analysis.per_call(data.requests(con, db, sid), marks)
+        recorded = analysis.recorded_budget(data.session_settings(con, db, sid))
+        assert recorded is not None, sid
+        checks = data.events(con, db, sid, ("guard", "request"))
+        projection = analysis.project_timeline(
+            steps, recorded, unit=unit, demand=analysis.step_demand(checks, steps, unit)
+        )
+        happened = analysis.recorded_stops(marks)
+        assert projection.compact_turns == happened.threshold_compactions, (sid, unit)
+        assert projection.block_turns[:1] == happened.final_turns[:1], (sid, unit)
+        checked += bool(happened.threshold_compactions or happened.final_turns)
+    assert checked >= 4  # compactions and a forced final turn are among the bundled sessions
+
+
+# -- the settings file: last valid settings, merged disk edits, a Save that loses nothing -------
+
+SETTINGS_TEXT = """
+[defaults]
+buffer_tokens = 512
+
+[providers.anthropic]
+max_output_tokens = 8000
+
+[models."gpt-4o"]
+context_window = 128000
+
+[models."claude-sonnet-4"]
+context_window = 200000
+
+[models.m3]
+context_window = 30000
+"""
+
+
+def test_an_invalid_edit_keeps_the_last_valid_settings_and_says_why(tmp_path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(SETTINGS_TEXT)
+    first = settings_form.read_file(path)
+    assert first.error is None and set(first.draft["models"]) == {"gpt-4o", "claude-sonnet-4", "m3"}
+    path.write_text(SETTINGS_TEXT + "\n[models.broken\n")
+    broken = settings_form.read_file(path, first)
+    assert broken.error is not None and "invalid TOML" in str(broken.error)
+    assert broken.draft == first.draft
+    assert settings_form.read_file(path, broken) is broken  # unchanged file: not re-read
+
+
+def test_save_writes_only_what_was_edited_and_keeps_every_other_entry(tmp_path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(SETTINGS_TEXT)
+    loaded = settings_form.read_file(path)
+    draft = settings_form.with_level(
+        loaded.draft, "models", "m3", {"context_window": 32000, "buffer_tokens": 100}
+    )
+    outcome = settings_form.save_draft(draft, loaded)
+    assert outcome.written, outcome.problem
+    saved = settings_form.read_file(path).draft
+    assert saved["models"]["m3"] == {"context_window": 32000, "buffer_tokens": 100}
+    assert saved["models"]["gpt-4o"] == {"context_window": 128000}
+    assert saved["models"]["claude-sonnet-4"] == {"context_window": 200000}
+    assert saved["providers"] == {"anthropic": {"max_output_tokens": 8000}}
+    assert saved["defaults"] == {"buffer_tokens": 512}
+
+
+def test_save_refuses_a_file_changed_on_disk_and_names_the_change(tmp_path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(SETTINGS_TEXT)
+    loaded = settings_form.read_file(path)
+    draft = settings_form.with_level(loaded.draft, "models", "m3", {"context_window": 32000})
+    path.write_text(SETTINGS_TEXT.replace("128000", "64000"))
+    outcome = settings_form.save_draft(draft, loaded)
+    assert not outcome.written
+    assert outcome.changes == ("models.gpt-4o.context_window: 128000 -> 64000",)
+    assert "64000" in path.read_text()  # not overwritten
+    # Reloaded under the edit: the disk change and the unsaved edit are both kept.
+    rebased = settings_form.rebase(draft, loaded.draft, settings_form.read_file(path).draft)
+    assert rebased["models"]["gpt-4o"] == {"context_window": 64000}
+    assert rebased["models"]["m3"] == {"context_window": 32000}
+
+
+def test_save_refuses_to_replace_an_invalid_file(tmp_path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text("[models.broken\n")
+    loaded = settings_form.read_file(path)
+    assert loaded.error is not None and loaded.draft == {}
+    outcome = settings_form.save_draft({"models": {"m": {"context_window": 1000}}}, loaded)
+    assert not outcome.written and "invalid" in outcome.problem
+    assert path.read_text() == "[models.broken\n"
+
+
+def test_a_cleared_field_is_an_edit_too() -> None:
+    base = {"models": {"m": {"context_window": 1000, "buffer_tokens": 10}}}
+    draft = settings_form.with_level(base, "models", "m", {"context_window": 1000})
+    assert settings_form.edits_of(draft, base) == {("models", "m", "buffer_tokens"): None}
+    assert settings_form.apply_edits(base, settings_form.edits_of(draft, base)) == draft
+
+
+# -- recorded text on the page ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "![i](http://127.0.0.2:9/x.png)",
+        "$x^2$",
+        ":red[red]",
+        ":material/home:",
+        "**b** _i_ `c`",
+        "<img src=x>",
+    ],
+)
+def test_recorded_text_is_escaped_for_markdown(hostile: str) -> None:
+    from dashboard import display
+
+    escaped = display.md(hostile)
+    unescaped = escaped.replace("\\", "")
+    assert unescaped == hostile  # the same characters, each markup one escaped
+    for mark in "![]$:*_`<":
+        assert mark not in escaped.replace("\\" + mark, "")
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), pd.NA, ""])
+def test_missing_values_never_read_none_or_nan(missing: object) -> None:
+    from dashboard import display
+
+    assert display.text(missing) == display.MISSING
+    assert display.number(missing) == "n/a"
+    assert "nan" not in display.session_line("t", "sid", missing, "db")
+    assert "None" not in display.session_line(missing, "sid", missing, "db")

@@ -209,12 +209,15 @@ if resolved is not None:
     if ref is not None and shown_model == session_model:
         turns = state.query("timeline", ref.db, ref.session_id)
         edited = st.session_state.get(state.EDITED_SETTINGS_KEY) is not None
+        checks = state.query("events", ref.db, ref.session_id, ("guard", "request"))
         projection = analysis.project_timeline(
-            turns, resolved, label="edited settings" if edited else "these settings"
-        )
+            turns, resolved, label="edited settings" if edited else "these settings",
+            demand=analysis.step_demand(checks, turns),
+        )  # fmt: skip
         if projection is not None:
-            st.info(projection.headline)
             marks = state.query("markers", ref.db, ref.session_id)
+            st.info(projection.headline)
+            st.caption(analysis.recorded_stops(marks).text())
             st.plotly_chart(
                 charts.timeline_figure(turns, marks, projection=projection, show_usage=False),
                 key="ms_preview",

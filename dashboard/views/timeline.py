@@ -42,9 +42,11 @@ def edited_projection(turns, unit):
     try:
         resolved = resolve_model_settings(str(row["model"]), row["provider"] or None, edited)
     except ContextDeskError as exc:
-        st.warning(f"Edited settings do not resolve for {row['model']}: {exc}")
+        st.warning(f"Edited settings do not resolve for {display.md(row['model'])}: {display.md(exc)}")
         return None
-    return analysis.project_timeline(turns, resolved, unit=unit)
+    checks = state.query("events", ref.db, ref.session_id, ("guard", "request"))
+    demand = analysis.step_demand(checks, turns, unit)
+    return analysis.project_timeline(turns, resolved, unit=unit, demand=demand)
 
 
 @st.fragment
@@ -64,6 +66,7 @@ def timeline_panel() -> None:
     projection = edited_projection(turns, unit)
     if projection is not None:
         st.info(projection.headline)
+        st.caption(analysis.recorded_stops(marks).text(unit))
     show_usage = st.toggle("Show the provider's own usage", value=True, key="timeline_usage")
     steps = [int(t) for t in turns["turn"]]
     fig = charts.timeline_figure(
