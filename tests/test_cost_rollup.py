@@ -97,3 +97,33 @@ def test_report_of_a_multi_session_database_has_the_project_in_every_format(proj
     text = render(report, "text")
     assert "== project: " in text and "per day (UTC)" in text and "per call (provider usage" in text
     assert "Project: " in render(report, "html")
+
+
+def test_costs_command_reports_the_project_and_refresh_fills_the_table(project_db: Path) -> None:
+    import io
+
+    from engine.cli import main
+
+    out = io.StringIO()
+    assert main(["costs", str(project_db)], out=out) == 0
+    assert "per model" in out.getvalue() and "claude-sonnet-4-20250514" in out.getvalue()
+    out = io.StringIO()
+    assert main(["costs", str(project_db), "--refresh", "--format", "json"], out=out) == 0
+    text = out.getvalue()
+    assert text.startswith("request_costs: ")
+    data = json.loads(text.split("\n", 1)[1])
+    with SessionStore(project_db, read_only=True) as store:
+        stored = [r for s in store.list_sessions() for r in stored_request_costs(store, s.id)]
+    assert len(stored) == data["totals"]["calls"]
+
+
+def test_inspect_shows_each_call_cost_and_the_session_total(project_db: Path) -> None:
+    import io
+
+    from engine.cli import main
+
+    with SessionStore(project_db, read_only=True) as store:
+        sid = next(s.id for s in store.list_sessions() if s.parent_session_id is None)
+    out = io.StringIO()
+    assert main(["inspect", str(project_db), sid], out=out) == 0
+    assert "cold_start" in out.getvalue() and "\ncost: $" in out.getvalue()

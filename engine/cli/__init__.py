@@ -21,7 +21,9 @@ from engine.errors import ContextDeskError
 from engine.textfmt import format_table
 
 #: Command modules under engine.cli, in the order ``--help`` lists them.
-COMMAND_MODULES = ("dashboard", "demo", "inspect", "compact", "importing", "migrate", "models", "proxy", "report")
+COMMAND_MODULES = (
+    "dashboard", "demo", "inspect", "compact", "costs", "importing", "migrate", "models", "proxy", "report",
+)  # fmt: skip
 
 __all__ = [
     "DB_PATHS_ENV_VAR",

@@ -45,24 +45,34 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         file=out,
     )
     from engine.report import event_note, is_routine
+    from engine.report.costs import cost_line, session_cost_report
+    from engine.store.costs import session_costs
 
     events = store.list_events(session.id)
     requests = [e for e in events if e.kind == "request"]
+    costs = session_costs(store, session.id)
+    by_event = {r["event_id"]: r for r in costs.rows}
     print(
-        "\nper-component tokens of each model request (our estimate; provider = provider's count)", file=out
+        "\nper-component tokens of each model request (our estimate; provider = provider's count; "
+        "cost = provider usage at list prices; cache = why cached tokens were written again)",
+        file=out,
     )
     rows = []
     for e in requests:
         c = e.components
         values = [getattr(c, name) if c else None for name in COMPONENTS]
+        cost = by_event.get(e.id)
         rows.append(
             (
                 e.seq, e.turn_index, *values, c.total if c else None,
                 e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
+                f"${cost['total_usd']:.4f}" if cost else None, (cost or {}).get("cache_cause") or "",
             )
         )  # fmt: skip
-    headers = ("event", "turn", *COMPONENTS, "total", "provider", "limit", "outcome")
+    headers = ("event", "turn", *COMPONENTS, "total", "provider", "limit", "outcome", "cost", "cache")
     print(format_table(headers, rows) if rows else "(no model requests)", file=out)
+    if costs.rows:
+        print("cost: " + cost_line(session_cost_report(costs).totals), file=out)
 
     decisions = [e for e in events if e.kind != "request" and (show_all or not is_routine(e))]
     hidden = sum(1 for e in events if e.kind != "request") - len(decisions)
