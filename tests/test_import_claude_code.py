@@ -310,3 +310,67 @@ def test_live_cli_run_matches_its_rebuilt_requests(tmp_path: Path) -> None:
     assert len(main.calls) == len(log)
     for call, record in zip(main.calls, log, strict=True):
         assert skeleton(call.request_messages) == skeleton(api_messages(record))
+
+
+# -- through the import pipeline (import_file: api + writer) --------------------------------------
+@pytest.fixture
+def store(tmp_path: Path):
+    from engine.store import SessionStore
+
+    with SessionStore(tmp_path / "cc.db") as s:
+        yield s
+
+
+def only_file(scenario: str) -> Path:
+    (main_file,) = (FIXTURES / scenario / "transcripts").glob("*.jsonl")
+    return main_file
+
+
+def test_import_links_subagent_and_records_calls_with_rebuilt_components(store: Any) -> None:
+    from engine.importers import import_file
+
+    result = import_file(only_file("subagent_foreground"), store)
+    main_id, sub_id = result.session_ids
+    sub = store.get_session(sub_id)
+    assert sub.parent_session_id == main_id and sub.metadata["parent_tool_use_id"].startswith("toolu_")
+    assert (
+        store.get_session(main_id).title
+        == "Use a general-purpose sub-agent to inspect util.py, and wait for it."
+    )
+    for session_id in (main_id, sub_id):
+        events = store.list_events(session_id, kind="request")
+        assert events and all(e.components.system == e.details["harness_prefix_tokens"] for e in events)
+        first = events[0]
+        assert first.projected_tokens == first.usage.prompt_tokens
+
+
+def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:
+    from engine.importers import import_file
+
+    (compacted,) = import_file(only_file("compact_manual"), store).session_ids
+    (compaction,) = store.list_events(compacted, kind="compaction")
+    assert compaction.trigger == "manual" and compaction.details["harness"] == "claude-code"
+    assert compaction.details["before_tokens"] > compaction.details["after_tokens"]
+    (offloaded,) = import_file(only_file("large_output"), store).session_ids
+    (blob,) = store.list_blobs(offloaded)
+    assert blob.tool_name == "Bash" and blob.size_bytes > 190_000
+
+
+def test_reimport_is_idempotent_and_a_grown_file_adds_only_its_new_lines(tmp_path: Path, store: Any) -> None:
+    from engine.importers import import_file
+
+    source = only_file("resume")
+    raw = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(raw) if '"last-prompt"' in line) + 1
+    copy = tmp_path / source.name
+    copy.write_text("".join(raw[:cut]), encoding="utf-8")
+    (session_id,) = import_file(copy, store).session_ids
+    before = [(m.seq, m.message.id) for m in store.load_messages(session_id)]
+    events_before = len(store.list_events(session_id, kind="request"))
+    assert import_file(copy, store).sessions == ()  # unchanged: nothing written again
+    copy.write_text("".join(raw), encoding="utf-8")
+    (again,) = import_file(copy, store).session_ids
+    after = [(m.seq, m.message.id) for m in store.load_messages(again)]
+    assert again == session_id and after[: len(before)] == before and len(after) > len(before)
+    assert len(store.list_events(session_id, kind="request")) == 4 > events_before
+    assert len({m for _, m in after}) == len(after)  # nothing duplicated
