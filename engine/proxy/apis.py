@@ -54,12 +54,21 @@ def detect_api(method: str, path: str) -> str:
     return next((api for pattern, api in _PATHS if pattern.match(path)), PASSTHROUGH)
 
 
-def upstream_kind(api: str, headers: Mapping[str, str]) -> str:
-    """``anthropic`` or ``openai``: which upstream serves a request (unknown paths by their headers)."""
+def upstream_kind(api: str, headers: Mapping[str, str], path: str = "/") -> str:
+    """``anthropic`` or ``openai``: which upstream serves a request.
+
+    Unknown paths go by their headers (``x-api-key`` / ``anthropic-version``: Anthropic; a
+    bearer token: OpenAI), else by path: OpenAI clients' base URL ends in ``/v1``, Anthropic's
+    does not (Claude Code probes ``HEAD /``).
+    """
     if api in PROVIDERS:
         return PROVIDERS[api]
     lowered = {k.lower() for k in headers}
-    return "anthropic" if {"x-api-key", "anthropic-version"} & lowered else "openai"
+    if {"x-api-key", "anthropic-version"} & lowered:
+        return "anthropic"
+    if "authorization" in lowered or path == "/v1" or path.startswith("/v1/"):
+        return "openai"
+    return "anthropic"
 
 
 # -- requests ------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def create_app(recorder: Recorder, upstreams: Upstreams | None = None) -> Starle
         body = await request.body()
         path = request.url.path
         api = apis.detect_api(request.method, path)
-        kind = apis.upstream_kind(api, request.headers)
+        kind = apis.upstream_kind(api, request.headers, path)
         base = upstreams.anthropic if kind == "anthropic" else upstreams.openai
         query = request.url.query
         exchange = new_exchange(

@@ -405,9 +405,19 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
 
 
 def _title(messages: list[Message]) -> str:
+    """The first user words that are not an agent's injected reminder."""
     for message in messages:
-        if message.role == "user" and message.text.strip():
-            return message.text.strip().splitlines()[0][:100]
+        if message.role != "user":
+            continue
+        texts = (
+            [message.content]
+            if isinstance(message.content, str)
+            else [getattr(b, "text", "") for b in message.content]
+        )
+        for text in texts:
+            text = text.strip()
+            if text and not text.startswith("<"):
+                return text.splitlines()[0][:100]
     return "proxied session"
 
 

@@ -5,7 +5,8 @@ send no id, a request whose messages extend an earlier request's continues that 
 Within one agent id, a request that continues no thread is the main thread rewritten (same
 system prompt and tools: the agent compacted) or a sub-agent (different system prompt or
 tools: Claude Code's sub-agents share the parent's id), recorded as a child session.
-Message identity ignores ``cache_control`` markers, which agents move from call to call.
+Message identity ignores ``cache_control`` markers, which agents move from call to call
+(and a string content given as one text block only to carry such a marker).
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ MAX_THREADS = 2_000
 
 def _strip_markers(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+        out = {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+        content = out.get("content")
+        # Claude Code turns a string content into one text block to put a marker on it
+        if (
+            isinstance(content, list)
+            and len(content) == 1
+            and content[0] == {"type": "text", "text": content[0].get("text")}
+        ):
+            out["content"] = content[0]["text"]
+        return out
     if isinstance(value, list):
         return [_strip_markers(v) for v in value]
     return value

@@ -1,0 +1,175 @@
+"""End to end: the real Claude Code and Codex CLIs through ``ctxdesk proxy`` to the scripted server.
+
+Each run gets a scratch HOME and repository under tmp_path. Every request the upstream
+received must be recorded exactly (same JSON body), in the agent's session (Claude Code's
+sub-agent in a child session), with the API key nowhere in the database. Runs only when the
+CLIs are installed (``npm install @anthropic-ai/claude-code @openai/codex`` in
+$CTXDESK_AGENTS_BIN/.., default /work/agents).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server import ScriptedServer
+from model_server import anthropic as A
+from model_server import openai_responses as R
+
+from engine.proxy import ProxyServer, Upstreams
+from engine.store import SessionStore
+
+AGENTS_BIN = Path(os.environ.get("CTXDESK_AGENTS_BIN", "/work/agents/node_modules/.bin"))
+CLAUDE = AGENTS_BIN / "claude"
+CODEX = AGENTS_BIN / "codex"
+KEY = "sk-ant-e2e-PROXYKEY-9f8e7d6c5b4a"
+SUB_PROMPT = "List the files in this repository"
+
+
+def scratch(tmp_path: Path) -> tuple[Path, Path]:
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    (repo / "README.md").write_text("hello\n", encoding="utf-8")
+    git = ["git", "-c", "user.email=dev@example.com", "-c", "user.name=dev"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
+    return home, repo
+
+
+def run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def recorded_bodies(store: SessionStore) -> dict[str, list[Any]]:
+    return {s.id: [r.body for r in store.list_requests(s.id, with_body=True)] for s in store.list_sessions()}
+
+
+def database_bytes(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
+
+
+@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+def test_claude_code_through_the_proxy_records_every_request_in_its_session(tmp_path: Path) -> None:
+    home, repo = scratch(tmp_path)
+    is_sub = A.first_user_contains(SUB_PROMPT)
+    server = A.install(ScriptedServer(default=A.text("Done.")))
+    server.queue(
+        A.tool_calls(("Read", {"file_path": str(repo / "README.md")}), when=A.not_(is_sub)),
+        A.tool_calls(
+            (
+                "Agent",
+                {
+                    "description": "list files",
+                    "prompt": SUB_PROMPT,
+                    "subagent_type": "general-purpose",
+                    "run_in_background": False,
+                },
+            ),
+            when=A.not_(is_sub),
+        ),
+        A.tool_calls(("Bash", {"command": "ls", "description": "List files"}), when=is_sub),
+        A.text("The repository holds README.md.", when=is_sub),
+        A.text("README says hello; a sub-agent listed the files.", when=A.not_(is_sub)),
+        A.tool_calls(
+            ("Bash", {"command": "git status --short", "description": "Status"}), when=A.not_(is_sub)
+        ),
+        A.text("The tree is clean.", when=A.not_(is_sub)),
+    )
+    db = tmp_path / "proxy.db"
+    with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
+            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+        }  # fmt: skip
+        base = [str(CLAUDE), "--output-format", "json", "--model", "claude-sonnet-4-5"]
+        base.append("--dangerously-skip-permissions")
+        first = json.loads(
+            run([*base, "-p", "Read the README, then have a sub-agent list the files."], cwd=repo, env=env)
+        )
+        session_id = first["session_id"]
+        second = json.loads(
+            run([*base, "--resume", session_id, "-p", "Is the tree clean?"], cwd=repo, env=env)
+        )
+        assert second["result"] == "The tree is clean."
+        assert proxy.recorder.flush()
+    received = [r.body for r in server.requests]
+    with SessionStore(db, read_only=True) as store:
+        sessions = {s.id: s for s in store.list_sessions()}
+        bodies = recorded_bodies(store)
+        main_system = json.dumps(received[0]["system"])
+        sub_ids = [i for i, s in sessions.items() if s.parent_session_id == session_id]
+        assert len(sub_ids) == 1, sessions
+        # every request the upstream got is recorded, exactly, in the right session (Claude Code's
+        # bodiless HEAD / probes are recorded too, unparsed)
+        parsed = [b for bs in bodies.values() for b in bs if b is not None]
+        assert sorted(json.dumps(b, sort_keys=True) for b in parsed) == sorted(
+            json.dumps(b, sort_keys=True) for b in received
+        )
+        assert all(json.dumps(b["system"]) == main_system for b in bodies[session_id] if "system" in b)
+        assert bodies[sub_ids[0]] and all(json.dumps(b["system"]) != main_system for b in bodies[sub_ids[0]])
+        assert all(SUB_PROMPT in json.dumps(b["messages"][0]) for b in bodies[sub_ids[0]])
+        assert len(bodies[session_id]) >= 5
+        # the transcript grows by new messages only: each prompt once, each answer once
+        texts = [m.text for m in store.load_transcript(session_id)]
+        assert sum("Is the tree clean?" in t for t in texts) == 1
+        assert sum(t == "The tree is clean." for t in texts) == 1
+        events = store.list_events(session_id, kind="request")
+        assert events and all(e.components.system > 0 and e.components.tools > 0 for e in events)
+        assert all(e.usage is not None and e.usage.prompt_tokens > 0 for e in events)
+    assert KEY.encode() not in database_bytes(db)
+
+
+@pytest.mark.skipif(not CODEX.exists(), reason="Codex CLI not installed")
+def test_codex_through_the_proxy_records_every_request_in_its_thread(tmp_path: Path) -> None:
+    home, repo = scratch(tmp_path)
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    server = R.install(ScriptedServer(default=[{"type": "message", "text": "Done."}]))
+    server.queue(
+        [
+            {"type": "reasoning", "summary": "Reading the README first."},
+            {"type": "function_call", "name": "exec_command", "arguments": {"cmd": "cat README.md"}},
+        ],
+        [{"type": "message", "text": "The README says hello."}],
+        [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "git status --short"}}],
+        [{"type": "message", "text": "Clean."}],
+    )
+    db = tmp_path / "proxy.db"
+    with server, ProxyServer(db, upstreams=Upstreams(openai=server.base_url + "/v1")) as proxy:
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5.5"\nmodel_provider = "local"\napproval_policy = "never"\n'
+            'sandbox_mode = "danger-full-access"\n\n[model_providers.local]\nname = "local"\n'
+            f'base_url = "{proxy.base_url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n',
+            encoding="utf-8",
+        )
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(codex_home), "LOCAL_API_KEY": KEY,
+            "NO_COLOR": "1",
+        }  # fmt: skip
+        out = run([str(CODEX), "exec", "--json", "What does the README say?"], cwd=repo, env=env)
+        thread = next(
+            json.loads(line)["thread_id"] for line in out.splitlines() if '"thread.started"' in line
+        )
+        run([str(CODEX), "exec", "--json", "resume", thread, "Is the tree clean?"], cwd=repo, env=env)
+        assert proxy.recorder.flush()
+    received = [r.body for r in server.requests]
+    with SessionStore(db, read_only=True) as store:
+        bodies = recorded_bodies(store)
+        assert bodies[thread] == received  # one thread, every request, in order, exactly
+        assert [s.id for s in store.list_sessions()] == [thread]
+        texts = [m.text for m in store.load_transcript(thread)]
+        assert sum(t == "Clean." for t in texts) == 1
+        events = store.list_events(thread, kind="request")
+        assert len(events) == len(received) and all(e.usage and e.components.system > 0 for e in events)
+    assert KEY.encode() not in database_bytes(db)
