@@ -84,17 +84,17 @@ def _do_pid() -> int:
 
 def _do_compact(db_path: str, session_id: str, dry_run: bool, params: dict[str, Any]) -> Any:
     from engine.compaction import force_compact
-    from engine.store import SessionStore
+    from engine.store.factory import open_store
 
-    with SessionStore(db_path, read_only=dry_run) as store:
+    with open_store(db_path, read_only=dry_run) as store:
         return force_compact(store, session_id, dry_run=dry_run, **params)
 
 
 def _do_restore(db_path: str, session_id: str, snapshot_id: int) -> Any:
     from engine.compaction import restore_snapshot
-    from engine.store import SessionStore
+    from engine.store.factory import open_store
 
-    with SessionStore(db_path) as store:
+    with open_store(db_path) as store:
         return restore_snapshot(store, session_id, snapshot_id)
 
 
@@ -102,9 +102,9 @@ def _do_restore_full(db_path: str, session_id: str) -> Any:
     """Undo every compaction: a snapshot holding the whole transcript (no summary) and a
     ``restore`` event, in one transaction, so the session resumes from everything it said."""
     from engine.events import ContextEvent
-    from engine.store import SessionStore
+    from engine.store.factory import open_store
 
-    with SessionStore(db_path) as store:
+    with open_store(db_path) as store:
         stored = store.load_messages(session_id)
         store.get_session(session_id)
         through = stored[-1].seq if stored else -1
@@ -130,10 +130,10 @@ def _do_restore_full(db_path: str, session_id: str) -> Any:
 def _do_findings(db_path: str, session_id: str, settings_file: str | None) -> Any:
     from engine.findings import find_waste
     from engine.settings import load_settings
-    from engine.store import SessionStore
+    from engine.store.factory import open_store
 
     settings = load_settings(settings_file) if settings_file and Path(settings_file).is_file() else None
-    with SessionStore(db_path, read_only=True) as store:
+    with open_store(db_path, read_only=True) as store:
         return find_waste(store, session_id, settings=settings)
 
 

@@ -97,16 +97,20 @@ def dashboard_settings(
 
 
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
-    paths = [Path(p) for p in args.paths] or default_db_paths()
-    settings = dashboard_settings(getattr(args, "settings", None), sample_data=not args.paths)
-    if not paths:
+    from engine.store.factory import default_database, is_database_url
+
+    given = list(args.paths) or ([team] if (team := default_database()) else [])  # $CTXDESK_DB
+    urls = [p for p in given if is_database_url(p)]  # postgresql:// (attached through DuckDB)
+    paths = [Path(p) for p in given if not is_database_url(p)] or ([] if urls else default_db_paths())
+    settings = dashboard_settings(getattr(args, "settings", None), sample_data=not given)
+    if not paths and not urls:
         raise UsageError(
             f"no database given and no sample data in {SAMPLE_DATA_DIR}; run `ctxdesk demo` first"
         )
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
-    paths = [p.resolve() for p in paths]
+    paths = [*(p.resolve() for p in paths), *urls]  # type: ignore[list-item]
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
     env = dashboard_env(paths, settings=settings)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
