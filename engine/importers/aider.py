@@ -64,7 +64,14 @@ def _session(body: str, *, key: str) -> ParsedSession:
             )
             session.messages.append(last_reply)
 
+    fenced = False
     for line in body.splitlines():
+        if not user and line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or line.startswith(">>"):  # code, or an edit block's closing marker
+            flush_user()
+            reply.append(line)
+            continue
         if line.startswith("####"):
             flush_reply()
             user.append(line[4:].removeprefix(" "))
@@ -88,11 +95,7 @@ def _session(body: str, *, key: str) -> ParsedSession:
                 last_reply.call.usage = _usage(tokens.group(1))
                 last_reply.call.details["usage_rounded"] = True
             continue
-        if user:
-            if line.strip():
-                user.append(line)  # a multi-line input continues without the prefix only when blank-free
-                continue
-            flush_user()
+        flush_user()  # every line of a multi-line input carries the prefix
         reply.append(line)
     flush_user()
     flush_reply()

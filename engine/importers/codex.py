@@ -14,6 +14,7 @@ their own lines after a ``{"id", "instructions"}`` header) read the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ ITEM_TYPES = frozenset(
         "tool_search_output",
     }
 )  # fmt: skip
+_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 
 
@@ -291,6 +293,12 @@ class _Rollout:
         session.provider = provider_of(session.model) or ("openai" if session.model else None)
         if not session.messages:
             raise SourceProblem("a Codex rollout with no conversation items (only session metadata)")
+        if not session.metadata.get("cwd"):
+            for pm in session.messages[:4]:
+                found = _CWD.search(pm.message.text)
+                if found:
+                    session.metadata["cwd"] = found.group(1).strip()
+                    break
         return session
 
 

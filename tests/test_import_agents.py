@@ -1,0 +1,288 @@
+"""Importers of agents' own files, on the samples in tests/fixtures/agents (see its README for
+where each comes from): Codex (compaction, pre-envelope rollouts), Gemini CLI (JSON form),
+Cline tasks, plain Anthropic lists, OpenHands (legacy pairs, condensations), Aider, Letta,
+LangChain, OpenAI Responses item lists; and what is refused, with why.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import ImportFormatError
+from engine.importers import detect_format, import_file
+from engine.messages import ToolResultBlock, ToolUseBlock
+from engine.store import SessionStore
+from engine.turns import has_orphans
+
+AGENTS = Path(__file__).resolve().parent / "fixtures" / "agents"
+SESSIONS = Path(__file__).resolve().parent / "fixtures" / "sessions"
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "sessions"
+CLINE_TASK = AGENTS / "cline" / "1732400000000"
+SWE_GPT4 = next((AGENTS / "swe-agent").glob("gpt4__*/*.traj"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (CLINE_TASK / "api_conversation_history.json", "cline"),
+        (AGENTS / "anthropic_messages.json", "anthropic"),
+        (AGENTS / "aider" / ".aider.chat.history.md", "aider"),
+        (AGENTS / "langchain" / "messages_to_dict.json", "langchain"),
+        (AGENTS / "langchain" / "dumpd.json", "langchain"),
+        (AGENTS / "openai_responses_input.json", "openai-responses"),
+        (AGENTS / "letta" / "memgpt_agent_with_convo.af", "letta"),
+        (AGENTS / "letta" / "loop.af", "letta"),
+        (AGENTS / "openhands" / "resolver_output_legacy.json", "openhands"),
+        (AGENTS / "openhands" / "events_with_condensation.json", "openhands"),
+        (AGENTS / "codex" / "rollout-compacted.jsonl", "codex"),
+        (AGENTS / "codex" / "rollout-legacy-2025-05-02.jsonl", "codex"),
+        (AGENTS / "gemini" / "session-2026-11-24T06-14-b6435e65.json", "gemini"),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else v,
+)
+def test_detect_format_recognises_each_agent_file(path: Path, expected: str) -> None:
+    assert detect_format(path) == expected
+
+
+def test_every_agent_sample_imports_with_intact_tool_pairing(store: SessionStore) -> None:
+    for path in sorted(
+        p for p in AGENTS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".af", ".md", ".traj")
+    ):
+        if path.name in ("ui_messages.json", "task_metadata.json", "README.md"):
+            continue
+        result = import_file(path, store)
+        assert result.sessions, path
+        for session in result.sessions:
+            assert session.message_count > 0 and session.request_count > 0, path
+            assert not has_orphans(store.load_transcript(session.session_id)), path
+
+
+# -- Codex ------------------------------------------------------------------------------------
+
+
+def test_codex_compacted_line_is_a_compaction_and_later_calls_send_its_replacement_history(
+    store: SessionStore,
+) -> None:
+    (session,) = import_file(AGENTS / "codex" / "rollout-compacted.jsonl", store).sessions
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    assert compaction.outcome == "compacted" and compaction.details["summary"].startswith("The user asked")
+    requests = store.list_events(session.session_id, kind="request")
+    after = [e for e in requests if e.message_seq > compaction.message_seq]
+    assert len(after) == 2
+    # The first call after the compaction sent the replacement history (4 messages) + the new prompt.
+    transcript = store.load_transcript(session.session_id)
+    assert after[0].details["messages_sent"] - compaction.message_seq == 5
+    assert transcript[compaction.message_seq].meta.get("openai_role") is None
+    shell = transcript[after[0].message_seq]
+    assert [b.name for b in shell.blocks if isinstance(b, ToolUseBlock)] == ["local_shell"]
+    assert after[0].usage is not None and after[0].usage.prompt_tokens == 322
+
+
+def test_codex_pre_envelope_rollout_reads_items_and_function_output_objects(store: SessionStore) -> None:
+    (session,) = import_file(AGENTS / "codex" / "rollout-legacy-2025-05-02.jsonl", store).sessions
+    transcript = store.load_transcript(session.session_id)
+    result = next(b for m in transcript for b in m.blocks if isinstance(b, ToolResultBlock))
+    assert '"output":"6 cli.py' in result.text
+    assert session.session_id == "5f6e1a2b-0c3d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert session.project == "/home/dev/proj" and session.model is None
+
+
+# -- Gemini, Cline, Anthropic ------------------------------------------------------------------
+
+
+def test_gemini_json_form_takes_tool_results_from_tool_calls_and_skips_notices(store: SessionStore) -> None:
+    result = import_file(AGENTS / "gemini" / "session-2026-11-24T06-14-b6435e65.json", store)
+    (session,) = result.sessions
+    transcript = store.load_transcript(session.session_id)
+    assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert len(transcript[2].tool_result_ids) == 2
+    assert session.usage_count == 3 and session.model == "gemini-3.1-pro-preview"
+    assert any("notice" in n for n in result.notes)
+
+
+def test_cline_task_takes_per_request_usage_from_ui_messages_and_model_from_metadata(
+    store: SessionStore,
+) -> None:
+    (session,) = import_file(CLINE_TASK / "api_conversation_history.json", store).sessions
+    events = store.list_events(session.session_id, kind="request")
+    assert [
+        (e.usage.input_tokens, e.usage.cache_read_input_tokens, e.usage.cache_creation_input_tokens)
+        for e in events
+    ] == [
+        (4, 0, 11842),
+        (3, 11842, 302),
+        (3, 12144, 398),
+    ]
+    assert session.model == "claude-sonnet-4-20250514" and session.project == "/home/dev/proj"
+    assert events[0].details["cline_cost"] == 0.0453
+
+
+def test_cline_ui_messages_alone_says_what_it_is_and_what_to_import(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    for name in ("ui_messages.json", "task_metadata.json"):
+        with pytest.raises(ImportFormatError, match="import api_conversation_history.json"):
+            import_file(CLINE_TASK / name, store)
+    renamed = tmp_path / "ui.json"
+    shutil.copy(CLINE_TASK / "ui_messages.json", renamed)
+    with pytest.raises(ImportFormatError, match="Cline / Roo Code task's UI log"):
+        import_file(renamed, store)
+    assert store.list_sessions() == []
+
+
+def test_cline_conversation_without_its_ui_log_imports_without_usage(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    task = tmp_path / "task"
+    task.mkdir()
+    shutil.copy(CLINE_TASK / "api_conversation_history.json", task)
+    result = import_file(task / "api_conversation_history.json", store)
+    assert result.sessions[0].usage_count == 0
+    assert any("no ui_messages.json" in n for n in result.notes)
+
+
+def test_plain_anthropic_message_list_is_one_session(store: SessionStore) -> None:
+    (session,) = import_file(AGENTS / "anthropic_messages.json", store).sessions
+    assert (session.message_count, session.request_count) == (4, 2)
+
+
+# -- OpenHands --------------------------------------------------------------------------------
+
+
+def test_openhands_legacy_pairs_become_tool_calls_with_results_and_the_task(store: SessionStore) -> None:
+    result = import_file(AGENTS / "openhands" / "resolver_output_legacy.json", store)
+    (session,) = result.sessions
+    transcript = store.load_transcript(session.session_id)
+    assert transcript[0].text.startswith("Please fix the following issue")
+    uses = [b for m in transcript for b in m.blocks if isinstance(b, ToolUseBlock)]
+    assert [u.name for u in uses] == ["run", "run_ipython", "run", "finish"]
+    assert uses[1].input["code"].startswith("print(open(")
+    results = [b for m in transcript for b in m.blocks if isinstance(b, ToolResultBlock)]
+    assert results[0].text == "README.md\ncli.py" and len(results) == 3
+    assert session.request_count == 4
+
+
+def test_openhands_condensation_is_a_compaction_with_its_summary(store: SessionStore) -> None:
+    (session,) = import_file(AGENTS / "openhands" / "events_with_condensation.json", store).sessions
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    assert compaction.details["summary"].startswith("USER_CONTEXT")
+    assert compaction.details["forgotten_events"] > 0
+    later = [
+        e
+        for e in store.list_events(session.session_id, kind="request")
+        if e.message_seq > compaction.message_seq
+    ]
+    assert later and all(e.details["messages_sent"] > compaction.message_seq for e in later)
+
+
+def test_openhands_history_with_nothing_importable_is_an_error(tmp_path: Path, store: SessionStore) -> None:
+    empty = write_json(
+        tmp_path / "output.json",
+        {
+            "history": [[{"action": "change_agent_state", "source": "environment"}, {"observation": "null"}]],
+            "metrics": {},
+        },
+    )
+    with pytest.raises(ImportFormatError, match="no messages"):
+        import_file(empty, store)
+    assert store.list_sessions() == []
+
+
+# -- Aider, Letta, LangChain, Responses -------------------------------------------------------------
+
+
+def test_aider_log_is_one_session_per_start_with_rounded_usage(store: SessionStore) -> None:
+    result = import_file(AGENTS / "aider" / ".aider.chat.history.md", store)
+    first, second = result.sessions
+    assert (first.model, second.model) == ("claude-3-5-sonnet-20241022", "gpt-4o")
+    events = store.list_events(first.session_id, kind="request")
+    usage = events[0].usage
+    assert (usage.input_tokens, usage.cache_creation_input_tokens, usage.output_tokens) == (1300, 1100, 112)
+    assert events[0].details["usage_rounded"] is True
+    transcript = store.load_transcript(first.session_id)
+    assert transcript[0].text == "add a --verbose flag to cli.py"
+    assert "<<<<<<< SEARCH" in transcript[1].text
+
+
+def test_letta_agent_file_keeps_system_prompt_tools_window_and_evicted_messages(store: SessionStore) -> None:
+    result = import_file(AGENTS / "letta" / "memgpt_agent_with_convo.af", store)
+    (session,) = result.sessions
+    row = store.get_session(session.session_id)
+    assert session.context_window == 32_000 and session.model == "gpt-4.5-preview"
+    assert "send_message" in {t.name for t in store.list_tools(session.session_id)}
+    assert row.metadata["system_prompt"]
+    assert any("no longer in the agent's context" in n for n in result.notes)
+    (current,) = import_file(AGENTS / "letta" / "loop.af", store).sessions
+    assert current.model == "claude-sonnet-4-5-20250929"
+    assert store.get_session(current.session_id).metadata["system_prompt"].startswith("You are Loop")
+
+
+def test_letta_agent_without_conversation_is_refused_saying_why(tmp_path: Path, store: SessionStore) -> None:
+    agent = json.loads((AGENTS / "letta" / "loop.af").read_text(encoding="utf-8"))
+    agent["agents"][0]["messages"] = agent["agents"][0]["messages"][:1]
+    with pytest.raises(ImportFormatError, match="no conversation"):
+        import_file(write_json(tmp_path / "empty.af", agent), store)
+
+
+@pytest.mark.parametrize("name", ["messages_to_dict.json", "dumpd.json"])
+def test_langchain_lists_keep_tool_calls_and_usage_metadata(store: SessionStore, name: str) -> None:
+    (session,) = import_file(AGENTS / "langchain" / name, store).sessions
+    events = store.list_events(session.session_id, kind="request")
+    assert [e.usage.prompt_tokens for e in events] == [82, 115]
+    assert events[1].usage.cache_read_input_tokens == 64
+    assert store.get_session(session.session_id).metadata["system_prompt"] == "You are a helpful assistant."
+    assert session.model == "gpt-4o-2024-08-06"
+
+
+def test_openai_responses_items_group_parallel_calls_into_one_reply(store: SessionStore) -> None:
+    (session,) = import_file(AGENTS / "openai_responses_input.json", store).sessions
+    transcript = store.load_transcript(session.session_id)
+    assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant"]
+    assert transcript[1].tool_use_ids == ["call_p", "call_r"]
+    assert transcript[2].tool_result_ids == ["call_p", "call_r"]
+
+
+# -- model and window from the file ------------------------------------------------------------
+
+
+def test_swe_agent_run_directory_is_a_tokenizer_hint_never_a_model_or_window(store: SessionStore) -> None:
+    result = import_file(SWE_GPT4, store)
+    (session,) = result.sessions
+    assert session.model is None and session.tokenizer == "cl100k_base" and session.tokens_exact
+    assert all(e.context_window is None for e in store.list_events(session.session_id, kind="request"))
+    assert any("run directory says 'gpt4'" in n for n in result.notes)
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not (SHARED / "swe-agent__pydicom__pydicom-1458.traj").exists(), reason="needs ../shared")
+def test_shared_swe_agent_run_is_not_measured_against_an_8k_window(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    run = tmp_path / "gpt4__pydicom__default__t-0.00__p-0.95__c-3.00__install-1"
+    run.mkdir()
+    shutil.copy(SHARED / "swe-agent__pydicom__pydicom-1458.traj", run / "pydicom__pydicom-1458.traj")
+    (session,) = import_file(run / "pydicom__pydicom-1458.traj", store).sessions
+    assert session.model is None and session.tokens_exact
+    assert session.last_estimate_tokens > 8_192  # a gpt-4 (8k) window would read > 100%
+
+
+def test_unknown_model_is_said_not_guessed(store: SessionStore) -> None:
+    result = import_file(AGENTS / "anthropic_messages.json", store)
+    assert any("model unknown" in n for n in result.notes)
+    assert result.sessions[0].context_window is None
