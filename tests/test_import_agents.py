@@ -137,7 +137,7 @@ def test_cline_ui_messages_alone_says_what_it_is_and_what_to_import(
     tmp_path: Path, store: SessionStore
 ) -> None:
     for name in ("ui_messages.json", "task_metadata.json"):
-        with pytest.raises(ImportFormatError, match="import api_conversation_history.json"):
+        with pytest.raises(ImportFormatError, match=r"import api_conversation_history\.json"):
             import_file(CLINE_TASK / name, store)
     renamed = tmp_path / "ui.json"
     shutil.copy(CLINE_TASK / "ui_messages.json", renamed)
