@@ -12,7 +12,7 @@ from engine.store.records import (
     ToolRecord,
 )
 from engine.store.schema import SCHEMA_VERSION, TABLE_NAMES
-from engine.store.sqlite import SessionStore
+from engine.store.sqlite import SessionStore, check_database_file, is_sqlite_file, message_kind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -28,4 +28,7 @@ __all__ = [
     "StoredMessage",
     "StoredRequest",
     "ToolRecord",
+    "check_database_file",
+    "is_sqlite_file",
+    "message_kind",
 ]
