@@ -351,6 +351,12 @@ def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:
     (compaction,) = store.list_events(compacted, kind="compaction")
     assert compaction.trigger == "manual" and compaction.details["harness"] == "claude-code"
     assert compaction.details["before_tokens"] > compaction.details["after_tokens"]
+    assert compaction.details["summary"].startswith("This session is being continued")
+    (snapshot,) = store.list_snapshots(compacted)
+    assert snapshot.strategy == "harness:claude-code"
+    messages, summary, through = store.load_resume_history(compacted)
+    assert summary.startswith("This session is being continued") and messages[0].meta["isCompactSummary"]
+    assert len(messages) < len(store.load_messages(compacted))
     (offloaded,) = import_file(only_file("large_output"), store).session_ids
     (blob,) = store.list_blobs(offloaded)
     assert blob.tool_name == "Bash" and blob.size_bytes > 190_000

@@ -155,14 +155,17 @@ def _record_compactions(session: ParsedSession, thread: Thread) -> None:
         if c.summary_index is None:
             continue
         pm = thread.messages[c.summary_index]
+        kept = sorted({thread.uuid_index[u] for u in c.kept_uuids if u in thread.uuid_index})
         pm.compaction = {
             "harness": "claude-code",
             "trigger": c.trigger,
             "outcome": "compacted",
             "before_tokens": c.pre_tokens,
             "after_tokens": c.post_tokens,
-            "summary": pm.message.text,
+            "summary": prompt_text(pm.message),
             "kept_uuids": c.kept_uuids,
+            "kept_message_seqs": kept,  # parsed message indexes: the stored seqs
+            "removed_message_seqs": [i for i in range(c.summary_index) if i not in kept],
             "boundary_uuid": c.boundary_uuid,
         }
 

@@ -173,7 +173,7 @@ def rebuild_calls(
         if prefix is None and call.usage is not None and call.usage.prompt_tokens:
             prefix = max(0, call.usage.prompt_tokens - components.total)
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"
-        call.details["messages_sent"] = len(sent)
+        call.details["request_messages"] = len(sent)  # messages_sent (a seq bound) is the writer's
         call.request_messages = sent  # type: ignore[attr-defined]  # the rebuilt request, for tests and tools
         call.components = components  # type: ignore[attr-defined]
         call.details["at_message_index"] = at

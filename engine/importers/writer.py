@@ -209,7 +209,9 @@ def _record_requests(
         record = i >= first_new
         if pm.starts_context:
             if pm.compaction is not None and record:
-                _compaction(store, session_id, pm.compaction, row, conversation + tool_results, source)
+                _compaction(
+                    store, session_id, pm.compaction, row, conversation + tool_results, source, rows=rows
+                )
             conversation = tool_results = 0
         if pm.call is not None:
             out.append(
@@ -237,9 +239,11 @@ def _compaction(
     row: StoredMessage,
     before: int,
     source: str,
+    *,
+    rows: Sequence[StoredMessage] = (),
 ) -> None:
     """A compaction the agent made (the source says where): later calls start from ``row``."""
-    store.record_event(
+    event_id = store.record_event(
         session_id,
         ContextEvent(
             kind="compaction", trigger=str(details.get("trigger") or "compact_threshold"), outcome="compacted",
@@ -252,6 +256,16 @@ def _compaction(
             },
         ),
     )  # fmt: skip
+    # the context the agent went on with: its summary and the messages it kept (Claude Code's
+    # preserved segment, as seqs), so resume/diff/restore see the harness's own compaction
+    kept = [rows[s] for s in details.get("kept_message_seqs") or () if isinstance(s, int) and s < row.seq]
+    if rows:
+        after = [row, *kept]
+        store.write_snapshot(
+            session_id, [r.message for r in after], through_seq=row.seq, summary=str(details.get("summary") or ""),
+            tokens=sum(r.tokens for r in after), strategy=f"harness:{details.get('harness') or 'agent'}",
+            event_id=event_id,
+        )  # fmt: skip
 
 
 def _request(
