@@ -354,7 +354,7 @@ def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:
     assert compaction.details["summary"].startswith("This session is being continued")
     (snapshot,) = store.list_snapshots(compacted)
     assert snapshot.strategy == "harness:claude-code"
-    messages, summary, through = store.load_resume_history(compacted)
+    messages, summary, _ = store.load_resume_history(compacted)
     assert summary.startswith("This session is being continued") and messages[0].meta["isCompactSummary"]
     assert len(messages) < len(store.load_messages(compacted))
     (offloaded,) = import_file(only_file("large_output"), store).session_ids
