@@ -2,6 +2,7 @@
 
 from engine.budget import ContextBudget, measure_budget, reproject
 from engine.clients import AnthropicClient, ModelClient, ModelRequest, ModelResponse, ScriptedClient
+from engine.clients_openai import OpenAIClient
 from engine.compaction import (
     AnthropicSummarizer,
     CompactionResult,
@@ -96,6 +97,7 @@ __all__ = [
     "NotADatabaseError",
     "NotFoundError",
     "OfflineSummarizer",
+    "OpenAIClient",
     "PromptBuilder",
     "ProviderError",
     "ProviderUsage",
