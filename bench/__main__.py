@@ -35,6 +35,7 @@ BENCHMARKS = (
     ("accuracy", "bench.bench_accuracy"),
     ("dashboard", "bench.bench_dashboard"),
     ("fact_retention", "bench.bench_fact_retention"),
+    ("cost", "bench.bench_cost"),
 )
 EXTERNAL_TIMEOUT_S = 1_800
 

@@ -224,3 +224,15 @@ def test_full_claude_code_sessions_cost_what_ccusage_reports(
     (path,) = SHARED_SESSIONS.glob(f"claude-code__*__{suffix}.jsonl")
     # ccusage 20.0.24 `ccusage claude session --offline --json` on the same file (bench/bench_cost.py reruns it)
     assert imported_cost(path, tmp_path) == pytest.approx(ccusage_usd, rel=0.01)
+
+
+def test_bench_reads_a_streamed_response_both_ways_the_tools_do() -> None:
+    from bench.bench_cost import read_raw
+
+    path = FIXTURES / "sessions" / "claude-code__5c0375b4__head23.jsonl"
+    raw = read_raw([(path, path.name)])
+    assert raw.calls == len(raw_claude_code_usage(path))
+    assert (
+        raw.output_first < raw.output_last
+    )  # early lines of a streamed response carry partial output counts
+    assert raw.writes_without_split == 0
