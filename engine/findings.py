@@ -34,6 +34,8 @@ from engine.messages import (
     is_user_input,
 )
 from engine.model_table import ModelInfo, ModelTable
+from engine.sent import compaction_removals
+from engine.sent import sent_end as sent_end_of
 from engine.settings import (
     DEFAULT_RESULT_OFFLOAD_THRESHOLD,
     ResolvedModelSettings,
@@ -310,9 +312,9 @@ def load_session_view(
 def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEvent]) -> list[RequestView]:
     """One view per ``request`` event, with what compactions before it removed or cleared.
 
-    A request sent the messages before ``details.messages_sent`` (importers record it), else
-    those before the reply it produced (``message_seq``), else those of its turn and earlier.
-    Without request events, every assistant message stands for the request that produced it.
+    What a request sent is :func:`engine.sent.sent_end`'s rule (``details.messages_sent``, else
+    the reply it produced, else its turn). Without request events, every assistant message
+    stands for the request that produced it.
     """
     kinds = {m.seq: m.kind for m in messages}
     turn_ends: dict[int, int] = {}
@@ -323,18 +325,15 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
     cleared: set[int] = set()
     for event in sorted(events, key=lambda e: e.seq):
         if event.kind == "compaction" and event.outcome == "compacted":
-            removed.update(_ints(event.details.get("removed_message_seqs")))
-            cleared.update(_ints(event.details.get("cleared_message_seqs")))
+            gone, emptied = compaction_removals(event.details)
+            removed.update(gone)
+            cleared.update(emptied)
         if event.kind != "request":
             continue
-        sent = event.details.get("messages_sent")
-        if isinstance(sent, int):
-            sent_end = sent
-        elif event.message_seq is not None:
-            is_reply = kinds.get(event.message_seq) in ("assistant", "tool_use")
-            sent_end = event.message_seq if is_reply else event.message_seq + 1
-        else:
-            sent_end = turn_ends.get(event.turn_index or 0, len(messages))
+        sent_end = sent_end_of(
+            event.details, event.message_seq, event.turn_index,
+            kind_of=kinds.get, turn_end=lambda turn: turn_ends.get(turn, len(messages)),
+        )  # fmt: skip
         views.append(
             RequestView(
                 event_seq=event.seq, turn_index=event.turn_index or 0, sent_end=sent_end,
@@ -356,10 +355,6 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
 
 def _names(value: Any) -> frozenset[str] | None:
     return frozenset(str(v) for v in value) if isinstance(value, list) else None
-
-
-def _ints(value: Any) -> list[int]:
-    return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
 
 
 # -- tool calls -------------------------------------------------------------------------------------
@@ -733,7 +728,7 @@ def find_ineffective_compactions(view: SessionView) -> list[Finding]:
                 detail=f"Strategies run: {', '.join(ran) or 'unknown'}; target {target if target is not None else 'unknown'}"
                 f"{f' tokens, missed by {shortfall:,}' if shortfall else ''}. A compaction that frees little "
                 "still rewrites the prompt prefix (the cache is invalidated) and will trigger again soon.",
-                seqs=_ints(d.get("removed_message_seqs")),
+                seqs=compaction_removals(d)[0],
                 turn_index=turn,
                 per_request=per_request,
                 fix=fix,
@@ -756,7 +751,7 @@ def find_lost_constraints(view: SessionView) -> list[Finding]:
         if event.kind != "compaction" or event.outcome != "compacted":
             continue
         d = event.details
-        removed = set(_ints(d.get("removed_message_seqs")))
+        removed = compaction_removals(d)[0]
         if not removed:
             continue
         snapshot = view.snapshots.get(d.get("snapshot_id")) if isinstance(d.get("snapshot_id"), int) else None

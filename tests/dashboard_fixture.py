@@ -95,6 +95,7 @@ class _Sim:
                 context_window=self.window, max_output_tokens=self.max_output, buffer_tokens=self.buffer,
                 limit_tokens=self.limit, projected_tokens=c.total, remaining_tokens=self.limit - c.total,
                 components=c, usage=usage, message_seq=max(self.tokens_by_seq),
+                details={"messages_sent": max(self.tokens_by_seq) + 1},  # it sent every message so far
             ),
         )  # fmt: skip
         self.last_components = c
