@@ -99,6 +99,12 @@ def dashboard_settings(
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     from engine.store.factory import default_database, is_database_url
 
+    follower = None
+    if getattr(args, "agent", None):  # import the agent's sessions, then follow what it appends
+        from engine.cli.importing import start_following
+
+        db, follower = start_following(args.agent, err=sys.stderr)
+        args.paths = [str(db), *args.paths]
     given = list(args.paths) or ([team] if (team := default_database()) else [])  # $CTXDESK_DB
     urls = [p for p in given if is_database_url(p)]  # postgresql:// (attached through DuckDB)
     paths = [Path(p) for p in given if not is_database_url(p)] or ([] if urls else default_db_paths())
@@ -114,7 +120,11 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
     env = dashboard_env(paths, settings=settings)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
-    return run_server(command, env=env)
+    try:
+        return run_server(command, env=env)
+    finally:
+        if follower is not None:
+            follower.stop()
 
 
 def run_server(command: Sequence[str], *, env: dict[str, str]) -> int:
@@ -158,5 +168,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--settings", metavar="TOML", default=argparse.SUPPRESS,
         help="settings file shown and edited on Model settings (default: $CTXDESK_SETTINGS, else the demo's "
         "data/demo-settings.toml with the sample data, else ~/.config/ctxdesk/settings.toml)",
+    )  # fmt: skip
+    p.add_argument(
+        "--from", dest="agent", choices=("claude-code", "codex", "gemini", "cline", "all"),
+        help="import that agent's sessions into the agents database and follow new lines live",
     )  # fmt: skip
     p.set_defaults(run=cmd_dashboard)

@@ -60,7 +60,7 @@ def run_import(
     progress = ProgressPrinter(err)
     try:
         with open_store(db) as store:
-            results = import_files(named, store, model=model)
+            results = import_files(named, store, model=model, on_progress=progress)
             results += import_files(
                 found,
                 store,
@@ -151,3 +151,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="the model, for files that do not name it")
     p.add_argument("--verbose", "-v", action="store_true", help="print every import note")
     p.set_defaults(run=cmd_import)
+
+
+def start_following(agent: str, db: Path | None = None, *, err: TextIO) -> tuple[Path, Any]:
+    """Import ``agent``'s sessions into ``db`` (default: the agents database), then follow them:
+    returns (db, a started ImportFollower to stop when done)."""
+    from engine.importers.follow import ImportFollower
+
+    db = db or default_db()
+    _, found = collect_paths([], agent)
+    if found:
+        results, skipped = run_import(db, [], found, model=None, err=err)
+        print(
+            f"{db}: {sum(len(r.sessions) for r in results)} session(s) imported, {len(skipped)} skipped",
+            file=err,
+        )
+    else:
+        print(f"no {agent} sessions found yet; following for new ones", file=err)
+        from engine.store import SessionStore
+
+        SessionStore(db).close()  # an empty database the dashboard can open
+    follower = ImportFollower(db, agent)
+    follower.start()
+    return db, follower

@@ -74,12 +74,17 @@ def read_document(path: Path) -> Document:
 
 def _read_lines(text: str, whole_error: json.JSONDecodeError) -> tuple[tuple[int, Any], ...]:
     lines: list[tuple[int, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    split = text.splitlines()
+    # A file being written may end in a line not finished yet: left for the next import.
+    unfinished = len(split) if split and not text.endswith(("\n", "\r")) else None
+    for number, line in enumerate(split, start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == unfinished and lines:
+                break
             if not lines:
                 raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
             raise SourceProblem(f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number) from exc
@@ -118,6 +123,8 @@ def _classify_value(value: Any, *, where: str) -> str:
     if isinstance(value, dict):
         if is_claude_code_line(value):
             return "claude-code"
+        if is_codex_line(value):
+            return "codex"
         if is_gemini_chat(value):
             return "gemini"
         if is_letta_agent(value):

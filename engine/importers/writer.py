@@ -130,9 +130,12 @@ def write_session(
     kept: list[StoredMessage] = []
     if existing:
         prior = store.load_messages(session_id)
+        # Kept up to the first message that differs, in content or in the usage of its call
+        # (a call's usage is written after its reply: an earlier import may have missed it).
         while (
             start < min(len(prior), len(messages))
             and prior[start].message.content_hash == messages[start].content_hash
+            and prior[start].usage == usages[start]
         ):
             start += 1
         kept = prior[:start]

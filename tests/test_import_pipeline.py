@@ -1,0 +1,260 @@
+"""The import pipeline: re-import adds only what is new (and keeps what the user made on a
+session), folders, ``--from`` discovery where agents keep their files, following a growing
+file, and the command line's exit codes and leftovers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.errors import ImportFormatError
+from engine.events import ContextEvent
+from engine.importers import import_file, import_files
+from engine.importers.follow import ImportFollower
+from engine.importers.locations import agent_files, folder_files
+from engine.store import SessionStore
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CODEX_ROLLOUT = next((FIXTURES / "real_agents" / "codex" / "tools-resume").rglob("rollout-*.jsonl"))
+GEMINI_CHAT = next((FIXTURES / "real_agents" / "gemini" / "tools-resume").rglob("session-*.jsonl"))
+CLINE_TASK = FIXTURES / "agents" / "cline" / "1732400000000"
+CLAUDE_FILE = FIXTURES / "sessions" / "claude-code__5c0375b4__head23.jsonl"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+def grow(path: Path, source: Path, lines: int) -> None:
+    """``path`` holds the first ``lines`` lines of ``source`` (a file being written)."""
+    path.write_text(
+        "".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:lines]), encoding="utf-8"
+    )
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), out=out)
+    return code, out.getvalue()
+
+
+# -- re-import ---------------------------------------------------------------------------------
+
+
+def test_a_growing_rollout_adds_only_its_new_messages_and_calls(tmp_path: Path, store: SessionStore) -> None:
+    total = len(CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines())
+    live = tmp_path / "rollout-live.jsonl"
+    grow(live, CODEX_ROLLOUT, total // 2)
+    first = import_file(live, store)
+    (session,) = first.sessions
+    grow(live, CODEX_ROLLOUT, total)
+    second = import_file(live, store)
+    assert second.status == "updated"
+    assert second.sessions[0].added_messages > 0
+    full = SessionStore(tmp_path / "full.db")
+    reference = import_file(CODEX_ROLLOUT, full).sessions[0]
+    assert store.message_count(session.session_id) == reference.message_count
+    calls = store.list_events(session.session_id, kind="request")
+    assert len(calls) == reference.request_count == 5  # nothing recorded twice
+    assert [e.usage for e in calls] == [
+        e.usage for e in full.list_events(reference.session_id, kind="request")
+    ]
+    full.close()
+
+
+def test_reimport_keeps_manual_snapshots_and_compactions(tmp_path: Path, store: SessionStore) -> None:
+    total = len(CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines())
+    live = tmp_path / "rollout-live.jsonl"
+    grow(live, CODEX_ROLLOUT, total // 2)
+    (session,) = import_file(live, store).sessions
+    messages = store.load_transcript(session.session_id)
+    snapshot = store.write_snapshot(
+        session.session_id,
+        messages[-2:],
+        through_seq=len(messages) - 1,
+        summary="by hand",
+        tokens=10,
+        strategy="manual",
+    )
+    manual = store.record_event(
+        session.session_id,
+        ContextEvent(
+            kind="compaction", trigger="manual", outcome="compacted", details={"snapshot_id": snapshot}
+        ),
+    )
+    grow(live, CODEX_ROLLOUT, total)
+    import_file(live, store)
+    assert [s.id for s in store.list_snapshots(session.session_id)] == [snapshot]
+    assert manual in [e.id for e in store.list_events(session.session_id, kind="compaction")]
+
+
+def test_a_message_rewritten_at_the_tail_is_replaced_not_duplicated(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    lines = GEMINI_CHAT.read_text(encoding="utf-8").splitlines(keepends=True)
+    # Cut right after the first copy of a model message (written again with its tool calls next).
+    cut = next(i for i, line in enumerate(lines) if '"type":"gemini"' in line and "toolCalls" not in line) + 1
+    live = tmp_path / GEMINI_CHAT.name
+    live.write_text("".join(lines[:cut]), encoding="utf-8")
+    (session,) = import_file(live, store).sessions
+    live.write_text("".join(lines), encoding="utf-8")
+    result = import_file(live, store)
+    reference = import_file(GEMINI_CHAT, SessionStore(tmp_path / "ref.db")).sessions[0]
+    assert store.message_count(session.session_id) == reference.message_count
+    assert len(store.list_events(session.session_id, kind="request")) == reference.request_count
+    assert any("changed" in n for n in result.notes)
+
+
+def test_an_unfinished_last_line_waits_for_the_next_import(tmp_path: Path, store: SessionStore) -> None:
+    text = CODEX_ROLLOUT.read_text(encoding="utf-8")
+    live = tmp_path / "rollout-live.jsonl"
+    live.write_text(text[: len(text) - 40], encoding="utf-8")  # the writer is mid-line
+    first = import_file(live, store)
+    live.write_text(text, encoding="utf-8")
+    second = import_file(live, store)
+    assert first.sessions and second.status == "updated"
+
+
+def test_reimporting_an_unchanged_folder_reads_no_file(tmp_path: Path, store: SessionStore) -> None:
+    files = [CODEX_ROLLOUT, GEMINI_CHAT, CLINE_TASK / "api_conversation_history.json", CLAUDE_FILE]
+    first = import_files(files, store)
+    assert all(r.status == "imported" for r in first)
+    second = import_files(files, store)
+    assert [r.status for r in second] == ["unchanged"] * 4
+
+
+def test_nothing_to_import_is_an_error_and_writes_nothing(tmp_path: Path, store: SessionStore) -> None:
+    header_only = tmp_path / "rollout-empty.jsonl"
+    header_only.write_text(
+        CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines(keepends=True)[0], encoding="utf-8"
+    )
+    with pytest.raises(ImportFormatError, match="no conversation items"):
+        import_file(header_only, store)
+    assert store.list_sessions() == []
+
+
+# -- where agents keep their files --------------------------------------------------------------
+
+
+def agent_home(tmp_path: Path) -> dict[str, str]:
+    """A HOME laid out as the agents lay out their files, with CODEX_HOME and CLAUDE_CONFIG_DIR."""
+    home = tmp_path / "home"
+    codex = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "24"
+    codex.mkdir(parents=True)
+    shutil.copy(CODEX_ROLLOUT, codex)
+    claude = tmp_path / "claude-config" / "projects" / "-home-dev-proj"
+    claude.mkdir(parents=True)
+    shutil.copy(CLAUDE_FILE, claude / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl")
+    chats = home / ".gemini" / "tmp" / "repo" / "chats"
+    chats.mkdir(parents=True)
+    shutil.copy(GEMINI_CHAT, chats)
+    tasks = home / ".config" / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks"
+    shutil.copytree(CLINE_TASK, tasks / CLINE_TASK.name)
+    return {
+        "HOME": str(home),
+        "CODEX_HOME": str(tmp_path / "codex-home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+    }
+
+
+def test_agent_files_are_found_where_each_agent_keeps_them(tmp_path: Path) -> None:
+    env = agent_home(tmp_path)
+    names = {
+        agent: [p.name for p in agent_files(agent, env)]
+        for agent in ("claude-code", "codex", "gemini", "cline")
+    }
+    assert names == {
+        "claude-code": ["5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"],
+        "codex": [CODEX_ROLLOUT.name],
+        "gemini": [GEMINI_CHAT.name],
+        "cline": ["api_conversation_history.json"],
+    }
+    assert len(agent_files("all", env)) == 4
+
+
+def test_import_from_all_agents_groups_by_project_and_a_second_run_adds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in agent_home(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    db = tmp_path / "agents.db"
+    code, out = run_cli("import", "--from", "all", "--db", str(db))
+    assert code == 0 and "4 file(s) imported or updated" in out
+    with SessionStore(db, read_only=True) as store:
+        projects = {
+            s.source: s.metadata.get("project") for s in store.list_sessions() if not s.parent_session_id
+        }
+    assert projects["import:codex"] == "/tmp/ctxdesk-real-agents/codex-tools-resume/repo"
+    assert projects["import:cline"] == "/home/dev/proj"
+    assert projects["import:gemini"] == "/tmp/ctxdesk-real-agents/gemini-tools-resume/repo"
+    code, out = run_cli("import", "--from", "all", "--db", str(db))
+    assert code == 0 and "0 file(s) imported or updated, 4 unchanged" in out
+
+
+def test_folder_import_skips_what_is_not_a_transcript_and_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    shutil.copy(CODEX_ROLLOUT, folder)
+    (folder / "notes.json").write_text('{"todo": []}', encoding="utf-8")
+    shutil.copytree(CLINE_TASK, folder / "task")
+    assert sorted(p.name for p in folder_files(folder)) == sorted(
+        [CODEX_ROLLOUT.name, "notes.json", "api_conversation_history.json"]
+    )
+    code, out = run_cli("import", str(folder), "--db", str(tmp_path / "x.db"))
+    assert code == 0
+    assert "2 file(s) imported or updated" in out and "1 file(s) skipped" in out
+
+
+def test_follower_imports_lines_appended_after_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codex_home = tmp_path / "codex-home"
+    day = codex_home / "sessions" / "2026" / "11" / "24"
+    day.mkdir(parents=True)
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    live = day / CODEX_ROLLOUT.name
+    total = len(CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines())
+    grow(live, CODEX_ROLLOUT, total // 2)
+    follower = ImportFollower(tmp_path / "agents.db", "codex", interval=0.05)
+    assert follower.import_once() > 0
+    grow(live, CODEX_ROLLOUT, total)
+    os.utime(live, ns=(live.stat().st_atime_ns, live.stat().st_mtime_ns + 1_000_000))
+    added = follower.import_once()
+    assert added > 0 and follower.import_once() == 0 and not follower.errors
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def test_a_failed_import_into_a_new_path_leaves_no_database(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nothing": True}), encoding="utf-8")
+    db = tmp_path / "new.db"
+    code, _ = run_cli("import", str(bad), "--db", str(db))
+    assert code == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("new.db")]
+
+
+def test_a_failed_import_into_an_existing_database_keeps_it(tmp_path: Path) -> None:
+    db = tmp_path / "kept.db"
+    assert run_cli("import", str(CODEX_ROLLOUT), "--db", str(db))[0] == 0
+    bad = tmp_path / "ui_messages.json"
+    shutil.copy(CLINE_TASK / "ui_messages.json", bad)
+    code, _ = run_cli("import", str(bad), "--db", str(db))
+    assert code == 1 and db.exists()
+    with SessionStore(db, read_only=True) as store:
+        assert len(store.list_sessions()) == 1
+
+
+def test_import_needs_something_to_import(tmp_path: Path) -> None:
+    code, _ = run_cli("import", "--db", str(tmp_path / "x.db"))
+    assert code == 2
