@@ -188,8 +188,10 @@ def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, 
     assert after.request_messages[0] is summary.message or after.request_messages[0] == summary.message
     assert after.components.summary > 0
     assert after.components.total < summarizer.components.total + after.components.system
-    if trigger == "compact_threshold":
+    if trigger == "compact_threshold":  # Claude Code's own compaction point, drawn as its limit line
         assert main.metadata["harness_compaction_tokens"] == info["before_tokens"]
+        assert all(c.details["harness_compaction_tokens"] == info["before_tokens"] for c in main.calls)
+    assert {c.context_window for c in main.calls} == {200_000}  # the model's real window
 
 
 def test_title_is_the_first_real_prompt_not_a_caveat_or_command() -> None:

@@ -21,6 +21,7 @@ from engine.importers.claude_code_requests import parse_version, rebuild_calls
 from engine.importers.claude_code_thread import Line, Thread, build_thread, live_lines
 from engine.importers.model import ParsedSession, SourceProblem
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_user_input
+from engine.model_table import ModelTable
 from engine.tokens import get_tokenizer
 
 TASK_TOOLS = ("Task", "Agent")
@@ -142,9 +143,21 @@ def thread_session(
     if prefix is not None:
         session.metadata["harness_prefix_tokens"] = prefix
     _record_compactions(session, thread)
+    point = session.metadata.get("harness_compaction_tokens")
+    window = _real_window(model)
+    for _, _, call in plan:
+        if point:  # where Claude Code itself compacted: its own limit line
+            call.details["harness_compaction_tokens"] = point
+        call.context_window = call.context_window or window
     session.thread = thread  # type: ignore[attr-defined]
     session.calls = [call for _, _, call in plan]  # type: ignore[attr-defined]
     return session
+
+
+def _real_window(model: str | None) -> int | None:
+    """The model's real context window from the bundled model table (None when unknown)."""
+    info = ModelTable.bundled().lookup(model) if model else None
+    return info.context_window if info is not None else None
 
 
 def _record_compactions(session: ParsedSession, thread: Thread) -> None:
