@@ -382,3 +382,55 @@ def test_reimport_is_idempotent_and_a_grown_file_adds_only_its_new_lines(tmp_pat
     assert again == session_id and after[: len(before)] == before and len(after) > len(before)
     assert len(store.list_events(session_id, kind="request")) == 4 > events_before
     assert len({m for _, m in after}) == len(after)  # nothing duplicated
+
+
+def test_legacy_agent_file_beside_the_session_is_linked_to_its_task_call(tmp_path: Path) -> None:
+    def line(kind: str, uid: str, parent: str | None, content: Any, **extra: Any) -> str:
+        message: dict[str, Any] = {"role": kind, "content": content}
+        if kind == "assistant":
+            message |= {"id": f"m-{uid}", "model": "claude-sonnet-4-20250514", "usage": {"input_tokens": 10}}
+        body = {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s1", "message": message}
+        return json.dumps(body | extra)
+
+    task = {
+        "type": "tool_use",
+        "id": "toolu_task",
+        "name": "Task",
+        "input": {"prompt": "Find the bug.", "description": "d"},
+    }
+    (tmp_path / "s1.jsonl").write_text(
+        "\n".join(
+            [
+                line("user", "u1", None, "Fix it."),
+                line("assistant", "a1", "u1", [task]),
+                line(
+                    "user",
+                    "u2",
+                    "a1",
+                    [{"type": "tool_result", "tool_use_id": "toolu_task", "content": "found"}],
+                ),
+            ]
+        )
+        + "\n"
+    )
+    (tmp_path / "agent-9f.jsonl").write_text(
+        "\n".join(
+            [
+                line("user", "x1", None, "Find the bug.", isSidechain=True, agentId="9f"),
+                line(
+                    "assistant",
+                    "x2",
+                    "x1",
+                    [{"type": "text", "text": "found"}],
+                    isSidechain=True,
+                    agentId="9f",
+                ),
+            ]
+        )
+        + "\n"
+    )
+    (bundle,) = find_claude_code_bundles(tmp_path)
+    assert [p.name for p in bundle.legacy_agent_files] == ["agent-9f.jsonl"]
+    main, sub = parse_claude_code_bundle(bundle)
+    assert sub.key == "s1:agent-9f" and sub.parent_key == main.key == "s1"
+    assert sub.metadata["parent_tool_use_id"] == "toolu_task" and sub.metadata["background"] is False
