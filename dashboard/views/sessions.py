@@ -162,3 +162,55 @@ if ref is not None and not df[(df["db"] == ref.db) & (df["session_id"] == ref.se
 if len(view) > 1:
     with st.expander("Peak usage by session", expanded=False):
         st.plotly_chart(charts.sessions_scatter(view))
+
+
+# -- cost (dashboard/cost_data.py): totals, filters by project, model and day, roll-ups ------------------
+
+
+@st.cache_data(max_entries=8, show_spinner="Pricing model calls…")
+def _call_costs(_conn, signature: tuple) -> object:  # type: ignore[no-untyped-def]
+    # ``signature`` (the database files and their WALs) is only the cache key.
+    from dashboard import cost_data
+
+    return cost_data.call_costs(_conn.cursor())
+
+
+@st.fragment
+def cost_section() -> None:
+    """What the loaded sessions cost at list prices, by project, day and model, and what cache rebuilds lost."""
+    from dashboard import cost_data
+
+    st.subheader("Cost")
+    calls = _call_costs(state.connection(), data.files_signature(state.paths()))
+    if calls.empty:
+        st.info("No model calls with provider usage in the loaded databases.")
+        return
+    g1, g2, g3 = st.columns(3)
+    projects = g1.multiselect("Project", sorted(calls["project"].dropna().unique()), key="cost_projects")
+    models = g2.multiselect("Model", sorted(calls["model"].dropna().unique()), key="cost_models")
+    days = g3.multiselect("Day (UTC)", sorted(calls["day"].dropna().unique()), key="cost_days")
+    chosen = cost_data.filter_calls(calls, projects=projects, models=models, days=days)
+    t = cost_data.cost_totals(chosen)
+    m = st.columns(5)
+    m[0].metric("Cost", f"${t['total_usd']:,.2f}", help="Provider usage at the model table's list prices.")
+    m[1].metric("Cache reads", f"${t['cache_read_usd']:,.2f}")
+    m[2].metric("Cache writes", f"${t['cache_write_usd']:,.2f}")
+    m[3].metric("Output", f"${t['output_usd']:,.2f}")
+    m[4].metric("Lost to cache rebuilds", f"${t['lost_usd']:,.2f}", f"{100 * t['lost_share']:.1f}% of cost",
+                delta_color="off")  # fmt: skip
+    by = st.radio("Per", ["project", "root_session_id", "day", "model"], horizontal=True, key="cost_by",
+                  format_func=lambda k: {"root_session_id": "session (with sub-agents)"}.get(k, k))  # fmt: skip
+    st.dataframe(
+        cost_data.rollup(chosen, by), hide_index=True,
+        column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in cost_data.SUM_COLUMNS if c.endswith("_usd")},
+    )  # fmt: skip
+    rebuilds = chosen[chosen["lost_usd"] > 0].sort_values("lost_usd", ascending=False).head(20)
+    if not rebuilds.empty:
+        with st.expander(f"Largest cache rebuilds ({len(chosen[chosen['lost_usd'] > 0]):,})"):
+            st.dataframe(
+                rebuilds[["session_id", "call_index", "cache_cause", "rebuilt_tokens", "lost_usd", "cache_explanation", "fix"]],
+                hide_index=True,
+            )  # fmt: skip
+
+
+cost_section()

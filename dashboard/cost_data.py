@@ -1,0 +1,224 @@
+"""Cost data for the dashboard, read through DuckDB (no streamlit, no sqlite3 here).
+
+The request events (and the call times imports keep in message meta) are read from the union
+views :func:`dashboard.data.connect` defines; each call is priced and its cache behaviour
+explained by the pure engine modules (``engine.cost``, ``engine.cache_analysis``), so every
+database works, whether or not its ``request_costs`` table was filled. A session's *project*
+is its top-level session's working directory (``metadata.cwd``), else its database label.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from engine.cache_analysis import PREFIX_RESET_EVENTS, analyze_cache, call_records
+from engine.events import ComponentTokens, ProviderUsage
+from engine.rollup import cost_rows, root_of
+
+#: Columns of :func:`call_costs`, in order.
+CALL_COLUMNS = (
+    "db", "session_id", "root_session_id", "project", "call_index", "event_seq", "turn_index", "call_utc", "day",
+    "model", "priced_as", "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
+    "cache_write_5m_tokens", "cache_write_1h_tokens", "input_usd", "output_usd", "cache_read_usd",
+    "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
+    "lost_usd", "gap_s", "cache_explanation", "fix",
+)  # fmt: skip
+#: Summed columns of :func:`session_costs` and :func:`cost_totals`.
+SUM_COLUMNS = (
+    "calls", "input_usd", "output_usd", "cache_read_usd", "cache_write_usd", "total_usd", "uncached_usd",
+    "lost_usd", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+)  # fmt: skip
+_COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+
+
+@dataclass(frozen=True)
+class _Event:
+    """The StoredEvent fields engine.cache_analysis.call_records reads."""
+
+    id: int
+    seq: int
+    kind: str
+    trigger: str | None
+    outcome: str | None
+    model: str | None
+    turn_index: int | None
+    message_seq: int | None
+    usage: ProviderUsage | None
+    components: ComponentTokens | None
+    details: dict[str, Any]
+    created_utc: str | None
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None or value != value else int(value)
+
+
+def _events(cursor: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[_Event]]:
+    kinds = ("request", *sorted(PREFIX_RESET_EVENTS))
+    rows = cursor.execute(
+        "SELECT db, session_id, id, seq, kind, trigger, outcome, model, turn_index, message_seq, details_json,"
+        " created_utc, provider_input_tokens, provider_output_tokens, provider_cache_read_tokens,"
+        " provider_cache_creation_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
+        " conversation_tokens, tool_results_tokens"
+        f" FROM context_events WHERE kind IN ({', '.join('?' for _ in kinds)}) ORDER BY db, session_id, seq",
+        list(kinds),
+    ).fetchall()
+    out: dict[tuple[str, str], list[_Event]] = {}
+    for r in rows:
+        has_usage = any(v is not None for v in r[12:16])
+        has_components = any(v is not None for v in r[16:22])
+        try:
+            details = json.loads(r[10]) if r[10] else {}
+        except ValueError:
+            details = {}
+        out.setdefault((r[0], r[1]), []).append(
+            _Event(
+                id=r[2], seq=r[3], kind=r[4], trigger=r[5], outcome=r[6], model=r[7], turn_index=r[8],
+                message_seq=r[9], details=details if isinstance(details, dict) else {}, created_utc=r[11],
+                usage=ProviderUsage(
+                    input_tokens=_int(r[12]), output_tokens=_int(r[13]), cache_read_input_tokens=_int(r[14]),
+                    cache_creation_input_tokens=_int(r[15]),
+                ) if has_usage else None,
+                components=ComponentTokens(**{c: _int(v) for c, v in zip(_COMPONENTS, r[16:22], strict=True)})
+                if has_components else None,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _message_times(cursor: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[int, str]]:
+    """(db, session) -> message seq -> the timestamp a source kept in the message's meta."""
+    rows = cursor.execute(
+        "SELECT m.db, m.session_id, m.seq, m.meta_json FROM messages m JOIN context_events e"
+        " ON e.db = m.db AND e.session_id = m.session_id AND e.message_seq = m.seq"
+        " WHERE e.kind = 'request' AND m.meta_json LIKE '%timestamp%'"
+    ).fetchall()
+    out: dict[tuple[str, str], dict[int, str]] = {}
+    for db, sid, seq, meta_json in rows:
+        try:
+            meta = json.loads(meta_json)
+        except ValueError:
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+            out.setdefault((db, sid), {})[int(seq)] = meta["timestamp"]
+    return out
+
+
+def _sessions(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    return cursor.execute("SELECT db, id, title, model, parent_session_id, metadata_json FROM sessions").df()
+
+
+def project_of(metadata_json: Any, db: str) -> str:
+    """A session's project: the last part of its working directory, else its database label."""
+    try:
+        meta = json.loads(metadata_json) if isinstance(metadata_json, str) else {}
+    except ValueError:
+        meta = {}
+    for key in ("project", "cwd"):
+        value = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(value, str) and value.strip():
+            return PurePosixPath(value.rstrip("/")).name or value
+    return db
+
+
+def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per model call with provider usage across the loaded databases (``CALL_COLUMNS``)."""
+    sessions = _sessions(cursor)
+    events = _events(cursor)
+    times = _message_times(cursor)
+    rows: list[dict[str, Any]] = []
+    for db, group in sessions.groupby("db", sort=True):
+        parents = dict(
+            zip(
+                group["id"],
+                group["parent_session_id"].where(group["parent_session_id"].notna(), None),
+                strict=True,
+            )
+        )
+        meta = dict(zip(group["id"], group["metadata_json"], strict=True))
+        models = dict(zip(group["id"], group["model"], strict=True))
+        for sid in group["id"]:
+            evs = events.get((db, sid))
+            if not evs:
+                continue
+            calls = call_records(
+                evs, message_times=times.get((db, sid)), default_model=models.get(sid) or None
+            )
+            if not calls:
+                continue
+            root = root_of(sid, parents)
+            project = project_of(meta.get(root), str(db))
+            for row in cost_rows(calls, analyze_cache(calls)):
+                row.update(db=db, session_id=sid, root_session_id=root, project=project)
+                row["event_seq"] = next((c.event_seq for c in calls if c.event_id == row["event_id"]), None)
+                rows.append(row)
+    return pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+
+
+def _summed(calls: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    frame = calls.assign(
+        calls=1,
+        cache_write_usd=calls["cache_write_5m_usd"] + calls["cache_write_1h_usd"],
+        cache_write_tokens=calls["cache_write_5m_tokens"] + calls["cache_write_1h_tokens"],
+    )
+    return frame.groupby(list(by), as_index=False, dropna=False)[list(SUM_COLUMNS)].sum()
+
+
+def session_costs(cursor: duckdb.DuckDBPyConnection, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (db, session_id): cost totals, its project and root session, first day and models used."""
+    calls = call_costs(cursor) if calls is None else calls
+    if calls.empty:
+        return pd.DataFrame(
+            columns=["db", "session_id", "root_session_id", "project", "days", "models", *SUM_COLUMNS]
+        )
+    out = _summed(calls, ["db", "session_id", "root_session_id", "project"])
+    extra = calls.groupby(["db", "session_id"], as_index=False).agg(
+        days=("day", lambda s: ", ".join(sorted({d for d in s if isinstance(d, str)}))),
+        models=("model", lambda s: ", ".join(sorted({m for m in s if isinstance(m, str)}))),
+    )
+    return out.merge(extra, on=["db", "session_id"], how="left")
+
+
+def filter_calls(
+    calls: pd.DataFrame, *, projects: Sequence[str] = (), models: Sequence[str] = (), days: Sequence[str] = ()
+) -> pd.DataFrame:
+    """Calls of the chosen projects, models and UTC days (an empty choice keeps everything)."""
+    keep = pd.Series(True, index=calls.index)
+    if projects:
+        keep &= calls["project"].isin(list(projects))
+    if models:
+        keep &= calls["model"].isin(list(models))
+    if days:
+        keep &= calls["day"].isin(list(days))
+    return calls[keep]
+
+
+def cost_totals(calls: pd.DataFrame) -> dict[str, float]:
+    """Sums of ``SUM_COLUMNS`` over calls, and the share lost to cache rebuilds."""
+    if calls.empty:
+        return {**dict.fromkeys(SUM_COLUMNS, 0.0), "lost_share": 0.0}
+    summed = _summed(calls.assign(_all=1), ["_all"]).iloc[0]
+    out = {c: float(summed[c]) for c in SUM_COLUMNS}
+    out["lost_share"] = out["lost_usd"] / out["total_usd"] if out["total_usd"] else 0.0
+    return out
+
+
+def rollup(calls: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Totals per ``by`` (project, root_session_id, day or model), largest cost first (days in order)."""
+    if calls.empty:
+        return pd.DataFrame(columns=[by, *SUM_COLUMNS])
+    out = _summed(calls, [by])
+    return out.sort_values(by if by == "day" else "total_usd", ascending=by == "day", ignore_index=True)
+
+
+def session_call_costs(cursor: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """One session's calls (for the timeline: cost and cache cause per call)."""
+    calls = call_costs(cursor)
+    return calls[(calls["db"] == db) & (calls["session_id"] == session_id)].reset_index(drop=True)
