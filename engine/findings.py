@@ -182,6 +182,9 @@ class RequestView:
     usage: ProviderUsage | None
     components: ComponentTokens | None
     tools_sent: frozenset[str] | None = None
+    #: False when the provider strips earlier turns' thinking from this request (the request
+    #: event's details say ``previous_thinking: "stripped"``): it was never billed.
+    thinking_billed: bool = True
 
     def sends(self, seq: int, *, result: bool = False) -> bool:
         """True when the request sent message ``seq`` (its tool-result content, with ``result``)."""
@@ -339,6 +342,7 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
                 event_seq=event.seq, turn_index=event.turn_index or 0, sent_end=sent_end,
                 removed=frozenset(removed), cleared=frozenset(cleared), usage=event.usage,
                 components=event.components, tools_sent=_names(event.details.get("tools_sent")),
+                thinking_billed=event.details.get("previous_thinking") != "stripped",
             )
         )  # fmt: skip
     if views or any(e.kind == "request" for e in events):
@@ -676,6 +680,8 @@ def find_stale_thinking(view: SessionView) -> list[Finding]:
     per_request = []
     seqs: set[int] = set()
     for r in view.requests:
+        if not r.thinking_billed:
+            continue
         stale = [seq for seq, (turn, _) in thinking.items() if turn < r.turn_index and r.sends(seq)]
         if stale:
             per_request.append((r, sum(thinking[s][1] for s in stale)))

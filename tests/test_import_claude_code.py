@@ -434,3 +434,45 @@ def test_legacy_agent_file_beside_the_session_is_linked_to_its_task_call(tmp_pat
     main, sub = parse_claude_code_bundle(bundle)
     assert sub.key == "s1:agent-9f" and sub.parent_key == main.key == "s1"
     assert sub.metadata["parent_tool_use_id"] == "toolu_task" and sub.metadata["background"] is False
+
+
+@pytest.mark.parametrize(("version", "reported"), [("1.0.98", False), ("2.1.197", True)])
+def test_stale_thinking_is_reported_only_where_the_provider_billed_it(
+    tmp_path: Path, store: Any, version: str, reported: bool
+) -> None:
+    """claude-sonnet-4 strips earlier turns' thinking unless Claude Code (2.1) asks to keep it all."""
+    from engine.findings import find_waste
+    from engine.importers import import_file
+
+    lines, parent = [], None
+    for turn in range(3):
+        uid = f"u{turn}"
+        lines.append(
+            {
+                "type": "user",
+                "uuid": uid,
+                "parentUuid": parent,
+                "message": {"role": "user", "content": f"q{turn}"},
+            }
+        )
+        blocks = [
+            {"type": "thinking", "thinking": f"reasoning {turn} " * 300, "signature": "s"},
+            {"type": "text", "text": "a"},
+        ]
+        usage = {"input_tokens": 100 + turn, "output_tokens": 10}
+        message = {
+            "role": "assistant",
+            "id": f"m{turn}",
+            "model": "claude-sonnet-4-20250514",
+            "content": blocks,
+            "usage": usage,
+        }
+        lines.append({"type": "assistant", "uuid": f"a{turn}", "parentUuid": uid, "message": message})
+        parent = f"a{turn}"
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(o | {"sessionId": "s", "version": version}) + "\n" for o in lines))
+    (session_id,) = import_file(path, store).session_ids
+    last = store.list_events(session_id, kind="request")[-1]
+    assert last.details["previous_thinking"] == ("kept" if reported else "stripped")
+    kinds = {f.kind for f in find_waste(store, session_id)}
+    assert ("stale_thinking" in kinds) is reported
