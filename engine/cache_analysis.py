@@ -364,7 +364,8 @@ def call_records(
 
     Only ``request`` events with provider usage are calls. A call's time is ``details.call_utc``,
     else the ``timestamp`` of the message at ``message_seq`` (``message_times``), else the
-    event's ``created_utc``. A compaction, restore or resume between two calls marks the second.
+    event's ``created_utc``. A compaction, restore or resume between two calls marks the second; a
+    summarizer call (``details.compaction_call``) marks itself and the call after it.
     ``exact_requests`` (event id -> ``model_requests`` row, when the exact request was recorded)
     supplies what the event's details lack: prompt hashes, the 5m/1h write split, reasoning, time.
     """
@@ -388,6 +389,9 @@ def call_records(
             at = parse_utc(times.get(e.message_seq))
         if at is None:
             at = parse_utc(getattr(e, "created_utc", None))
+        # a harness's summarizer call (Claude Code's compaction) has a prefix of its own, and the call
+        # after it starts from the compacted history
+        summarizer = bool(details.get("compaction_call"))
         names = details.get("tool_names")
         out.append(
             CallRecord(
@@ -397,10 +401,10 @@ def call_records(
                 message_seq=e.message_seq, components=e.components,
                 system_sha256=_str(details.get("system_sha256")), tools_sha256=_str(details.get("tools_sha256")),
                 tool_names=tuple(str(n) for n in names) if isinstance(names, list) else None,
-                reset_before=reset,
+                reset_before=reset or ("compaction call" if summarizer else None),
             )
         )  # fmt: skip
-        reset = None
+        reset = "compaction" if summarizer else None
     return out
 
 

@@ -309,3 +309,17 @@ def test_find_waste_reports_each_avoidable_rebuild_cause_with_money_and_fix(tmp_
     assert "move dynamic tools after the cached prefix" in reordered.fix
     assert reordered.money == pytest.approx(reordered.tokens * (3.75e-6 - 0.3e-6))
     assert reordered.exact and reordered.tokenizer == "provider"
+
+
+def test_a_harness_summarizer_call_and_the_call_after_it_are_compactions_not_losses() -> None:
+    events = [
+        request(0, 0, 30_000),
+        request(1, 30_000, 2_000),
+        request(2, 0, 33_000, compaction_call=True),
+        request(3, 0, 6_000),
+    ]
+    calls = call_records(events)
+    assert [c.reset_before for c in calls] == [None, None, "compaction call", "compaction"]
+    result = analyze_cache(calls)
+    assert [c.cause for c in result.calls] == ["cold_start", None, "compaction", "compaction"]
+    assert result.lost_usd == 0
