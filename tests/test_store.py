@@ -1,4 +1,5 @@
-"""The session database, on real SQLite files: migrations, typed refusals, lossless round trips."""
+"""The session database on both backends (real SQLite files, a real PostgreSQL server the tests
+start): migrations, typed refusals, lossless round trips. File-level checks are SQLite's own."""
 
 from __future__ import annotations
 
@@ -16,12 +17,33 @@ from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.messages import Message, assistant, tool_result, tool_use, user
 from engine.store import SCHEMA_VERSION, TABLE_NAMES, SessionStore, ToolRecord
+from engine.store.factory import open_store
 from engine.store.schema import APPLICATION_ID, MIGRATIONS, apply_migrations
 from engine.tokens import get_tokenizer
 from engine.turns import turn_indices
+from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url
 from tests.strategies import HEAVY_WITH_FIXTURE, anthropic_dicts, histories
 
 TOKENIZER = get_tokenizer("o200k_base")
+#: Every store test runs on both; CI must have the server binaries (.ci/run installs them).
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param(
+        "postgresql",
+        id="postgresql",
+        marks=pytest.mark.skipif(SKIP_UNLESS_PG, reason=PG_MISSING_REASON),
+    ),
+]
+
+
+def new_target(backend: str, folder: Path) -> str:
+    """An empty database: a file path, or a fresh schema on the test server."""
+    return str(folder / "sessions.db") if backend == "sqlite" else fresh_url()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -30,9 +52,27 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[SessionStore]:
-    with SessionStore(db_path) as s:
+def target(backend: str, tmp_path: Path) -> str:
+    return new_target(backend, tmp_path)
+
+
+@pytest.fixture
+def store(target: str) -> Iterator[SessionStore]:
+    with open_store(target) as s:
         yield s
+
+
+def _sql(store: SessionStore, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Raw SQL (SQLite's dialect) on either backend, in one transaction."""
+    with store.transaction() as conn:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def _tables(store: SessionStore) -> set[str]:
+    if isinstance(store.path, Path):
+        return {str(r[0]) for r in _sql(store, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    return {str(r[0]) for r in _sql(store, sql)}
 
 
 def _sha256(path: Path) -> str:
@@ -46,19 +86,25 @@ def _raw(path: Path) -> sqlite3.Connection:
 # -- schema and migrations ------------------------------------------------------------------
 
 
-def test_migrations_create_every_table(store: SessionStore, db_path: Path) -> None:
-    with _raw(db_path) as conn:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        applied = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
-        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    assert set(TABLE_NAMES) | {"_migrations"} <= tables
+def test_migrations_create_every_table(store: SessionStore) -> None:
+    applied = [r[0] for r in _sql(store, "SELECT name FROM _migrations ORDER BY name")]
+    [(user_version,)] = _sql(store, "PRAGMA user_version")
+    [(application_id,)] = _sql(store, "PRAGMA application_id")
+    assert set(TABLE_NAMES) | {"_migrations"} <= _tables(store)
     assert applied == [name for name, _ in MIGRATIONS]
     assert (user_version, application_id) == (SCHEMA_VERSION, APPLICATION_ID)
 
 
-def test_migrations_run_twice_are_a_no_op(store: SessionStore, db_path: Path) -> None:
-    store.close()
+def test_reopening_applies_no_migration_again(target: str) -> None:
+    with open_store(target) as first:
+        before = _sql(first, "SELECT name, applied_utc FROM _migrations ORDER BY name")
+    with open_store(target) as second:
+        assert _sql(second, "SELECT name, applied_utc FROM _migrations ORDER BY name") == before
+    assert [r[0] for r in before] == [name for name, _ in MIGRATIONS]
+
+
+def test_sqlite_migrations_run_twice_are_a_no_op(db_path: Path) -> None:
+    SessionStore(db_path).close()
     with _raw(db_path) as conn:
         before = conn.execute("SELECT name, applied_utc FROM _migrations").fetchall()
         assert apply_migrations(conn) == []
@@ -68,7 +114,8 @@ def test_migrations_run_twice_are_a_no_op(store: SessionStore, db_path: Path) ->
         assert conn.execute("SELECT name, applied_utc FROM _migrations").fetchall() == before
 
 
-def test_database_is_in_wal_mode(store: SessionStore, db_path: Path) -> None:
+def test_database_is_in_wal_mode(db_path: Path) -> None:
+    SessionStore(db_path).close()
     with _raw(db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -80,7 +127,7 @@ def test_an_empty_file_becomes_a_database(tmp_path: Path) -> None:
         assert s.list_sessions() == []
 
 
-def test_deleting_a_session_cascades_to_everything_it_owns(store: SessionStore, db_path: Path) -> None:
+def test_deleting_a_session_cascades_to_everything_it_owns(store: SessionStore) -> None:
     sid = store.create_session()
     child = store.create_session(parent_session_id=sid)
     store.append_messages(sid, [user("hi"), assistant("hello")], tokenizer=TOKENIZER)
@@ -101,9 +148,8 @@ def test_deleting_a_session_cascades_to_everything_it_owns(store: SessionStore, 
     )
     store.upsert_tools(sid, [ToolRecord(name="bash", tokens=10)])
     store.delete_session(sid)
-    with _raw(db_path) as conn:
-        for table in TABLE_NAMES:
-            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    for table in TABLE_NAMES:
+        assert _sql(store, f"SELECT count(*) FROM {table}") == [(0,)], table
 
 
 # -- files we must not touch ----------------------------------------------------------------
@@ -168,20 +214,28 @@ def test_schema_version_error_says_which_versions(tmp_path: Path) -> None:
     assert (caught.value.found, caught.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
 
 
-def test_read_only_open_never_writes(db_path: Path) -> None:
-    with SessionStore(db_path) as s:
+def _contents(store: SessionStore) -> list[object]:
+    return [_sql(store, f"SELECT * FROM {table} ORDER BY 1") for table in (*TABLE_NAMES, "_migrations")]
+
+
+def test_read_only_open_never_writes(target: str) -> None:
+    with open_store(target) as s:
         sid = s.create_session(title="t")
         s.append_messages(sid, [user("hi"), assistant("hello")], tokenizer=TOKENIZER)
         s.record_event(sid, ContextEvent(kind="note"))
-    before = _sha256(db_path)
-    with SessionStore(db_path, read_only=True) as ro:
+        before = _contents(s)
+    file_before = _sha256(Path(target)) if Path(target).is_file() else None
+    with open_store(target, read_only=True) as ro:
         assert [m.message for m in ro.load_messages(sid)] == [user("hi"), assistant("hello")]
         assert len(ro.list_events(sid)) == 1
         with pytest.raises(StoreError, match="read-only"):
             ro.create_session()
         with pytest.raises(StoreError, match="read-only"):
             ro.append_messages(sid, [user("more")], tokenizer=TOKENIZER)
-    assert _sha256(db_path) == before
+    with open_store(target) as s:
+        assert _contents(s) == before
+    if file_before is not None:
+        assert _sha256(Path(target)) == file_before
 
 
 def test_read_only_open_of_a_missing_file_raises(tmp_path: Path) -> None:
@@ -190,9 +244,9 @@ def test_read_only_open_of_a_missing_file_raises(tmp_path: Path) -> None:
     assert not (tmp_path / "absent.db").exists()
 
 
-def test_read_only_reader_sees_committed_writes(store: SessionStore, db_path: Path) -> None:
+def test_read_only_reader_sees_committed_writes(store: SessionStore, target: str) -> None:
     sid = store.create_session()
-    with SessionStore(db_path, read_only=True) as reader:
+    with open_store(target, read_only=True) as reader:
         store.append_messages(sid, [user("live")], tokenizer=TOKENIZER)
         assert reader.load_transcript(sid) == [user("live")]
 
@@ -240,10 +294,10 @@ def test_transaction_is_all_or_nothing(store: SessionStore) -> None:
 # -- transcript -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def shared_store() -> Iterator[SessionStore]:
-    """One database for hypothesis examples (each example uses its own session)."""
-    with tempfile.TemporaryDirectory() as folder, SessionStore(Path(folder) / "h.db") as s:
+@pytest.fixture(scope="module", params=BACKENDS)
+def shared_store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
+    """One database per backend for hypothesis examples (each example uses its own session)."""
+    with tempfile.TemporaryDirectory() as folder, open_store(new_target(request.param, Path(folder))) as s:
         yield s
 
 
@@ -346,26 +400,20 @@ def test_tool_result_tokens_and_usage_are_stored(store: SessionStore) -> None:
         pytest.param("meta_json", "[1,", id="meta-not-json"),
     ],
 )
-def test_malformed_stored_message_raises_naming_the_row(
-    store: SessionStore, db_path: Path, column: str, value: str
-) -> None:
+def test_malformed_stored_message_raises_naming_the_row(store: SessionStore, column: str, value: str) -> None:
     sid = store.create_session()
     [row] = store.append_messages(
         sid, [Message(role="user", content="hi", meta={"k": 1})], tokenizer=TOKENIZER
     )
-    with _raw(db_path) as conn:
-        conn.execute(f"UPDATE messages SET {column} = ? WHERE id = ?", (value, row.id))
+    _sql(store, f"UPDATE messages SET {column} = ? WHERE id = ?", (value, row.id))
     with pytest.raises(StoreError, match=f"messages row {row.id}"):
         store.load_messages(sid)
 
 
-def test_malformed_snapshot_raises_naming_the_row(store: SessionStore, db_path: Path) -> None:
+def test_malformed_snapshot_raises_naming_the_row(store: SessionStore) -> None:
     sid = store.create_session()
     snapshot_id = store.write_snapshot(sid, [user("a")], through_seq=0, summary=None, tokens=1, strategy="x")
-    with _raw(db_path) as conn:
-        conn.execute(
-            "UPDATE session_snapshots SET messages_json = '[{\"role\": 7}]' WHERE id = ?", (snapshot_id,)
-        )
+    _sql(store, "UPDATE session_snapshots SET messages_json = '[{\"role\": 7}]' WHERE id = ?", (snapshot_id,))
     with pytest.raises(StoreError, match=f"session_snapshots row {snapshot_id}"):
         store.latest_snapshot(sid)
 
