@@ -17,7 +17,9 @@ import streamlit as st  # noqa: E402
 
 from dashboard import state  # noqa: E402
 
-st.set_page_config(page_title="ctxdesk", page_icon=":material/data_usage:", layout="wide")
+# The tab icon is drawn here: a Material icon or an emoji as page_icon is fetched from a CDN, and
+# the page makes no request beyond 127.0.0.1.
+st.set_page_config(page_title="ctxdesk", page_icon=state.page_icon(), layout="wide")
 
 PAGES = [
     st.Page("views/sessions.py", title="Sessions", icon=":material/list:", default=True),

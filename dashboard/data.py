@@ -8,6 +8,7 @@ functions aggregate in SQL and return pandas frames; list queries never read mes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -149,11 +150,15 @@ def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("LOAD sqlite_scanner")
 
 
-def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnection:
+def connect(
+    paths: Sequence[str | os.PathLike[str]], *, skip_invalid: bool = False
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with each file attached READ_ONLY and a union view per table.
 
-    A file lacking ctxdesk tables raises NotADatabaseError naming it. ``databases`` lists
-    (db, alias, path). Use ``con.cursor()`` per thread.
+    A file lacking ctxdesk tables raises NotADatabaseError naming it; with ``skip_invalid`` it
+    is left out instead and listed in the ``skipped`` table (path, reason), so one junk file in
+    a folder does not hide the others. ``databases`` lists (db, alias, path). Use
+    ``con.cursor()`` per thread.
     """
     resolved = [str(p) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths]
     labels = db_labels(resolved)  # type: ignore[arg-type]
@@ -162,38 +167,58 @@ def connect(paths: Sequence[str | os.PathLike[str]]) -> duckdb.DuckDBPyConnectio
     if any(isinstance(p, str) for p in resolved):
         pg_source.load_postgres_extension(con)
     con.execute("CREATE TABLE databases (db VARCHAR, alias VARCHAR, path VARCHAR)")
+    con.execute("CREATE TABLE skipped (path VARCHAR, reason VARCHAR)")
+    attached: list[tuple[str, str]] = []
     for i, (label, path) in enumerate(zip(labels, resolved, strict=True)):
         alias = f"db_{i}"
-        if isinstance(path, Path) and not path.is_file():
-            raise NotFoundError("database file does not exist", path=str(path))
         try:
-            if isinstance(path, str):  # a postgresql:// URL
-                pg_source.attach_postgres(con, path, alias)
-            else:
-                con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
-            present = {
-                r[0]
-                for r in con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]
-                ).fetchall()
-            }
-        except duckdb.Error as exc:
-            kind = "PostgreSQL" if isinstance(path, str) else "SQLite"
-            raise NotADatabaseError(
-                f"cannot attach as {kind} ({redact_url(str(exc))})", path=redact_url(str(path))
-            ) from exc
-        missing = set(TABLES) - present
-        if missing:
-            raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(path))
-        con.execute("INSERT INTO databases VALUES (?, ?, ?)", [label, alias, str(path)])
-    for table in TABLES:
-        if not resolved:
+            _attach(con, path, alias)
+        except (NotADatabaseError, NotFoundError) as exc:
+            if not skip_invalid:
+                raise
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+            con.execute("INSERT INTO skipped VALUES (?, ?)", [redact_url(str(path)), str(exc)])
             continue
-        parts = [
-            f"SELECT {_sql_string(label)} AS db, * FROM db_{i}.{table}" for i, label in enumerate(labels)
-        ]
+        con.execute("INSERT INTO databases VALUES (?, ?, ?)", [label, alias, str(path)])
+        attached.append((label, alias))
+    for table in TABLES:
+        if not attached:
+            continue
+        parts = [f"SELECT {_sql_string(label)} AS db, * FROM {alias}.{table}" for label, alias in attached]
         con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
     return con
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: str | Path, alias: str) -> None:
+    """Attach one SQLite file (or postgresql:// URL) as ``alias``; NotADatabaseError when it is
+    not a ctxdesk session database."""
+    if isinstance(path, Path) and not path.is_file():
+        raise NotFoundError("database file does not exist", path=str(path))
+    try:
+        if isinstance(path, str):  # a postgresql:// URL
+            pg_source.attach_postgres(con, path, alias)
+        else:
+            con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+        present = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]
+            ).fetchall()
+        }
+    except duckdb.Error as exc:
+        kind = "PostgreSQL" if isinstance(path, str) else "SQLite"
+        raise NotADatabaseError(
+            f"cannot attach as {kind} ({redact_url(str(exc))})", path=redact_url(str(path))
+        ) from exc
+    missing = set(TABLES) - present
+    if missing:
+        raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(path))
+
+
+def skipped_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(path, reason) of each file :func:`connect` left out (``skip_invalid``)."""
+    return [(str(p), str(r)) for p, r in con.execute("SELECT path, reason FROM skipped").fetchall()]
 
 
 def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:

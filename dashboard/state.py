@@ -17,6 +17,7 @@ from dashboard import data, display
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import settings_path
+from engine.store.factory import redact_url
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
@@ -43,7 +44,8 @@ class SessionRef(NamedTuple):
 @st.cache_resource(max_entries=4, show_spinner="Attaching session databases…")
 def _connection(paths: tuple[str, ...], signature: tuple[Any, ...]) -> duckdb.DuckDBPyConnection:
     # A new signature (a file changed) gives a fresh connection: DuckDB re-reads on attach.
-    return data.connect([Path(p) for p in paths])
+    # One junk file must not hide the others: it is skipped and named in the sidebar.
+    return data.connect(list(paths), skip_invalid=True)  # files, or postgresql:// URLs kept as str
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
@@ -77,7 +79,7 @@ def findings(ref: SessionRef) -> list[Finding]:
             data.files_signature(watched),
         )  # fmt: skip
     except ContextDeskError as exc:
-        st.warning(f"Findings are unavailable for this session: {exc}")
+        st.warning(f"Findings are unavailable for this session: {display.md(exc)}")
         return []
 
 
@@ -94,11 +96,17 @@ def connection() -> duckdb.DuckDBPyConnection:
     """The shared connection for the current file versions; shows st.error and stops on failure."""
     try:
         files = paths()
-        return _connection(tuple(str(p) for p in files), data.files_signature(files))
+        conn = _connection(tuple(str(p) for p in files), data.files_signature(files))
     except ContextDeskError as exc:
-        st.error(f"Cannot open the session databases: {exc}")
+        st.error(f"Cannot open the session databases: {display.md(exc)}")
         st.stop()
         raise  # unreachable: st.stop() ends the run
+    skipped = data.skipped_files(conn)
+    if skipped and not data.database_paths(conn):
+        reasons = "; ".join(reason for _, reason in skipped)
+        st.error(f"Cannot open the session databases: {display.md(reasons)}")
+        st.stop()
+    return conn
 
 
 def query(name: str, *args: Any) -> Any:
@@ -170,9 +178,11 @@ def sidebar() -> None:
                 if count > 1
                 else "The session in the link is not in the loaded databases."
             )
+        for path, reason in data.skipped_files(conn):
+            st.warning(f"Skipped {display.md(path)}: {display.md(reason)}", icon=":material/warning:")
         with st.expander("Loaded files", expanded=False):
             for db, path in data.database_paths(conn).items():
-                st.text(f"{db}: {path}")
+                st.text(f"{db}: {redact_url(str(path))}")
         if not df.empty:
             keys = [SessionRef(str(r.db), str(r.session_id)).key for r in df.itertuples()]
             labels = dict(zip(keys, (session_label(r) for _, r in df.iterrows()), strict=True))
@@ -250,3 +260,15 @@ def action_pending() -> bool:
 def _page_name() -> str | None:
     ctx = get_script_run_ctx()
     return ctx.page_script_hash if ctx is not None else None
+
+
+def page_icon() -> Any:
+    """The browser tab's icon as an image made in memory (three bars of a context budget)."""
+    from PIL import Image, ImageDraw
+
+    icon = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(icon)
+    draw.rounded_rectangle((4, 4, 60, 60), radius=12, fill=(76, 120, 168, 255))
+    for i, (height, colour) in enumerate(((40, (242, 183, 1)), (28, (255, 255, 255)), (16, (214, 39, 40)))):
+        draw.rectangle((14 + i * 14, 52 - height, 24 + i * 14, 52), fill=(*colour, 255))
+    return icon

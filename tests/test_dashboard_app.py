@@ -246,6 +246,24 @@ def test_a_bad_database_path_shows_an_error_not_a_traceback(
     assert "Cannot open the session databases" in str(at.error[0].value)
 
 
+def test_one_junk_database_in_a_folder_is_skipped_with_a_warning_and_the_rest_load(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "dbs"
+    folder.mkdir()
+    copy_dashboard_db(tmp_path_factory.getbasetemp(), folder / "sample.db")
+    (folder / "junk.db").write_bytes(b"not a database at all" * 100)
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(folder))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    assert any("junk.db" in _plain(w.value) for w in at.sidebar.warning)
+    assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor", "sess-report", "sess-small"}
+
+
 def test_timeline_by_model_call_shows_the_turn_each_call_belongs_to(db: Path) -> None:
     at = _app(page="timeline")
     at.radio(key="timeline_step").set_value("model call").run()

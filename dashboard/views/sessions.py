@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, data, state
+from dashboard import analysis, charts, data, display, state
 
 st.title("Sessions")
 df = state.overview()
@@ -103,7 +103,9 @@ if rows:
 
 ref = state.selected()
 if ref is not None:
-    st.success(f"Selected: {ref.session_id} ({ref.db}). Open the Context timeline or another page.")
+    st.success(
+        f"Selected: {display.md(ref.session_id)} ({display.md(ref.db)}). Open the Context timeline or another page."
+    )
     cols = st.columns(3)
     if cols[0].button("Open timeline", icon=":material/stacked_line_chart:"):
         st.switch_page("views/timeline.py")

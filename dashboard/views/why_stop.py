@@ -54,7 +54,7 @@ def render_stop(stop: pd.Series) -> None:
     x = analysis.explain_stop(
         stop.to_dict(), previous, tipping_bytes=tipping_bytes, settings=recorded_settings
     )
-    st.write(OUTCOME_TEXT.get(x.outcome, x.outcome))
+    st.write(OUTCOME_TEXT.get(x.outcome) or display.md(x.outcome))
     c1, c2, c3 = st.columns(3)
     c1.metric("Projected", f"{x.projected:,}" if x.projected is not None else "n/a")
     c2.metric("Limit", f"{x.limit:,}" if x.limit is not None else "n/a")
@@ -149,6 +149,9 @@ OUTCOME_LABELS = {
 }
 for _, stop in stops.iterrows():
     outcome = OUTCOME_LABELS.get(stop["outcome"], stop["outcome"])
-    label = f"Turn {stop['turn_index']}: {outcome} ({stop['trigger'] or 'guard'}) · {stop['model'] or ''}"
+    label = (
+        f"Turn {display.text(stop['turn_index'])}: {display.md(outcome)} ({display.md(display.value_or_none(stop['trigger']) or 'guard')})"
+        f" · {display.md(stop['model'], 'model not recorded')}"
+    )
     with st.expander(label, expanded=True):
         render_stop(stop)
