@@ -476,3 +476,14 @@ def test_stale_thinking_is_reported_only_where_the_provider_billed_it(
     assert last.details["previous_thinking"] == ("kept" if reported else "stripped")
     kinds = {f.kind for f in find_waste(store, session_id)}
     assert ("stale_thinking" in kinds) is reported
+
+
+def test_folder_walks_leave_sub_agent_files_to_their_session(tmp_path: Path) -> None:
+    from engine.importers.locations import folder_files
+
+    shutil.copytree(FIXTURES / "subagent_foreground" / "transcripts", tmp_path / "project")
+    (tmp_path / "project" / "agent-legacy.jsonl").write_text(
+        json.dumps({"type": "user", "sessionId": only_file("subagent_foreground").stem, "isSidechain": True})
+        + "\n"
+    )
+    assert [p.name for p in folder_files(tmp_path)] == [only_file("subagent_foreground").name]

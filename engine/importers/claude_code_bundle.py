@@ -154,3 +154,17 @@ def parse_claude_code_path(
         )
     results = [ToolResultFile(p.name, p.read_bytes(), str(p)) for p in bundle.tool_result_files]
     return parse_claude_code(lines, fallback_id=fallback_id, subagents=subagents, tool_results=results)
+
+
+def accompanies_a_session(path: str | os.PathLike[str]) -> bool:
+    """A Claude Code sub-agent file that imports with its session, never alone: one under
+    ``subagents/``, or a legacy ``agent-*.jsonl`` whose sessionId names a session file beside it."""
+    path = Path(path)
+    if path.suffix != ".jsonl":
+        return False
+    if path.parent.name == "subagents":
+        return True
+    if not path.name.startswith("agent-"):
+        return False
+    session_id = _first_session_id(path)
+    return bool(session_id) and (path.parent / f"{session_id}.jsonl").is_file()

@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine.importers.claude_code_bundle import accompanies_a_session
+
 AGENTS = ("claude-code", "codex", "gemini", "cline")
 #: VS Code extension ids whose globalStorage holds Cline-style tasks.
 CLINE_EXTENSIONS = ("saoudrizwan.claude-dev", "rooveterinaryinc.roo-cline", "kilocode.kilo-code")
@@ -62,7 +64,11 @@ def agent_files(agent: str, env: Mapping[str, str] | None = None, home: Path | N
 
 def _agent_files_under(agent: str, root: Path) -> list[Path]:
     if agent == "claude-code":
-        return sorted(p for p in root.rglob("*.jsonl") if not _SKIP_DIRS & set(p.relative_to(root).parts))
+        return sorted(
+            p
+            for p in root.rglob("*.jsonl")
+            if not _SKIP_DIRS & set(p.relative_to(root).parts) and not accompanies_a_session(p)
+        )
     if agent == "codex":
         return sorted(root.rglob("rollout-*.jsonl"))
     if agent == "gemini":
@@ -78,7 +84,7 @@ def folder_files(folder: Path) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if name in _SKIP_NAMES or name.endswith(".meta.json"):
+            if name in _SKIP_NAMES or name.endswith(".meta.json") or accompanies_a_session(path):
                 continue
             if name.endswith(_SUFFIXES) or name == ".aider.chat.history.md":
                 found.append(path)
