@@ -169,6 +169,7 @@ def test_saved_large_output_becomes_the_offloaded_blob_of_its_result() -> None:
     assert blob.tool_use_id == result.tool_use_id and blob.tool_name == "Bash"
     assert "<persisted-output>" in result.text and len(result.text) < 5_000
     assert blob.content.decode().splitlines() == [str(i) for i in range(1, 36_001)]
+    assert [c.components.offloaded_bytes for c in main.calls] == [0, len(blob.content)]
 
 
 @pytest.mark.parametrize(

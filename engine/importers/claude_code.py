@@ -96,6 +96,7 @@ def parse_claude_code(
         main.metadata.update(_session_meta(first, lines, version))
         _title(main, lines)
         main.blobs = _blobs(main, tool_results)  # type: ignore[attr-defined]
+        _count_offloaded(main, main.blobs)  # type: ignore[attr-defined]
         sessions.append(main)
 
     task_calls = _task_calls(main) if main else {}
@@ -328,6 +329,18 @@ def _blobs(main: ParsedSession, files: Sequence[ToolResultFile]) -> list[ClaudeC
             f"{len(unlinked)} saved tool output(s) named by no tool result: {', '.join(unlinked)}"
         )
     return blobs
+
+
+def _count_offloaded(session: ParsedSession, blobs: Sequence[ClaudeCodeBlob]) -> None:
+    """Each call's ``offloaded_bytes``: saved outputs whose preview it sent instead of them."""
+    sizes = {b.tool_use_id: len(b.content) for b in blobs}
+    if not sizes:
+        return
+    for call in getattr(session, "calls", []):
+        sent = {i for m in call.request_messages for i in m.tool_result_ids}
+        offloaded = sum(size for use_id, size in sizes.items() if use_id in sent)
+        if offloaded:
+            call.components = call.components.model_copy(update={"offloaded_bytes": offloaded})
 
 
 def _session_meta(first: dict[str, Any], lines: Sequence[Line], version: str | None) -> dict[str, Any]:
