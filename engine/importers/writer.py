@@ -9,7 +9,7 @@ provider's usage sits beside it, so the timeline shows estimate and truth togeth
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.errors import NotFoundError
@@ -207,6 +207,7 @@ def _record_requests(
     """Record a request event per call at messages from ``first_new`` on (earlier ones were
     recorded by an earlier import); returns (estimate, usage) per call in order, all of them."""
     out: list[tuple[int, ProviderUsage | None]] = []
+    memo: dict[Any, int] = {}  # the system prompt and tool list are mostly the same call after call
     conversation = tool_results = 0  # running sums over the messages sent so far
     for i, (pm, row) in enumerate(zip(parsed.messages, rows, strict=True)):
         record = i >= first_new
@@ -220,7 +221,7 @@ def _record_requests(
             out.append(
                 _request(
                     store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source,
-                    record=record,
+                    record=record, memo=memo,
                 )
             )  # fmt: skip
         conversation += row.tokens - row.tool_result_tokens
@@ -229,7 +230,7 @@ def _record_requests(
             out.append(
                 _request(
                     store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source,
-                    record=record,
+                    record=record, memo=memo,
                 )
             )  # fmt: skip
     return out
@@ -284,12 +285,16 @@ def _request(
     source: str,
     *,
     record: bool = True,
+    memo: dict[Any, int] | None = None,
 ) -> tuple[int, ProviderUsage | None]:
+    memo = {} if memo is None else memo
     system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
     tools = call.tools if call.tools is not None else parsed.tools
     components = ComponentTokens(
-        system=tokenizer.count(system) + MESSAGE_OVERHEAD_TOKENS if system else 0,
-        tools=tokenizer.count_tools(tools),
+        system=_memo(memo, ("system", system), lambda: tokenizer.count(system) + MESSAGE_OVERHEAD_TOKENS)
+        if system
+        else 0,
+        tools=_memo(memo, ("tools", id(tools)), lambda: tokenizer.count_tools(tools)) if tools else 0,
         conversation=conversation + (REPLY_PRIMING_TOKENS if conversation or tool_results else 0),
         tool_results=tool_results,
     )
@@ -335,6 +340,12 @@ def _write_blobs(store: SessionStore, session_id: str, blobs: Sequence[Any]) -> 
                 preview=blob.preview,
             )
             held.add(blob.tool_use_id)
+
+
+def _memo(memo: dict[Any, int], key: Any, compute: Callable[[], int]) -> int:
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 def _tool_records(parsed: ParsedSession, messages: list[Message], tokenizer: Tokenizer) -> list[ToolRecord]:
