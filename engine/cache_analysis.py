@@ -307,10 +307,16 @@ def _rebuild_cause(
 
 def _first_change(prev: CallRecord, cur: CallRecord) -> tuple[CacheCause, str] | None:
     """Which part of the prompt changed first, in prompt order (tools, system, history)."""
-    if prev.tools_sha256 and cur.tools_sha256 and prev.tools_sha256 != cur.tools_sha256:
+    hashed = bool(prev.tools_sha256 and cur.tools_sha256)
+    names_differ = (
+        prev.tool_names is not None and cur.tool_names is not None and prev.tool_names != cur.tool_names
+    )
+    if (hashed and prev.tools_sha256 != cur.tools_sha256) or (not hashed and names_differ):
         if prev.tool_names and cur.tool_names and sorted(prev.tool_names) == sorted(cur.tool_names):
-            return "tools_reordered", "the tool list was reordered"
-        return "tools_changed", "the tool definitions changed"
+            if prev.tool_names != cur.tool_names:
+                return "tools_reordered", "the tool list was reordered"
+            return "tools_changed", "a tool definition changed (same names, same order)"
+        return "tools_changed", "the tool definitions changed" + _names_delta(prev.tool_names, cur.tool_names)
     if prev.system_sha256 and cur.system_sha256 and prev.system_sha256 != cur.system_sha256:
         return "system_changed", "the system prompt changed"
     a, b = prev.components, cur.components
@@ -328,6 +334,17 @@ def _first_change(prev: CallRecord, cur: CallRecord) -> tuple[CacheCause, str] |
     if b.conversation < a.conversation or b.summary != a.summary:
         return "history_edited", "an earlier message was edited or removed"
     return None
+
+
+def _names_delta(before: tuple[str, ...] | None, after: tuple[str, ...] | None) -> str:
+    if before is None or after is None:
+        return ""
+    added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+    parts = [
+        f"added {', '.join(added[:5])}" if added else "",
+        f"removed {', '.join(removed[:5])}" if removed else "",
+    ]
+    return f" ({'; '.join(p for p in parts if p)})" if added or removed else ""
 
 
 def _duration(seconds: float) -> str:
@@ -392,7 +409,7 @@ def call_records(
         # a harness's summarizer call (Claude Code's compaction) has a prefix of its own, and the call
         # after it starts from the compacted history
         summarizer = bool(details.get("compaction_call"))
-        names = details.get("tool_names")
+        names = details.get("tool_names", details.get("tools_sent"))  # the session manager's tools_sent
         out.append(
             CallRecord(
                 index=len(out), model=model, usage=e.usage,

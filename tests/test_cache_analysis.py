@@ -323,3 +323,19 @@ def test_a_harness_summarizer_call_and_the_call_after_it_are_compactions_not_los
     result = analyze_cache(calls)
     assert [c.cause for c in result.calls] == ["cold_start", None, "compaction", "compaction"]
     assert result.lost_usd == 0
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "cause", "words"),
+    [
+        (["Bash", "Read"], ["Read", "Bash"], "tools_reordered", "reordered"),
+        (["Bash"], ["Bash", "mcp__db__query"], "tools_changed", "added mcp__db__query"),
+        (["Bash", "Read"], ["Bash"], "tools_changed", "removed Read"),
+    ],
+)
+def test_tool_names_alone_tell_a_reorder_from_a_change(
+    before: list[str], after: list[str], cause: str, words: str
+) -> None:
+    events = [request(0, 0, 20_000, tools_sent=before), request(1, 0, 20_300, tools_sent=after)]
+    second = analyze_cache(call_records(events)).calls[1]
+    assert second.cause == cause and words in second.explanation

@@ -6,6 +6,8 @@ Pure: values in, :class:`ContextEvent` out.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from engine.budget import ContextBudget
@@ -54,6 +56,12 @@ def request_event(
         "tools_sent": [str(t.get("name")) for t in view.tools],
         "deferred_tools": 0 if view.final else deferred_tools,
         "cache_breakpoints": count_cache_breakpoints(request.payload),
+        # what the cache analysis compares between calls (engine.cache_analysis): a changed or
+        # reordered tool list, a changed system prompt
+        "system_sha256": hashlib.sha256(request.system.encode("utf-8")).hexdigest(),
+        "tools_sha256": hashlib.sha256(
+            json.dumps(list(request.tools), sort_keys=True, separators=(",", ":")).encode("utf-8")
+        ).hexdigest(),
         "summary_injected": summary_injected,
         "note": view.note,
         "final_forced": view.final,
