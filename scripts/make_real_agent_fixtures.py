@@ -8,7 +8,10 @@ their own module registered in ``AGENTS``). Each scenario runs the real CLI with
 scenario's replies, then copies into ``tests/fixtures/real_agents/<agent>/<scenario>/``:
 the agent's transcript folder as written (sessions, ``<session>/subagents/``,
 ``<session>/tool-results/``), the CLI's stdout per run (``runs.json``) and the server's
-request log (``requests.jsonl``). In the log, the request bodies' ``system`` and ``tools``
+request log (``requests.jsonl``). Claude Code 2.1.197 compacts automatically only after a 400
+"prompt is too long" (scenario compact_auto): its threshold path is gated off in ``-p`` runs
+(``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` / ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` did not fire it, and
+``--autocompact`` is not an option yet). In the log, the request bodies' ``system`` and ``tools``
 values are stored once under ``_shapes/<sha256>.json`` and replaced by ``{"$shape": sha}``
 (``model_server.fixtures.load_request_log`` restores the exact bodies): they are the same ~100 KB in every call.
 """
@@ -206,9 +209,6 @@ def _scenarios() -> dict[str, Scenario]:
                 A.text("util.py doubles x; app.py returned 42 before the compaction."),
             ),
         ]
-
-    def _default(repo: Path) -> list[Any]:
-        return []
 
     return {
         s.name: s
