@@ -25,23 +25,13 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.real_facts import CATEGORIES, SOURCES, build_session, context_text, is_kept
 from bench.report import Table, render_table
 from engine.compaction import STRATEGY_NAMES, OfflineSummarizer, compact
+from engine.compaction.strategies import OVER_TARGET_REASONS
 from engine.tokens import get_tokenizer
 from engine.turns import has_orphans
 
 RESULTS = Path(__file__).resolve().parent / "results" / "real_facts.md"
 TOKENIZER_ID = "o200k_base"
 RATIOS = (4, 10)
-#: Why a strategy may miss the target by design.
-BY_DESIGN = {
-    "emergency": "drops ~half the turns whatever the target (after a provider error)",
-    "sliding_window": "keeps a fixed number of messages, whatever their tokens",
-    "sandwich": "keeps its first and last messages verbatim, whatever their tokens",
-    "rolling_iterations": "keeps its last iterations raw, whatever their tokens",
-    "tree_summary": "keeps its last turns raw, whatever their tokens",
-    "clear_tool_results": "only shortens tool results; text and calls stay",
-    "summarize": "never cuts inside its kept last turn",
-    "truncate": "never cuts inside its kept last turn",
-}
 
 
 def run(quick: bool = False) -> list[Table]:
@@ -127,7 +117,7 @@ def run(quick: bool = False) -> list[Table]:
             "tokens / target is the median over sessions; a fact is kept when every one of its keys is in the "
             "summary or the kept messages (tool inputs and results included).",
             *(
-                f"{s} missed the target on {', '.join(who)}: {BY_DESIGN.get(s, 'see its reason')}."
+                f"{s} missed the target on {', '.join(who)}: {OVER_TARGET_REASONS[s]}."
                 for s, who in misses.items()
             ),
         ]

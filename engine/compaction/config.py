@@ -86,7 +86,7 @@ class _Summarizing(_Strategy):
     summary_max_tokens: int = Field(
         DEFAULT_SUMMARY_MAX_TOKENS,
         ge=1,
-        description="Most tokens a summary may have; a plan reserves up to a quarter of the target for it "
+        description="Most tokens a summary may have; a plan reserves up to half the target for it "
         "and gives it whatever the kept messages leave of the target, up to this cap.",
     )
 

@@ -64,6 +64,8 @@ LINE_CHARS = 240
 COMMAND_CHARS = 160
 #: Failures are reported at the end of an output; only this many last lines are looked at.
 FAILURE_TAIL_LINES = 30
+#: An error line shorter than this ("ERROR:") is read with the line under it.
+SHORT_ERROR_CHARS = 12
 
 # -- failures and the line that tells what failed ----------------------------------------------
 
@@ -187,16 +189,18 @@ def error_line(text: str) -> str | None:
         if len(tests) > 1:
             line += f" (+{len(tests) - 1} more failed)"
         return _clip(line, LINE_CHARS)
-    candidates = [line for line, r in zip(lines, ranks, strict=True) if r == best]
+    candidates = [i for i, r in enumerate(ranks) if r == best]
+    pick = candidates[0]
     if best == 4:
         python = [
-            line for line in candidates if _EXCEPTION_LINE.match(line) or _INDENTED_EXCEPTION.match(line)
+            i for i in candidates if _EXCEPTION_LINE.match(lines[i]) or _INDENTED_EXCEPTION.match(lines[i])
         ]
-        pick = (
-            python[-1] if python and not any(_COMPILER_ERROR.search(c) for c in candidates) else candidates[0]
-        )
-        return _clip(pick, LINE_CHARS)
-    return _clip(candidates[0], LINE_CHARS)
+        if python and not any(_COMPILER_ERROR.search(lines[i]) for i in candidates):
+            pick = python[-1]
+    line = lines[pick].strip()
+    if len(line) < SHORT_ERROR_CHARS and pick + 1 < len(lines):  # "ERROR:" alone: its message is below
+        line += f" {lines[pick + 1].strip()}"
+    return _clip(line, LINE_CHARS)
 
 
 def _detail_after(lines: list[str], ranks: list[int]) -> str | None:
@@ -413,3 +417,68 @@ def result_payload(text: str) -> str:
             suffix = f"\nProcess exited with code {code}" if isinstance(code, int) else ""
             return value["output"] + suffix
     return text
+
+
+# -- facts stated by tool output --------------------------------------------------------------------
+
+#: Lines of one tool output kept as facts; only outputs of a call that did not fail.
+FACT_LINES_PER_OUTPUT = 2
+FACT_LINE_CHARS = 200
+#: A line scoring below this states no fact worth keeping.
+FACT_MIN_SCORE = 3.0
+#: ``key = value`` / ``key: value`` (a grep ``file:line:`` prefix allowed): a setting and its value.
+_KEY_VALUE = re.compile(
+    r"^(?:[\w./-]+:(?:\d+:)?)?\s*[\"']?(?P<key>[A-Za-z_][\w.\-]{1,40})[\"']?\s*(?:=|:|->|=>)\s*(?P<value>[^\s{(\[].*)$"
+)
+_IDENTIFIER_KEY = re.compile(r"[a-z][A-Z]|_|\.|^[A-Z0-9_]{3,}$")
+_HOST_PORT = re.compile(r"\b(?:https?://)?[\w.-]+:\d{2,5}\b|\bport \d{2,5}\b", re.IGNORECASE)
+_VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)+\b|\bv\d+\.\d+\b")
+_FACT_WORDS = re.compile(
+    r"\b(version|port|host|url|endpoint|user(?:name)?|owner|total|count|size|limit|timeout|default|"
+    r"set to|listening|running on|located|configured|enabled|disabled|expected|installed|database|"
+    r"schema|region|branch|release|max|min)\b",
+    re.IGNORECASE,
+)
+_FILE_LISTING = re.compile(r"^(?:[dlcbps-][rwxsStT-]{9}[.+@]?\s|total \d+$)")
+_CODE_START = (
+    "def ", "class ", "import ", "from ", "#", "//", "/*", "*", "}", "{", ")", "]", "return ", "if ", "for ",
+    "while ", "else", "elif ", "try:", "except", "@", "<", "---", "+++", "@@", "self.", "assert ", "raise ",
+    'File "', "at ", "Traceback", "diff ", "index ", "+", "-",
+)  # fmt: skip
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|→|:\s| +\|)")
+
+
+def _fact_score(line: str) -> float:
+    score = 0.0
+    match = _KEY_VALUE.match(line)
+    if match and not match.group("value").rstrip().endswith((";", "{", "(", ",")):
+        score += 2.5 if _IDENTIFIER_KEY.search(match.group("key")) else 1.5
+    if _HOST_PORT.search(line):
+        score += 2
+    if _VERSION.search(line):
+        score += 1
+    if any(c.isdigit() for c in line):
+        score += 0.5
+    if _FACT_WORDS.search(line):
+        score += 1
+    if line.endswith((";", "{", "(", ",", "\\")) or line.count("(") > 1:
+        score -= 1.5
+    return score
+
+
+def salient_lines(text: str, limit: int = FACT_LINES_PER_OUTPUT) -> list[str]:
+    """Up to ``limit`` lines of a tool output that state a fact (a setting and its value, a host
+    and port, a version), in output order: settings, hosts, versions, numbers and fact words
+    score; code, file listings and diffs do not."""
+    scored: list[tuple[float, int, str]] = []
+    for position, raw in enumerate(text.splitlines()[:400]):
+        line = _LINE_NUMBER.sub("", raw).strip()
+        if not 8 <= len(line) <= FACT_LINE_CHARS or line.startswith(_CODE_START) or _FILE_LISTING.match(line):
+            continue
+        if sum(c.isalpha() for c in line) < len(line) * 0.4 or line.count(" ") > 30:
+            continue
+        score = _fact_score(line)
+        if score >= FACT_MIN_SCORE:
+            scored.append((score, -position, line))
+    best = sorted(scored, reverse=True)[:limit]
+    return [line for _, _, line in sorted(best, key=lambda s: -s[1])]

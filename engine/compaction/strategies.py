@@ -59,7 +59,7 @@ from engine.turns import safe_cut_points, turn_spans
 CLEARED_PREFIX = "[Tool result cleared"
 CLEARED_INPUT_KEY = "_cleared"
 #: Share of the target reserved for a new summary when choosing a cut (capped by summary_max_tokens).
-SUMMARY_SHARE_OF_TARGET = 4
+SUMMARY_SHARE_OF_TARGET = 2
 #: A summary gets at least this share of the target, even when the kept messages leave less.
 MIN_SUMMARY_SHARE_OF_TARGET = 10
 #: Lines of a cleared tool result kept in its placeholder when they state a fact.
@@ -72,8 +72,8 @@ PROMPT_CLIP_STEPS = (4_000, 2_000, 1_000, 500, 200)
 
 
 def _summary_reserve(max_tokens: int, ctx: PlanContext) -> int:
-    """Tokens set aside for a new summary when choosing what to keep: the cap, at most a quarter
-    of the target."""
+    """Tokens set aside for a new summary when choosing what to keep: the cap, at most half the
+    target."""
     return max(1, min(max_tokens, ctx.target_tokens // SUMMARY_SHARE_OF_TARGET))
 
 
@@ -906,7 +906,10 @@ def compression_note(messages: Sequence[Message], dropped: Sequence[int], ctx: P
 
 def _inside_turn_steps(config: Chain, ctx: PlanContext) -> tuple[Any, ...]:
     """The steps a chain runs when its own leave the history over the target: clear every tool
-    result but the latest, then summarize (without a summarizer: drop) inside the last turn."""
+    result but the latest, then summarize (without a summarizer: drop) inside the last turn.
+
+    With ``cut_inside_turns`` the chain's own summarize and truncate steps already cut inside a
+    last turn that alone is over the target; these are the last resort after them."""
     if not config.cut_inside_turns:
         return ()
     cut: Any = (
@@ -935,6 +938,8 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
     for step in (*config.steps, *_inside_turn_steps(config, ctx)):
         if fits:
             break
+        if config.cut_inside_turns and isinstance(step, Summarize | Truncate):
+            step = step.model_copy(update={"cut_inside_turn": True})
         step_ctx = replace(
             ctx,
             summary=summary,
@@ -994,6 +999,24 @@ PLANS: dict[str, Callable[[Sequence[Message], Any, PlanContext], CompactionResul
 }
 
 
+#: Why a strategy can leave a history over its target, said in the result's reason when it does.
+OVER_TARGET_REASONS = {
+    "clear_tool_results": "it only shortens tool results; text and tool calls stay",
+    "summarize": "it never cuts inside its kept last turns (cut_inside_turn is off)",
+    "truncate": "it never cuts inside its kept last turns (cut_inside_turn is off)",
+    "sliding_window": "it keeps keep_messages messages whatever their tokens",
+    "sandwich": "its first preserve_top and last preserve_bottom messages are kept verbatim",
+    "rolling_iterations": "its last keep_iterations iterations are kept raw",
+    "tree_summary": "its last keep_recent_turns turns are kept raw",
+    "emergency": "it drops about half the turns whatever the target (after a provider error)",
+    "chain": "no step could cut further without splitting a tool_use from its tool_result or dropping a pin",
+}
+
+
 def plan_compaction(messages: Sequence[Message], config: Any, ctx: PlanContext) -> CompactionResult:
-    """Plan with the strategy named by ``config.type``."""
-    return PLANS[config.type](messages, config, ctx)
+    """Plan with the strategy named by ``config.type``; a result still over the target says why."""
+    result = PLANS[config.type](messages, config, ctx)
+    if result.noop or result.fits or "over the target" in result.reason:
+        return result
+    why = f"; still {result.after_tokens:,} tokens, over the target of {result.target_tokens:,}: "
+    return replace(result, reason=result.reason + why + OVER_TARGET_REASONS[config.type])
