@@ -13,9 +13,10 @@ from engine.report.lookup import threads_of
 from engine.rollup import SessionCosts, rollup_project, root_of
 from engine.store import SessionStore
 from engine.store.costs import project_costs, refresh_request_costs, session_costs, stored_request_costs
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SHARED_SESSIONS
 from tests.test_cost import list_price, raw_claude_code_usage
 
+CC_FULL = "claude-code__d-kimuson_claude-code-viewer__fe5e1c67.jsonl"
 CC = [
     FIXTURES / "sessions" / "claude-code__5c0375b4__head23.jsonl",
     FIXTURES / "sessions" / "claude-code__fe5e1c67__head37.jsonl",
@@ -127,3 +128,15 @@ def test_inspect_shows_each_call_cost_and_the_session_total(project_db: Path) ->
     out = io.StringIO()
     assert main(["inspect", str(project_db), sid], out=out) == 0
     assert "cold_start" in out.getvalue() and "\ncost: $" in out.getvalue()
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not (SHARED_SESSIONS / CC_FULL).is_file(), reason="needs ../shared/sessions")
+def test_full_session_rebuild_share_matches_claude_cache_audit_under_its_grouping(tmp_path: Path) -> None:
+    from bench.bench_cost import TranscriptSet, run_ctxdesk
+
+    path = SHARED_SESSIONS / CC_FULL
+    ours = run_ctxdesk(TranscriptSet("fe5e1c67", [(path, path.name)]), tmp_path)
+    assert ours.share_per_thread == 0  # each thread on its own: cold starts and growth only
+    # claude-cache-audit 0.1.0 (`--all --json`, headline pct_of_total_cost) on this file: 6.48%
+    assert ours.share_per_file + ours.shrink_share_per_file == pytest.approx(6.48, abs=1.0)
