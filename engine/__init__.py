@@ -1,6 +1,7 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
+from engine.cache_analysis import CacheAnalysis, analyze_cache, call_records
 from engine.clients import AnthropicClient, ModelClient, ModelRequest, ModelResponse, ScriptedClient
 from engine.clients_openai import OpenAIClient
 from engine.compaction import (
@@ -13,6 +14,7 @@ from engine.compaction import (
     restore_snapshot,
 )
 from engine.convert import from_anthropic, from_openai, to_anthropic, to_openai
+from engine.cost import CallCost, Prices, price_call, prices_for
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, plan_deferral
 from engine.errors import (
     ConfigError,
@@ -71,6 +73,8 @@ __all__ = [
     "TOOL_SEARCH_TOOL",
     "AnthropicClient",
     "AnthropicSummarizer",
+    "CacheAnalysis",
+    "CallCost",
     "CompactionResult",
     "ComponentTokens",
     "ConfigError",
@@ -98,6 +102,7 @@ __all__ = [
     "NotFoundError",
     "OfflineSummarizer",
     "OpenAIClient",
+    "Prices",
     "PromptBuilder",
     "ProviderError",
     "ProviderUsage",
@@ -124,6 +129,8 @@ __all__ = [
     "TurnResult",
     "ValidationError",
     "accuracy_report",
+    "analyze_cache",
+    "call_records",
     "compact",
     "detect_format",
     "find_safe_boundary",
@@ -140,6 +147,8 @@ __all__ = [
     "parse_turn_boundaries",
     "plan_deferral",
     "plan_offload",
+    "price_call",
+    "prices_for",
     "redact_secrets",
     "reproject",
     "resolve_model_settings",
