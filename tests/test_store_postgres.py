@@ -260,3 +260,27 @@ def test_a_server_restart_mid_session_loses_nothing_committed_and_the_store_reco
         store.append_messages(sid, [user("q2")], tokenizer=TOKENIZER)
         assert store.load_transcript(sid) == [*committed, user("q2")]
         assert [m.seq for m in store.load_messages(sid)] == [0, 1, 2]
+
+
+# -- the session manager on a URL -----------------------------------------------------------
+
+
+@needs_server
+def test_a_session_manager_runs_a_turn_on_a_postgresql_url() -> None:
+    from engine import ScriptedClient, SessionManager
+    from engine.messages import tool_use
+
+    url = fresh_url()
+    shell = {"name": "shell", "description": "Run a command.", "input_schema": {"type": "object"}}
+    client = ScriptedClient([assistant("", tool_use("t1", "shell", cmd="git log")), "Done."], model="gpt-4o")
+    with SessionManager(
+        client, url, tools=[shell], tool_handlers={"shell": lambda _: "commit 1a2b3c fix\n" * 5_000}
+    ) as agent:
+        result = agent.run_turn("Summarise the log.")
+        sid = agent.session_id
+    assert result.text == "Done."
+    with open_store(url, read_only=True) as store:
+        kinds = {(e.kind, e.outcome) for e in store.list_events(sid)}
+        assert ("offload", "offloaded") in kinds
+        assert store.load_transcript(sid)[0] == user("Summarise the log.")
+        assert len(store.list_blobs(sid)) == 1

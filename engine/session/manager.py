@@ -16,6 +16,7 @@ stay together so every write happens in one visible place.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -57,6 +58,7 @@ from engine.settings import (
     ResolvedModelSettings,
 )
 from engine.store import SessionStore, ToolRecord
+from engine.store.factory import open_store
 from engine.tokens import Tokenizer, get_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -105,12 +107,13 @@ class SessionManager:
     :class:`Settings`, a :class:`SettingsWatcher`, or a TOML path (watched and reloaded live);
     None reads the default settings file once. ``compaction`` is the strategy run at the
     compaction threshold (a name, ``{"type": ...}`` dict or config; default ``chain``).
+    ``store`` is a store, or a database file / ``postgresql://`` URL the manager opens and closes.
     """
 
     def __init__(
         self,
         client: ModelClient,
-        store: SessionStore,
+        store: SessionStore | str | os.PathLike[str],
         *,
         session_id: str | None = None,
         title: str | None = None,
@@ -137,6 +140,10 @@ class SessionManager:
             raise ValidationError(
                 f"tool handlers may not replace built-in tools {clash}", field="tool_handlers"
             )
+        if isinstance(store, str | os.PathLike):  # a file or postgresql:// URL: a store we own and close
+            store, self._own_store = open_store(store), True
+        else:
+            self._own_store = False
         self.store = store
         self.client = client
         self.max_steps = max_steps
@@ -204,7 +211,7 @@ class SessionManager:
     # -- construction helpers ------------------------------------------------------------------
     @classmethod
     def resume(
-        cls, store: SessionStore, session_id: str, client: ModelClient, **kwargs: Any
+        cls, store: SessionStore | str | os.PathLike[str], session_id: str, client: ModelClient, **kwargs: Any
     ) -> SessionManager:
         """Continue a stored session from its latest snapshot plus later messages (not the whole
         transcript, so a compacted session does not overflow again); records a ``resume`` event."""
@@ -233,8 +240,10 @@ class SessionManager:
         self._record([*view.events, resumed])
 
     def close(self) -> None:
-        """Stop the settings watcher this manager started (the store is the caller's)."""
+        """Stop the settings watcher this manager started; close the store only if it opened it."""
         self._targets.close()
+        if self._own_store:
+            self.store.close()
 
     def __enter__(self) -> SessionManager:
         return self

@@ -283,7 +283,6 @@ class PostgresSessionStore(SessionStore):
             min_size=1,
             max_size=self._max_size,
             kwargs=self._pool_kwargs,
-            check=ConnectionPool.check_connection,
             open=False,
             name="ctxdesk-store",
         )
@@ -392,6 +391,23 @@ class PostgresSessionStore(SessionStore):
     def __enter__(self) -> PostgresSessionStore:
         return self
 
+    def _begun(self) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
+        """A pooled connection inside BEGIN. One the server dropped (a restart) fails right here,
+        where trying again is safe: the pool's idle connections are checked, one more is taken."""
+        for attempt in range(2):
+            pool, raw = self._getconn()
+            try:
+                raw.execute("BEGIN")
+                return pool, raw
+            except psycopg.Error as exc:
+                pool.putconn(raw)  # a broken connection is discarded
+                if attempt or not raw.broken:
+                    raise StoreError(
+                        f"cannot start a write transaction ({_first_line(exc)})", path=str(self.path)
+                    ) from exc
+                pool.check()
+        raise AssertionError("unreachable")
+
     @contextmanager
     def transaction(self) -> Iterator[PgConnection]:  # type: ignore[override]
         """One write transaction; nested calls (in the same thread) join the outer one."""
@@ -401,39 +417,42 @@ class PostgresSessionStore(SessionStore):
         if current is not None:
             yield current
             return
-        with self._connection() as conn:
+        pool, raw = self._begun()
+        conn = self._local.conn = PgConnection(raw, self._identity_tables)
+        try:
+            yield conn
+        except (psycopg.Error, sqlite3.Error) as exc:
+            _rollback(conn)
+            raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
+        except BaseException:
+            _rollback(conn)
+            raise
+        else:
             try:
-                conn.raw.execute("BEGIN")
+                raw.execute("COMMIT")
             except psycopg.Error as exc:
                 raise StoreError(
-                    f"cannot start a write transaction ({_first_line(exc)})", path=str(self.path)
+                    f"the commit was not confirmed ({_first_line(exc)})", path=str(self.path)
                 ) from exc
-            self._local.conn = conn
-            try:
-                yield conn
-            except (psycopg.Error, sqlite3.Error) as exc:
-                _rollback(conn)
-                raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
-            else:
-                try:
-                    conn.raw.execute("COMMIT")
-                except psycopg.Error as exc:
-                    raise StoreError(
-                        f"commit failed, nothing of this transaction was written ({_first_line(exc)})",
-                        path=str(self.path),
-                    ) from exc
-            finally:
-                self._local.conn = None
+        finally:
+            self._local.conn = None
+            pool.putconn(raw)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._connection() as conn:
+        current: PgConnection | None = getattr(self._local, "conn", None)
+        for attempt in range(2):
+            pool, raw = (None, current.raw) if current is not None else self._getconn()
             try:
-                return conn.execute(sql, params).fetchall()
+                return PgConnection(raw, self._identity_tables).execute(sql, params).fetchall()
             except psycopg.Error as exc:
-                raise StoreError(f"query failed ({_first_line(exc)})", path=str(self.path)) from exc
+                # A connection the server dropped fails here first: a read is safe to try again.
+                if attempt or pool is None or not raw.broken:
+                    raise StoreError(f"query failed ({_first_line(exc)})", path=str(self.path)) from exc
+                pool.check()
+            finally:
+                if pool is not None:
+                    pool.putconn(raw)
+        raise AssertionError("unreachable")
 
     def _lock_session(self, conn: PgConnection, session_id: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (_advisory_key(f"session:{session_id}"),))
