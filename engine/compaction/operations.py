@@ -330,7 +330,7 @@ def force_compact(
     }
     event_id = snapshot_id = None
     if not dry_run:
-        with store.transaction() as conn:
+        with store.transaction():
             if not result.noop:
                 snapshot_id = store.write_snapshot(
                     session_id,
@@ -358,9 +358,7 @@ def force_compact(
             )
             if snapshot_id is not None:
                 # The snapshot and its event name each other; the event id exists only now.
-                conn.execute(
-                    "UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, snapshot_id)
-                )
+                store.link_snapshot_event(snapshot_id, event_id)
                 _save_cache(store, session_id, result, seqs, tokenizer, keep=cache_types)
     return CompactionReport(
         session_id=session_id,
@@ -415,7 +413,7 @@ def restore_snapshot(store: SessionStore, session_id: str, snapshot_id: int) -> 
     old = store.get_snapshot(snapshot_id)
     if old.session_id != session_id:
         raise NotFoundError(f"snapshot {snapshot_id} does not belong to session {session_id!r}")
-    with store.transaction() as conn:
+    with store.transaction():
         new_id = store.write_snapshot(
             session_id,
             old.messages,
@@ -440,7 +438,7 @@ def restore_snapshot(store: SessionStore, session_id: str, snapshot_id: int) -> 
                 },
             ),
         )
-        conn.execute("UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, new_id))
+        store.link_snapshot_event(new_id, event_id)
     return store.get_snapshot(new_id)
 
 

@@ -497,6 +497,10 @@ class SessionStore:
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
+            if event.kind == "request" and u is not None:  # its cost row (request_costs), same transaction
+                from engine.store.costs import record_request_cost  # costs builds on this module
+
+                record_request_cost(conn, session_id, int(cur.lastrowid or 0))
         return int(cur.lastrowid or 0)
 
     def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
@@ -549,6 +553,16 @@ class SessionStore:
         if not rows:
             raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
         return _snapshot(rows[0])
+
+    def link_snapshot_event(self, snapshot_id: int, event_id: int) -> None:
+        """Name the event that wrote a snapshot (written together: the event id exists only after
+        the snapshot, so the link is set once both rows are in, inside the caller's transaction)."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, snapshot_id)
+            )
+        if cur.rowcount == 0:
+            raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
 
     def list_snapshots(self, session_id: str) -> list[Snapshot]:
         rows = self._read("SELECT * FROM session_snapshots WHERE session_id = ? ORDER BY id", (session_id,))
