@@ -336,8 +336,9 @@ def _count_offloaded(session: ParsedSession, blobs: Sequence[ClaudeCodeBlob]) ->
     sizes = {b.tool_use_id: len(b.content) for b in blobs}
     if not sizes:
         return
+    messages = [pm.message for pm in session.messages]
     for call in getattr(session, "calls", []):
-        sent = {i for m in call.request_messages for i in m.tool_result_ids}
+        sent = {u for i in call.sent.indexes() for u in messages[i].tool_result_ids}
         offloaded = sum(size for use_id, size in sizes.items() if use_id in sent)
         if offloaded:
             call.components = call.components.model_copy(update={"offloaded_bytes": offloaded})

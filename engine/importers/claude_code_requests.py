@@ -11,8 +11,9 @@ the ``system`` component, flagged ``system_is_harness_prefix`` in the call's det
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,15 +101,38 @@ def sent_messages(messages: list[Message], rule: ThinkingRule) -> tuple[list[Mes
     return out, stripped
 
 
-def context_plan(thread: Thread) -> list[tuple[int, list[int], CallInfo]]:
-    """(message index the call belongs at, indexes sent, call) for every call, in order.
+@dataclass(frozen=True)
+class Sent:
+    """The messages one call sent, as thread indexes: ``head`` (after a compaction, its summary
+    and the segment it kept), then ``start`` up to ``end`` (exclusive), without ``excluded``."""
+
+    head: tuple[int, ...]
+    start: int
+    end: int
+    excluded: frozenset[int] = frozenset()
+
+    def indexes(self) -> list[int]:
+        return [i for i in (*self.head, *range(self.start, self.end)) if i not in self.excluded]
+
+    def __len__(self) -> int:
+        gone = sum(1 for i in self.excluded if i in self.head or self.start <= i < self.end)
+        return len(self.head) + max(0, self.end - self.start) - gone
+
+
+Plan = list[tuple[int, Sent, CallInfo]]
+
+
+def context_plan(thread: Thread) -> Plan:
+    """(message index the call belongs at, what it sent, call) for every call, in order.
 
     Regular calls sit on their assistant message; a compaction's summarizer call sits on the
-    last message before its summary and sends the whole context before it.
+    last message before its summary and sends the context before it without the segment
+    Claude Code keeps (it summarizes the rest).
     """
-    plan: list[tuple[int, list[int], CallInfo]] = []
+    plan: Plan = []
     summaries = {c.summary_index: c for c in thread.compactions if c.summary_index is not None}
-    context: list[int] = []
+    head: tuple[int, ...] = ()
+    start = 0
     for i, pm in enumerate(thread.messages):
         compaction = summaries.get(i)
         if compaction is not None:
@@ -117,14 +141,14 @@ def context_plan(thread: Thread) -> list[tuple[int, list[int], CallInfo]]:
                 details={"compaction_call": True, "compaction_trigger": compaction.trigger},
             )
             at = compaction.last_index_before if compaction.last_index_before is not None else max(i - 1, 0)
-            kept = sorted({thread.uuid_index[u] for u in compaction.kept_uuids if u in thread.uuid_index})
-            # the summarizer is sent what it summarizes: the context without the preserved segment
-            plan.append((at, [k for k in context if k not in kept], summarizer))
-            context = [i, *kept]
+            kept = tuple(
+                sorted({thread.uuid_index[u] for u in compaction.kept_uuids if u in thread.uuid_index})
+            )
+            plan.append((at, Sent(head, start, i, frozenset(kept)), summarizer))
+            head, start = (i, *kept), i + 1
             continue
         if pm.call is not None:
-            plan.append((i, list(context), pm.call))
-        context.append(i)
+            plan.append((i, Sent(head, start, i), pm.call))
     return plan
 
 
@@ -135,48 +159,117 @@ def _model_before(messages: list[ParsedMessage], index: int) -> str | None:
     return None
 
 
-def components_of(
-    messages: Iterable[Message], tokenizer: Tokenizer, *, summary_ids: set[str | None]
-) -> ComponentTokens:
-    conversation = tool_results = summary = 0
-    for message in messages:
-        conv, results = tokenizer.count_message_parts(message)
-        if message.id in summary_ids and message.meta.get("isCompactSummary"):
-            summary += conv
-        else:
-            conversation += conv
-        tool_results += results
-    any_sent = conversation or tool_results or summary
-    return ComponentTokens(
-        summary=summary,
-        conversation=conversation + (REPLY_PRIMING_TOKENS if any_sent else 0),
-        tool_results=tool_results,
-    )
+class _Counts:
+    """Per-message token parts of a thread, counted once, with prefix sums over the thread."""
+
+    def __init__(self, messages: list[Message], tokenizer: Tokenizer) -> None:
+        n = len(messages)
+        self.conv = [0] * n
+        self.conv_slim = [0] * n  # conversation tokens with the message's thinking dropped
+        self.results = [0] * n
+        self.has_thinking = [False] * n
+        self.summary = [bool(m.meta.get("isCompactSummary")) for m in messages]
+        self.user_inputs = [i for i, m in enumerate(messages) if is_user_input(m)]
+        self.user_input_set = set(self.user_inputs)
+        for i, message in enumerate(messages):
+            self.conv[i], self.results[i] = tokenizer.count_message_parts(message)
+            slim = without_thinking(message) if message.role == "assistant" else message
+            self.has_thinking[i] = slim is not message
+            self.conv_slim[i] = (
+                tokenizer.count_message_parts(slim)[0] if slim is not message else self.conv[i]
+            )
+        self.p_conv = list(itertools.accumulate(self.conv, initial=0))
+        self.p_slim = list(itertools.accumulate(self.conv_slim, initial=0))
+        self.p_results = list(itertools.accumulate(self.results, initial=0))
+        self.p_thinking = list(itertools.accumulate(map(int, self.has_thinking), initial=0))
+
+    def cut(self, sent: Sent, rule: ThinkingRule) -> tuple[int, int]:
+        """(head positions, tail index) before which thinking is dropped under ``rule``."""
+        if rule.keeps_all:
+            return 0, sent.start
+        k = rule.keep_turns or 1
+        head_users = [p for p, i in enumerate(sent.head) if i in self.user_input_set]
+        lo, hi = (
+            bisect.bisect_left(self.user_inputs, sent.start),
+            bisect.bisect_left(self.user_inputs, sent.end),
+        )
+        tail_users = self.user_inputs[lo:hi]
+        if len(tail_users) >= k:
+            return len(sent.head), tail_users[-k]
+        need = k - len(tail_users)
+        if len(head_users) >= need:
+            return head_users[-need], sent.start
+        return 0, sent.start
+
+    def components(self, sent: Sent, rule: ThinkingRule) -> tuple[ComponentTokens, int, int]:
+        """(components, thinking tokens dropped, messages whose thinking was dropped)."""
+        head_cut, tail_cut = self.cut(sent, rule)
+        conversation = summary = dropped = slimmed = 0
+        results = 0
+        for p, i in enumerate(sent.head):
+            if i in sent.excluded:
+                continue
+            conv = self.conv_slim[i] if p < head_cut else self.conv[i]
+            dropped += self.conv[i] - conv
+            slimmed += conv != self.conv[i]
+            if self.summary[i]:
+                summary += conv
+            else:
+                conversation += conv
+            results += self.results[i]
+        start, end = sent.start, sent.end
+        tail_cut = min(max(tail_cut, start), end)
+        slim = self.p_slim[tail_cut] - self.p_slim[start]
+        full_before = self.p_conv[tail_cut] - self.p_conv[start]
+        conversation += slim + self.p_conv[end] - self.p_conv[tail_cut]
+        dropped += full_before - slim
+        slimmed += self.p_thinking[tail_cut] - self.p_thinking[start]
+        results += self.p_results[end] - self.p_results[start]
+        for i in sent.excluded:
+            if start <= i < end:
+                conv = self.conv_slim[i] if i < tail_cut else self.conv[i]
+                conversation -= conv
+                results -= self.results[i]
+                if i < tail_cut:
+                    dropped -= self.conv[i] - conv
+                    slimmed -= self.has_thinking[i]
+        any_sent = conversation or results or summary
+        components = ComponentTokens(
+            summary=summary,
+            conversation=conversation + (REPLY_PRIMING_TOKENS if any_sent else 0),
+            tool_results=results,
+        )
+        return components, dropped, slimmed
+
+
+def request_messages(thread: Thread, call: CallInfo) -> list[Message]:
+    """The messages a call sent, as rebuilt (earlier turns' thinking dropped where stripped)."""
+    sent: Sent = call.sent  # type: ignore[attr-defined]
+    messages = [thread.messages[i].message for i in sent.indexes()]
+    return sent_messages(messages, call.thinking_rule)[0]  # type: ignore[attr-defined]
 
 
 def rebuild_calls(
     thread: Thread, tokenizer: Tokenizer, *, version: str | None, model: str | None
-) -> tuple[list[tuple[int, list[int], CallInfo]], int | None]:
-    """Set each call's sent messages, components and details; returns the plan and the
-    harness prefix (None when no call has the provider's usage)."""
+) -> tuple[Plan, int | None]:
+    """Set each call's sent span, components and details; returns the plan and the harness
+    prefix (None when no call has the provider's usage). Each message is counted once."""
     plan = context_plan(thread)
-    messages = [pm.message for pm in thread.messages]
-    summary_ids = {messages[c.summary_index].id for c in thread.compactions if c.summary_index is not None}
+    counts = _Counts([pm.message for pm in thread.messages], tokenizer)
     prefix: int | None = None
-    for at, indexes, call in plan:
+    for at, sent, call in plan:
         rule = thinking_rule(call.model or model, version=version)
-        sent, stripped = sent_messages([messages[i] for i in indexes], rule)
-        components = components_of(sent, tokenizer, summary_ids=summary_ids)
-        if stripped:
-            full = components_of([messages[i] for i in indexes], tokenizer, summary_ids=summary_ids)
-            call.details["thinking_stripped_tokens"] = full.total - components.total
+        components, dropped, slimmed = counts.components(sent, rule)
+        if slimmed:
+            call.details["thinking_stripped_tokens"] = dropped
         if prefix is None and call.usage is not None and call.usage.prompt_tokens:
             prefix = max(0, call.usage.prompt_tokens - components.total)
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"
         call.details["request_messages"] = len(sent)  # messages_sent (a seq bound) is the writer's
-        call.request_messages = sent  # type: ignore[attr-defined]  # the rebuilt request, for tests and tools
-        call.components = components  # type: ignore[attr-defined]
         call.details["at_message_index"] = at
+        call.sent = sent  # type: ignore[attr-defined]
+        call.thinking_rule = rule  # type: ignore[attr-defined]
+        call.components = components  # type: ignore[attr-defined]
     if prefix:
         for _, _, call in plan:
             base: ComponentTokens = call.components  # type: ignore[attr-defined]
