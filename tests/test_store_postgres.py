@@ -50,10 +50,12 @@ def test_column_types_map_to_postgres(sqlite: str, postgres: str) -> None:
         pytest.param("PRAGMA foreign_keys = ON", False, "SELECT 1", id="tuning-pragma"),
         pytest.param("ALTER TABLE m ADD COLUMN cost REAL", False, "ALTER TABLE m ADD COLUMN cost DOUBLE PRECISION", id="alter-table"),
         pytest.param("SELECT CAST(x AS TEXT) FROM t", False, "SELECT CAST(x AS TEXT) FROM t", id="dml-types-untouched"),
+        pytest.param("SELECT name FROM sqlite_master WHERE type = 'table'", False, "information_schema.tables", id="sqlite-master"),
     ],
 )  # fmt: skip
 def test_statements_translate(sql: str, has_params: bool, expected: str) -> None:
-    assert to_postgres(sql, has_params=has_params) == expected
+    translated = to_postgres(sql, has_params=has_params)
+    assert translated == expected or (expected == "information_schema.tables" and expected in translated)
 
 
 def test_user_version_pragmas_live_in_a_table() -> None:

@@ -49,15 +49,11 @@ def open_read_only(path: str) -> Any:
 def database_or_default(given: str | None, settings_path: str | None = None) -> str:
     """The database a command writes or reads: ``given``, else $CTXDESK_DB, else the settings'
     ``database`` (a file path or a team's ``postgresql://`` URL)."""
-    from engine.store.factory import DB_ENV_VAR, default_database
+    from engine.store.factory import DB_ENV_VAR, configured_database
 
     if given:
         return given
-    found = default_database()
-    if found is None:
-        from engine.settings import load_settings
-
-        found = default_database(settings=load_settings(settings_path))
+    found = configured_database(settings_path)
     if found is None:
         raise UsageError(f"name a database (--db), or set ${DB_ENV_VAR} or `database` in the settings")
     return found

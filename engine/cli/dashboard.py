@@ -97,7 +97,7 @@ def dashboard_settings(
 
 
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
-    from engine.store.factory import default_database, is_database_url
+    from engine.store.factory import configured_database, is_database_url
 
     follower = None
     if getattr(args, "agent", None):  # import the agent's sessions, then follow what it appends
@@ -105,7 +105,10 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
 
         db, follower = start_following(args.agent, err=sys.stderr)
         args.paths = [str(db), *args.paths]
-    given = list(args.paths) or ([team] if (team := default_database()) else [])  # $CTXDESK_DB
+    # $CTXDESK_DB, else the settings' `database`, when no path is given
+    given = list(args.paths) or (
+        [team] if (team := configured_database(getattr(args, "settings", None))) else []
+    )
     urls = [p for p in given if is_database_url(p)]  # postgresql:// (attached through DuckDB)
     paths = [Path(p) for p in given if not is_database_url(p)] or ([] if urls else default_db_paths())
     settings = dashboard_settings(getattr(args, "settings", None), sample_data=not given)

@@ -87,9 +87,11 @@ def remove_database(db: str | Path) -> None:
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     if not args.files and not args.agent:
         raise UsageError("give transcript files or folders, or --from AGENT")
-    from engine.store.factory import default_database, redact_url
+    from engine.store.factory import configured_database, redact_url
 
-    db = args.db or default_database() or default_db()  # a file or a team's postgresql:// URL
+    db = (
+        args.db or configured_database(getattr(args, "settings", None)) or default_db()
+    )  # a file or a team's postgresql:// URL
     named, found = collect_paths(args.files, args.agent)
     if not named and not found:
         where = f" for {args.agent}" if args.agent else ""

@@ -10,16 +10,37 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     from engine.report import run_report
 
     return run_report(
-        args.target, db=args.db, fmt=args.format, out_path=args.out, fail_over=args.fail_over,
+        args.target, db=_team_database(args.db, args.target, args.settings), fmt=args.format, out_path=args.out, fail_over=args.fail_over,
         fail_on_findings=args.fail_on_findings, settings_path=args.settings, stdout=out,
     )  # fmt: skip
+
+
+def _team_database(db: str | None, target: str | None, settings: str | None) -> str | None:
+    """``--db``, else $CTXDESK_DB (or settings ``database``) when TARGET names no file: a session id."""
+    from engine.errors import NotFoundError
+    from engine.report import split_target
+    from engine.store.factory import configured_database
+
+    if db is not None or target is None:
+        return db
+    try:
+        split_target(target)
+    except NotFoundError:
+        return configured_database(settings)
+    return None
 
 
 def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     from engine.report import run_diff
 
     return run_diff(
-        args.a, args.b, db=args.db, snapshots=args.snapshots, fmt=args.format, out_path=args.out, stdout=out
+        args.a,
+        args.b,
+        db=args.db or _team_database(None, args.a, args.settings),
+        snapshots=args.snapshots,
+        fmt=args.format,
+        out_path=args.out,
+        stdout=out,
     )
 
 

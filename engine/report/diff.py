@@ -14,6 +14,7 @@ from engine.messages import Message
 from engine.report.lookup import split_target, threads_of
 from engine.report.models import ChangeStatus, Components, DiffReport, DiffSide, MessageChange
 from engine.store import SessionRecord, SessionStore, message_kind
+from engine.store.factory import is_database_url
 from engine.tokens import get_tokenizer
 
 PREVIEW_CHARS = 80
@@ -43,7 +44,7 @@ class _Side:
         )  # fmt: skip
 
 
-def parse_side(spec: str, db: str | None) -> tuple[Path, str | None, int | None]:
+def parse_side(spec: str, db: str | None) -> tuple[Path | str, str | None, int | None]:
     """``DB:SESSION[@SNAPSHOT_ID]`` (or ``SESSION[@ID]`` with --db) -> (db, session, snapshot id)."""
     head, snapshot = spec, None
     if "@" in spec:
@@ -51,8 +52,8 @@ def parse_side(spec: str, db: str | None) -> tuple[Path, str | None, int | None]
         if not tail.isdigit():
             raise ValidationError(f"snapshot id must be a number in {spec!r}", field="snapshot")
         snapshot = int(tail)
-    if db is not None:
-        return Path(db), head or None, snapshot
+    if db is not None:  # a file, or a postgresql:// URL (kept as a str)
+        return (db if is_database_url(db) else Path(db)), head or None, snapshot
     path, session = split_target(head)
     return path, session, snapshot
 

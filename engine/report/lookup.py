@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.errors import NotFoundError, ValidationError
 from engine.store import SessionRecord, SessionStore, is_sqlite_file
+from engine.store.factory import is_database_url, open_store, redact_url
 
 
 def find_session(store: SessionStore, wanted: str) -> SessionRecord:
@@ -59,8 +60,14 @@ def split_target(target: str) -> tuple[Path, str | None]:
 
 
 @contextmanager
-def read_store(path: Path) -> Iterator[SessionStore]:
-    """A read-only store on an existing session database (errors say what the file is instead)."""
+def read_store(path: Path | str) -> Iterator[SessionStore]:
+    """A read-only store on an existing session database or ``postgresql://`` URL (errors say
+    what the file is instead)."""
+    if is_database_url(str(path)):
+        with open_store(str(path), read_only=True) as store:
+            yield store
+        return
+    path = Path(path)
     if not path.is_file():
         raise NotFoundError("no such database file", path=str(path))
     if not is_sqlite_file(path):
@@ -76,6 +83,10 @@ def open_target(target: str | None, *, db: str | None) -> Iterator[tuple[Session
     A transcript is imported into a temporary database that is removed afterwards; every
     session the import wrote (a Claude Code file: the main thread and each sub-agent) is reported.
     """
+    if db is not None and is_database_url(db):  # a team's store on PostgreSQL
+        with open_store(db, read_only=True) as store:
+            yield store, threads_of(store, target), f"{redact_url(db)}{':' + target if target else ''}"
+        return
     if db is not None:
         path, wanted = Path(db), target
     elif target is None:

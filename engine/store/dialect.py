@@ -35,6 +35,13 @@ _INSERT_OR_IGNORE_RE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNOR
 _UNSUPPORTED_RE = re.compile(
     r"^\s*(INSERT\s+OR\s+(REPLACE|ABORT|FAIL|ROLLBACK)|REPLACE\s+INTO)\b", re.IGNORECASE
 )
+_SQLITE_MASTER_RE = re.compile(r"\bsqlite_(?:master|schema)\b")
+#: What code that looks tables up in sqlite_master reads on PostgreSQL (the current schema).
+_PG_MASTER = (
+    "(SELECT table_name AS name, 'table' AS type, table_name AS tbl_name FROM information_schema.tables"
+    " WHERE table_schema = current_schema() UNION ALL SELECT indexname, 'index', tablename FROM pg_indexes"
+    " WHERE schemaname = current_schema()) AS sqlite_master"
+)
 _SQLITE_NOW = re.compile(r"strftime\('%Y-%m-%dT%H:%M:%fZ',\s*'now'\)")
 _PG_NOW = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -87,6 +94,8 @@ def to_postgres(sql: str, *, has_params: bool) -> str:
         sql += " ON CONFLICT DO NOTHING"
     if _is_ddl(sql):
         sql = _outside_literals(sql, translate_type)
+    if "sqlite_" in sql:
+        sql = _outside_literals(sql, lambda part: _SQLITE_MASTER_RE.sub(_PG_MASTER, part))
     if has_params:
         sql = _outside_literals(sql, lambda part: part.replace("%", "%%").replace("?", "%s"))
         # literals keep their text; only psycopg's own % needs escaping there

@@ -61,9 +61,21 @@ def default_database(env: Mapping[str, str] | None = None, settings: Any = None)
     return str(value) if value else None
 
 
+def configured_database(settings_path: str | os.PathLike[str] | None = None) -> str | None:
+    """:func:`default_database` with the settings file read (``settings_path``, else
+    $CTXDESK_SETTINGS, else ~/.config/ctxdesk/settings.toml): what commands use."""
+    found = default_database()
+    if found is None:
+        from engine.settings import load_settings
+
+        found = default_database(settings=load_settings(settings_path))
+    return found
+
+
 __all__ = [
     "DB_ENV_VAR",
     "SessionStoreBackend",
+    "configured_database",
     "default_database",
     "is_database_url",
     "open_store",
