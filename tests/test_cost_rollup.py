@@ -50,6 +50,8 @@ def test_refresh_stores_one_row_per_call_that_sums_to_list_prices(project_db: Pa
 
 
 def test_costs_compute_on_a_read_only_database_without_the_table_filled(project_db: Path) -> None:
+    with SessionStore(project_db) as store, store.transaction() as conn:
+        conn.execute("DELETE FROM request_costs")  # as in a database made before migration m003
     with SessionStore(project_db, read_only=True) as store:
         sessions = project_costs(store)
         assert all(stored_request_costs(store, s.session_id) == [] for s in sessions)
@@ -140,3 +142,62 @@ def test_full_session_rebuild_share_matches_claude_cache_audit_under_its_groupin
     assert ours.share_per_thread == 0  # each thread on its own: cold starts and growth only
     # claude-cache-audit 0.1.0 (`--all --json`, headline pct_of_total_cost) on this file: 6.48%
     assert ours.share_per_file + ours.shrink_share_per_file == pytest.approx(6.48, abs=1.0)
+
+
+def test_recording_a_request_event_stores_its_cost_row_like_a_full_refresh(
+    project_db: Path, tmp_path: Path
+) -> None:
+    with SessionStore(project_db, read_only=True) as store:
+        incremental = {s.id: stored_request_costs(store, s.id) for s in store.list_sessions()}
+    assert sum(len(rows) for rows in incremental.values()) > 0  # the importer's record_event wrote them
+    with SessionStore(project_db) as store:
+        refresh_request_costs(store)
+        refreshed = {s.id: stored_request_costs(store, s.id) for s in store.list_sessions()}
+    skip = {"computed_utc"}
+    for sid, rows in refreshed.items():
+        assert [{k: v for k, v in r.items() if k not in skip} for r in incremental[sid]] == [
+            {k: v for k, v in r.items() if k not in skip} for r in rows
+        ], sid
+
+
+def test_engine_sessions_store_costs_as_they_run(tmp_path: Path) -> None:
+    from engine import ScriptedClient, SessionManager
+    from engine.messages import assistant, tool_use
+
+    shell = {
+        "name": "shell",
+        "description": "Run a command.",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    client = ScriptedClient([assistant("", tool_use("t1", "shell")), "done"], model="claude-sonnet-4-5")
+    with (
+        SessionStore(tmp_path / "agent.db") as store,
+        SessionManager(
+            client,
+            store,
+            system_prompt="You are careful.",
+            tools=[shell],
+            tool_handlers={"shell": lambda _: "ok\n" * 400},
+        ) as agent,
+    ):
+        agent.run_turn("Check the repo.")
+        rows = stored_request_costs(store, agent.session_id)
+    assert [r["call_index"] for r in rows] == [0, 1]
+    assert all(r["priced_as"] == "claude-sonnet-4-5" and r["total_usd"] > 0 for r in rows)
+
+
+def test_a_database_missing_earlier_rows_gets_none_until_a_refresh(project_db: Path) -> None:
+    from engine.events import ContextEvent, ProviderUsage
+
+    with SessionStore(project_db) as store:
+        sid = next(s.id for s in store.list_sessions() if s.parent_session_id is None)
+        with store.transaction() as conn:
+            conn.execute("DELETE FROM request_costs WHERE session_id = ?", (sid,))
+        usage = ProviderUsage(input_tokens=3, output_tokens=9, cache_read_input_tokens=30_000)
+        store.record_event(sid, ContextEvent(kind="request", model="claude-sonnet-4-20250514", usage=usage))
+        assert stored_request_costs(store, sid) == []  # no half-analysed session
+        refresh_request_costs(store, [sid])
+        rows = stored_request_costs(store, sid)
+    assert rows[-1]["cache_read_tokens"] == 30_000 and [r["call_index"] for r in rows] == list(
+        range(len(rows))
+    )

@@ -8,14 +8,24 @@ the rows (one transaction per call of it), so SQL users and the dashboard can re
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from engine.cache_analysis import analyze_cache, call_records
+from engine.cache_analysis import (
+    PREFIX_RESET_EVENTS,
+    TTL_1H_S,
+    TTL_5M_S,
+    analyze_cache,
+    call_records,
+    classify_call,
+    summarize,
+)
 from engine.model_table import ModelTable
 from engine.rollup import SessionCosts, cost_rows
-from engine.store.sqlite import SessionStore, utc_now
+from engine.store.sqlite import SessionStore, _event, utc_now
 
 COST_TABLE = "request_costs"
 _COLUMNS = (
@@ -25,6 +35,9 @@ _COLUMNS = (
     "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
     "lost_usd", "gap_s", "cache_explanation", "computed_utc",
 )  # fmt: skip
+
+
+_INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 
 
 def _tables(store: SessionStore) -> set[str]:
@@ -87,6 +100,79 @@ def project_costs(store: SessionStore, *, table: ModelTable | None = None) -> li
     return [session_costs(store, s.id, table=table) for s in store.list_sessions()]
 
 
+def record_request_cost(conn: sqlite3.Connection, session_id: str, event_id: int) -> bool:
+    """Price and analyse the request event just inserted, inside the writer's transaction.
+
+    Incremental: it reads the session's previous call (its event and stored row), the compactions
+    since, and the two calls' message times. When earlier calls have no row (a database made
+    before migration m003), nothing is written and ``refresh_request_costs`` fills the gap.
+    Returns True when a row was written.
+    """
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    if not cur.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
+    ).fetchone():
+        return False
+    event = _event(cur.execute("SELECT * FROM context_events WHERE id = ?", (event_id,)).fetchone())
+    if event.kind != "request" or event.usage is None:
+        return False
+    last = cur.execute(
+        f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index DESC LIMIT 1", (session_id,)
+    ).fetchone()
+    before = cur.execute(
+        "SELECT id FROM context_events WHERE session_id = ? AND seq < ? AND kind = 'request'"
+        " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
+        (session_id, event.seq),
+    ).fetchone()
+    if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
+        return False  # earlier calls have no rows (made before m003): refresh_request_costs fills them
+    events = [event]
+    if last is not None:
+        prev = _event(
+            cur.execute("SELECT * FROM context_events WHERE id = ?", (last["event_id"],)).fetchone()
+        )
+        kinds = sorted(PREFIX_RESET_EVENTS)
+        between = cur.execute(
+            "SELECT * FROM context_events WHERE session_id = ? AND seq > ? AND seq < ?"
+            f" AND kind IN ({', '.join('?' for _ in kinds)})",
+            (session_id, prev.seq, event.seq, *kinds),
+        ).fetchall()
+        events = [prev, *(_event(r) for r in between), event]
+    seqs = [e.message_seq for e in events if e.kind == "request" and e.message_seq is not None]
+    times: dict[int, str] = {}
+    for r in (
+        cur.execute(
+            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in seqs)})",
+            (session_id, *seqs),
+        ).fetchall()
+        if seqs
+        else []
+    ):
+        meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
+        if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+            times[int(r["seq"])] = meta["timestamp"]
+    model = cur.execute("SELECT model FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
+    index = last["call_index"] + 1 if last is not None else 0
+    current = dataclasses.replace(calls[-1], index=index)
+    previous = dataclasses.replace(calls[0], index=index - 1) if last is not None else None
+    ttl = TTL_5M_S
+    writer = cur.execute(
+        f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
+        " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if writer is not None and writer["cache_write_1h_tokens"]:
+        ttl = TTL_1H_S
+    analysis = summarize([classify_call(previous, current, ttl=ttl)], current.cost.total_usd)
+    [row] = cost_rows([current], analysis)
+    values = {**row, "session_id": session_id, "computed_utc": utc_now()}
+    values["ttl_split_known"] = int(bool(values["ttl_split_known"]))
+    conn.execute(_INSERT, [values[c] for c in _COLUMNS])
+    return True
+
+
 def refresh_request_costs(
     store: SessionStore, session_ids: Iterable[str] | None = None, *, table: ModelTable | None = None
 ) -> int:
@@ -95,7 +181,6 @@ def refresh_request_costs(
     computed = [session_costs(store, sid, table=table) for sid in ids]
     now = utc_now()
     written = 0
-    sql = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
     with store.transaction() as conn:
         for s in computed:
             conn.execute(f"DELETE FROM {COST_TABLE} WHERE session_id = ?", (s.session_id,))
@@ -104,7 +189,7 @@ def refresh_request_costs(
                     continue
                 values = {**row, "session_id": s.session_id, "computed_utc": now}
                 values["ttl_split_known"] = int(bool(values["ttl_split_known"]))
-                conn.execute(sql, [values[c] for c in _COLUMNS])
+                conn.execute(_INSERT, [values[c] for c in _COLUMNS])
                 written += 1
     return written
 
