@@ -554,6 +554,16 @@ class SessionStore:
             raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
         return _snapshot(rows[0])
 
+    def link_snapshot_event(self, snapshot_id: int, event_id: int) -> None:
+        """Name the event that wrote a snapshot (written together: the event id exists only after
+        the snapshot, so the link is set once both rows are in, inside the caller's transaction)."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, snapshot_id)
+            )
+        if cur.rowcount == 0:
+            raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
+
     def list_snapshots(self, session_id: str) -> list[Snapshot]:
         rows = self._read("SELECT * FROM session_snapshots WHERE session_id = ? ORDER BY id", (session_id,))
         return [_snapshot(r) for r in rows]
