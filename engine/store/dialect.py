@@ -149,3 +149,33 @@ def split_script(script: str) -> list[str]:
         current = [piece]
     parts.append("".join(current))
     return [p.strip() for p in parts if p.strip()]
+
+
+def postgres_markdown() -> str:
+    """The PostgreSQL section of docs/schema.md: how the tables above are declared on a server."""
+    rows = [f"| `{sqlite}` | `{pg}` |" for sqlite, pg in TYPE_MAP]
+    return "\n".join(
+        [
+            "## On PostgreSQL",
+            "",
+            "A `postgresql://` URL (`CTXDESK_DB`, the settings' `database`, or any command's database",
+            "argument) holds the same tables and columns; `ctxdesk migrate SRC DST` copies SQLite databases",
+            "into it. Every migration runs unchanged through `engine/store/dialect.py`, which maps the",
+            "declared types (first match wins):",
+            "",
+            "| declared (SQLite) | PostgreSQL |",
+            "|---|---|",
+            *rows,
+            "",
+            "- `PRAGMA application_id` and `user_version` are rows of `_pragmas (name, value)`; "
+            "`_migrations` is the same.",
+            '- Text is collated `"C"`, so `ORDER BY` sorts bytewise, as SQLite does.',
+            "- PostgreSQL text cannot hold NUL: a NUL in a title, preview or summary is stored as U+FFFD"
+            " (message and event content is JSON, where NUL is escaped, so it round-trips exactly).",
+            "- A foreign key to a table created later (`session_snapshots.event_id`) is added once that"
+            " table exists.",
+            "- Row ids come from identity columns; `ctxdesk migrate` renumbers them and rewrites the"
+            " references (`event_id`); sessions keep their ids.",
+            "",
+        ]
+    )
