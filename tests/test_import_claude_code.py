@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_server.fixtures import load_request_log
 
 from engine.importers.claude_code import is_real_prompt, parse_claude_code
@@ -497,3 +499,58 @@ def test_folder_walks_leave_sub_agent_files_to_their_session(tmp_path: Path) -> 
         + "\n"
     )
     assert [p.name for p in folder_files(tmp_path)] == [only_file("subagent_foreground").name]
+
+
+# -- the tree, as an invariant ----------------------------------------------------------------------
+def _tree_lines(rounds: list[list[int]]) -> list[tuple[int, dict[str, Any]]]:
+    """Claude Code 2.x lines of ``rounds`` of parallel tool calls: one line per tool_use block
+    (chained), each result off its own tool_use line in the given completion order, the next
+    assistant line off the last result written."""
+    out: list[dict[str, Any]] = [
+        {"type": "user", "uuid": "u0", "parentUuid": None, "message": {"role": "user", "content": "go"}}
+    ]
+    parent = "u0"
+    for r, order in enumerate(rounds):
+        use_lines = []
+        for k in range(len(order)):
+            uid = f"a{r}-{k}"
+            block = {"type": "tool_use", "id": f"t{r}-{k}", "name": "Read", "input": {"n": k}}
+            message = {"role": "assistant", "id": f"m{r}", "model": "claude-sonnet-4-5", "content": [block]}
+            out.append({"type": "assistant", "uuid": uid, "parentUuid": parent, "message": message})
+            use_lines.append(uid)
+            parent = uid
+        for k in order:
+            result = {"type": "tool_result", "tool_use_id": f"t{r}-{k}", "content": f"result {r}-{k} " * 5}
+            uid = f"r{r}-{k}"
+            out.append(
+                {
+                    "type": "user", "uuid": uid, "parentUuid": use_lines[k], "sourceToolAssistantUUID": use_lines[k],
+                    "message": {"role": "user", "content": [result]},
+                }
+            )  # fmt: skip
+            parent = uid
+    final = {
+        "role": "assistant",
+        "id": "mz",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "done"}],
+    }
+    out.append({"type": "assistant", "uuid": "z", "parentUuid": parent, "message": final})
+    return [(n, o | {"sessionId": "s"}) for n, o in enumerate(out, start=1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 4).flatmap(lambda n: st.permutations(range(n))), min_size=1, max_size=5))
+def test_parallel_results_in_any_completion_order_are_all_kept_and_none_invented(
+    rounds: list[list[int]],
+) -> None:
+    (session,) = parse_claude_code(_tree_lines(rounds), fallback_id="s")
+    roles = [pm.message.role for pm in session.messages]
+    assert roles == ["user"] + ["assistant", "user"] * len(rounds) + ["assistant"]
+    for r, order in enumerate(rounds):
+        uses, results = session.messages[1 + 2 * r].message, session.messages[2 + 2 * r].message
+        assert uses.tool_use_ids == [f"t{r}-{k}" for k in range(len(order))]
+        assert sorted(results.tool_result_ids) == sorted(uses.tool_use_ids)
+    assert not session.notes
+    last = session.calls[-1]
+    assert len(request_messages(session.thread, last)) == 1 + 2 * len(rounds)
