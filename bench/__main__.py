@@ -36,6 +36,7 @@ BENCHMARKS = (
     ("dashboard", "bench.bench_dashboard"),
     ("fact_retention", "bench.bench_fact_retention"),
     ("cost", "bench.bench_cost"),
+    ("proxy", "bench.bench_proxy"),
     ("import", "bench.bench_import"),
 )
 EXTERNAL_TIMEOUT_S = 1_800

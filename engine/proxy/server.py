@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ from engine.proxy.recorder import Recorder
 from engine.settings import Settings
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: GIL switch interval while serving (Python's default is 5 ms).
+SWITCH_INTERVAL_S = 0.0005
 
 
 def is_loopback(host: str) -> bool:
@@ -94,6 +97,9 @@ class ProxyServer:
 
     def run(self) -> None:
         """Serve in the foreground until interrupted (Ctrl-C), then finish recording."""
+        # The writer thread parses and counts whole requests; a short switch interval lets the
+        # event loop take the GIL back quickly, so relaying never waits behind a recording.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             self.server.run()
         finally:

@@ -1,0 +1,268 @@
+"""``ctxdesk proxy`` overhead beside direct calls to the same local upstream, in the same run.
+
+``python -m bench --only proxy``. The proxy runs as the real command (``python -m engine.cli
+proxy``, its own process, recording into a scratch database); the upstream is a minimal
+local Messages server in this process that answers a short SSE stream as soon as it has read
+the body. Measured:
+
+- time to first byte (response headers) with ~200k-token request bodies, direct vs proxied,
+  calls interleaved: p50 / p99 and the difference (the proxy's added time);
+- 50 concurrent streaming requests, several rounds: errors and wall time, direct vs proxied;
+- the proxy process's resident memory across 10,000 requests (``--quick``: 500), sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import ROOT
+from bench.report import Table
+
+#: Pause between agent-paced calls (a real model takes seconds to answer).
+AGENT_PAUSE_S = 0.1
+#: ~200k tokens of conversation (about 4 characters a token).
+BIG_TOKENS = 200_000
+SSE_REPLY = b"".join(
+    f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+    for name, data in (
+        ("message_start", {"type": "message_start", "message": {"id": "msg_b", "model": "claude-sonnet-4-6",
+                                                                 "content": [], "usage": {"input_tokens": 10}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+        ("message_stop", {"type": "message_stop"}),
+    )
+)  # fmt: skip
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    chunk_delay = 0.0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        remaining = length
+        while remaining:
+            remaining -= len(self.rfile.read(min(remaining, 1 << 20)))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        events = SSE_REPLY.split(b"\n\n")[:-1]
+        for event in events:
+            data = event + b"\n\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _body(tokens: int, seed: int) -> bytes:
+    words = tokens // 2
+    turns = max(1, words // 2_000)
+    messages = []
+    for i in range(turns):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"turn {seed}-{i} " + "lorem ipsum " * 1_000})
+    if messages[-1]["role"] != "user":
+        messages.append({"role": "user", "content": "go on"})
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 1024, "stream": True, "system": "You are a bench.",
+            "messages": messages}  # fmt: skip
+    return json.dumps(body).encode()
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class _Proxy:
+    def __init__(self, upstream: str, db: Path) -> None:
+        self.port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "-m", "engine.cli", "proxy", "--port", str(self.port), "--db", str(db),
+               "--anthropic-upstream", upstream]  # fmt: skip
+        self.process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    break
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"proxy did not start: {self.process.stderr.read().decode()[-2000:]}"
+                    ) from None
+                time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _ttfb(client: httpx.Client, url: str, body: bytes, headers: dict[str, str]) -> float:
+    started = time.perf_counter()
+    with client.stream("POST", url + "/v1/messages", content=body, headers=headers) as response:
+        first = time.perf_counter()
+        for _ in response.iter_raw():
+            pass
+    if response.status_code != 200:
+        raise RuntimeError(f"HTTP {response.status_code}")
+    return (first - started) * 1000
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def _concurrent(
+    base: str, requests: int, body: bytes, headers: dict[str, str]
+) -> tuple[int, float, list[float]]:
+    """(errors, wall seconds, per-request ms) of ``requests`` streaming calls, 50 at a time."""
+
+    def one(i: int) -> float | None:
+        started = time.perf_counter()
+        try:
+            with httpx.Client(timeout=60) as client:
+                _ttfb(client, base, body, headers | {"x-ctxdesk-session": f"c{i % 50}"})
+        except (httpx.HTTPError, RuntimeError):
+            return None
+        return (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(one, range(requests)))
+    times = [t for t in results if t is not None]
+    return len(results) - len(times), time.perf_counter() - started, times
+
+
+def run(quick: bool = False) -> list[Table]:
+    calls = 20 if quick else 300
+    concurrent_rounds = 1 if quick else 10
+    memory_requests = 500 if quick else 10_000
+    headers = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01", "content-type": "application/json"}
+    ThreadingHTTPServer.request_queue_size = 256  # 50 clients connect at once
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    upstream = f"http://127.0.0.1:{server.server_address[1]}"
+    scratch = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    proxy = _Proxy(upstream, scratch / "proxy.db")
+    tables: list[Table] = []
+    try:
+        # -- TTFB with ~200k-token bodies -----------------------------------------------------
+        body = _body(BIG_TOKENS, 0)
+        ttfb = Table(
+            "Proxy: time to first byte, ~200k-token requests",
+            ["calls", "pause between calls ms", "requests", "body MB", "direct p50 ms", "proxied p50 ms",
+             "added p50 ms", "direct p99 ms", "proxied p99 ms", "added p99 ms"],
+            baseline="direct calls to the same local upstream, interleaved with the proxied ones",
+        )  # fmt: skip
+        with httpx.Client(timeout=60) as client:
+            for warm in range(3):
+                _ttfb(client, upstream, body, headers)
+                _ttfb(client, proxy.url, body, headers | {"x-ctxdesk-session": f"warm{warm}"})
+            for label, pause in (("agent-paced", AGENT_PAUSE_S), ("back to back", 0.0)):
+                direct, proxied = [], []
+                for _ in range(calls):
+                    time.sleep(pause)
+                    direct.append(_ttfb(client, upstream, body, headers))
+                    time.sleep(pause)
+                    proxied.append(_ttfb(client, proxy.url, body, headers | {"x-ctxdesk-session": "bench"}))
+                d50, p50, d99, p99 = _pct(direct, 50), _pct(proxied, 50), _pct(direct, 99), _pct(proxied, 99)
+                ttfb.add(label, round(pause * 1000), calls, round(len(body) / 1e6, 2), round(d50, 2), round(p50, 2),
+                         round(p50 - d50, 2), round(d99, 2), round(p99, 2), round(p99 - d99, 2))  # fmt: skip
+        ttfb.notes.append(
+            "Target: added p50 <= 2 ms, p99 <= 10 ms. Agent-paced leaves a pause between calls, as a model's "
+            "answer time does; back to back, the proxy's writer thread is still recording the previous ~200k-token "
+            "call (about 13 ms of parsing, counting and writing) while the next one is relayed."
+        )
+        ttfb.notes.append(
+            f"Load average during the run: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
+            f"on {os.cpu_count()} CPUs (three processes per proxied call: client, proxy, upstream)."
+        )
+        tables.append(ttfb)
+
+        # -- 50 concurrent streams -----------------------------------------------------------------
+        _Upstream.chunk_delay = 0.005
+        small = _body(2_000, 1)
+        conc = Table(
+            "Proxy: 50 concurrent streaming requests",
+            ["path", "requests", "errors", "wall s", "p50 request ms", "p99 request ms"],
+            baseline="the same 50-way load sent directly",
+        )
+        for label, base in (("direct", upstream), ("through ctxdesk proxy", proxy.url)):
+            errors, wall, times = _concurrent(base, 50 * concurrent_rounds, small, headers)
+            conc.add(label, 50 * concurrent_rounds, errors, round(wall, 2), round(_pct(times, 50), 1),
+                     round(_pct(times, 99), 1))  # fmt: skip
+        _Upstream.chunk_delay = 0.0
+        tables.append(conc)
+
+        # -- memory across many requests --------------------------------------------------------
+        mem = Table(
+            f"Proxy: resident memory across {memory_requests:,} requests",
+            ["requests so far", "proxy RSS MB"],
+            baseline="the proxy process after warm-up",
+        )
+        mem.add(0, round(_rss_kb(proxy.process.pid) / 1024, 1))
+        samples = {memory_requests // 10, memory_requests // 2, memory_requests}
+        tiny = [_body(200, i) for i in range(20)]
+        with httpx.Client(timeout=60) as client:
+            for i in range(1, memory_requests + 1):
+                _ttfb(client, proxy.url, tiny[i % 20], headers | {"x-ctxdesk-session": f"m{i % 100}"})
+                if i in samples:
+                    mem.add(i, round(_rss_kb(proxy.process.pid) / 1024, 1))
+        first_sample = mem.rows[1][1]
+        mem.notes.append(
+            f"Growth from {memory_requests // 10:,} to {memory_requests:,} requests: "
+            f"{round(float(mem.rows[-1][1]) - float(first_sample), 1)} MB "
+            "(100 sessions; the database grows on disk, not in memory)."
+        )
+        tables.append(mem)
+    finally:
+        proxy.stop()
+        server.shutdown()
+    return tables
+
+
+def main() -> None:
+    from bench.report import render_table
+
+    for table in run(quick="--quick" in sys.argv):
+        print(render_table(table))
+        print()
+
+
+if __name__ == "__main__":
+    main()
