@@ -38,6 +38,7 @@ BENCHMARKS = (
     ("cost", "bench.bench_cost"),
     ("proxy", "bench.bench_proxy"),
     ("import", "bench.bench_import"),
+    ("store_pg", "bench.bench_store_pg"),
 )
 EXTERNAL_TIMEOUT_S = 1_800
 
