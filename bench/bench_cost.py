@@ -37,6 +37,7 @@ from engine.store import SessionStore
 from engine.store.costs import exact_requests, message_times, project_costs
 
 REAL_CLIENT_FIXTURES = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
+REAL_AGENT_FIXTURES = ROOT / "tests" / "fixtures" / "real_agents"
 CCUSAGE_CANDIDATES = (
     os.environ.get("CCUSAGE_BIN", ""),
     "/work/agents/node_modules/.bin/ccusage",
@@ -305,6 +306,7 @@ def run(quick: bool = False) -> list[Table]:
             None if audit is None else round(ours.share_per_file + ours.shrink_share_per_file - audit["share"], 2),
             share_why,
         )  # fmt: skip
+    other = other_agents_table()
     costs.notes += [
         "Δ % = (ctxdesk − tool) / tool; adjusted = ctxdesk's figure under the tool's reading of the file "
         f"(must be within {100 * COST_TOLERANCE:g}%).",
@@ -318,7 +320,57 @@ def run(quick: bool = False) -> list[Table]:
         f"(claude-cache-audit's headline measure); agreement within {SHARE_TOLERANCE_POINTS:g} points is asked "
         "under the same grouping."
     )
-    return [costs, shares]
+    return [costs, shares, other]
+
+
+def other_agent_files() -> list[tuple[str, Path, Path]]:
+    """(agent, transcript, path under the scratch home) of the Codex and Gemini CLI fixtures."""
+    out: list[tuple[str, Path, Path]] = []
+    for f in sorted((REAL_AGENT_FIXTURES / "codex").glob("*/sessions/**/*.jsonl")):
+        out.append(("codex", f, Path("codex") / f.relative_to(f.parents[3])))
+    for f in sorted((REAL_AGENT_FIXTURES / "gemini").glob("*/tmp/*/chats/*.jsonl")):
+        out.append(("gemini", f, Path(".gemini") / f.relative_to(f.parents[3])))
+    return out
+
+
+def run_ccusage_agent(agent: str, home: Path) -> float | None:
+    binary = ccusage_bin()
+    if binary is None:
+        return None
+    env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(home / "codex")}
+    done = subprocess.run(
+        [binary, agent, "session", "--offline", "--json"],
+        capture_output=True, text=True, env=env, timeout=TOOL_TIMEOUT_S, cwd=home,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"ccusage {agent} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+    totals = json.loads(done.stdout)["totals"]
+    return float(totals.get("costUSD", totals.get("totalCost", 0.0)))
+
+
+def other_agents_table() -> Table:
+    table = Table(
+        title="Codex CLI and Gemini CLI sessions (real-client fixtures): ctxdesk beside ccusage",
+        columns=["agent", "session", "calls", "model", "ctxdesk", "ccusage", "Δ %"],
+    )
+    for agent, path, rel in other_agent_files():
+        with tempfile.TemporaryDirectory(prefix="ctxdesk-bench-cost-") as tmp:
+            home = Path(tmp)
+            target = home / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            with SessionStore(home / "ctxdesk.db") as store:
+                import_file(path, store)
+                rows = [r for s in project_costs(store) for r in s.rows]
+            theirs = run_ccusage_agent(agent, home)
+        ours = sum(r["total_usd"] for r in rows)
+        models = ", ".join(sorted({r["model"] or "?" for r in rows}))
+        table.add(agent, path.stem[-36:], len(rows), models, round(ours, 6),
+                  None if theirs is None else round(theirs, 6), pct_diff(ours, theirs))  # fmt: skip
+    table.notes.append(
+        "ccusage codex/gemini session --offline --json, on a scratch HOME / CODEX_HOME holding the file."
+    )
+    return table
 
 
 if __name__ == "__main__":
