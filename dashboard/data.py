@@ -23,24 +23,15 @@ import pandas as pd
 from dashboard import pg_source
 from engine.errors import NotADatabaseError, NotFoundError, ValidationError
 from engine.findings import Finding
+from engine.locations import DB_PATHS_ENV_VAR, SAMPLE_DATA_DIR
 from engine.sent import compaction_removals, sent_end
+from engine.store import TABLE_NAMES, column_types
 from engine.store.factory import default_database, redact_url
-from engine.store.schema import TABLES_V1
 
-#: Environment variable with database files or folders, separated by os.pathsep.
-DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"
 #: The bundled sample data (written by ``ctxdesk demo``), used when nothing else is given.
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DEFAULT_DATA_DIR = SAMPLE_DATA_DIR
 #: Tables every attached file must have (docs/schema.md).
-TABLES = (
-    "sessions",
-    "messages",
-    "session_snapshots",
-    "tool_result_blobs",
-    "context_states",
-    "context_events",
-    "session_tools",
-)
+TABLES = TABLE_NAMES
 COMPONENT_COLUMNS = {
     "system": "system_tokens",
     "skills": "skills_tokens",
@@ -251,7 +242,7 @@ def _duck_type(sqlite_type: str) -> str:
 
 
 #: table -> column -> DuckDB type, from the documented schema.
-SCHEMA_TYPES = {t.name: {c.name: _duck_type(c.type) for c in t.columns} for t in TABLES_V1}
+SCHEMA_TYPES = {t: {c: _duck_type(kind) for c, kind in cols.items()} for t, cols in column_types().items()}
 
 
 def _alias(con: duckdb.DuckDBPyConnection, db: str) -> str:

@@ -11,7 +11,7 @@ from engine.store.records import (
     StoredMessage,
     ToolRecord,
 )
-from engine.store.schema import SCHEMA_VERSION, TABLE_NAMES
+from engine.store.schema import SCHEMA_VERSION, TABLE_NAMES, column_types, describe_schema
 from engine.store.sqlite import SessionStore, check_database_file, is_sqlite_file, message_kind
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "StoredRequest",
     "ToolRecord",
     "check_database_file",
+    "column_types",
+    "describe_schema",
     "is_sqlite_file",
     "message_kind",
 ]
