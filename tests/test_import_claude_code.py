@@ -361,6 +361,10 @@ def test_import_links_subagent_and_records_calls_with_rebuilt_components(store: 
 def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:
     from engine.importers import import_file
 
+    (auto,) = import_file(only_file("compact_auto"), store).session_ids
+    requests = store.list_events(auto, kind="request")
+    (auto_compaction,) = store.list_events(auto, kind="compaction")
+    assert {e.limit_tokens for e in requests} == {auto_compaction.details["before_tokens"]}
     (compacted,) = import_file(only_file("compact_manual"), store).session_ids
     (compaction,) = store.list_events(compacted, kind="compaction")
     assert compaction.trigger == "manual" and compaction.details["harness"] == "claude-code"

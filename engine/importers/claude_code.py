@@ -149,6 +149,7 @@ def thread_session(
     for _, _, call in plan:
         if point:  # where Claude Code itself compacted: its own limit line
             call.details["harness_compaction_tokens"] = point
+            call.limit_tokens = point  # type: ignore[attr-defined]
         call.context_window = call.context_window or window
     session.thread = thread  # type: ignore[attr-defined]
     session.calls = [call for _, _, call in plan]  # type: ignore[attr-defined]

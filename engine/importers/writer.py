@@ -318,6 +318,7 @@ def _request(
         ContextEvent(
             kind="request", provider=parsed.provider, model=call.model or parsed.model,
             context_window=call.context_window or parsed.context_window, turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
+            limit_tokens=getattr(call, "limit_tokens", None),  # the harness's own limit when the source tells it
             message_seq=row.seq, details=details,
         ),
     )  # fmt: skip
