@@ -35,6 +35,7 @@ BENCHMARKS = (
     ("accuracy", "bench.bench_accuracy"),
     ("dashboard", "bench.bench_dashboard"),
     ("fact_retention", "bench.bench_fact_retention"),
+    ("real_facts", "bench.bench_real_facts"),
     ("cost", "bench.bench_cost"),
     ("proxy", "bench.bench_proxy"),
     ("import", "bench.bench_import"),

@@ -255,7 +255,7 @@ StrategyName = Literal[
 ]
 STRATEGY_NAMES: tuple[str, ...] = StrategyName.__args__
 #: Strategies whose summaries are cached with the range they cover.
-CACHING_STRATEGIES = ("sandwich", "rolling_iterations", "tree_summary")
+CACHING_STRATEGIES = ("summarize", "sandwich", "rolling_iterations", "tree_summary")
 
 _adapter: TypeAdapter[Any] = TypeAdapter(StrategyConfig)
 

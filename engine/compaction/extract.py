@@ -10,6 +10,7 @@ SWE-agent (str_replace_editor with a ``command`` sub-command, execute_bash), Gem
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -424,6 +425,9 @@ def result_payload(text: str) -> str:
 #: Lines of one tool output kept as facts; only outputs of a call that did not fail.
 FACT_LINES_PER_OUTPUT = 2
 FACT_LINE_CHARS = 200
+#: Lines of a long output read for facts: half from its start, half from its end.
+FACT_SCAN_LINES = 160
+_NOT_LETTERS = re.compile(r"[^A-Za-z]+")
 #: A line scoring below this states no fact worth keeping.
 FACT_MIN_SCORE = 3.0
 #: ``key = value`` / ``key: value`` (a grep ``file:line:`` prefix allowed): a setting and its value.
@@ -469,16 +473,25 @@ def _fact_score(line: str) -> float:
 def salient_lines(text: str, limit: int = FACT_LINES_PER_OUTPUT) -> list[str]:
     """Up to ``limit`` lines of a tool output that state a fact (a setting and its value, a host
     and port, a version), in output order: settings, hosts, versions, numbers and fact words
-    score; code, file listings and diffs do not."""
+    score; code, file listings and diffs do not. Only the first and last lines of a long output
+    are read; the same output asked twice (clearing, then summarizing) is read once."""
+    return list(_salient_lines(text, limit))
+
+
+@functools.lru_cache(maxsize=8_192)
+def _salient_lines(text: str, limit: int) -> tuple[str, ...]:
+    lines = text.splitlines()
+    if len(lines) > FACT_SCAN_LINES:
+        lines = lines[: FACT_SCAN_LINES // 2] + lines[-FACT_SCAN_LINES // 2 :]
     scored: list[tuple[float, int, str]] = []
-    for position, raw in enumerate(text.splitlines()[:400]):
-        line = _LINE_NUMBER.sub("", raw).strip()
+    for position, raw in enumerate(lines):
+        line = _LINE_NUMBER.sub("", raw).strip() if raw[:1].isspace() or raw[:1].isdigit() else raw.strip()
         if not 8 <= len(line) <= FACT_LINE_CHARS or line.startswith(_CODE_START) or _FILE_LISTING.match(line):
             continue
-        if sum(c.isalpha() for c in line) < len(line) * 0.4 or line.count(" ") > 30:
+        if len(_NOT_LETTERS.sub("", line)) < len(line) * 0.4 or line.count(" ") > 30:
             continue
         score = _fact_score(line)
         if score >= FACT_MIN_SCORE:
             scored.append((score, -position, line))
     best = sorted(scored, reverse=True)[:limit]
-    return [line for _, _, line in sorted(best, key=lambda s: -s[1])]
+    return tuple(line for _, _, line in sorted(best, key=lambda s: -s[1]))

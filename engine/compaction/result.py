@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from engine.budget import HistoryTotals
 from engine.events import ComponentTokens
 from engine.messages import Message, ToolResultBlock, ToolUseBlock
-from engine.tokens import Tokenizer
+from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 from engine.turns import safe_cut_points, snap_to_cut
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class PlanContext:
     #: The messages as they were before earlier steps of a chain cleared them, aligned with the
     #: messages a plan gets: a summary is written from these, so a cleared result's facts survive.
     originals: Sequence[Message] | None = None
+    #: The measure of these messages with ``summary``, when the caller has it (a chain's steps):
+    #: saves a recount of the whole history per step.
+    measured: ComponentTokens | None = None
 
     def original(self, messages: Sequence[Message], index: int) -> Message:
         """``messages[index]`` as it was before any earlier step shortened it."""
@@ -134,11 +137,41 @@ def measure(messages: Iterable[Message], summary: str | None, tokenizer: Tokeniz
     )
 
 
+def _measure_after(
+    messages: Sequence[Message],
+    kept: Sequence[tuple[int, Message]],
+    kept_indices: set[int],
+    before: ComponentTokens,
+    summary: str | None,
+    ctx: PlanContext,
+) -> ComponentTokens:
+    """``measure(kept messages, summary)`` from ``before``: only the messages dropped or rewritten
+    are counted (a plan over 100,000 messages changes a few), the rest is arithmetic."""
+    parts = ctx.tokenizer.count_message_parts
+    primed = before.conversation > 0
+    conversation = before.conversation - (REPLY_PRIMING_TOKENS if primed else 0)
+    results = before.tool_results
+    changed = [(i, m) for i, m in kept if m is not messages[i]]
+    if len(changed) + len(messages) - len(kept_indices) > len(kept):
+        return measure((m for _, m in kept), summary, ctx.tokenizer)  # most of it changed: recount
+    for i in (*(i for i in range(len(messages)) if i not in kept_indices), *(i for i, _ in changed)):
+        talk, held = parts(messages[i])
+        conversation, results = conversation - talk, results - held
+    for _, message in changed:
+        talk, held = parts(message)
+        conversation, results = conversation + talk, results + held
+    return ComponentTokens(
+        summary=ctx.tokenizer.count(summary) if summary else 0,
+        conversation=conversation + REPLY_PRIMING_TOKENS if conversation or results else 0,
+        tool_results=results,
+    )
+
+
 def noop_result(
     messages: Sequence[Message], ctx: PlanContext, reason: str, *, before: ComponentTokens | None = None
 ) -> CompactionResult:
     """The input unchanged, with the reason nothing was done."""
-    before = before or measure(messages, ctx.summary, ctx.tokenizer)
+    before = before or ctx.measured or measure(messages, ctx.summary, ctx.tokenizer)
     return CompactionResult(
         messages=tuple(messages),
         summary=ctx.summary,
@@ -172,11 +205,11 @@ def build_result(
     summarizer: str | None = None,
 ) -> CompactionResult:
     """A result keeping ``kept`` (input index, possibly rewritten message) in input order."""
-    before = before or measure(messages, ctx.summary, ctx.tokenizer)
+    before = before or ctx.measured or measure(messages, ctx.summary, ctx.tokenizer)
     kept = sorted(kept, key=lambda pair: pair[0])
     out = tuple(m for _, m in kept)
     kept_indices = {i for i, _ in kept}
-    after = measure(out, summary, ctx.tokenizer)
+    after = _measure_after(messages, kept, kept_indices, before, summary, ctx)
     return CompactionResult(
         messages=out,
         summary=summary,

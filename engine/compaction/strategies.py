@@ -111,7 +111,7 @@ def _within_target(
     messages: Sequence[Message], ctx: PlanContext
 ) -> tuple[ComponentTokens, CompactionResult | None]:
     """The before-measure, and a no-op result when the history already fits the target."""
-    before = measure(messages, ctx.summary, ctx.tokenizer)
+    before = ctx.measured or measure(messages, ctx.summary, ctx.tokenizer)
     if not messages:
         return before, noop_result(messages, ctx, "empty history", before=before)
     if before.total <= ctx.target_tokens:
@@ -207,9 +207,12 @@ def is_cleared(block: ToolResultBlock) -> bool:
 
 
 def plan_clear_tool_results(
-    messages: Sequence[Message], config: ClearToolResults, ctx: PlanContext
+    messages: Sequence[Message], config: ClearToolResults, ctx: PlanContext, *, from_index: int = 0
 ) -> CompactionResult:
-    """Replace the oldest tool results (beyond the ``keep`` most recent uses) with placeholders."""
+    """Replace the oldest tool results (beyond the ``keep`` most recent uses) with placeholders.
+
+    ``from_index``: leave the results before it alone (a chain whose next step summarizes that
+    head anyway does not clear it first)."""
     before, done = _within_target(messages, ctx)
     if done:
         return done
@@ -223,7 +226,8 @@ def plan_clear_tool_results(
     count = ctx.tokenizer.count_block
     chosen: dict[int, dict[int, ToolResultBlock]] = {}
     freed = 0
-    for i, message in enumerate(messages):
+    for i in range(from_index, len(messages)):
+        message = messages[i]
         if message.pinned or isinstance(message.content, str):
             continue
         # A lone tool-result block's tokens are the message's tool-result part, already cached.
@@ -408,7 +412,19 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
     if not head:
         return noop_result(messages, ctx, "every message before the boundary is pinned", before=before)
     budget = _summary_budget(config.summary_max_tokens, ctx, choice.kept_tokens)
-    summary = _summarize(messages, head, ctx, strategy="summarize", max_tokens=budget, carry=[ctx.summary])
+    name = _require_summarizer(ctx, "summarize").name
+    cached = _cached_head(ctx, "summarize", choice.cut, name)
+    carry = [ctx.summary]
+    how = "summarized"
+    if cached is not None:  # fold only what came after the summary of an earlier run
+        head = [i for i in head if i >= cached.range_end]
+        carry.append(cached.summary)
+        how = f"reused the summary of the first {cached.range_end:,} messages and folded in"
+    summary = (
+        _summarize(messages, head, ctx, strategy="summarize", max_tokens=budget, carry=carry)
+        if head
+        else cached.summary  # type: ignore[union-attr]
+    )
     return _drop_head(
         messages,
         ctx,
@@ -416,9 +432,26 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
         strategy="summarize",
         before=before,
         summary=summary,
-        summarizer=_require_summarizer(ctx, "summarize").name,
-        reason=f"summarized {_cut_label(messages, choice)}",
+        summarizer=name,
+        reason=f"{how} {_cut_label(messages, choice)}",
         anchor=choice.anchor,
+        cache=[SummaryCache("summarize", 0, choice.cut, summary, 0, name)],
+    )
+
+
+def _cached_head(ctx: PlanContext, strategy: str, cut: int, summarizer: str) -> SummaryCache | None:
+    """The latest cached summary of a head ``[0, end)`` with ``end <= cut``, by this summarizer."""
+    return next(
+        (
+            e
+            for e in reversed(ctx.cache)
+            if e.strategy == strategy
+            and e.level == 0
+            and e.range_start == 0
+            and 0 < e.range_end <= cut
+            and e.summarizer == summarizer
+        ),
+        None,
     )
 
 
@@ -904,6 +937,31 @@ def compression_note(messages: Sequence[Message], dropped: Sequence[int], ctx: P
 # -- chain and dispatch ----------------------------------------------------------------------------
 
 
+#: What a cleared tool result is expected to cost, placeholder and kept lines included.
+CLEARED_ESTIMATE_TOKENS = 80
+#: A chain clears only the tail that could be kept: this many targets' worth, estimated cleared.
+CLEAR_TAIL_TARGETS = 2
+
+
+def _summarizes_later(config: Chain, step: Any) -> bool:
+    steps = list(config.steps)
+    return step in steps and any(isinstance(s, Summarize) for s in steps[steps.index(step) + 1 :])
+
+
+def _clear_from(messages: Sequence[Message], ctx: PlanContext) -> int:
+    """Where clearing starts when a summarize step follows: the safe cut before the tail that,
+    with its results cleared, would be ``CLEAR_TAIL_TARGETS`` targets. Clearing older results
+    is wasted work when the summary replaces them (the summary reads the uncleared messages)."""
+    budget = ctx.target_tokens * CLEAR_TAIL_TARGETS
+    used = 0
+    for i in range(len(messages) - 1, -1, -1):
+        conversation, results = ctx.tokenizer.count_message_parts(messages[i])
+        used += conversation + min(results, CLEARED_ESTIMATE_TOKENS * len(messages[i].tool_result_ids))
+        if used > budget:
+            return snap_head_cut(messages, i, prefer="backward") or 0
+    return 0
+
+
 def _inside_turn_steps(config: Chain, ctx: PlanContext) -> tuple[Any, ...]:
     """The steps a chain runs when its own leave the history over the target: clear every tool
     result but the latest, then summarize (without a summarizer: drop) inside the last turn.
@@ -947,8 +1005,18 @@ def plan_chain(messages: Sequence[Message], config: Chain, ctx: PlanContext) -> 
             # Cached ranges are in input indices: valid while no step has removed a message.
             cache=ctx.cache if len(source) == len(messages) else (),
             originals=[ctx.original(messages, i) for i in source],
+            measured=after,
         )
-        result = plan_compaction(current, step, step_ctx)
+        if (
+            isinstance(step, ClearToolResults)
+            and ctx.summarizer is not None
+            and _summarizes_later(config, step)
+        ):
+            result = plan_clear_tool_results(
+                current, step, step_ctx, from_index=_clear_from(current, step_ctx)
+            )
+        else:
+            result = plan_compaction(current, step, step_ctx)
         reasons.append(f"{step.type}: {result.reason}")
         if result.noop:
             continue
