@@ -118,9 +118,11 @@ def test_an_unfinished_last_line_waits_for_the_next_import(tmp_path: Path, store
     text = CODEX_ROLLOUT.read_text(encoding="utf-8")
     live = tmp_path / "rollout-live.jsonl"
     live.write_text(text[: len(text) - 40], encoding="utf-8")  # the writer is mid-line
-    first = import_file(live, store)
+    with pytest.raises(ImportFormatError, match="malformed JSON line"):
+        import_file(live, store)  # a file named on its own: a broken line is an error
+    first = import_file(live, store, live=True)  # one an agent is writing: the line waits
     live.write_text(text, encoding="utf-8")
-    second = import_file(live, store)
+    second = import_file(live, store, live=True)
     assert first.sessions and second.status == "updated"
 
 

@@ -47,7 +47,13 @@ def collect_paths(files: list[str], agent: str | None) -> tuple[list[Path], list
 
 
 def run_import(
-    db: str | Path, named: list[Path], found: list[Path], *, model: str | None, err: TextIO
+    db: str | Path,
+    named: list[Path],
+    found: list[Path],
+    *,
+    model: str | None,
+    err: TextIO,
+    live: bool = False,
 ) -> tuple[list[Any], list[tuple[Path, str]]]:
     """Import into ``db``; (results, [(file, why it was skipped)]). Raises the first error of a
     named file; removes a database this call created when it fails or imports nothing."""
@@ -67,6 +73,7 @@ def run_import(
                 model=model,
                 on_progress=progress,
                 on_error=lambda p, e: skipped.append((p, str(e))),
+                live=live,
             )
     except (ContextDeskError, OSError):
         if not existed:
@@ -96,7 +103,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     if not named and not found:
         where = f" for {args.agent}" if args.agent else ""
         raise UsageError(f"no transcript files found{where}")
-    results, skipped = run_import(db, named, found, model=args.model, err=sys.stderr)
+    # Sessions found where an agent keeps them may be being written right now.
+    results, skipped = run_import(db, named, found, model=args.model, err=sys.stderr, live=bool(args.agent))
     report(results, skipped, out, verbose=args.verbose)
     imported = [r for r in results if r.sessions]
     unchanged = sum(1 for r in results if r.status == "unchanged")
@@ -163,7 +171,7 @@ def start_following(agent: str, db: Path | None = None, *, err: TextIO) -> tuple
     db = db or default_db()
     _, found = collect_paths([], agent)
     if found:
-        results, skipped = run_import(db, [], found, model=None, err=err)
+        results, skipped = run_import(db, [], found, model=None, err=err, live=True)
         print(
             f"{db}: {sum(len(r.sessions) for r in results)} session(s) imported, {len(skipped)} skipped",
             file=err,

@@ -46,17 +46,28 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return classify(read_document(path))
     except SourceProblem as exc:
         raise ImportFormatError(str(exc), path=str(path), line=exc.line) from exc
+    except _SHAPE_ERRORS as exc:
+        raise ImportFormatError(f"not a transcript: {_shape_problem(exc)}", path=str(path)) from exc
 
 
-def parse_file(path: str | os.PathLike[str], *, model: str | None = None) -> tuple[str, list[ParsedSession]]:
-    """(format, parsed sessions) of a file, without writing anything."""
+def parse_file(
+    path: str | os.PathLike[str], *, model: str | None = None, live: bool = False
+) -> tuple[str, list[ParsedSession]]:
+    """(format, parsed sessions) of a file, without writing anything. ``live``: the file may be
+    being written (an unfinished last line waits for the next import)."""
     path = Path(path)
+    fmt = "unknown"
     try:
-        doc = read_document(path)
+        doc = read_document(path, live=live)
         fmt = classify(doc)
         sessions = _parse(doc, fmt, key=_file_key(fmt, path))
     except SourceProblem as exc:
         raise ImportFormatError(str(exc), path=str(path), line=exc.line) from exc
+    except _SHAPE_ERRORS as exc:
+        # A field of an unexpected type that no parser check caught: still a typed, located error.
+        raise ImportFormatError(
+            f"cannot read this {fmt} file: {_shape_problem(exc)}", path=str(path)
+        ) from exc
     if model:
         for session in sessions:
             if not session.model:
@@ -71,6 +82,7 @@ def import_file(
     on_progress: ProgressCallback | None = None,
     model: str | None = None,
     known: dict[str, dict[str, Any]] | None = None,
+    live: bool = False,
 ) -> ImportResult:
     """Import one transcript file into ``store``; ``model`` names the model when the file does not.
 
@@ -91,7 +103,7 @@ def import_file(
         return ImportResult(
             path=str(path), format=str(previous.get("format") or "unknown"), sessions=(), status="unchanged"
         )
-    fmt, parsed = parse_file(path, model=model)
+    fmt, parsed = parse_file(path, model=model, live=live)
     if not any(session.messages for session in parsed):
         raise ImportFormatError(f"nothing to import: the {fmt} file holds no messages", path=str(path))
     state["format"] = fmt
@@ -133,6 +145,7 @@ def import_files(
     on_progress: ProgressCallback | None = None,
     model: str | None = None,
     on_error: Callable[[Path, ImportFormatError], None] | None = None,
+    live: bool = False,
 ) -> list[ImportResult]:
     """Import several files, each in its own transaction. Without ``on_error`` it stops at the
     first file that fails (files before it stay imported) and raises its ImportFormatError;
@@ -142,7 +155,7 @@ def import_files(
     known = imported_files(store)
     for done, path in enumerate(paths, start=1):
         try:
-            results.append(import_file(path, store, model=model, known=known))
+            results.append(import_file(path, store, model=model, known=known, live=live))
         except ImportFormatError as exc:
             if on_error is None:
                 raise
@@ -224,6 +237,16 @@ def _parse_openhands(doc: Document, *, key: str) -> list[ParsedSession]:
         except SourceProblem as exc:
             raise SourceProblem(str(exc), line=line if doc.lines is not None else None) from exc
     return sessions
+
+
+#: What reading a field of an unexpected type raises inside a parser.
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError, OverflowError)
+
+
+def _shape_problem(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return f"a field has an unexpected type or value ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def _file_key(fmt: str, path: Path) -> str:

@@ -46,7 +46,7 @@ _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "tool_search
 def is_codex_line(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
-    if value.get("type") in ENVELOPE_TYPES and "payload" in value:
+    if isinstance(value.get("type"), str) and value["type"] in ENVELOPE_TYPES and "payload" in value:
         return True
     return "instructions" in value and "id" in value and "timestamp" in value and "type" not in value
 

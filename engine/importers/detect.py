@@ -8,6 +8,7 @@ it holds, so the user sees why it was refused.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from engine.importers.model import SourceProblem
 CLAUDE_LINE_TYPES = frozenset({"user", "assistant", "summary", "system", "progress", "file-history-snapshot"})
 _ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
 _SNIFF_LINES = 20
+#: A JSON escape of half a UTF-16 surrogate pair (valid JSON, not storable text).
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 #: Text formats recognised by how they start (before any JSON parsing).
@@ -48,7 +54,9 @@ class Document:
     size: int = 0
 
 
-def read_document(path: Path) -> Document:
+def read_document(path: Path, *, live: bool = False) -> Document:
+    """The file parsed. ``live``: the file may be being written, so an unfinished last line (no
+    newline after it, not valid JSON) is left for the next read instead of being an error."""
     companion = COMPANION_FILES.get(path.name)
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
@@ -62,21 +70,25 @@ def read_document(path: Path) -> Document:
         raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
     if not text.strip():
         raise SourceProblem("empty file")
+    if "\\u" in text and _LONE_SURROGATE.search(text):
+        text = _LONE_SURROGATE.sub(r"\\ufffd", text)  # SQLite cannot store half a character
     if text.lstrip().startswith(AIDER_HEAD):
         return Document(path, text=text, size=len(raw))
     try:
         return Document(path, value=json.loads(text), size=len(raw))
     except json.JSONDecodeError as whole_error:
-        return Document(path, lines=_read_lines(text, whole_error), size=len(raw))
+        return Document(path, lines=_read_lines(text, whole_error, live=live), size=len(raw))
     except RecursionError as exc:
         raise SourceProblem("JSON nested too deeply to read") from exc
 
 
-def _read_lines(text: str, whole_error: json.JSONDecodeError) -> tuple[tuple[int, Any], ...]:
+def _read_lines(
+    text: str, whole_error: json.JSONDecodeError, *, live: bool = False
+) -> tuple[tuple[int, Any], ...]:
     lines: list[tuple[int, Any]] = []
     split = text.splitlines()
     # A file being written may end in a line not finished yet: left for the next import.
-    unfinished = len(split) if split and not text.endswith(("\n", "\r")) else None
+    unfinished = len(split) if live and split and not text.endswith(("\n", "\r")) else None
     for number, line in enumerate(split, start=1):
         if not line.strip():
             continue
@@ -171,7 +183,7 @@ def _kinds(values: list[Any]) -> str:
 def is_claude_code_line(value: Any) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("type") in CLAUDE_LINE_TYPES
+        and str_in(value.get("type"), CLAUDE_LINE_TYPES)
         and any(k in value for k in ("uuid", "leafUuid", "sessionId"))
     )
 
@@ -228,6 +240,11 @@ def _has_anthropic_blocks(message: Any) -> bool:
     return False
 
 
+def str_in(value: Any, names: Any) -> bool:
+    """``value`` is one of the string ``names`` (an unhashable value is none of them)."""
+    return isinstance(value, str) and value in names
+
+
 def is_letta_agent(value: Any) -> bool:
     """A Letta agent file (``.af``): one agent with messages, or ``{"agents": [...]}``."""
     if not isinstance(value, dict):
@@ -255,7 +272,7 @@ def is_langchain_list(values: list[Any]) -> bool:
     return all(
         isinstance(v, dict)
         and (
-            (v.get("type") in _LANGCHAIN_TYPES and isinstance(v.get("data"), dict))
+            (str_in(v.get("type"), _LANGCHAIN_TYPES) and isinstance(v.get("data"), dict))
             or (v.get("lc") == 1 and v.get("type") == "constructor" and isinstance(v.get("kwargs"), dict))
         )
         for v in values
@@ -264,7 +281,7 @@ def is_langchain_list(values: list[Any]) -> bool:
 
 def is_responses_item_list(values: list[Any]) -> bool:
     """An OpenAI Responses ``input`` list: typed items (function_call, ...) beside role messages."""
-    typed = [v for v in values if isinstance(v, dict) and v.get("type") in RESPONSES_ITEM_TYPES]
+    typed = [v for v in values if isinstance(v, dict) and str_in(v.get("type"), RESPONSES_ITEM_TYPES)]
     if not typed:
         return False
     return all(
@@ -273,7 +290,9 @@ def is_responses_item_list(values: list[Any]) -> bool:
         for v in values
     ) and any(v.get("type") != "message" for v in typed) | any(
         isinstance(v.get("content"), list)
-        and any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in v["content"])
+        and any(
+            isinstance(p, dict) and str_in(p.get("type"), ("input_text", "output_text")) for p in v["content"]
+        )
         for v in typed
     )
 

@@ -36,7 +36,10 @@ class ImportFollower(threading.Thread):
         files = agent_files(self.agent)
         with SessionStore(self.db) as store:
             results = import_files(
-                files, store, on_error=lambda path, exc: self.errors.__setitem__(str(path), str(exc))
+                files,
+                store,
+                on_error=lambda path, exc: self.errors.__setitem__(str(path), str(exc)),
+                live=True,
             )
         for result in results:
             self.errors.pop(str(Path(result.path)), None)

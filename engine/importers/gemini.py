@@ -35,7 +35,10 @@ def is_gemini_chat(value: Any) -> bool:
         isinstance(value, dict)
         and "sessionId" in value
         and isinstance(value.get("messages"), list)
-        and all(isinstance(m, dict) and m.get("type") in MESSAGE_TYPES for m in value["messages"][:20])
+        and all(
+            isinstance(m, dict) and isinstance(m.get("type"), str) and m["type"] in MESSAGE_TYPES
+            for m in value["messages"][:20]
+        )
     )
 
 
@@ -71,7 +74,7 @@ def parse_gemini_lines(lines: Sequence[Line], *, key: str) -> list[ParsedSession
                 for n, message in enumerate(update["messages"]):
                     _keep(message, order, by_id, fallback=f"{number}:{n}", earlier=seen)
             header.update({k: v for k, v in update.items() if k != "messages"})
-        elif "type" in value and value.get("type") in MESSAGE_TYPES:
+        elif isinstance(value.get("type"), str) and value["type"] in MESSAGE_TYPES:
             _keep(value, order, by_id, fallback=str(number))
         elif "sessionId" in value:
             header.update({k: v for k, v in value.items() if k != "messages"})
@@ -193,7 +196,7 @@ def _reply(raw: dict[str, Any], where: str) -> tuple[list[Any], list[ToolResultB
     content = raw.get("content")
     parts = content if isinstance(content, list) else []
     if not any(isinstance(p, dict) and p.get("thought") for p in parts):
-        for thought in raw.get("thoughts") or []:
+        for thought in raw.get("thoughts") if isinstance(raw.get("thoughts"), list) else []:
             if isinstance(thought, dict):
                 text = "\n".join(
                     s for s in (str(thought.get("subject") or ""), str(thought.get("description") or "")) if s
@@ -217,7 +220,7 @@ def _reply(raw: dict[str, Any], where: str) -> tuple[list[Any], list[ToolResultB
             blocks.append(TextBlock(text=str(part.get("text") or "")))
     used = {b.id for b in blocks if isinstance(b, ToolUseBlock)}
     results: list[ToolResultBlock] = []
-    for j, call in enumerate(raw.get("toolCalls") or []):
+    for j, call in enumerate(raw.get("toolCalls") if isinstance(raw.get("toolCalls"), list) else []):
         if not isinstance(call, dict):
             raise SourceProblem(f"{where}: toolCalls[{j}] is {type(call).__name__}, not an object")
         call_id = str(call.get("id") or f"{raw.get('id')}-{j}")
