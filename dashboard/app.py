@@ -28,6 +28,7 @@ PAGES = [
     st.Page("views/compaction.py", title="Compaction", icon=":material/compress:"),
     st.Page("views/offloaded.py", title="Offloaded results", icon=":material/inventory_2:"),
     st.Page("views/tools.py", title="Tools", icon=":material/build:"),
+    st.Page("views/requests.py", title="Requests", icon=":material/http:"),
     st.Page("views/model_settings.py", title="Model settings", icon=":material/tune:"),
 ]
 

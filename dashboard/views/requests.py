@@ -1,0 +1,145 @@
+"""Requests: every model call exactly as sent (recorded by ``ctxdesk proxy``, or rebuilt by an
+importer): the provider's count beside ours per call, and any call opened whole (system prompt,
+tools, messages, parameters, cache breakpoints, the answer)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import display, request_data, state
+
+ref, row = state.require_session()
+st.title("Requests")
+st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _calls(_conn: Any, signature: tuple[Any, ...], db: str, session_id: str) -> Any:
+    cursor = _conn.cursor()
+    try:
+        if not request_data.has_requests(cursor, db):
+            return None
+        return request_data.session_calls(cursor, db, session_id)
+    finally:
+        cursor.close()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _detail(_conn: Any, signature: tuple[Any, ...], db: str, request_id: int) -> dict[str, Any]:
+    cursor = _conn.cursor()
+    try:
+        return request_data.call_detail(cursor, db, request_id)
+    finally:
+        cursor.close()
+
+
+conn = state.connection()
+calls = _calls(conn, state.signature(), ref.db, ref.session_id)
+if calls is None or calls.empty:
+    st.info(
+        "No exact requests recorded for this session. Run your agent through `ctxdesk proxy` to see "
+        "every call as the model received it."
+    )
+    st.stop()
+
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Calls", len(calls))
+c2.metric("Errors", int((calls["status_code"].fillna(0) >= 400).sum()))
+ratio = (calls["provider_prompt_tokens"] / calls["our_prompt_tokens"]).dropna()
+c3.metric("Provider ÷ ours (median)", f"{ratio.median():.3f}" if not ratio.empty else "—")
+c4.metric("TTFB p50 (ms)", f"{calls['ttfb_ms'].median():.0f}" if calls["ttfb_ms"].notna().any() else "—")
+shown = calls[
+    ["seq", "api", "model", "status_code", "message_count", "our_prompt_tokens", "provider_prompt_tokens",
+     "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens", "stop_reason", "ttfb_ms",
+     "latency_ms", "started_utc"]
+]  # fmt: skip
+pick = st.dataframe(
+    display.for_table(shown),
+    key="requests_table",
+    on_select="rerun",
+    selection_mode="single-row",
+    hide_index=True,
+)
+rows = pick.selection.rows if pick is not None else []
+ids = [int(i) for i in calls["id"]]
+labels = {
+    i: f"call {int(s)} · {a} · {m}"
+    for i, s, a, m in zip(ids, calls["seq"], calls["api"], calls["model"], strict=True)
+}
+if rows and ids[rows[0]] != st.session_state.get("_requests_last_row"):
+    st.session_state["_requests_last_row"] = ids[rows[0]]
+    st.session_state["requests_open"] = ids[rows[0]]
+if st.session_state.get("requests_open") not in ids:
+    st.session_state["requests_open"] = ids[-1]
+request_id = st.selectbox("Open call", ids, format_func=lambda i: labels[i], key="requests_open")
+call = calls.iloc[ids.index(request_id)]
+detail = _detail(conn, state.signature(), ref.db, request_id)
+info = detail["row"]
+
+st.subheader(f"Call {int(call['seq'])}")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Ours (prompt tokens)", display.text(call["our_prompt_tokens"]))
+m2.metric("Provider (prompt tokens)", display.text(call["provider_prompt_tokens"]))
+m3.metric("Status", display.text(call["status_code"]))
+m4.metric("Stop reason", display.text(call["stop_reason"]))
+if info.get("error_message"):
+    st.error(f"{display.md(info.get('error_type'))}: {display.md(info['error_message'])}")
+breakdown = {
+    "System prompt": call.get("system_tokens"), "Tool definitions": call.get("tools_tokens"),
+    "Conversation": call.get("conversation_tokens"), "Tool results": call.get("tool_results_tokens"),
+    "Provider: uncached input": call.get("input_tokens"), "Provider: cache read": call.get("cache_read_input_tokens"),
+    "Provider: cache write 5m": call.get("cache_creation_5m_tokens"),
+    "Provider: cache write 1h": call.get("cache_creation_1h_tokens"), "Provider: output": call.get("output_tokens"),
+}  # fmt: skip
+st.dataframe(
+    display.for_table(
+        pd.DataFrame({"part": list(breakdown), "tokens": [display.text(v) for v in breakdown.values()]})
+    ),
+    hide_index=True,
+)
+
+tab_system, tab_tools, tab_messages, tab_params, tab_answer = st.tabs(
+    ["System prompt", "Tools", "Messages", "Parameters", "Answer"]
+)
+with tab_system:
+    system = detail["system"]
+    if system is None:
+        st.info("No separate system prompt (for Chat Completions it is a message).")
+    else:
+        st.code(request_data.part_text(system), language=None, wrap_lines=True)
+        with st.expander("As sent (JSON)"):
+            st.json(system, expanded=False)
+with tab_tools:
+    tools = detail["tools"] or []
+    st.caption(f"{len(tools)} tool definition(s)")
+    for tool in tools:
+        name = tool.get("name") or (tool.get("function") or {}).get("name") or tool.get("type", "tool")
+        with st.expander(str(name)):
+            st.json(tool, expanded=False)
+with tab_messages:
+    messages = detail["messages"]
+    st.caption(f"{len(messages)} message(s) as sent")
+    for index, message in enumerate(messages):
+        role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
+        text = request_data.part_text(message)
+        with st.expander(f"{index}: {role} — {display.text(text[:120].replace(chr(10), ' '))}"):
+            st.code(text, language=None, wrap_lines=True)
+            st.json(message, expanded=False)
+with tab_params:
+    st.json(
+        {"model": info.get("model"), "max_tokens": info.get("max_tokens"), "stream": info.get("stream"),
+         "params": detail["params"], "cache_control": detail["cache_control"]},
+        expanded=True,
+    )  # fmt: skip
+with tab_answer:
+    if detail["response"] is None:
+        st.info("No answer recorded.")
+    else:
+        st.json(detail["response"], expanded=True)
+    if detail["usage"] is not None:
+        st.caption("Provider usage as received")
+        st.code(json.dumps(detail["usage"], indent=2), language="json")

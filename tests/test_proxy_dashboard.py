@@ -1,0 +1,90 @@
+"""A proxied session on the dashboard: the Requests page opens any call whole, the provider's
+count beside ours, read through DuckDB (dashboard.request_data) and driven with AppTest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import pytest
+import streamlit as st
+from model_server import ScriptedServer
+from model_server import anthropic as A
+from streamlit.testing.v1 import AppTest
+
+from dashboard import data, request_data
+from dashboard.data import DB_PATHS_ENV_VAR
+from engine.proxy import ProxyServer, Upstreams
+from engine.settings import SETTINGS_ENV_VAR
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+READ = {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[dict]]]:
+    db = tmp_path_factory.mktemp("proxied") / "proxy.db"
+    server = A.install(ScriptedServer(A.tool_calls(("Read", {"file_path": "a.py"})), A.text("It prints hi.")))
+    with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
+        client = anthropic.Anthropic(
+            base_url=proxy.base_url,
+            api_key="sk-x",
+            max_retries=0,
+            default_headers={"X-Ctxdesk-Session": "live-1"},
+        )
+        history: list[dict] = [{"role": "user", "content": "What does a.py do?"}]
+        first = client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, system="You are terse.", messages=history, tools=[READ]
+        )
+        tool = first.content[0]
+        history += [
+            {"role": "assistant", "content": [tool.model_dump(exclude_none=True)]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": tool.id, "content": "print('hi')"}],
+            },
+        ]
+        client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, system="You are terse.", messages=history, tools=[READ]
+        )
+        assert proxy.recorder.flush()
+        yield db, [r.body for r in server.requests]
+
+
+def test_request_data_gives_each_call_with_both_counts_and_opens_it_exactly(
+    proxied: tuple[Path, list[dict]],
+) -> None:
+    db, received = proxied
+    con = data.connect([db])
+    label = data.db_labels([db])[0]
+    assert request_data.has_requests(con, label)
+    calls = request_data.session_calls(con, label, "live-1")
+    assert list(calls["seq"]) == [0, 1]
+    assert (calls["our_prompt_tokens"] > 0).all() and (calls["provider_prompt_tokens"] > 0).all()
+    detail = request_data.call_detail(con, label, int(calls["id"].iloc[1]))
+    assert detail["system"] == received[1]["system"]
+    assert detail["tools"] == received[1]["tools"]
+    assert detail["messages"] == received[1]["messages"]
+    assert detail["row"]["stop_reason"] == "end_turn"
+    assert "print('hi')" in request_data.part_text(detail["messages"][-1])
+
+
+def test_the_requests_page_shows_the_calls_and_the_exact_prompt(
+    proxied: tuple[Path, list[dict]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, _ = proxied
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    label = data.db_labels([db])[0]
+    at.session_state["selected_session"] = f"{label}::live-1"
+    at.switch_page("views/requests.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Requests"
+    assert at.metric[0].value == "2"
+    codes = "\n".join(c.value for c in at.code)
+    assert "You are terse." in codes and "print('hi')" in codes
