@@ -1,6 +1,6 @@
 """Run real agent CLIs offline against the scripted model server and keep what they wrote.
 
-    python scripts/make_real_agent_fixtures.py claude-code [SCENARIO ...]
+    python scripts/make_real_agent_fixtures.py claude-code|codex|gemini [SCENARIO ...]
 
 One function per agent (``make_claude_code_fixtures``; other agents add theirs beside it, or in
 their own module registered in ``AGENTS``). Each scenario runs the real CLI with a scratch
@@ -348,7 +348,27 @@ def iter_fixture_sessions(scenario_dir: Path) -> Iterator[Path]:
 
 __all__ = ["AGENTS", "load_request_log", "make_claude_code_fixtures", "run_claude_scenario"]
 
-AGENTS: dict[str, Callable[[list[str] | None], list[Path]]] = {"claude-code": make_claude_code_fixtures}
+
+def _other_agent(agent: str) -> Callable[[list[str] | None], list[Path]]:
+    """Codex / Gemini CLI: scripts/real_agents_codex_gemini.py (the agents helper's), behind one entry point."""
+
+    def make(names: list[str] | None) -> list[Path]:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import real_agents_codex_gemini as other
+
+        for name in names or [None]:
+            other.main(["--only", agent, *(["--scenario", name] if name else [])])
+        folder = FIXTURES / agent
+        return sorted(p for p in folder.iterdir() if p.is_dir() and (not names or p.name in names))
+
+    return make
+
+
+AGENTS: dict[str, Callable[[list[str] | None], list[Path]]] = {
+    "claude-code": make_claude_code_fixtures,
+    "codex": _other_agent("codex"),
+    "gemini": _other_agent("gemini"),
+}
 
 
 def main(argv: list[str] | None = None) -> None:
