@@ -229,7 +229,7 @@ def classify_call(prev: CallRecord | None, cur: CallRecord, *, ttl: int = TTL_5M
     already_sent = prev.usage.prompt_tokens
     rewritten = max(0, min(already_sent - u.cache_read_input_tokens, u.cache_creation_input_tokens))
     resent_uncached = max(0, min(already_sent - u.cache_read_input_tokens - rewritten, u.input_tokens))
-    p = cur.prices
+    p = cur.prices.for_prompt(u.prompt_tokens) if cur.prices else None
     if rewritten >= MIN_REWRITTEN:
         cause, explanation = _rebuild_cause(prev, cur, gap, ttl, rewritten)
         lost = rewritten * max(0.0, _write_price(cur) - p.cache_read) if p else 0.0
@@ -261,7 +261,7 @@ def _normal(base: dict[str, Any], gap: float | None, ttl: int | None) -> CallCac
 
 def _write_price(call: CallRecord) -> float:
     """Blended USD per cache-write token of this call (its 5m/1h mix)."""
-    p = call.prices
+    p = call.prices.for_prompt(call.usage.prompt_tokens) if call.prices else None
     if p is None:
         return 0.0
     written = call.cost.cache_write_tokens

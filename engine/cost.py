@@ -40,6 +40,23 @@ class Prices(BaseModel):
     cache_write_1h: float = Field(ge=0, description="Input written to a 1-hour cache.")
     source: str = Field(description="Table the prices came from.")
     notes: tuple[str, ...] = Field((), description="Prices derived because the table lists none.")
+    long_context_threshold: int | None = Field(
+        None, description="Prompt tokens above which the whole call is priced at ``long_context``."
+    )
+    long_context: Prices | None = Field(
+        None, description="Prices of a call whose prompt exceeds the threshold."
+    )
+
+    def for_prompt(self, prompt_tokens: int) -> Prices:
+        """The prices a call with this many prompt tokens is billed at (the long-context tier when
+        its prompt exceeds the threshold, as Anthropic and Google bill it)."""
+        if (
+            self.long_context is not None
+            and self.long_context_threshold
+            and prompt_tokens > self.long_context_threshold
+        ):
+            return self.long_context
+        return self
 
     @property
     def caches(self) -> bool:
@@ -79,6 +96,19 @@ def prices_from_info(info: ModelInfo) -> Prices | None:
         write_1h = base * ANTHROPIC_CACHE_WRITE_1H if anthropic else write
         if anthropic:
             notes.append(f"1-hour cache write = {ANTHROPIC_CACHE_WRITE_1H} x input (Anthropic)")
+    source = info.cost_source or info.source
+    long_context = None
+    above = info.input_cost_per_token_above_threshold
+    if info.long_context_threshold and above is not None:
+        scale = above / base if base else 1.0  # a tier price the table omits scales with input
+        long_context = Prices(
+            model=info.name, provider=info.provider, input=above,
+            output=_or(info.output_cost_per_token_above_threshold, output * scale),
+            cache_read=_or(info.cache_read_cost_per_token_above_threshold, read * scale),
+            cache_write_5m=_or(info.cache_write_cost_per_token_above_threshold, write * scale),
+            cache_write_1h=write_1h * scale, source=source,
+            notes=(f"long-context prices above {info.long_context_threshold:,} prompt tokens",),
+        )  # fmt: skip
     return Prices(
         model=info.name,
         provider=info.provider,
@@ -87,9 +117,15 @@ def prices_from_info(info: ModelInfo) -> Prices | None:
         cache_read=read,
         cache_write_5m=write,
         cache_write_1h=write_1h,
-        source=info.cost_source or info.source,
+        source=source,
         notes=tuple(notes),
+        long_context_threshold=info.long_context_threshold if long_context else None,
+        long_context=long_context,
     )
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def prices_for(model: str | None, table: ModelTable | None = None) -> Prices | None:
@@ -193,7 +229,7 @@ def price_call(
     """The cost of one call with ``usage`` under ``prices`` (all USD 0 when ``prices`` is None)."""
     write_5m, write_1h, split_known = split_cache_writes(usage, details)
     reasoning = min(_count((details or {}).get(DETAIL_REASONING)) or 0, usage.output_tokens)
-    p = prices
+    p = prices.for_prompt(usage.prompt_tokens) if prices is not None else None
     return CallCost(
         model=model or (p.model if p else None),
         priced_as=p.model if p else None,

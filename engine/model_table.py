@@ -50,6 +50,19 @@ class ModelInfo(BaseModel):
     cache_write_1h_cost_per_token: float | None = Field(
         None, ge=0, description="USD per input token written to a 1-hour cache (Anthropic's extended TTL)."
     )
+    long_context_threshold: int | None = Field(
+        None, gt=0, description="Prompt tokens above which a call is priced at the *_above_threshold prices."
+    )
+    input_cost_per_token_above_threshold: float | None = Field(None, ge=0, description="Input, long prompts.")
+    output_cost_per_token_above_threshold: float | None = Field(
+        None, ge=0, description="Output, long prompts."
+    )
+    cache_read_cost_per_token_above_threshold: float | None = Field(
+        None, ge=0, description="Cache reads, long prompts."
+    )
+    cache_write_cost_per_token_above_threshold: float | None = Field(
+        None, ge=0, description="5-minute cache writes, long prompts."
+    )
     source: str = Field(description="Where context_window and max_output_tokens came from.")
     cost_source: str | None = Field(None, description="Where the costs came from, when any are known.")
 
@@ -201,6 +214,7 @@ def parse_litellm_entry(key: str, raw: Any, *, source: str) -> ModelInfo | None:
             raw, "cache_creation_input_token_cost_above_1hr", key, source
         ),
     }
+    costs.update(litellm_tier_costs(raw, key, source))
     has_costs = any(v is not None for v in costs.values())
     try:
         return ModelInfo(
@@ -215,6 +229,29 @@ def parse_litellm_entry(key: str, raw: Any, *, source: str) -> ModelInfo | None:
         )
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}", source=source, field=key) from exc
+
+
+#: LiteLLM's long-context prices: ``input_cost_per_token_above_200k_tokens`` and the like.
+_LITELLM_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
+#: ModelInfo field -> LiteLLM field stem of the long-context prices.
+LITELLM_TIER_FIELDS = {
+    "input_cost_per_token_above_threshold": "input_cost_per_token",
+    "output_cost_per_token_above_threshold": "output_cost_per_token",
+    "cache_read_cost_per_token_above_threshold": "cache_read_input_token_cost",
+    "cache_write_cost_per_token_above_threshold": "cache_creation_input_token_cost",
+}
+
+
+def litellm_tier_costs(raw: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    """The long-context threshold and prices of a LiteLLM entry (the lowest tier it lists), or {}."""
+    tiers = sorted(int(m.group(1)) for name in raw if (m := _LITELLM_TIER.fullmatch(name)))
+    if not tiers:
+        return {}
+    k = tiers[0]
+    out: dict[str, Any] = {"long_context_threshold": k * 1000}
+    for field, stem in LITELLM_TIER_FIELDS.items():
+        out[field] = _number(raw, f"{stem}_above_{k}k_tokens", key, source)
+    return out
 
 
 def _number(raw: dict[str, Any], name: str, key: str, source: str, *, integer: bool = False) -> Any:

@@ -29,6 +29,14 @@ from engine.settings import DEFAULT_BUFFER_TOKENS  # noqa: E402
 DEFAULT_SHARED = Path(os.environ.get("CTXDESK_SHARED_DIR", ROOT.parent / "shared")) / "models"
 DEFAULT_OUT = ROOT / "engine" / "data" / "models.json"
 MODELS_DEV_FILE = "models-dev_resolved_from_toml.json"
+LITELLM_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
+#: Long-context price field -> LiteLLM's field stem (``<stem>_above_<N>k_tokens``).
+LITELLM_TIER_FIELDS = {
+    "input_cost_per_token_above_threshold": "input_cost_per_token",
+    "output_cost_per_token_above_threshold": "output_cost_per_token",
+    "cache_read_cost_per_token_above_threshold": "cache_read_input_token_cost",
+    "cache_write_cost_per_token_above_threshold": "cache_creation_input_token_cost",
+}
 LITELLM_FILE = re.compile(r"litellm-(\d+(?:\.\d+)*)_model_prices_and_context_window(?:_backup)?\.json")
 
 #: models.dev provider id -> LiteLLM provider id (the ids settings files use).
@@ -61,6 +69,9 @@ RULES = [
     "cache_creation_input_token_cost_above_1hr from the same source as the other costs; where that source "
     f"has none, anthropic models get {ANTHROPIC_1H_WRITE_MULTIPLIER} x input_cost_per_token "
     "(Anthropic's published 1-hour write price; the 5-minute write is 1.25 x input)",
+    "long_context_threshold and the *_above_threshold prices: the lowest long-context tier of the same source "
+    "(LiteLLM *_above_<N>k_tokens, models.dev cost.tiers); a call whose prompt exceeds the threshold is priced "
+    "at them whole",
 ]
 
 
@@ -102,10 +113,38 @@ def litellm_candidates(label: str, data: dict[str, Any]) -> Iterator[tuple[str, 
                     "cache_read_cost_per_token": raw.get("cache_read_input_token_cost"),
                     "cache_write_cost_per_token": raw.get("cache_creation_input_token_cost"),
                     "cache_write_1h_cost_per_token": raw.get("cache_creation_input_token_cost_above_1hr"),
+                    **tier_costs(raw),
                 },
                 "source": label,
             },
         )
+
+
+def tier_costs(raw: dict[str, Any]) -> dict[str, Any]:
+    """LiteLLM's lowest long-context tier (``*_above_<N>k_tokens``), or every field None."""
+    found = sorted(int(m.group(1)) for k in raw if (m := LITELLM_TIER.fullmatch(k)))
+    if not found:
+        return {"long_context_threshold": None, **dict.fromkeys(LITELLM_TIER_FIELDS)}
+    n = found[0]
+    return {
+        "long_context_threshold": n * 1000,
+        **{field: raw.get(f"{stem}_above_{n}k_tokens") for field, stem in LITELLM_TIER_FIELDS.items()},
+    }
+
+
+def models_dev_tier(cost: dict[str, Any]) -> dict[str, Any]:
+    """models.dev's first ``tiers`` entry (prices per million above ``tier.size`` tokens)."""
+    tiers = [t for t in cost.get("tiers") or [] if isinstance((t.get("tier") or {}).get("size"), int)]
+    if not tiers:
+        return {"long_context_threshold": None, **dict.fromkeys(LITELLM_TIER_FIELDS)}
+    t = min(tiers, key=lambda t: t["tier"]["size"])
+    return {
+        "long_context_threshold": t["tier"]["size"],
+        "input_cost_per_token_above_threshold": per_token(t.get("input")),
+        "output_cost_per_token_above_threshold": per_token(t.get("output")),
+        "cache_read_cost_per_token_above_threshold": per_token(t.get("cache_read")),
+        "cache_write_cost_per_token_above_threshold": per_token(t.get("cache_write")),
+    }
 
 
 def models_dev_candidates(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -131,6 +170,7 @@ def models_dev_candidates(data: dict[str, Any]) -> Iterator[tuple[str, dict[str,
                         "cache_read_cost_per_token": per_token(cost.get("cache_read")),
                         "cache_write_cost_per_token": per_token(cost.get("cache_write")),
                         "cache_write_1h_cost_per_token": None,  # models.dev lists one cache_write price
+                        **models_dev_tier(cost),
                     },
                     "source": "models.dev",
                 },

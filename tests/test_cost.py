@@ -236,3 +236,46 @@ def test_bench_reads_a_streamed_response_both_ways_the_tools_do() -> None:
         raw.output_first < raw.output_last
     )  # early lines of a streamed response carry partial output counts
     assert raw.writes_without_split == 0
+
+
+@pytest.mark.parametrize(
+    ("prompt", "input_price"),
+    [(200_000, 1.25e-6), (200_001, 2.5e-6)],
+    ids=["at the threshold", "above it"],
+)
+def test_a_prompt_over_the_long_context_threshold_is_priced_whole_at_the_tier(
+    prompt: int, input_price: float
+) -> None:
+    prices = prices_for("gemini-2.5-pro")
+    assert prices is not None and prices.long_context_threshold == 200_000
+    cost = price_call(usage(inp=prompt - 100_000, read=100_000, out=1_000), prices)
+    assert cost.input_usd == pytest.approx((prompt - 100_000) * input_price)
+    tier = prices.for_prompt(prompt)
+    assert cost.cache_read_usd == pytest.approx(100_000 * tier.cache_read)
+    assert cost.output_usd == pytest.approx(1_000 * tier.output)
+
+
+def test_litellm_long_context_tier_is_read_from_its_lowest_above_field() -> None:
+    raw = {
+        "m-long": {
+            "litellm_provider": "openai",
+            "max_input_tokens": 1_000_000,
+            "input_cost_per_token": 1e-6,
+            "output_cost_per_token": 4e-6,
+            "input_cost_per_token_above_272k_tokens": 2e-6,
+            "output_cost_per_token_above_272k_tokens": 6e-6,
+            "input_cost_per_token_above_272k_tokens_priority": 9e-6,
+        }
+    }
+    info = ModelTable.from_litellm_data(raw, source="t").lookup("m-long")
+    assert info is not None and info.long_context_threshold == 272_000
+    assert (info.input_cost_per_token_above_threshold, info.output_cost_per_token_above_threshold) == (
+        2e-6,
+        6e-6,
+    )
+    prices = prices_from_info(info)
+    assert (
+        prices is not None
+        and prices.for_prompt(300_000).input == 2e-6
+        and prices.for_prompt(1000).input == 1e-6
+    )
