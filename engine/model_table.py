@@ -232,7 +232,7 @@ def parse_litellm_entry(key: str, raw: Any, *, source: str) -> ModelInfo | None:
 
 
 #: LiteLLM's long-context prices: ``input_cost_per_token_above_200k_tokens`` and the like.
-_LITELLM_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
+LITELLM_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
 #: ModelInfo field -> LiteLLM field stem of the long-context prices.
 LITELLM_TIER_FIELDS = {
     "input_cost_per_token_above_threshold": "input_cost_per_token",
@@ -244,7 +244,7 @@ LITELLM_TIER_FIELDS = {
 
 def litellm_tier_costs(raw: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     """The long-context threshold and prices of a LiteLLM entry (the lowest tier it lists), or {}."""
-    tiers = sorted(int(m.group(1)) for name in raw if (m := _LITELLM_TIER.fullmatch(name)))
+    tiers = sorted(int(m.group(1)) for name in raw if (m := LITELLM_TIER.fullmatch(name)))
     if not tiers:
         return {}
     k = tiers[0]

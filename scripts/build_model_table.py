@@ -24,19 +24,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.model_table import LITELLM_TIER, LITELLM_TIER_FIELDS  # noqa: E402
 from engine.settings import DEFAULT_BUFFER_TOKENS  # noqa: E402
 
 DEFAULT_SHARED = Path(os.environ.get("CTXDESK_SHARED_DIR", ROOT.parent / "shared")) / "models"
 DEFAULT_OUT = ROOT / "engine" / "data" / "models.json"
 MODELS_DEV_FILE = "models-dev_resolved_from_toml.json"
-LITELLM_TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
-#: Long-context price field -> LiteLLM's field stem (``<stem>_above_<N>k_tokens``).
-LITELLM_TIER_FIELDS = {
-    "input_cost_per_token_above_threshold": "input_cost_per_token",
-    "output_cost_per_token_above_threshold": "output_cost_per_token",
-    "cache_read_cost_per_token_above_threshold": "cache_read_input_token_cost",
-    "cache_write_cost_per_token_above_threshold": "cache_creation_input_token_cost",
-}
 LITELLM_FILE = re.compile(r"litellm-(\d+(?:\.\d+)*)_model_prices_and_context_window(?:_backup)?\.json")
 
 #: models.dev provider id -> LiteLLM provider id (the ids settings files use).
