@@ -70,6 +70,19 @@ def test_request_data_gives_each_call_with_both_counts_and_opens_it_exactly(
     assert "print('hi')" in request_data.part_text(detail["messages"][-1])
 
 
+def test_a_proxied_session_is_an_ordinary_session_on_the_existing_pages(
+    proxied: tuple[Path, list[dict]],
+) -> None:
+    db, _ = proxied
+    con = data.connect([db])
+    label = data.db_labels([db])[0]
+    overview = data.sessions_overview(con)
+    row = overview[overview["session_id"] == "live-1"].iloc[0]
+    assert row["source"] == "proxy" and row["messages"] == 4
+    assert len(data.timeline(con, label, "live-1")) == 1  # one turn (a tool loop) ...
+    assert len(data.requests(con, label, "live-1")) == 2  # ... of two model calls
+
+
 def test_the_requests_page_shows_the_calls_and_the_exact_prompt(
     proxied: tuple[Path, list[dict]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
