@@ -558,3 +558,12 @@ def test_parallel_results_in_any_completion_order_are_all_kept_and_none_invented
     assert not session.notes
     last = session.calls[-1]
     assert len(request_messages(session.thread, last)) == 1 + 2 * len(rounds)
+
+
+def test_a_trimmed_log_keeps_the_lines_before_the_gap() -> None:
+    lines = _tree_lines([[0], [1, 0]])
+    gap = next(i for i, (_, o) in enumerate(lines) if o["uuid"] == "r0-0")  # the first round's result
+    (session,) = parse_claude_code(lines[:gap] + lines[gap + 1 :], fallback_id="s")
+    assert session.messages[0].message.text == "go"
+    assert "is not in the file" in " ".join(session.notes)
+    assert sum(len(pm.message.tool_use_ids) for pm in session.messages) == 3  # nothing before the gap is lost

@@ -67,6 +67,9 @@ def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
     if not message_lines:
         return [], []
     path: set[str] = set()
+    with_uuid = [line for line in lines if isinstance(line[1].get("uuid"), str)]
+    position = {line[1]["uuid"]: k for k, line in enumerate(with_uuid)}
+    notes: list[str] = []
     current: Line | None = message_lines[-1]
     while current is not None:
         uid = current[1].get("uuid")
@@ -75,8 +78,13 @@ def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
         path.add(uid)
         parent = _parent(current[1])
         if parent is not None and parent not in by_uuid:
-            note = f"parent {parent} of line {current[0]} is not in the file: thread taken in file order"
-            return [line for line in lines if isinstance(line[1].get("uuid"), str)], [note]
+            # a trimmed or resumed log: go on from the line written just before this one
+            notes.append(
+                f"parent {parent} of line {current[0]} is not in the file: followed file order there"
+            )
+            k = position[uid]
+            current = with_uuid[k - 1] if k > 0 else None
+            continue
         current = by_uuid.get(parent) if parent else None
 
     live = set(path)
@@ -116,7 +124,8 @@ def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
                 changed = True
     kept = [line for line in lines if line[1].get("uuid") in live]
     left_out = sum(1 for _, o in message_lines if o.get("uuid") not in live)
-    notes = [f"left out {left_out} main line(s) on abandoned branches"] if left_out else []
+    if left_out:
+        notes.append(f"left out {left_out} main line(s) on abandoned branches")
     return kept, notes
 
 
