@@ -260,3 +260,35 @@ def test_a_failed_import_into_an_existing_database_keeps_it(tmp_path: Path) -> N
 def test_import_needs_something_to_import(tmp_path: Path) -> None:
     code, _ = run_cli("import", "--db", str(tmp_path / "x.db"))
     assert code == 2
+
+
+def test_dashboard_from_imports_first_then_follows_appended_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from engine.cli import build_parser
+    from engine.cli.importing import start_following
+
+    day = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "24"
+    day.mkdir(parents=True)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    live = day / CODEX_ROLLOUT.name
+    total = len(CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines())
+    grow(live, CODEX_ROLLOUT, total // 2)
+    assert build_parser().parse_args(["dashboard", "--from", "codex"]).agent == "codex"
+    db, follower = start_following("codex", err=io.StringIO())
+    try:
+        assert db == tmp_path / "data" / "ctxdesk" / "agents.db"
+        with SessionStore(db, read_only=True) as store:
+            (session,) = store.list_sessions()
+            before = store.message_count(session.id)
+        grow(live, CODEX_ROLLOUT, total)
+        deadline = time.monotonic() + 30
+        while follower.added_messages == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with SessionStore(db, read_only=True) as store:
+            assert store.message_count(session.id) > before
+    finally:
+        follower.stop()

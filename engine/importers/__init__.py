@@ -1,26 +1,43 @@
 """Importers: real agent transcripts into ctxdesk session databases.
 
-``import_file(path, store)`` detects the format (Claude Code JSONL, OpenAI message lists,
-SWE-agent .traj, OpenHands trajectories, Anthropic request logs), writes one session per
-conversation (Claude Code sub-agents as child sessions) in one transaction, and records a
-``request`` event per model call with our estimate beside the provider's usage.
-``accuracy_report`` compares the two.
+``import_file(path, store)`` detects the format (Claude Code, Codex CLI, Gemini CLI, Cline /
+Roo Code, OpenHands, SWE-agent, Aider, Letta, LangChain, OpenAI chat and Responses lists,
+Anthropic request logs), writes one session per conversation (sub-agents as child sessions)
+in one transaction, and records a ``request`` event per model call with our estimate beside
+the provider's usage. Importing a file again adds only what is new. ``agent_files(agent)``
+finds the sessions an agent keeps; ``ImportFollower`` follows them as they grow;
+``accuracy_report`` compares estimates with the provider's counts.
 """
 
 from engine.importers.accuracy import AccuracyReport, CallComparison, accuracy_report
-from engine.importers.api import ProgressCallback, detect_format, import_file, import_files, parse_file
+from engine.importers.api import (
+    ProgressCallback,
+    detect_format,
+    import_file,
+    import_files,
+    imported_files,
+    parse_file,
+)
+from engine.importers.follow import ImportFollower
+from engine.importers.locations import AGENTS, agent_files, agent_roots, folder_files
 from engine.importers.model import FORMATS, ImportedSession, ImportResult
 
 __all__ = [
+    "AGENTS",
     "FORMATS",
     "AccuracyReport",
     "CallComparison",
+    "ImportFollower",
     "ImportResult",
     "ImportedSession",
     "ProgressCallback",
     "accuracy_report",
+    "agent_files",
+    "agent_roots",
     "detect_format",
+    "folder_files",
     "import_file",
     "import_files",
+    "imported_files",
     "parse_file",
 ]
