@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.rollup import ProjectCosts, SessionCosts, rollup_project, sum_rows
+from engine.rollup import ProjectCosts, Rebuild, SessionCosts, rollup_project, sum_rows
 from engine.textfmt import format_table
 
 
@@ -97,17 +97,6 @@ class RollupGroup(_Frozen):
     totals: CostTotals
 
 
-class RebuildPoint(_Frozen):
-    session_id: str
-    call_index: int
-    turn_index: int | None
-    cause: str
-    rebuilt_tokens: int
-    lost_usd: float
-    explanation: str
-    fix: str | None
-
-
 class ProjectCostReport(_Frozen):
     """Every reported session together: sub-agents rolled into their parents, per day, per model."""
 
@@ -119,7 +108,7 @@ class ProjectCostReport(_Frozen):
     by_day: list[RollupGroup]
     by_model: list[RollupGroup]
     by_cause: list[RollupGroup]
-    top_rebuilds: list[RebuildPoint]
+    top_rebuilds: list[Rebuild]
 
 
 # -- building ---------------------------------------------------------------------------------------
@@ -168,7 +157,7 @@ def project_report_of(p: ProjectCosts) -> ProjectCostReport:
         by_day=groups(p.by_day),
         by_model=groups(p.by_model),
         by_cause=groups(p.by_cause),
-        top_rebuilds=[RebuildPoint(**b.model_dump()) for b in p.top_rebuilds],
+        top_rebuilds=list(p.top_rebuilds),
     )
 
 
