@@ -95,8 +95,6 @@ def parse_claude_code(
         main.notes[:0] = notes
         main.metadata.update(_session_meta(first, lines, version))
         _title(main, lines)
-        main.blobs = _blobs(main, tool_results)  # type: ignore[attr-defined]
-        _count_offloaded(main, main.blobs)  # type: ignore[attr-defined]
         sessions.append(main)
 
     task_calls = _task_calls(main) if main else {}
@@ -116,6 +114,7 @@ def parse_claude_code(
         sessions.append(sub)
     if not sessions:
         raise SourceProblem("Claude Code file without any user or assistant message line")
+    _assign_blobs(sessions, tool_results)
     return sessions
 
 
@@ -296,17 +295,31 @@ def _title(session: ParsedSession, lines: Sequence[Line]) -> None:
         session.metadata["title"] = title
 
 
-def _blobs(main: ParsedSession, files: Sequence[ToolResultFile]) -> list[ClaudeCodeBlob]:
-    """Saved outputs linked to the tool_result whose ``<persisted-output>`` names them."""
-    if not files:
-        return []
+def _assign_blobs(sessions: list[ParsedSession], files: Sequence[ToolResultFile]) -> None:
+    """Each saved output becomes the blob of the tool_result whose ``<persisted-output>`` names
+    it, in whichever thread (main or sub-agent) that result is; one blob per file."""
     by_name = {f.name: f for f in files}
+    linked: set[str] = set()
+    for session in sessions:
+        session.blobs = _blobs(session, by_name, linked)  # type: ignore[attr-defined]
+        _count_offloaded(session, session.blobs)  # type: ignore[attr-defined]
+    unlinked = sorted(set(by_name) - linked)
+    if unlinked and sessions:
+        sessions[0].notes.append(
+            f"{len(unlinked)} saved tool output(s) named by no tool result: {', '.join(unlinked)}"
+        )
+
+
+def _blobs(
+    session: ParsedSession, by_name: dict[str, ToolResultFile], linked: set[str]
+) -> list[ClaudeCodeBlob]:
+    if not by_name:
+        return []
     tool_names = {
-        b.id: b.name for pm in main.messages for b in pm.message.blocks if isinstance(b, ToolUseBlock)
+        b.id: b.name for pm in session.messages for b in pm.message.blocks if isinstance(b, ToolUseBlock)
     }
     blobs: list[ClaudeCodeBlob] = []
-    linked: set[str] = set()
-    for pm in main.messages:
+    for pm in session.messages:
         for block in pm.message.blocks:
             if not isinstance(block, ToolResultBlock) or "tool-results/" not in block.text:
                 continue
@@ -324,11 +337,6 @@ def _blobs(main: ParsedSession, files: Sequence[ToolResultFile]) -> list[ClaudeC
                         source_path=file.path,
                     )
                 )
-    unlinked = sorted(set(by_name) - linked)
-    if unlinked:
-        main.notes.append(
-            f"{len(unlinked)} saved tool output(s) named by no tool result: {', '.join(unlinked)}"
-        )
     return blobs
 
 
