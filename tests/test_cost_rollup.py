@@ -14,6 +14,7 @@ from engine.rollup import SessionCosts, rollup_project, root_of
 from engine.store import SessionStore
 from engine.store.costs import project_costs, refresh_request_costs, session_costs, stored_request_costs
 from tests.conftest import FIXTURES, SHARED_SESSIONS
+from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG
 from tests.test_cost import list_price, raw_claude_code_usage
 
 CC_FULL = "claude-code__d-kimuson_claude-code-viewer__fe5e1c67.jsonl"
@@ -201,3 +202,18 @@ def test_a_database_missing_earlier_rows_gets_none_until_a_refresh(project_db: P
     assert rows[-1]["cache_read_tokens"] == 30_000 and [r["call_index"] for r in rows] == list(
         range(len(rows))
     )
+
+
+@pytest.mark.skipif(SKIP_UNLESS_PG, reason=PG_MISSING_REASON)
+def test_costs_refresh_on_a_postgresql_store() -> None:
+    from engine.store.factory import open_store
+    from tests.pg_server import fresh_url
+
+    store = open_store(fresh_url())
+    try:
+        import_file(CC[0], store)
+        computed = sum(len(s.rows) for s in project_costs(store))
+        assert refresh_request_costs(store) == computed > 0
+        assert sum(len(stored_request_costs(store, s.id)) for s in store.list_sessions()) == computed
+    finally:
+        store.close()
