@@ -567,3 +567,20 @@ def test_a_trimmed_log_keeps_the_lines_before_the_gap() -> None:
     assert session.messages[0].message.text == "go"
     assert "is not in the file" in " ".join(session.notes)
     assert sum(len(pm.message.tool_use_ids) for pm in session.messages) == 3  # nothing before the gap is lost
+
+
+def test_a_summary_without_a_boundary_line_still_starts_the_context() -> None:
+    lines = _tree_lines([[0]])
+    summary = {
+        "type": "user", "uuid": "s1", "parentUuid": "z", "sessionId": "s", "isCompactSummary": True,
+        "message": {"role": "user", "content": "This session is being continued. Summary: read t0-0."},
+    }  # fmt: skip
+    answer = {
+        "type": "assistant", "uuid": "z2", "parentUuid": "s1", "sessionId": "s",
+        "message": {"role": "assistant", "id": "m9", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "ok"}]},
+    }  # fmt: skip
+    (session,) = parse_claude_code([*lines, (90, summary), (91, answer)], fallback_id="s")
+    (compacted,) = [pm for pm in session.messages if pm.compaction]
+    assert compacted.starts_context and compacted.compaction["before_tokens"] is None
+    last = session.calls[-1]
+    assert [m.text for m in request_messages(session.thread, last)] == [compacted.message.text]

@@ -236,6 +236,14 @@ def build_thread(lines: Sequence[Line]) -> Thread:
             thread.uuid_index[str(uid)] = len(messages) - 1
             continue
         pm = ParsedMessage(message)
+        if summary and open_compaction is None and messages:
+            # older versions wrote the summary without a boundary line: the file still says
+            # that later calls start from it (its size before and after is not recorded)
+            open_compaction = Compaction(
+                boundary_uuid=str(uid), trigger="compact_threshold", pre_tokens=None, post_tokens=None,
+                kept_uuids=[], line=n, last_index_before=len(messages) - 1,
+            )  # fmt: skip
+            thread.compactions.append(open_compaction)
         if summary and open_compaction is not None:
             pm.starts_context = True
             open_compaction.summary_index = len(messages)
