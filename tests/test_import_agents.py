@@ -53,6 +53,7 @@ def write_json(path: Path, value: Any) -> Path:
         (AGENTS / "codex" / "rollout-compacted.jsonl", "codex"),
         (AGENTS / "codex" / "rollout-legacy-2025-05-02.jsonl", "codex"),
         (AGENTS / "gemini" / "session-2026-11-24T06-14-b6435e65.json", "gemini"),
+        (AGENTS / "claude-web" / "conversations.json", "claude-web"),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else v,
 )
@@ -286,3 +287,26 @@ def test_unknown_model_is_said_not_guessed(store: SessionStore) -> None:
     result = import_file(AGENTS / "anthropic_messages.json", store)
     assert any("model unknown" in n for n in result.notes)
     assert result.sessions[0].context_window is None
+
+
+def test_openhands_legacy_records_as_json_lines_are_one_session_each(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    record = json.loads((AGENTS / "openhands" / "resolver_output_legacy.json").read_text(encoding="utf-8"))
+    output = tmp_path / "output.jsonl"
+    output.write_text(
+        json.dumps(record) + "\n" + json.dumps({**record, "number": 13}) + "\n", encoding="utf-8"
+    )
+    result = import_file(output, store)
+    assert [s.message_count for s in result.sessions] == [8, 8]
+    assert result.sessions[0].session_id.endswith(":12") and result.sessions[1].session_id.endswith(":13")
+
+
+def test_claude_web_export_is_one_session_per_conversation_with_attachments_sent(store: SessionStore) -> None:
+    result = import_file(AGENTS / "claude-web" / "conversations.json", store)
+    (session,) = result.sessions  # the empty conversation is left out
+    assert session.session_id == "0d5b1c3e-7a2f-4b8e-9c61-2f4a8e1b7d90"
+    transcript = store.load_transcript(session.session_id)
+    assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant"]
+    assert "a,1\nb,2" in transcript[0].text and "The user wants" not in transcript[1].text
+    assert "[tool_use web_search]" in transcript[3].text and session.request_count == 2

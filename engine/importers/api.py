@@ -19,6 +19,7 @@ from engine.importers.aider import parse_aider
 from engine.importers.anthropic_api import parse_anthropic_exchanges, parse_anthropic_messages
 from engine.importers.claude_code import parse_claude_code
 from engine.importers.claude_code_bundle import parse_claude_code_path
+from engine.importers.claude_web import parse_claude_web_export
 from engine.importers.cline import parse_cline_task
 from engine.importers.codex import parse_codex
 from engine.importers.detect import Document, classify, is_openhands_legacy, read_document
@@ -185,6 +186,8 @@ def _file_state(path: Path) -> dict[str, Any]:
 
 
 def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
+    if fmt == "claude-web":
+        return parse_claude_web_export(doc.value, key=key)
     if fmt == "codex":
         return parse_codex(doc.lines if doc.lines is not None else ((1, doc.value),), key=key)
     if fmt == "gemini":
@@ -231,9 +234,10 @@ def _parse_openhands(doc: Document, *, key: str) -> list[ParsedSession]:
     records = doc.lines if doc.lines is not None else ((1, doc.value),)
     sessions = []
     for line, record in records:
-        instance = record.get("instance_id")
+        instance = record.get("instance_id") or record.get("number")
+        parse = parse_openhands_legacy if is_openhands_legacy(record) else parse_openhands_record
         try:
-            sessions.append(parse_openhands_record(record, key=f"{key}:{instance or line}"))
+            sessions.append(parse(record, key=f"{key}:{instance or line}"))
         except SourceProblem as exc:
             raise SourceProblem(str(exc), line=line if doc.lines is not None else None) from exc
     return sessions

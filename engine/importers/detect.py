@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.importers.claude_web import is_claude_web_export
 from engine.importers.codex import ITEM_TYPES as RESPONSES_ITEM_TYPES
 from engine.importers.codex import is_codex_line
 from engine.importers.gemini import is_gemini_chat, is_gemini_line
@@ -123,7 +124,7 @@ def classify(doc: Document) -> str:
             return "codex"
         if any(is_gemini_line(v) for v in values[:_SNIFF_LINES]):
             return "gemini"
-        if is_openhands_record(values[0]):
+        if is_openhands_record(values[0]) or is_openhands_legacy(values[0]):
             return "openhands"
         return _classify_value(values, where="JSON Lines")
     if doc.path.name == "api_conversation_history.json" and isinstance(doc.value, list):
@@ -159,6 +160,8 @@ def _classify_value(value: Any, *, where: str) -> str:
             raise SourceProblem(f"not a transcript: an empty {where} list")
         if not all(isinstance(v, dict) for v in value):
             raise SourceProblem(f"not a transcript: a {where} list of {_kinds(value)}")
+        if is_claude_web_export(value):
+            return "claude-web"
         if is_langchain_list(value):
             return "langchain"
         if is_responses_item_list(value):

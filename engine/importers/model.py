@@ -18,7 +18,7 @@ from engine.messages import Message
 #: Formats ``detect_format`` can return; the session source is ``import:<format>``.
 FORMATS = (
     "claude-code", "openai", "swe-agent", "openhands", "anthropic", "codex", "gemini", "cline", "aider",
-    "letta", "langchain", "openai-responses",
+    "letta", "langchain", "openai-responses", "claude-web",
 )  # fmt: skip
 
 
