@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.charts import Projection
 from engine.budget import reproject
 from engine.events import COMPONENTS, ComponentTokens
 from engine.findings import Finding
@@ -25,6 +24,32 @@ OFFLOAD_STUB_TOKENS = 40
 #: Bytes per token assumed when an output's size was not recorded (English text and code).
 BYTES_PER_TOKEN_ESTIMATE = 4
 LIMIT_FIELDS = ("context_window", "max_output_tokens", "buffer_tokens")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The timeline re-projected under edited settings: where it would compact or block."""
+
+    limit: int
+    thresholds: tuple[float, float, float]
+    compact_turns: tuple[int, ...]
+    block_turns: tuple[int, ...]
+    label: str = "edited settings"
+    unit: str = "turn"
+
+    @property
+    def headline(self) -> str:
+        parts = [f"limit {self.limit:,}"]
+        more = len(self.compact_turns) - 1
+        parts.append(
+            f"would compact at {self.unit} {self.compact_turns[0]}" + (f" (and {more} more)" if more else "")
+            if self.compact_turns
+            else "would not compact"
+        )
+        parts.append(
+            f"final turn at {self.unit} {self.block_turns[0]}" if self.block_turns else "no forced final turn"
+        )
+        return f"Under {self.label}: " + ", ".join(parts)
 
 
 def _int(value: Any) -> int | None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.events import COMPONENT_COLORS, COMPONENT_LABELS
+from dashboard.analysis import Projection
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, OUTCOME_MARKERS
 
 USAGE_LABELS = {
     "provider_input_tokens": ("Provider: input", "dot"),
@@ -24,12 +24,7 @@ USAGE_LABELS = {
 PROVIDER_PROMPT_LABEL = "Provider: whole prompt"
 PROVIDER_PARTS_LABEL = "Provider: input, cache reads/writes, output"
 DEFAULT_THRESHOLDS = (0.80, 0.95, 0.98)
-MARKER_STYLE = {
-    ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
-    ("guard", "forced_final"): ("Forced final turn", "#d62728"),
-    ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
-    ("restore", None): ("Restore", "#17becf"),
-}
+MARKER_STYLE = OUTCOME_MARKERS
 REFUSED_TEXT = {
     "rejected": "Tool result refused (final turn forced)",
     "forced_final": "Final turn forced",
@@ -60,32 +55,6 @@ def escape(text: object) -> str:
     (so no attribute) can form.
     """
     return html.escape("" if text is None else str(text), quote=False)
-
-
-@dataclass(frozen=True)
-class Projection:
-    """The timeline re-projected under edited settings: where it would compact or block."""
-
-    limit: int
-    thresholds: tuple[float, float, float]
-    compact_turns: tuple[int, ...]
-    block_turns: tuple[int, ...]
-    label: str = "edited settings"
-    unit: str = "turn"
-
-    @property
-    def headline(self) -> str:
-        parts = [f"limit {self.limit:,}"]
-        more = len(self.compact_turns) - 1
-        parts.append(
-            f"would compact at {self.unit} {self.compact_turns[0]}" + (f" (and {more} more)" if more else "")
-            if self.compact_turns
-            else "would not compact"
-        )
-        parts.append(
-            f"final turn at {self.unit} {self.block_turns[0]}" if self.block_turns else "no forced final turn"
-        )
-        return f"Under {self.label}: " + ", ".join(parts)
 
 
 def timeline_figure(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from engine.convert import anthropic_error_detail
 from engine.errors import ContextLengthExceededError, ProviderError, ValidationError
 from engine.events import ProviderUsage
 from engine.messages import (
@@ -180,15 +181,8 @@ def provider_error_from_status(status: int, detail: str, *, provider: str) -> Pr
 
 
 def _error_detail(exc: Any) -> str:
-    """The provider's error message (``error.message`` of the JSON body), else the exception text."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return str(getattr(exc, "message", "") or exc)
+    """The provider's ``type: message`` (from the JSON body), else the exception text."""
+    return anthropic_error_detail(getattr(exc, "body", None), str(getattr(exc, "message", "") or exc))
 
 
 def usage_from_anthropic(usage: Any) -> ProviderUsage | None:

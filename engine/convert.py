@@ -30,7 +30,7 @@ from engine.messages import (
     ToolUseBlock,
 )
 
-__all__ = ["from_anthropic", "from_openai", "to_anthropic", "to_openai"]
+__all__ = ["anthropic_error_detail", "from_anthropic", "from_openai", "to_anthropic", "to_openai"]
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
@@ -131,6 +131,16 @@ def to_openai(messages: Iterable[Message] | Message) -> list[dict[str, Any]]:
 
 
 # -- input normalisation --------------------------------------------------------------------
+
+
+def anthropic_error_detail(body: Any, fallback: str) -> str:
+    """``type: message`` of an Anthropic error body (``{"error": {"type", "message"}}``, or the
+    error object itself), else ``fallback`` (the SDK's text). One format for every caller."""
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str) and error["message"]:
+            return f"{error.get('type', 'error')}: {error['message']}"
+    return fallback
 
 
 def _as_list(messages: Any) -> list[Any]:

@@ -42,6 +42,21 @@ COMPONENT_COLORS: dict[str, str] = {
     "tool_results": "#e45756",
 }
 
+#: Context events drawn as a marker on a timeline (the dashboard's and the HTML report's):
+#: (kind, outcome) -> (label, colour). A restore is marked whatever its outcome (outcome None).
+OUTCOME_MARKERS: dict[tuple[str, str | None], tuple[str, str]] = {
+    ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
+    ("guard", "forced_final"): ("Forced final turn", "#d62728"),
+    ("guard", "rejected"): ("Tool result refused", "#d62728"),
+    ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
+    ("restore", None): ("Restore", "#17becf"),
+}
+
+
+def outcome_marker(kind: str, outcome: str | None) -> tuple[str, str] | None:
+    """(label, colour) of an event drawn as a timeline marker, or None for an event that is not."""
+    return OUTCOME_MARKERS.get((kind, outcome)) or OUTCOME_MARKERS.get((kind, None))
+
 
 class ComponentTokens(BaseModel):
     """Tokens of one request by component; ``offloaded_bytes`` is reported, not counted."""

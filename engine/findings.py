@@ -36,6 +36,7 @@ from engine.messages import (
 from engine.model_table import ModelInfo, ModelTable
 from engine.sent import compaction_removals
 from engine.sent import sent_end as sent_end_of
+from engine.session.tools import BUILTIN_TOOL_NAMES
 from engine.settings import (
     DEFAULT_RESULT_OFFLOAD_THRESHOLD,
     ResolvedModelSettings,
@@ -75,9 +76,8 @@ ANTHROPIC_CACHE_WRITE_1H = 2.0
 #: A constraint is lost when fewer than this share of its key terms survive compaction.
 CONSTRAINT_KEPT_SHARE = 0.5
 
-#: ctxdesk's own tools (engine.session.BUILTIN_TOOL_NAMES; a test keeps the two equal): sent only
-#: when needed, never "unused" offers. Named here so reading a database needs no session manager.
-ENGINE_TOOL_NAMES = ("read_result", "tool_search", "compact_context", "final_report")
+#: ctxdesk's own tools (the session manager's built-ins): sent only when needed, never "unused" offers.
+ENGINE_TOOL_NAMES = BUILTIN_TOOL_NAMES
 #: Tools whose calls change things; a second call is not a re-read and an earlier output is not stale.
 MUTATING_TOOLS = frozenset(
     {"Write", "Edit", "MultiEdit", "NotebookEdit", "TodoWrite", "KillBash", "KillShell", "Task", "Agent",

@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from engine.errors import ConfigError, ValidationError
 from engine.model_table import ModelInfo, ModelTable, load_model_table, match_model_name
-from engine.tokens import tokenizer_id_for_model, tokenizer_ids
+from engine.tokenizer_names import tokenizer_id_for_model, tokenizer_ids
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,15 @@ from engine.messages import (
     ToolUseBlock,
 )
 
-EXACT_ENCODINGS = ("o200k_base", "cl100k_base")
-ANTHROPIC_ESTIMATOR = "anthropic"
-HEURISTICS = ("chars/4", "runes*2/5")
+# The names live below this module (engine.settings reads them); engine.tokens re-exports them.
+from engine.tokenizer_names import (  # noqa: F401
+    ANTHROPIC_ESTIMATOR,
+    EXACT_ENCODINGS,
+    HEURISTICS,
+    TOKENIZER_IDS,
+    tokenizer_id_for_model,
+    tokenizer_ids,
+)
 
 #: Tokens every message costs beyond its content (role and separators), as OpenAI documents.
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -332,20 +338,8 @@ _tokenizers: dict[str, Tokenizer] = {}
 _tokenizers_lock = threading.Lock()
 
 
-def tokenizer_ids() -> list[str]:
-    return list(_REGISTRY)
-
-
-def tokenizer_id_for_model(model: str) -> str:
-    """The tokenizer id used for a model name (unknown models get ``chars/4``, an estimate)."""
-    name = model.lower().split("/")[-1]
-    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")):
-        return "o200k_base"
-    if name.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
-        return "cl100k_base"
-    if "claude" in name:
-        return ANTHROPIC_ESTIMATOR
-    return "chars/4"
+if tuple(_REGISTRY) != TOKENIZER_IDS:  # the names engine.settings validates against
+    raise TokenizerError(f"tokenizer registry {list(_REGISTRY)} differs from TOKENIZER_IDS {TOKENIZER_IDS}")
 
 
 def get_tokenizer(name: str) -> Tokenizer:

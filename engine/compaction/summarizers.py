@@ -9,11 +9,12 @@ status when there is one); an empty message list or a non-positive ``max_tokens`
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
 from engine.compaction.result import is_summary_message
+from engine.convert import anthropic_error_detail as _error_detail
 from engine.errors import SummarizerUnavailableError, ValidationError
 from engine.messages import (
     DocumentBlock,
@@ -255,12 +256,3 @@ class AnthropicSummarizer:
                 summarizer=self.name,
             )
         return text
-
-
-def _error_detail(body: Any, fallback: str) -> str:
-    """``type: message`` from an Anthropic error body, or the SDK's message."""
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and error.get("message"):
-            return f"{error.get('type', 'error')}: {error['message']}"
-    return fallback

@@ -15,20 +15,12 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS, outcome_marker
 from engine.report.costs import project_cost_html, session_cost_html
 from engine.report.models import Report, ReportEvent, SessionReport
 from engine.report.notes import is_routine
 from engine.report.text import money_text
 
-#: Events drawn as vertical markers on the timeline, with their label and colour.
-MARKERS = {
-    ("compaction", "compacted"): ("Compaction", "#7f3c8d"),
-    ("guard", "forced_final"): ("Forced final turn", "#d62728"),
-    ("guard", "rejected"): ("Rejected", "#d62728"),
-    ("guard", "skipped_provider"): ("Skipped provider", "#ff7f0e"),
-    ("restore", "restored"): ("Restore", "#17becf"),
-}
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 _STYLE = """
@@ -97,7 +89,7 @@ def timeline_figure(session: SessionReport) -> go.Figure:
                 )
             )  # fmt: skip
     for event in session.events:
-        marker = MARKERS.get((event.kind, event.outcome))
+        marker = outcome_marker(event.kind, event.outcome)
         if marker is None:
             continue
         label, color = marker
