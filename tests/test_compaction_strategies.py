@@ -229,6 +229,32 @@ def test_summarize_cannot_cut_a_single_turn():
     assert "no safe turn boundary" in result.reason
 
 
+def test_summarize_caches_its_head_and_a_later_run_folds_in_only_new_messages():
+    messages = history(12)
+    first = RecordingSummarizer("FIRST")
+    done = plan(messages, "summarize", target=tokens(messages) // 3, summarizer=first)
+    (entry,) = done.cache
+    assert (entry.strategy, entry.range_start, entry.range_end) == ("summarize", 0, done.source_indices[0])
+    grown = [*messages, *history(16)[48:]]
+    again = RecordingSummarizer("SECOND")
+    later = plan(grown, "summarize", target=tokens(messages) // 3, summarizer=again, cache=[entry])
+    (sent, _, _) = again.calls[0]
+    assert is_summary_message(sent[0]) and sent[0].text == "FIRST"
+    assert sent[1:] == grown[entry.range_end : later.source_indices[0]]  # nothing before the cached range
+    assert later.summary == "SECOND" and "cached summary of the first" in later.reason
+
+
+def test_chain_does_not_clear_results_a_summary_replaces():
+    messages = history(40)
+    result = plan(messages, "chain", target=tokens(messages) // 10, summarizer=OfflineSummarizer(TOKENIZER))
+    check_result(messages, result)
+    assert result.strategies_run[:2] == ("clear_tool_results", "summarize") and result.fits
+    cleared_at = [
+        int(r.split("cleared ")[1].split(" ")[0]) for r in result.reason.split("; ") if "cleared " in r
+    ]
+    assert cleared_at and cleared_at[0] < 40  # only results of the tail that could be kept
+
+
 def test_summarizer_failure_propagates_and_leaves_the_input_alone():
     messages = history(4)
     before = [m.model_copy() for m in messages]

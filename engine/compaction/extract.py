@@ -435,7 +435,9 @@ _KEY_VALUE = re.compile(
     r"^(?:[\w./-]+:(?:\d+:)?)?\s*[\"']?(?P<key>[A-Za-z_][\w.\-]{1,40})[\"']?\s*(?:=|:|->|=>)\s*(?P<value>[^\s{(\[].*)$"
 )
 _IDENTIFIER_KEY = re.compile(r"[a-z][A-Z]|_|\.|^[A-Z0-9_]{3,}$")
-_HOST_PORT = re.compile(r"\b(?:https?://)?[\w.-]+:\d{2,5}\b|\bport \d{2,5}\b", re.IGNORECASE)
+_HOST_PORT = re.compile(r"(?<=[\w.\-]):\d{2,5}\b|\bport \d{2,5}\b", re.IGNORECASE)
+#: Every fact line holds a digit, "=" or ":" (a line without one scores below FACT_MIN_SCORE).
+_FACT_SIGNAL = re.compile(r"[\d=:]")
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)+\b|\bv\d+\.\d+\b")
 _FACT_WORDS = re.compile(
     r"\b(version|port|host|url|endpoint|user(?:name)?|owner|total|count|size|limit|timeout|default|"
@@ -486,7 +488,9 @@ def _salient_lines(text: str, limit: int) -> tuple[str, ...]:
     scored: list[tuple[float, int, str]] = []
     for position, raw in enumerate(lines):
         line = _LINE_NUMBER.sub("", raw).strip() if raw[:1].isspace() or raw[:1].isdigit() else raw.strip()
-        if not 8 <= len(line) <= FACT_LINE_CHARS or line.startswith(_CODE_START) or _FILE_LISTING.match(line):
+        if not 8 <= len(line) <= FACT_LINE_CHARS or not _FACT_SIGNAL.search(line):
+            continue
+        if line.startswith(_CODE_START) or _FILE_LISTING.match(line):
             continue
         if len(_NOT_LETTERS.sub("", line)) < len(line) * 0.4 or line.count(" ") > 30:
             continue

@@ -116,6 +116,7 @@ def compact(
     instructions: str | None = None,
     summary: str | None = None,
     tokenizer: Tokenizer | None = None,
+    cache: Sequence[SummaryCache] = (),
     **settings: Any,
 ) -> CompactionResult:
     """Plan a compaction of ``messages`` (nothing is stored; the input is not modified).
@@ -128,6 +129,8 @@ def compact(
     the model's window when the model table knows ``model``. Tokens are counted with
     ``tokenizer``, else ``get_tokenizer(model)``, else ``o200k_base``. Without a summarizer,
     the Anthropic one is used when ``ANTHROPIC_API_KEY`` is set, else the offline one.
+    ``cache`` takes an earlier plan's ``result.cache`` (summaries by input index range), so a
+    re-plan of the same history grown by new messages summarizes only what is new.
     """
     tokenizer = tokenizer or get_tokenizer(model or DEFAULT_TOKENIZER)
     return _plan(
@@ -140,6 +143,7 @@ def compact(
         summarizer=summarizer,
         instructions=instructions,
         summary=summary,
+        cache=cache,
     )
 
 

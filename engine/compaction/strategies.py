@@ -415,11 +415,11 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
     name = _require_summarizer(ctx, "summarize").name
     cached = _cached_head(ctx, "summarize", choice.cut, name)
     carry = [ctx.summary]
-    how = "summarized"
+    reused = ""
     if cached is not None:  # fold only what came after the summary of an earlier run
         head = [i for i in head if i >= cached.range_end]
         carry.append(cached.summary)
-        how = f"reused the summary of the first {cached.range_end:,} messages and folded in"
+        reused = f" (the cached summary of the first {cached.range_end:,} with {len(head):,} new messages folded in)"
     summary = (
         _summarize(messages, head, ctx, strategy="summarize", max_tokens=budget, carry=carry)
         if head
@@ -433,7 +433,7 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
         before=before,
         summary=summary,
         summarizer=name,
-        reason=f"{how} {_cut_label(messages, choice)}",
+        reason=f"summarized {_cut_label(messages, choice)}{reused}",
         anchor=choice.anchor,
         cache=[SummaryCache("summarize", 0, choice.cut, summary, 0, name)],
     )
