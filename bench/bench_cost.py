@@ -203,7 +203,9 @@ def run_ctxdesk(tset: TranscriptSet, scratch: Path) -> Ours:
                 store.list_events(sid), message_times=message_times(store, sid), default_model=rec.model,
                 exact_requests=exact_requests(store, sid),
             )  # fmt: skip
-            file_key = rec.source_path or root_of(sid, parents)
+            # claude-cache-audit's grouping: one sequence per transcript file (a sub-agent's own file in
+            # Claude Code 2.x, the main file for older sidechains)
+            file_key = rec.metadata.get("agent_file") or rec.source_path or root_of(sid, parents)
             by_file.setdefault(f"{file_key}", []).extend(calls)
     totals = sum_rows(r for s in sessions for r in s.rows)
     lost_per_file = shrink_per_file = 0.0
@@ -223,6 +225,10 @@ def run_ctxdesk(tset: TranscriptSet, scratch: Path) -> Ours:
         share_per_file=100 * lost_per_file / total if total else 0.0,
         shrink_share_per_file=100 * shrink_per_file / total if total else 0.0,
     )
+
+
+def usd(value: float | None) -> str | None:
+    return None if value is None else f"${value:,.4f}"
 
 
 def pct_diff(ours: float, theirs: float | None) -> float | None:
@@ -277,10 +283,9 @@ def run(quick: bool = False) -> list[Table]:
         adjusted_audit = ours.usd - unsplit_usd - first_line_usd
         audit_cost = audit["cost"] if audit else None
         costs.add(
-            tset.label, ours.calls, round(ours.usd, 4), None if cc is None else round(cc, 4),
-            pct_diff(ours.usd, cc), pct_diff(adjusted_cc, cc), audit_cost, pct_diff(ours.usd, audit_cost),
-            pct_diff(adjusted_audit, audit_cost),
-            None if tset.claude_code_usd is None else round(tset.claude_code_usd, 4),
+            tset.label, ours.calls, usd(ours.usd), usd(cc), pct_diff(ours.usd, cc), pct_diff(adjusted_cc, cc),
+            usd(audit_cost), pct_diff(ours.usd, audit_cost), pct_diff(adjusted_audit, audit_cost),
+            usd(tset.claude_code_usd),
             pct_diff(ours.usd, tset.claude_code_usd), "; ".join(why) or "same reading, same prices",
         )  # fmt: skip
         share_why = "same"
@@ -365,8 +370,7 @@ def other_agents_table() -> Table:
             theirs = run_ccusage_agent(agent, home)
         ours = sum(r["total_usd"] for r in rows)
         models = ", ".join(sorted({r["model"] or "?" for r in rows}))
-        table.add(agent, path.stem[-36:], len(rows), models, round(ours, 6),
-                  None if theirs is None else round(theirs, 6), pct_diff(ours, theirs))  # fmt: skip
+        table.add(agent, path.stem[-36:], len(rows), models, usd(ours), usd(theirs), pct_diff(ours, theirs))
     table.notes.append(
         "ccusage codex/gemini session --offline --json, on a scratch HOME / CODEX_HOME holding the file."
     )
