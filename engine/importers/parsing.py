@@ -277,11 +277,26 @@ def openai_message(raw: Any, *, where: str, index: int) -> Message:
 # -- names -----------------------------------------------------------------------------------
 
 
+#: Context an agent sends as a user message before the user's own words (never a title).
+_AGENT_CONTEXT = (
+    "<environment_context", "<session_context", "<user_instructions", "<permissions", "<environment_details",
+    "<skills_instructions", "# AGENTS.md", "<INSTRUCTIONS>",
+)  # fmt: skip
+
+
+_CONTEXT_BLOCK = re.compile(r"<(environment_details|environment_context|system-reminder)>.*?</\1>", re.S)
+
+
 def title_of(messages: list[Message]) -> str | None:
-    """The first user input's text, markup removed, whitespace collapsed, truncated."""
+    """The first user input's text, markup removed, whitespace collapsed, truncated; developer
+    and system messages and an agent's own context blocks are not the user's words."""
     for message in messages:
         if is_user_input(message) and not message.meta.get("is_demo"):
-            text = _SPACE.sub(" ", _TAG.sub(" ", message.text)).strip()
+            if message.meta.get("openai_role") in ("developer", "system") or message.text.lstrip().startswith(
+                _AGENT_CONTEXT
+            ):
+                continue
+            text = _SPACE.sub(" ", _TAG.sub(" ", _CONTEXT_BLOCK.sub(" ", message.text))).strip()
             if text:
                 return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
     return None
