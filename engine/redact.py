@@ -29,7 +29,8 @@ _NAMED_VALUE = (
     r"|(?P<gname>api[_\-]?key|access[_\-]?token|client[_\-]?secret|secret|password)(?P<gsep>[\"']?\s*[:=]\s*[\"']?\s*))"
     r"(?P<value>(?!\[REDACTED\])[A-Za-z0-9_\-\.~+/]{8,}=*)"
 )
-_KEYS = re.compile("|".join(f"(?:{p})" for p in _KEY_FORMATS))
+#: A key starts a word: "ctxdesk-real-agents-0123456789" holds "sk-" but is a folder name, not a key.
+_KEYS = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(f"(?:{p})" for p in _KEY_FORMATS) + ")")
 _NAMED = re.compile(_NAMED_VALUE)
 
 

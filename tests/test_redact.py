@@ -24,6 +24,8 @@ KEY = "sk-ant-api03-Zx9fQ2mPq7Lr4Ws8Ty1Uv5Nb3Kc6Jd0Hg"
         ("password=hunter2hunter2", "password=[REDACTED]"),
         ("we discussed API key rotation and the secret ingredient", None),
         ("the keyboard layout; sk-short", None),
+        ("/tmp/ctxdesk-real-agents-0123456789abcdef/home", None),
+        ("key=sk-ant-api03-abcdefghijklmnopqrstu", "key=[REDACTED]"),
     ],
 )
 def test_redact_secrets(text, expected):
