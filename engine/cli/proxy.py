@@ -23,10 +23,10 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         check_host,
         is_loopback,
     )
-    from engine.settings import load_settings
+    from engine.settings import settings_path
 
     check_host(args.host, allow_remote=args.allow_remote)
-    settings = load_settings(args.proxy_settings or args.settings)
+    settings_file = settings_path(args.proxy_settings or args.settings)  # read (and followed) by the proxy
     upstreams = Upstreams(
         anthropic=args.anthropic_upstream or ANTHROPIC_UPSTREAM,
         openai=args.openai_upstream or OPENAI_UPSTREAM,
@@ -40,7 +40,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         host=args.host,
         port=args.port,
         upstreams=upstreams,
-        settings=settings,
+        settings_file=settings_file,
         allow_remote=args.allow_remote,
     )
     if not is_loopback(args.host):
@@ -53,6 +53,12 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     url = f"http://{host}:{args.port}"
     print(f"ctxdesk proxy listening on {url}, recording into {_shown(db)}", file=out)
     print(f"  Anthropic -> {upstreams.anthropic}   OpenAI -> {upstreams.openai}", file=out)
+    if settings_file is not None:
+        active = server.policy_file.config.active
+        print(
+            f"  settings: {settings_file} (policies {'on' if active else 'off'}; re-read when it changes)",
+            file=out,
+        )
     print("Point your agent at it:", file=out)
     print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
     print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)

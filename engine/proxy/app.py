@@ -23,6 +23,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.proxy import apis
+from engine.proxy.policies import Controller
 from engine.proxy.recorder import Exchange, Recorder, new_exchange
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -63,8 +64,10 @@ def _error_body(kind: str, status: int, message: str) -> bytes:
     return json.dumps(error).encode()
 
 
-def create_app(recorder: Recorder, upstreams: Upstreams | None = None) -> Starlette:
-    """The proxy as an ASGI app; ``recorder`` receives every exchange."""
+def create_app(
+    recorder: Recorder, upstreams: Upstreams | None = None, controller: Controller | None = None
+) -> Starlette:
+    """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies."""
     upstreams = upstreams or Upstreams()
     state: dict[str, httpx.AsyncClient] = {}
 
@@ -90,6 +93,14 @@ def create_app(recorder: Recorder, upstreams: Upstreams | None = None) -> Starle
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )
         recorder.begin()
+        if controller is not None and controller.active:
+            outcome = controller.apply(api, body, request.headers)
+            exchange.policy = outcome
+            if outcome.refusal is not None:
+                return _refuse(recorder, exchange, started, *outcome.refusal)
+            if outcome.body is not None:
+                body = json.dumps(outcome.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+                exchange.sent_body = body
         headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
         client = state["client"]
         upstream_request = client.build_request(
@@ -160,3 +171,16 @@ def _fail(
     exchange.latency_ms = (time.perf_counter() - started) * 1000
     recorder.submit(exchange)
     return Response(_error_body(kind, status, message), status_code=status, media_type="application/json")
+
+
+def _refuse(
+    recorder: Recorder, exchange: Exchange, started: float, status: int, error: dict[str, object]
+) -> Response:
+    """Answer for the provider (a policy refused the request); the upstream never sees it."""
+    payload = json.dumps(error).encode()
+    exchange.status = status
+    exchange.response_headers = {"content-type": "application/json"}
+    exchange.response_chunks = [payload]
+    exchange.ttfb_ms = exchange.latency_ms = (time.perf_counter() - started) * 1000
+    recorder.submit(exchange)
+    return Response(payload, status_code=status, media_type="application/json")

@@ -62,6 +62,8 @@ class Exchange:
     proxy_error: str | None = None  # upstream_unreachable, upstream_timeout, client_disconnected
     proxy_error_detail: str | None = None
     assignment: Assignment | None = None
+    sent_body: bytes | None = None  # the body forwarded, when a policy edited it
+    policy: Any = None  # engine.proxy.policies.PolicyOutcome of the request, when policies ran
 
 
 def utc_now() -> str:
@@ -179,7 +181,9 @@ class Recorder:
 
     def write(self, exchange: Exchange) -> None:
         """Parse and store one exchange (raises on a store failure; the caller retries)."""
-        body = _json_object(exchange.request_body)
+        agent_body = _json_object(exchange.request_body)
+        sent_bytes = exchange.sent_body if exchange.sent_body is not None else exchange.request_body
+        body = _json_object(sent_bytes) if exchange.sent_body is not None else agent_body
         api = exchange.api
         raw = b"".join(exchange.response_chunks)
         content_type = exchange.response_headers.get("content-type")
@@ -196,9 +200,9 @@ class Recorder:
             method=exchange.method,
             path=exchange.path,
             body=body,
-            raw_body=None if body is not None else exchange.request_body,
-            request_bytes=len(exchange.request_body),
-            request_sha256=hashlib.sha256(exchange.request_body).hexdigest(),
+            raw_body=None if body is not None else sent_bytes,
+            request_bytes=len(sent_bytes),
+            request_sha256=hashlib.sha256(sent_bytes).hexdigest(),
             headers=exchange.request_headers,
             status_code=exchange.status,
             error_type=parsed.error_type,
@@ -223,17 +227,20 @@ class Recorder:
                     session_id, record.model_copy(update={"agent_session_id": agent_id})
                 )
             return
-        self._write_model_call(exchange, api, body, parsed, record)
+        self._write_model_call(exchange, api, agent_body or body, body, parsed, record)
 
     def _write_model_call(
         self,
         exchange: Exchange,
         api: str,
+        agent_body: dict[str, Any],
         body: dict[str, Any],
         parsed: apis.ParsedResponse,
         record: RequestRecord,
     ) -> None:
-        view = apis.request_view(api, body, exchange.request_headers)
+        """``agent_body``: what the agent sent (sessions, transcript); ``body``: what the model got."""
+        view = apis.request_view(api, agent_body, exchange.request_headers)
+        sent_view = view if body is agent_body else apis.request_view(api, body, exchange.request_headers)
         provider = apis.PROVIDERS[api]
         model = view.model or parsed.model or "unknown"
         resolved = _resolve(model, provider, self.settings)
@@ -249,7 +256,7 @@ class Recorder:
             )
         assignment = exchange.assignment
         components = measure_components(
-            tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
+            tokenizer=tokenizer, system=sent_view.system, tools=sent_view.tools, messages=sent_view.messages
         )
         fields = parsed.usage_fields(api)
         usage = (
@@ -266,6 +273,8 @@ class Recorder:
         outcome = "ok" if ok else "context_length_exceeded" if parsed.prompt_too_long else "provider_error"
         if exchange.proxy_error:
             outcome = exchange.proxy_error
+        policy = exchange.policy
+        refused = policy is not None and policy.refusal is not None
         new_messages = apis.convert_messages(api, view.raw_messages[assignment.new_from :])
         if (
             assignment.continued
@@ -356,11 +365,84 @@ class Recorder:
                 message_seq=last_seq,
                 details=details,
             )
+            policy_events = self._policy_events(exchange, assignment.session_id, last_seq, provider, model)
+            agent_id = view.agent_session_id
+            if refused:  # the model never saw it: a guard event and the agent's request, no request event
+                store.record_request(
+                    assignment.session_id,
+                    record.model_copy(
+                        update={
+                            "source": "proxy:refused",
+                            "event_id": policy_events[-1],
+                            "agent_session_id": agent_id,
+                        }
+                    ),
+                )
+                return
             event_id = store.record_event(assignment.session_id, event)
             store.record_request(
                 assignment.session_id,
-                record.model_copy(update={"event_id": event_id, "agent_session_id": view.agent_session_id}),
+                record.model_copy(update={"event_id": event_id, "agent_session_id": agent_id}),
             )
+            if exchange.sent_body is not None:  # the agent's own request, as it sent it, beside what was sent
+                store.record_request(
+                    assignment.session_id,
+                    record.model_copy(
+                        update={
+                            "source": "proxy:original", "body": agent_body, "event_id": policy_events[0],
+                            "agent_session_id": agent_id, "request_bytes": len(exchange.request_body),
+                            "request_sha256": hashlib.sha256(exchange.request_body).hexdigest(),
+                        }
+                    ),
+                )  # fmt: skip
+
+    def _policy_events(
+        self, exchange: Exchange, session_id: str, message_seq: int | None, provider: str, model: str
+    ) -> list[int]:
+        """Record each policy edit (and keep what it cleared as a blob); returns the event ids."""
+        policy = exchange.policy
+        if policy is None or not (policy.edits or policy.skipped):
+            return []
+        store = self._store
+        for ref, content, tool_name in policy.blobs:
+            try:
+                store.get_blob(ref, with_content=False)
+            except ContextDeskError:
+                store.put_blob(session_id, content.encode("utf-8"), tool_name=tool_name, ref_id=ref)
+        ids = []
+        for edit in policy.edits:
+            guard = edit.policy == "guard"
+            ids.append(
+                store.record_event(
+                    session_id,
+                    ContextEvent(
+                        kind="guard" if guard else "compaction",
+                        trigger="proxy_policy",
+                        outcome="rejected" if guard else "compacted",
+                        reason=edit.reason,
+                        provider=provider,
+                        model=model,
+                        projected_tokens=edit.after_tokens,
+                        message_seq=message_seq,
+                        details={
+                            "policy": edit.policy, "before_tokens": edit.before_tokens,
+                            "after_tokens": edit.after_tokens, "changes": list(edit.changes),
+                            "strategies_run": [edit.policy], "path": exchange.path,
+                        },
+                    ),
+                )
+            )  # fmt: skip
+        if policy.skipped:
+            ids.append(
+                store.record_event(
+                    session_id,
+                    ContextEvent(
+                        kind="note", trigger="proxy_policy", outcome="note", provider=provider, model=model,
+                        reason=f"policies configured but not applied by this proxy yet: {', '.join(policy.skipped)}",
+                    ),
+                )
+            )  # fmt: skip
+        return ids
 
 
 class _Marker:

@@ -11,6 +11,7 @@ import uvicorn
 
 from engine.errors import ConfigError
 from engine.proxy.app import Upstreams, create_app
+from engine.proxy.policies import Controller, PolicyFile
 from engine.proxy.recorder import Recorder
 from engine.settings import Settings
 
@@ -33,7 +34,10 @@ def check_host(host: str, *, allow_remote: bool) -> None:
 
 
 class ProxyServer:
-    """The proxy on ``host:port`` (port 0: any free port) with its recorder; a context manager."""
+    """The proxy on ``host:port`` (port 0: any free port) with its recorder; a context manager.
+
+    ``settings_file`` (TOML) gives model windows and in-flight policies, re-read on change.
+    """
 
     def __init__(
         self,
@@ -43,11 +47,13 @@ class ProxyServer:
         port: int = 0,
         upstreams: Upstreams | None = None,
         settings: Settings | None = None,
+        settings_file: str | Path | None = None,
         allow_remote: bool = False,
     ) -> None:
         check_host(host, allow_remote=allow_remote)
-        self.recorder = Recorder(db_path, settings=settings)
-        self.app = create_app(self.recorder, upstreams)
+        self.policy_file = PolicyFile(settings_file, settings)
+        self.recorder = Recorder(db_path, settings=self.policy_file.settings)
+        self.app = create_app(self.recorder, upstreams, Controller(self.policy_file))
         config = uvicorn.Config(
             self.app,
             host=host,

@@ -1,0 +1,463 @@
+"""In-flight control policies for proxied requests (all off unless the settings file turns them on).
+
+Settings shape (a public interface)::
+
+    [policies]                                   # every model; [models."NAME".policies] and
+    guard = { action = "compact" }               # [providers."ID".policies] override per policy
+    clear_tool_results = { trigger = 30000, keep = 2, exclude_tools = ["Skill", "Agent", "Task"] }
+
+``plan_edits`` is pure: from a request body, the policies and the session's sticky state it
+returns the body to forward (or a refusal in the provider's own error shape) and every edit
+with tokens before and after. Cleared tool results stay cleared on later requests, with the
+same placeholder bytes, so the forwarded prefix stays byte-stable and provider caching keeps
+hitting. ``PolicyFile`` re-reads the settings file when it changes (the last valid policies
+stay in force when an edit is invalid). Implemented: guard, clear_tool_results (Anthropic
+Messages and OpenAI Chat Completions). ``offload`` and ``compaction`` are accepted and
+reported as not applied yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from engine.errors import ConfigError
+from engine.proxy import apis
+from engine.settings import ResolvedModelSettings, Settings
+from engine.tokens import Tokenizer
+
+POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
+#: How often (seconds) the request path may stat the settings file for changes.
+RELOAD_CHECK_S = 0.5
+
+
+class _Policy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GuardPolicy(_Policy):
+    action: Literal["error", "compact"] = Field(
+        "error", description="Over the effective window: refuse in the provider's shape, or compact first."
+    )
+
+
+class ClearToolResultsPolicy(_Policy):
+    trigger: int = Field(30_000, ge=0, description="Prompt tokens above which old tool results are cleared.")
+    keep: int = Field(3, ge=0, description="Most recent tool results always kept.")
+    clear_at_least: int = Field(0, ge=0, description="Clear only when this many tokens can be freed at once.")
+    exclude_tools: tuple[str, ...] = Field((), description="Tools whose results are never cleared.")
+    clear_tool_inputs: bool = Field(False, description="Also clear the inputs of the cleared calls.")
+
+
+class OffloadPolicy(_Policy):
+    threshold_bytes: int = Field(20_000, gt=0, description="Tool results over this many bytes are offloaded.")
+
+
+class CompactionPolicy(_Policy):
+    strategy: str = Field("chain", description="Compaction strategy (engine.compaction).")
+    trigger: float = Field(0.9, gt=0, le=1, description="Share of the effective window that triggers it.")
+
+
+class Policies(_Policy):
+    guard: GuardPolicy | None = None
+    clear_tool_results: ClearToolResultsPolicy | None = None
+    offload: OffloadPolicy | None = None
+    compaction: CompactionPolicy | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, name) is not None for name in POLICY_NAMES)
+
+    def over(self, other: Policies) -> Policies:
+        """These policies, each one not set here taken from ``other``."""
+        return Policies(
+            **{
+                n: getattr(self, n) if getattr(self, n) is not None else getattr(other, n)
+                for n in POLICY_NAMES
+            }
+        )
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Policies for every model, per provider and per model (names matched case-insensitively)."""
+
+    base: Policies = field(default_factory=Policies)
+    providers: Mapping[str, Policies] = field(default_factory=dict)
+    models: Mapping[str, Policies] = field(default_factory=dict)
+
+    def for_model(self, model: str | None, provider: str | None) -> Policies:
+        out = self.base
+        if provider and provider.lower() in self.providers:
+            out = self.providers[provider.lower()].over(out)
+        if model and model.lower() in self.models:
+            out = self.models[model.lower()].over(out)
+        return out
+
+    @property
+    def active(self) -> bool:
+        return self.base.active or any(p.active for p in (*self.providers.values(), *self.models.values()))
+
+
+def _policies(raw: Any, where: str, source: str | None) -> Policies:
+    if not isinstance(raw, dict):
+        raise ConfigError("must be a table", source=source, field=where)
+    try:
+        return Policies.model_validate(raw)
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        place = ".".join(str(p) for p in (where, *err["loc"]))
+        raise ConfigError(err["msg"], source=source, field=place) from exc
+
+
+def policy_config(data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:
+    """The policies of parsed settings TOML (``policies`` tables at the top, per provider, per model)."""
+    base = _policies(data["policies"], "policies", source) if "policies" in data else Policies()
+    levels: dict[str, dict[str, Policies]] = {"providers": {}, "models": {}}
+    for level, found in levels.items():
+        for name, entry in (data.get(level) or {}).items():
+            if isinstance(entry, dict) and "policies" in entry:
+                found[name.lower()] = _policies(entry["policies"], f'{level}."{name}".policies', source)
+    return PolicyConfig(base, levels["providers"], levels["models"])
+
+
+def load_policy_file(path: str | os.PathLike[str]) -> tuple[Settings, PolicyConfig]:
+    """Settings and policies of one file (ConfigError naming the field when invalid)."""
+    source = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read settings: {exc}", source=source) from exc
+    config = policy_config(data, source=source)
+    return Settings.from_dict(without_policies(data), source=source), config
+
+
+def without_policies(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings TOML without its ``policies`` tables (what :class:`Settings` validates)."""
+    out = {k: v for k, v in data.items() if k != "policies"}
+    for level in ("providers", "models"):
+        if isinstance(out.get(level), dict):
+            out[level] = {
+                name: {k: v for k, v in entry.items() if k != "policies"}
+                if isinstance(entry, dict)
+                else entry
+                for name, entry in out[level].items()
+            }
+    return out
+
+
+class PolicyFile:
+    """The settings file's policies, re-read when the file changes (checked at most every 0.5 s)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, settings: Settings | None = None) -> None:
+        self.path = Path(path) if path else None
+        self.settings = settings
+        self.config = PolicyConfig()
+        self.error: str | None = None
+        self._signature: tuple[int, int] | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self.settings, self.config = load_policy_file(self.path)
+            self._signature = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat() if self.path else None
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st else None
+
+    def current(self) -> PolicyConfig:
+        if self.path is None:
+            return self.config
+        now = time.monotonic()
+        if now - self._checked < RELOAD_CHECK_S:
+            return self.config
+        with self._lock:
+            self._checked = now
+            signature = self._stat()
+            if signature != self._signature:
+                self._signature = signature
+                try:
+                    self.settings, self.config = load_policy_file(self.path)
+                    self.error = None
+                except ConfigError as exc:  # keep the last valid policies
+                    self.error = str(exc)
+        return self.config
+
+
+# -- planning edits (pure) ------------------------------------------------------------------------
+
+
+@dataclass
+class SessionPolicyState:
+    """What stays decided for one agent session: tool results cleared (by tool_use id) and their refs."""
+
+    cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> placeholder text
+
+
+@dataclass(frozen=True)
+class Edit:
+    policy: str
+    reason: str
+    before_tokens: int
+    after_tokens: int
+    changes: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyOutcome:
+    """The body to forward (None: unchanged), a refusal to answer instead, and what was done."""
+
+    body: dict[str, Any] | None = None
+    refusal: tuple[int, dict[str, Any]] | None = None
+    edits: tuple[Edit, ...] = ()
+    blobs: tuple[tuple[str, str, str | None], ...] = ()  # (ref, original content, tool name) to keep
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.body is not None
+
+
+def result_ref(content: Any) -> str:
+    """A tool result's reference: stable for the same content, so placeholders are byte-stable."""
+    return (
+        "res_"
+        + hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+    )
+
+
+@dataclass(frozen=True)
+class _Result:
+    tool_use_id: str
+    name: str | None
+    location: tuple[int, int | None]  # (message index, block index or None for a whole chat message)
+    content: Any
+    tokens: int
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_Result]:
+    names: dict[str, str] = {}
+    found: list[_Result] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        if api == apis.OPENAI_CHAT:
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and call.get("id"):
+                    names[call["id"]] = (call.get("function") or {}).get("name")
+            if message.get("role") == "tool" and message.get("tool_call_id"):
+                content = message.get("content")
+                found.append(_Result(message["tool_call_id"], names.get(message["tool_call_id"]), (i, None),
+                                     content, tokenizer.count(_content_text(content))))  # fmt: skip
+            continue
+        blocks = message.get("content")
+        if not isinstance(blocks, list):
+            continue
+        for j, block in enumerate(blocks):
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and block.get("id"):
+                names[block["id"]] = block.get("name")
+            elif block.get("type") == "tool_result" and block.get("tool_use_id"):
+                content = block.get("content")
+                found.append(_Result(block["tool_use_id"], names.get(block["tool_use_id"]), (i, j), content,
+                                     tokenizer.count(_content_text(content))))  # fmt: skip
+    return found
+
+
+def placeholder(name: str | None, content: Any, ref: str) -> str:
+    size = len(_content_text(content).encode("utf-8"))
+    return f"[ctxdesk cleared this tool result ({name or 'tool'}, {size:,} bytes, ref {ref}) to save context]"
+
+
+def _apply_cleared(api: str, messages: list[Any], results: list[_Result], state: SessionPolicyState,
+                   clear_inputs: bool) -> None:  # fmt: skip
+    cleared_ids = {r.tool_use_id for r in results if r.tool_use_id in state.cleared}
+    for r in results:
+        if r.tool_use_id not in state.cleared:
+            continue
+        i, j = r.location
+        if j is None:
+            messages[i] = {**messages[i], "content": state.cleared[r.tool_use_id]}
+        else:
+            blocks = list(messages[i]["content"])
+            blocks[j] = {**blocks[j], "content": state.cleared[r.tool_use_id]}
+            messages[i] = {**messages[i], "content": blocks}
+    if not clear_inputs:
+        return
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        if api == apis.OPENAI_CHAT:
+            calls = message.get("tool_calls") or []
+            if any(isinstance(c, dict) and c.get("id") in cleared_ids for c in calls):
+                new_calls = [
+                    {**c, "function": {**(c.get("function") or {}), "arguments": "{}"}} if c.get("id") in cleared_ids else c
+                    for c in calls
+                ]  # fmt: skip
+                messages[i] = {**message, "tool_calls": new_calls}
+        elif isinstance(message.get("content"), list):
+            blocks = [
+                {**b, "input": {}} if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") in cleared_ids else b
+                for b in message["content"]
+            ]  # fmt: skip
+            messages[i] = {**message, "content": blocks}
+
+
+def _prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> int:
+    from engine.budget import measure_components
+
+    view = apis.request_view(api, body)
+    return measure_components(
+        tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
+    ).total
+
+
+def too_long_error(api: str, tokens: int, maximum: int) -> tuple[int, dict[str, Any]]:
+    """The provider's own 400 for a prompt over the window (agents already handle it)."""
+    message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+    if api == apis.ANTHROPIC_MESSAGES:
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return 400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                           "code": "context_length_exceeded"}}  # fmt: skip
+
+
+def plan_edits(
+    api: str,
+    body: dict[str, Any],
+    policies: Policies,
+    *,
+    tokenizer: Tokenizer,
+    resolved: ResolvedModelSettings | None,
+    state: SessionPolicyState,
+) -> PolicyOutcome:
+    """The edits the policies make to one request (pure apart from updating ``state``)."""
+    if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT) or not policies.active:
+        return PolicyOutcome()
+    skipped = tuple(n for n in ("offload", "compaction") if getattr(policies, n) is not None)
+    messages = list(body.get("messages") or [])
+    before = _prompt_tokens(api, body, tokenizer)
+    edits: list[Edit] = []
+    blobs: list[tuple[str, str, str | None]] = []
+    results = _tool_results(api, messages, tokenizer)
+    clear = policies.clear_tool_results
+    guard = policies.guard
+    limit = resolved.effective_window if resolved is not None else None
+    over_window = limit is not None and before > limit
+    if clear is None and guard is not None and guard.action == "compact" and over_window:
+        clear = ClearToolResultsPolicy(trigger=0, keep=1)  # the guard's compaction: clear all but the last
+    newly: list[_Result] = []
+    if clear is not None and (before > clear.trigger or over_window):
+        keep_ids = {r.tool_use_id for r in results[len(results) - clear.keep :]} if clear.keep else set()
+        candidates = [
+            r for r in results
+            if r.tool_use_id not in state.cleared and r.tool_use_id not in keep_ids
+            and (r.name or "") not in clear.exclude_tools
+        ]  # fmt: skip
+        if sum(r.tokens for r in candidates) >= clear.clear_at_least:
+            newly = candidates
+    for r in newly:
+        ref = result_ref(r.content)
+        state.cleared[r.tool_use_id] = placeholder(r.name, r.content, ref)
+        blobs.append((ref, _content_text(r.content), r.name))
+    sticky = any(r.tool_use_id in state.cleared for r in results)
+    new_body: dict[str, Any] | None = None
+    after = before
+    if sticky:
+        _apply_cleared(api, messages, results, state, bool(clear and clear.clear_tool_inputs))
+        new_body = {**body, "messages": messages}
+        after = _prompt_tokens(api, new_body, tokenizer)
+        changes = tuple(
+            {"tool_use_id": r.tool_use_id, "tool_name": r.name, "tokens": r.tokens, "ref": result_ref(r.content),
+             "new": r in newly}
+            for r in results if r.tool_use_id in state.cleared
+        )  # fmt: skip
+        reason = (
+            f"{len(newly)} more tool result(s) cleared: prompt {before:,} tokens over the trigger"
+            if newly
+            else "tool results cleared earlier stay cleared (the sent prefix stays byte-stable)"
+        )
+        edits.append(Edit("clear_tool_results", reason, before, after, changes))
+    if guard is not None and limit is not None and after > limit:
+        return PolicyOutcome(
+            body=new_body,
+            refusal=too_long_error(api, after, limit),
+            edits=(
+                *edits,
+                Edit("guard", f"prompt {after:,} tokens > effective window {limit:,}", before, after),
+            ),
+            blobs=tuple(blobs),
+            skipped=skipped,
+        )
+    return PolicyOutcome(body=new_body, edits=tuple(edits), blobs=tuple(blobs), skipped=skipped)
+
+
+class Controller:
+    """Applies the settings file's policies to requests on the proxy's request path.
+
+    Keeps each agent session's sticky decisions (by the agent's own id, else by its first
+    message); never raises for a body it cannot read (that request is forwarded unchanged).
+    """
+
+    def __init__(self, policy_file: PolicyFile) -> None:
+        self.policy_file = policy_file
+        self._states: dict[str, SessionPolicyState] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.policy_file.current().active
+
+    def apply(self, api: str, raw: bytes, headers: Mapping[str, str]) -> PolicyOutcome:
+        from engine.errors import ContextDeskError
+        from engine.settings import resolve_model_settings
+        from engine.tokens import get_tokenizer
+
+        config = self.policy_file.current()
+        if not config.active or api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT):
+            return PolicyOutcome()
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return PolicyOutcome()
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return PolicyOutcome()
+        provider = apis.PROVIDERS[api]
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        policies = config.for_model(model, provider)
+        if not policies.active:
+            return PolicyOutcome()
+        try:
+            resolved = resolve_model_settings(model or "unknown", provider, self.policy_file.settings)
+        except ContextDeskError:
+            resolved = None
+        tokenizer = get_tokenizer(resolved.tokenizer if resolved else "anthropic")
+        key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
+        with self._lock:
+            state = self._states.setdefault(key, SessionPolicyState())
+            return plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
+
+
+def _first_message_key(body: Mapping[str, Any]) -> str:
+    first = (body.get("messages") or [None])[0]
+    return "first:" + hashlib.sha256(json.dumps(first, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -1,0 +1,226 @@
+"""In-flight policies: clearing old tool results (sticky, byte-stable), the guard's refusal in the
+provider's own shape, hot reload of the settings file, every edit recorded with the original."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from model_server import ScriptedServer
+from model_server import anthropic as A
+
+from engine.errors import ConfigError
+from engine.proxy import ProxyServer, Upstreams
+from engine.proxy.policies import (
+    ClearToolResultsPolicy,
+    GuardPolicy,
+    Policies,
+    SessionPolicyState,
+    load_policy_file,
+    plan_edits,
+)
+from engine.settings import Settings, resolve_model_settings
+from engine.store import SessionStore
+from engine.tokens import get_tokenizer
+
+MODEL = "claude-sonnet-4-6"
+TOKENIZER = get_tokenizer("anthropic")
+POLICY_TOML = """
+[policies]
+clear_tool_results = { trigger = 0, keep = 1, exclude_tools = ["Skill"] }
+"""
+
+
+def tool_round(i: int, name: str = "Read", size: int = 400) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": {"n": i}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"out{i} " * size}],
+        },
+    ]
+
+
+def body_with(rounds: int, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
+    for i in range(rounds):
+        messages += tool_round(i, names[i] if i < len(names) else "Read")
+    return {"model": MODEL, "max_tokens": 100, "system": "Agent.", "messages": messages}
+
+
+def results_of(body: dict[str, Any]) -> dict[str, str]:
+    return {
+        b["tool_use_id"]: b["content"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    }
+
+
+def plan(
+    body: dict[str, Any], policies: Policies, state: SessionPolicyState, settings: Settings | None = None
+):  # type: ignore[no-untyped-def]
+    resolved = resolve_model_settings(MODEL, "anthropic", settings)
+    return plan_edits(
+        "anthropic_messages", body, policies, tokenizer=TOKENIZER, resolved=resolved, state=state
+    )
+
+
+def test_old_tool_results_are_cleared_keeping_the_last_and_excluded_tools() -> None:
+    policies = Policies(
+        clear_tool_results=ClearToolResultsPolicy(trigger=0, keep=1, exclude_tools=("Skill",))
+    )
+    sent = body_with(4, names=("Read", "Skill", "Read", "Read"))
+    outcome = plan(sent, policies, SessionPolicyState())
+    results = results_of(outcome.body)
+    assert (
+        results["t0"].startswith("[ctxdesk cleared this tool result (Read,") and "ref res_" in results["t0"]
+    )
+    assert results["t1"] == results_of(sent)["t1"]  # Skill is excluded
+    assert results["t2"].startswith("[ctxdesk cleared") and results["t3"] == results_of(sent)["t3"]
+    (edit,) = outcome.edits
+    assert edit.policy == "clear_tool_results" and edit.after_tokens < edit.before_tokens
+    assert {c["tool_use_id"] for c in edit.changes} == {"t0", "t2"}
+    assert [ref for ref, _, _ in outcome.blobs] == [c["ref"] for c in edit.changes]
+    assert sent == body_with(4, names=("Read", "Skill", "Read", "Read"))  # the input is left alone
+
+
+def test_cleared_results_stay_cleared_so_the_sent_prefix_is_byte_stable() -> None:
+    policies = Policies(clear_tool_results=ClearToolResultsPolicy(trigger=0, keep=1))
+    state = SessionPolicyState()
+    sent = []
+    for rounds in range(1, 6):
+        outcome = plan(body_with(rounds), policies, state)
+        sent.append((outcome.body or body_with(rounds))["messages"])
+    for earlier, later in itertools.pairwise(sent):
+        # everything but the newest tool result of the earlier request is sent again unchanged
+        assert json.dumps(later[: len(earlier) - 1]) == json.dumps(earlier[:-1])
+
+
+def test_a_trigger_above_the_prompt_changes_nothing() -> None:
+    outcome = plan(
+        body_with(3), Policies(clear_tool_results=ClearToolResultsPolicy(trigger=10**6)), SessionPolicyState()
+    )
+    assert not outcome.changed and not outcome.edits
+
+
+def test_the_guard_refuses_in_anthropics_own_words_over_the_effective_window() -> None:
+    settings = Settings.from_dict(
+        {"models": {MODEL: {"context_window": 2000, "max_output_tokens": 100, "buffer_tokens": 0}}}
+    )
+    outcome = plan(body_with(6), Policies(guard=GuardPolicy(action="error")), SessionPolicyState(), settings)
+    status, error = outcome.refusal
+    assert status == 400 and error["error"]["type"] == "invalid_request_error"
+    assert (
+        error["error"]["message"].startswith("prompt is too long: ")
+        and "> 1900 maximum" in error["error"]["message"]
+    )
+
+
+def test_the_guard_compacts_first_when_told_to() -> None:
+    settings = Settings.from_dict(
+        {"models": {MODEL: {"context_window": 2000, "max_output_tokens": 100, "buffer_tokens": 0}}}
+    )
+    outcome = plan(
+        body_with(6, names=()), Policies(guard=GuardPolicy(action="compact")), SessionPolicyState(), settings
+    )
+    assert outcome.refusal is None and outcome.changed
+    assert outcome.edits[0].after_tokens <= 1900
+
+
+def test_policy_settings_are_read_per_model_and_validated(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(
+        POLICY_TOML
+        + f'[models."{MODEL}"]\ncontext_window = 50000\n[models."{MODEL}".policies]\nguard = {{ action = "error" }}\n',
+        encoding="utf-8",
+    )
+    settings, config = load_policy_file(path)
+    assert settings.models[MODEL].context_window == 50000
+    mine = config.for_model(MODEL, "anthropic")
+    assert mine.guard == GuardPolicy(action="error") and mine.clear_tool_results.keep == 1
+    assert config.for_model("gpt-4o", "openai").guard is None
+    path.write_text("[policies]\nclear_tool_results = { keep = -1 }\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"policies\.clear_tool_results\.keep"):
+        load_policy_file(path)
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedServer]:
+    with A.install(ScriptedServer(default=A.text("ok"))) as server:
+        yield server
+
+
+def test_through_the_proxy_the_model_gets_the_cleared_history_and_every_edit_is_recorded(
+    upstream: ScriptedServer, tmp_path: Path
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text(POLICY_TOML, encoding="utf-8")
+    db = tmp_path / "p.db"
+    with ProxyServer(db, upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+                                     default_headers={"X-Ctxdesk-Session": "pol"})  # fmt: skip
+        for rounds in (1, 2, 3):
+            sent = body_with(rounds)
+            reply = client.messages.create(**{k: v for k, v in sent.items()})
+            assert reply.content[0].text == "ok"
+        assert proxy.recorder.flush()
+    received = [r.body for r in upstream.requests]
+    assert results_of(received[0]) == results_of(body_with(1))  # one result: kept
+    assert results_of(received[2])["t0"].startswith("[ctxdesk cleared") and results_of(received[2])[
+        "t2"
+    ].startswith("out2")
+    with SessionStore(db, read_only=True) as store:
+        requests = store.list_requests("pol", with_body=True)
+        forwarded = [r.body for r in requests if r.source == "proxy"]
+        originals = [r.body for r in requests if r.source == "proxy:original"]
+        assert forwarded == received and originals == [body_with(2), body_with(3)]
+        edits = store.list_events("pol", kind="compaction")
+        assert [e.trigger for e in edits] == ["proxy_policy", "proxy_policy"]
+        assert all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
+        ref = edits[-1].details["changes"][0]["ref"]
+        assert store.get_blob(ref).content.decode() == body_with(1)["messages"][2]["content"][0]["content"]
+        # the transcript is the agent's: original tool results, each once
+        texts = [m.text for m in store.load_transcript("pol")]
+        assert not any("ctxdesk cleared" in t for t in texts)
+
+
+def test_the_settings_file_is_reloaded_and_a_guard_refusal_never_reaches_the_upstream(
+    upstream: ScriptedServer, tmp_path: Path
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text("", encoding="utf-8")
+    with ProxyServer(
+        tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings
+    ) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0)
+        client.messages.create(**body_with(6))
+        assert len(upstream.requests) == 1
+        settings.write_text(
+            f'[models."{MODEL}"]\ncontext_window = 2000\nmax_output_tokens = 100\nbuffer_tokens = 0\n'
+            '[policies]\nguard = { action = "error" }\n',
+            encoding="utf-8",
+        )
+        time.sleep(0.7)
+        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+            client.messages.create(**body_with(6))
+        assert len(upstream.requests) == 1
+        settings.write_text("[policies]\nguard = { action = 'nonsense' }\n", encoding="utf-8")
+        time.sleep(0.7)
+        with pytest.raises(anthropic.BadRequestError):  # the last valid policies stay in force
+            client.messages.create(**body_with(6))
+        assert proxy.policy_file.error is not None
+        assert proxy.recorder.flush()
+        with SessionStore(proxy.recorder.db_path, read_only=True) as store:
+            guards = [e for s in store.list_sessions() for e in store.list_events(s.id, kind="guard")]
+    assert [g.outcome for g in guards] == ["rejected", "rejected"]
