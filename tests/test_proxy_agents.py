@@ -173,3 +173,55 @@ def test_codex_through_the_proxy_records_every_request_in_its_thread(tmp_path: P
         events = store.list_events(thread, kind="request")
         assert len(events) == len(received) and all(e.usage and e.components.system > 0 for e in events)
     assert KEY.encode() not in database_bytes(db)
+
+
+@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_path: Path) -> None:
+    home, repo = scratch(tmp_path)
+    for i in range(3):
+        (repo / f"f{i}.txt").write_text(f"file {i} " * 300, encoding="utf-8")
+    server = A.install(ScriptedServer(default=A.text("Done.")))
+    server.queue(
+        *(A.tool_calls(("Read", {"file_path": str(repo / f"f{i}.txt")})) for i in range(3)),
+        A.text("Read all three files."),
+    )
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[policies]\nclear_tool_results = { trigger = 0, keep = 1 }\n", encoding="utf-8")
+    db = tmp_path / "proxy.db"
+    ups = Upstreams(anthropic=server.base_url)
+    with server, ProxyServer(db, upstreams=ups, settings_file=settings) as proxy:
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
+            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+        }  # fmt: skip
+        cmd = [
+            str(CLAUDE),
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+            "--dangerously-skip-permissions",
+        ]
+        result = json.loads(
+            run([*cmd, "-p", "Read f0.txt, f1.txt and f2.txt one by one."], cwd=repo, env=env)
+        )
+        assert result["result"] == "Read all three files."
+        assert proxy.recorder.flush()
+    last = server.requests[-1].body
+    results = [
+        json.dumps(b.get("content"))
+        for m in last["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    assert len(results) == 3
+    assert all("ctxdesk cleared this tool result (Read" in r for r in results[:2]) and "file 2" in results[2]
+    # Claude Code's own transcript still holds every result as it was
+    (transcript,) = (home / ".claude" / "projects").rglob(f"{result['session_id']}.jsonl")
+    text = transcript.read_text(encoding="utf-8")
+    assert "file 0 file 0" in text and "ctxdesk cleared" not in text
+    with SessionStore(db, read_only=True) as store:
+        edits = store.list_events(result["session_id"], kind="compaction")
+        assert edits and all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
