@@ -322,10 +322,11 @@ class _Cut:
 
 
 def _inner_cuts(messages: Sequence[Message], after: int) -> list[int]:
-    """Positions inside the history's last turns, after ``after``, that separate no tool_use from
-    its tool_result (at least the last message is always kept)."""
-    safe = pair_safe_positions(messages)
-    return [p for p in range(max(after + 1, 1), len(messages)) if safe[p]]
+    """Positions inside the history's last turns, after ``after`` (0 or a safe cut, which no
+    pair spans, so the tail alone tells), that separate no tool_use from its tool_result (at
+    least the last message is always kept)."""
+    safe = pair_safe_positions(messages[after:])
+    return [after + p for p in range(1, len(messages) - after) if safe[p]]
 
 
 def _anchor(messages: Sequence[Message], starts: Sequence[int], cut: int) -> int | None:
@@ -339,6 +340,18 @@ def _anchor(messages: Sequence[Message], starts: Sequence[int], cut: int) -> int
     return at
 
 
+class _LazyTokens:
+    """``tokens[i]`` of a message, counted (from the tokenizer's cache) only when asked: a plan
+    over 100,000 messages looks at the few it may keep."""
+
+    def __init__(self, messages: Sequence[Message], ctx: PlanContext) -> None:
+        self.messages = messages
+        self.count = ctx.tokenizer.count_message
+
+    def __getitem__(self, index: int) -> int:
+        return self.count(self.messages[index])
+
+
 def _choose_cut(
     messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int, *, inside: bool = False
 ) -> _Cut | None:
@@ -349,27 +362,37 @@ def _choose_cut(
     pair are tried too (the turn's opening user message is kept beside the cut).
     """
     cuts = _head_cuts(messages, keep_turns)
-    tokens = _message_tokens(messages, ctx)
-    # Kept cost of a cut: messages[cut:] plus the pinned ones before it plus the reserve.
-    # Suffix sums and the running pinned total keep this one pass over the cuts.
-    suffix = list(itertools.accumulate(reversed(tokens), initial=0))[::-1]
+    tokens = _LazyTokens(messages, ctx)
     fixed = REPLY_PRIMING_TOKENS
     target = ctx.target_tokens - reserve
+    last: _Cut | None = None
     if cuts:
+        # Kept cost of a cut: messages[cut:] plus the pinned ones before it. It never grows as the
+        # cut moves later (no pair spans a safe cut, so what a later cut adds from the head is a
+        # pinned message it took from the tail), so the first that fits is found from the end.
         pinned = pinned_tokens_before(messages, cuts, tokens)
-        for c, held in zip(cuts, pinned, strict=True):
-            if suffix[c] + held + fixed <= target:
-                return _Cut(c, suffix[c] + held + fixed)
-        last = _Cut(cuts[-1], suffix[cuts[-1]] + pinned[-1] + fixed)
+        tail, at, best = 0, len(messages), None
+        for k in range(len(cuts) - 1, -1, -1):
+            while at > cuts[k]:
+                at -= 1
+                tail += tokens[at]
+            cost = tail + pinned[k] + fixed
+            if last is None:
+                last = _Cut(cuts[k], cost)
+            if cost > target:
+                break
+            best = _Cut(cuts[k], cost)
+        if best is not None:
+            return best
         if not inside:
             return last
     elif not inside:
         return None
-    else:
-        last = None
     inner = _inner_cuts(messages, cuts[-1] if cuts else 0)
     if not inner:
         return last
+    suffix = dict(zip(range(len(messages), inner[0] - 1, -1), itertools.accumulate(
+        (tokens[i] for i in range(len(messages) - 1, inner[0] - 1, -1)), initial=0), strict=True))  # fmt: skip
     starts = [start for start, _ in turn_spans(messages)]
     held_inner = pinned_tokens_before(messages, inner, tokens)
     choice = last
@@ -949,8 +972,8 @@ def _summarizes_later(config: Chain, step: Any) -> bool:
 
 
 def _clear_from(messages: Sequence[Message], ctx: PlanContext) -> int:
-    """Where clearing starts when a summarize step follows: the safe cut before the tail that,
-    with its results cleared, would be ``CLEAR_TAIL_TARGETS`` targets. Clearing older results
+    """Where clearing starts when a summarize step follows: the start of the tail that, with its
+    results cleared, would be ``CLEAR_TAIL_TARGETS`` targets. Clearing older results
     is wasted work when the summary replaces them (the summary reads the uncleared messages)."""
     budget = ctx.target_tokens * CLEAR_TAIL_TARGETS
     used = 0
@@ -958,7 +981,7 @@ def _clear_from(messages: Sequence[Message], ctx: PlanContext) -> int:
         conversation, results = ctx.tokenizer.count_message_parts(messages[i])
         used += conversation + min(results, CLEARED_ESTIMATE_TOKENS * len(messages[i].tool_result_ids))
         if used > budget:
-            return snap_head_cut(messages, i, prefer="backward") or 0
+            return i  # where clearing starts need not be a safe cut: nothing is cut there
     return 0
 
 
