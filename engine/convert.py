@@ -6,6 +6,9 @@ What a provider's shape holds that the canonical model does not (``cache_control
 arguments string's own formatting, ``content: null``) is kept in ``Message.meta[provider]``
 as a patch against our own rendering, applied only while the message is unchanged, so
 ``to_X(from_X(d)) == d``. Malformed input raises MessageFormatError naming index and field.
+
+One concept over ~400 lines: both directions of both wire formats share the block rules and the
+patch that makes them lossless, so they stay in one module.
 """
 
 from __future__ import annotations

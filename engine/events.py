@@ -10,6 +10,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "COMPONENTS",
+    "COMPONENT_COLORS",
+    "COMPONENT_LABELS",
+    "OUTCOME_MARKERS",
+    "ComponentTokens",
+    "ContextEvent",
+    "EventKind",
+    "ProviderUsage",
+    "degraded_event",
+    "outcome_marker",
+]
+
 EventKind = Literal[
     "guard",
     "request",

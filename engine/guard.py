@@ -4,6 +4,9 @@ Decisions are pure functions over counters and targets (:func:`evaluate_target`,
 :func:`decide_request`, :func:`decide_tool_output`); :class:`ContextGuard` only holds a turn's
 counters and applies decisions. Each decision is frozen and carries its ``guard`` events; the
 guard does no I/O beyond logging, the session manager persists the events.
+
+One concept over ~400 lines: the guard's arithmetic, its decisions and the object that applies
+them to a turn's counters belong together (each decision's event is built from the same values).
 """
 
 from __future__ import annotations
@@ -368,6 +371,9 @@ class ContextGuard:
     (this turn's input) only grow until :meth:`commit_turn`; ``schema`` (tool definitions) is a
     level, replaced by :meth:`set_schema`. Once a turn is final, tools are restricted to
     final_report and no tool output is accepted until the turn commits.
+
+    One concept over ~300 lines: the counters of the turn in progress and every transition of
+    them (add, reserve, force final, commit) with the events each records.
     """
 
     def __init__(

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+__all__ = ["DB_PATHS_ENV_VAR", "SAMPLE_DATA_DIR"]
+
 #: Environment variable with database files or folders, separated by os.pathsep
 #: (``ctxdesk dashboard`` sets it for the dashboard process).
 DB_PATHS_ENV_VAR = "CTXDESK_DB_PATHS"

@@ -3,6 +3,9 @@
 Opening a file that is not a ctxdesk database, or one from a newer schema, raises a typed
 error before anything is written. Every write method is one transaction; ``transaction()``
 groups several (the session manager uses it to persist a plan and its event atomically).
+
+One concept over ~400 lines: the store owns all SQL of the session database, so every query
+and write lives here (row converters beside them).
 """
 
 from __future__ import annotations
@@ -227,7 +230,11 @@ def check_database_file(path: Path) -> None:
 
 
 class SessionStore:
-    """The session database. Thread-safe for use from one process; WAL lets readers run alongside."""
+    """The session database. Thread-safe for use from one process; WAL lets readers run alongside.
+
+    One concept over ~300 lines: one method per read or write of each table (the whole SQL
+    surface), so nothing outside the store writes SQL.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)

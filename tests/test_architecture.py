@@ -1,0 +1,337 @@
+"""The import graph of engine/ and dashboard/ follows docs/architecture.md: no cycles (lazy and
+TYPE_CHECKING imports included, read with ast), no upward imports between the layers, the
+dashboard and the CLI only on the public API, and no module or class grown past one concept.
+
+A new module needs a place in :data:`LAYERS` (and a line in docs/architecture.md): the test says
+so. Debts that are other owners' to pay are listed by name in the ``KNOWN_*`` sets below, each
+reported to the lead; remove an entry when its debt is paid (the sets only ever shrink).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "architecture.md"
+
+#: Layers, lowest first: a module may import its own layer and the layers below it, never above.
+#: Each entry is a module or a package prefix; the longest matching prefix wins.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "foundation",
+        (
+            "engine.errors", "engine.messages", "engine.events", "engine.debug", "engine.textfmt",
+            "engine.redact", "engine.locations", "engine.tokenizer_names", "engine.model_table",
+            "engine.convert", "engine.sent",
+        ),
+    ),
+    ("measure", ("engine.tokens", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup")),
+    ("budget", ("engine.budget", "engine.turns")),
+    ("store", ("engine.store",)),
+    (
+        "decisions",
+        (
+            "engine.compaction", "engine.offload", "engine.deferral", "engine.prompt", "engine.clients",
+            "engine.clients_openai",
+        ),
+    ),
+    ("guard", ("engine.guard",)),
+    ("runtime and sources", ("engine.session", "engine.importers", "engine.proxy")),
+    ("readers", ("engine.findings", "engine.cache_findings", "engine.report", "engine.demo")),
+    ("apps", ("engine", "engine.cli", "dashboard")),
+)  # fmt: skip
+
+#: Modules the dashboard and the CLI may import names from besides ``engine`` itself: each
+#: declares ``__all__`` and the names must be in it (docs/architecture.md, "Public API").
+SUB_APIS = (
+    "engine.compaction", "engine.convert", "engine.demo", "engine.events", "engine.importers",
+    "engine.locations", "engine.proxy", "engine.report", "engine.sent", "engine.store",
+    "engine.store.factory",
+)  # fmt: skip
+
+#: Import cycles through other owners' modules, reported to the lead (2026-11-24).
+KNOWN_CYCLES: set[frozenset[str]] = {
+    # findings.analyze runs cache_findings' detector, which builds on findings' Finding/SessionView.
+    frozenset({"engine.findings", "engine.cache_findings"}),
+    # result's TYPE_CHECKING import of the Summarizer protocol; summarizers imports is_summary_message.
+    frozenset({"engine.compaction.result", "engine.compaction.summarizers"}),
+    # the store factory opens a PostgresSessionStore; postgres imports the factory's URL helpers.
+    frozenset({"engine.store.factory", "engine.store.postgres"}),
+    # record_event writes a request's cost row (lazy import of costs); costs reads through SessionStore.
+    frozenset({"engine.store.costs", "engine.store.sqlite"}),
+}
+#: Non-public names the dashboard or CLI imports from other owners' modules, reported to the lead.
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
+    ("engine.cache_analysis", "PREFIX_RESET_EVENTS"),
+    ("engine.importers.follow", "ImportFollower"),
+    ("engine.importers.locations", "agent_files"),
+    ("engine.importers.locations", "folder_files"),
+    ("engine.model_table", "load_model_table"),
+    ("engine.report.costs", "cost_line"),
+    ("engine.report.costs", "project_cost_report"),
+    ("engine.report.costs", "project_cost_text"),
+    ("engine.report.costs", "session_cost_report"),
+    ("engine.rollup", "cost_rows"),
+    ("engine.rollup", "root_of"),
+    ("engine.settings", "DEFAULT_COMPACT_THRESHOLD"),
+    ("engine.settings", "DEFAULT_HARD_BLOCK_THRESHOLD"),
+    ("engine.settings", "DEFAULT_NOTE_THRESHOLD"),
+    ("engine.settings", "DEFAULT_SETTINGS_PATH"),
+    ("engine.settings", "SETTINGS_ENV_VAR"),
+    ("engine.settings", "settings_path"),
+    ("engine.store.copy", "copy_database"),
+    ("engine.store.pg_rollups", "LIMIT_BASE"),
+    ("engine.store.pg_rollups", "SESSION_TOTALS"),
+    ("engine.store.pg_rollups", "rollup_sql"),
+    ("engine.store.pg_rollups", "totals_sql"),
+    ("engine.store.costs", "project_costs"),
+    ("engine.store.costs", "refresh_request_costs"),
+    ("engine.store.costs", "session_costs"),
+    ("engine.textfmt", "format_table"),
+    ("engine.tokens", "tokenizer_ids"),
+}
+MAX_MODULE_LINES = 400
+MAX_CLASS_LINES = 300
+#: Past the limits without saying why in their docstring ("one concept: ..."), reported to the lead.
+KNOWN_LARGE: set[str] = {
+    "dashboard/analysis.py",
+    "dashboard/data.py",
+    "engine/cache_analysis.py",
+    "engine/compaction/extract.py",
+    "engine/compaction/offline.py",
+    "engine/compaction/operations.py",
+    "engine/compaction/strategies.py",
+    "engine/deferral.py",
+    "engine/findings.py",
+    "engine/importers/detect.py",
+    "engine/importers/writer.py",
+    "engine/offload.py",
+    "engine/proxy/apis.py",
+    "engine/proxy/policies.py",
+    "engine/proxy/recorder.py",
+    "engine/proxy/recorder.py::Recorder",
+    "engine/settings.py",
+    "engine/store/postgres.py",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    names: tuple[str, ...]
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line} imports {self.target} ({', '.join(self.names) or '*'})"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> dict[str, Path]:
+    return {
+        module_name(p): p
+        for top in ("engine", "dashboard")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+MODULES = source_files()
+
+
+def _owner(name: str) -> str | None:
+    """The module of ours a dotted name belongs to (``engine.store.SessionStore`` -> ``engine.store``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str) -> Iterator[Import]:
+    """Every import of one of our modules anywhere in ``module``: top level, inside functions,
+    under ``if TYPE_CHECKING``; ``from pkg import sub`` names the submodule."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _owner(alias.name)
+                if target:
+                    yield Import(module, target, (), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            if not base.startswith(("engine", "dashboard")):
+                continue
+            by_target: dict[str, list[str]] = {}
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                target = full if full in MODULES else _owner(base)
+                if target:
+                    by_target.setdefault(target, []).append(alias.name)
+            for target, names in by_target.items():
+                yield Import(module, target, tuple(names), node.lineno)
+
+
+GRAPH: dict[str, list[Import]] = {m: [i for i in imports_of(m) if i.target != m] for m in MODULES}
+
+
+def layer_of(module: str) -> int:
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > best[1]
+            ):
+                best = (index, len(prefix))
+    if best is None:
+        raise AssertionError(f"{module} has no layer: add it to LAYERS and docs/architecture.md")
+    return best[0]
+
+
+def is_app(module: str) -> bool:
+    """The dashboard or the CLI: the public API's users inside this repository."""
+    return module.split(".")[0] == "dashboard" or module == "engine.cli" or module.startswith("engine.cli.")
+
+
+def is_version_import(imp: Import) -> bool:
+    """``from engine import __version__``: the version lives in the package, read from anywhere."""
+    return imp.target == "engine" and imp.names == ("__version__",)
+
+
+def cycles() -> list[frozenset[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for imp in GRAPH[node]:
+            if is_version_import(imp):
+                continue
+            if imp.target not in index:
+                visit(imp.target)
+                low[node] = min(low[node], low[imp.target])
+            elif imp.target in on_stack:
+                low[node] = min(low[node], index[imp.target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for module in MODULES:
+        if module not in index:
+            visit(module)
+    return found
+
+
+# -- tests -------------------------------------------------------------------------------------------
+
+
+def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
+    targets = {i.target for i in GRAPH["engine.report.run"]}  # imports engine.report.html in a function
+    assert "engine.report.html" in targets
+    assert "engine.demo.script" in {i.target for i in GRAPH["engine.demo.refunds_workspace"]}  # TYPE_CHECKING
+
+
+def test_every_module_has_a_layer_and_a_line_in_the_architecture_doc() -> None:
+    doc = DOCS.read_text(encoding="utf-8")
+    for module in MODULES:
+        layer_of(module)
+    for _, prefixes in LAYERS:
+        for prefix in prefixes:
+            assert f"`{prefix.replace('.', '/')}" in doc or f"`{prefix}`" in doc, (
+                f"{prefix} missing from {DOCS}"
+            )
+
+
+def test_there_are_no_import_cycles() -> None:
+    found = set(cycles())
+    assert found <= KNOWN_CYCLES, "import cycles: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in found - KNOWN_CYCLES
+    )
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = [
+        f"{imp} [{LAYERS[layer_of(imp.source)][0]} -> {LAYERS[layer_of(imp.target)][0]}]"
+        for imports in GRAPH.values()
+        for imp in imports
+        if layer_of(imp.target) > layer_of(imp.source) and not is_version_import(imp)
+    ]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_the_dashboard_and_the_cli_use_only_the_public_api() -> None:
+    import engine
+
+    private: set[tuple[str, str]] = set()
+    for module, imports in GRAPH.items():
+        if not is_app(module):
+            continue
+        for imp in imports:
+            if is_app(imp.target) or is_version_import(imp):
+                continue
+            exported = set(engine.__all__)
+            if imp.target in SUB_APIS:
+                exported |= set(importlib.import_module(imp.target).__all__)
+            private |= {(imp.target, n) for n in imp.names or ("*",) if n not in exported}
+    assert private <= KNOWN_PRIVATE_IMPORTS, "not in engine.__all__ nor a sub-API's __all__: " + ", ".join(
+        f"{m}.{n}" for m, n in sorted(private - KNOWN_PRIVATE_IMPORTS)
+    )
+
+
+@pytest.mark.parametrize("sub_api", SUB_APIS)
+def test_every_sub_api_declares_what_it_exports(sub_api: str) -> None:
+    module = importlib.import_module(sub_api)
+    assert isinstance(getattr(module, "__all__", None), list | tuple), f"{sub_api} has no __all__"
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert f"`{sub_api}`" in DOCS.read_text(encoding="utf-8")
+
+
+def _too_large() -> set[str]:
+    found = set()
+    for path in MODULES.values():
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        rel = str(path.relative_to(ROOT))
+        if (
+            text.count("\n") > MAX_MODULE_LINES
+            and "one concept" not in (ast.get_docstring(tree) or "").lower()
+        ):
+            found.add(rel)
+        for node in ast.walk(tree):
+            too_long = isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+            if too_long and "one concept" not in (ast.get_docstring(node) or "").lower():
+                found.add(f"{rel}::{node.name}")
+    return found
+
+
+def test_no_module_or_class_is_past_one_concept_without_saying_why() -> None:
+    found = _too_large()
+    assert found <= KNOWN_LARGE, (
+        f"over {MAX_MODULE_LINES} lines (module) or {MAX_CLASS_LINES} (class) without 'one concept: why' in "
+        "the docstring: " + ", ".join(sorted(found - KNOWN_LARGE))
+    )
