@@ -27,6 +27,7 @@ from engine.locations import DB_PATHS_ENV_VAR, SAMPLE_DATA_DIR
 from engine.sent import compaction_removals, sent_end
 from engine.store import TABLE_NAMES, column_types
 from engine.store.factory import default_database, redact_url
+from engine.store.pg_rollups import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
 
 #: The bundled sample data (written by ``ctxdesk demo``), used when nothing else is given.
 DEFAULT_DATA_DIR = SAMPLE_DATA_DIR
@@ -280,14 +281,21 @@ def _rows(
     ]
 
 
-def _each_db(con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str]) -> tuple[str, list[Any]]:
-    """``sql`` run inside every attached SQLite file, unioned with a ``db`` label; (subquery, params)."""
+def _each_db(
+    con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str], *, postgres_sql: str | None = None
+) -> tuple[str, list[Any]]:
+    """``sql`` run inside every attached database (``postgres_sql`` instead in a PostgreSQL one, when
+    given), unioned with a ``db`` label; (subquery, params)."""
     casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
     parts, params = [], []
     for db, alias, path in con.execute("SELECT db, alias, path FROM databases ORDER BY alias").fetchall():
         parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM {pg_source.query_function(path)}(?, ?)")
-        params += [alias, sql]
+        params += [alias, postgres_sql if postgres_sql and pg_source.is_database_url(path) else sql]
     return "(" + " UNION ALL ".join(parts) + ")", params
+
+
+#: DuckDB types of the per-session totals that are not BIGINT.
+ROLLUP_TYPES = {"peak_usage_pct": "DOUBLE"}
 
 
 def _session_rows(
@@ -315,30 +323,24 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per session across every database, aggregated in SQL (no message content read)."""
     if not _has_data(con):
         return pd.DataFrame(columns=list(SESSION_COLUMNS))
-    # Grouped inside SQLite, where the (session_id, turn_index) index covers it: no row is read.
-    m, params = _each_db(
-        con,
-        "SELECT session_id, count(*) AS messages, max(turn_index) AS last_turn FROM messages GROUP BY session_id",
-        {"session_id": "VARCHAR", "messages": "BIGINT", "last_turn": "BIGINT"},
-    )
+    # Per-session totals (engine.store.pg_rollups): grouped inside each SQLite file, where indexes
+    # cover them; read from the totals a PostgreSQL server keeps (10,000 rows, not millions).
+    parts, params = [], []
+    for table in SESSION_TOTALS:
+        types = {"session_id": "VARCHAR"} | {c: ROLLUP_TYPES.get(c, "BIGINT") for c in SESSION_TOTALS[table]}
+        sql, p = _each_db(con, totals_sql(table), types, postgres_sql=rollup_sql(table))
+        parts.append(sql)
+        params += p
+    m, e, b = parts
     return _df(
         con,
         f"""
         WITH m AS (
             SELECT db, session_id, messages, last_turn + 1 AS turns FROM {m}),
         e AS (
-            SELECT db, session_id,
-                max(projected_tokens * 100.0 / limit_tokens)
-                    FILTER (WHERE kind = 'request' AND limit_tokens > 0) AS peak_usage_pct,
-                max(projected_tokens) FILTER (WHERE kind = 'request') AS peak_tokens,
-                arg_max(limit_tokens, seq) FILTER (WHERE kind = 'request') AS limit_tokens,
-                count(*) FILTER (WHERE kind = 'compaction' AND outcome = 'compacted') AS compactions,
-                count(*) FILTER (WHERE kind = 'guard' AND outcome = 'forced_final') AS forced_final,
-                count(*) FILTER (WHERE kind = 'guard' AND outcome = 'skipped_provider') AS skipped_provider
-            FROM context_events GROUP BY db, session_id),
-        b AS (
-            SELECT db, session_id, sum(size_bytes) AS offloaded_bytes, count(*) AS blobs
-            FROM tool_result_blobs GROUP BY db, session_id)
+            SELECT db, session_id, peak_usage_pct, peak_tokens, last_limit % {LIMIT_BASE} AS limit_tokens,
+                compactions, forced_final, skipped_provider FROM {e}),
+        b AS (SELECT db, session_id, offloaded_bytes, blobs FROM {b})
         SELECT s.db, s.id AS session_id, s.title, s.model, s.provider, s.status, s.source,
             coalesce(m.turns, 0)::BIGINT AS turns, coalesce(m.messages, 0)::BIGINT AS messages,
             round(e.peak_usage_pct, 1) AS peak_usage_pct, e.peak_tokens, e.limit_tokens,

@@ -286,3 +286,33 @@ def test_a_session_manager_runs_a_turn_on_a_postgresql_url() -> None:
         assert ("offload", "offloaded") in kinds
         assert store.load_transcript(sid)[0] == user("Summarise the log.")
         assert len(store.list_blobs(sid)) == 1
+
+
+# -- the Sessions page's totals, kept by the server -----------------------------------------
+
+
+@needs_server
+def test_the_servers_session_totals_equal_the_totals_of_the_rows() -> None:
+    from engine.store.pg_rollups import SESSION_TOTALS, rollup_sql, totals_sql
+
+    url = fresh_url()
+    with open_store(url) as store:
+        a, b = store.create_session(), store.create_session()
+        store.append_messages(a, [user("q"), assistant("a"), user("q2")], tokenizer=TOKENIZER)
+        for i, kind in enumerate(["request", "guard", "compaction", "request"]):
+            store.record_event(
+                a,
+                ContextEvent(
+                    kind=kind, outcome={"guard": "forced_final", "compaction": "compacted"}.get(kind, "ok"),
+                    limit_tokens=1000 + i, projected_tokens=500 * i,
+                ),
+            )  # fmt: skip
+        store.put_blob(b, b"x" * 10)
+        store.append_messages(b, [user("only")], tokenizer=TOKENIZER)
+        doomed = store.create_session()
+        store.append_messages(doomed, [user("gone")], tokenizer=TOKENIZER)
+        store.delete_session(doomed)
+    with psycopg.connect(url) as conn:
+        for table in SESSION_TOTALS:
+            kept = sorted(conn.execute(rollup_sql(table)).fetchall())
+            assert kept == sorted(conn.execute(totals_sql(table)).fetchall()), table

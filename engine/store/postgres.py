@@ -29,6 +29,7 @@ from engine.messages import Message
 from engine.store.dialect import PRAGMAS_TABLE_SQL, defer_forward_references, split_script, to_postgres
 from engine.store.factory import is_database_url, redact_url
 from engine.store.payloads import RequestRecord
+from engine.store.pg_rollups import ensure_rollups
 from engine.store.records import StoredMessage
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.store.sqlite import SessionStore
@@ -371,6 +372,7 @@ class PostgresSessionStore(SessionStore):
         try:
             conn.execute(PRAGMAS_TABLE_SQL)
             apply_migrations(conn)  # type: ignore[arg-type]
+            ensure_rollups(conn.raw)  # the Sessions page's per-session totals, kept by the server
         finally:
             conn.execute("SELECT pg_advisory_unlock(?)", (key,))
 

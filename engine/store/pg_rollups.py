@@ -1,0 +1,114 @@
+"""Per-session totals for the Sessions page, defined once: aggregated on the fly from a SQLite file,
+kept by PostgreSQL itself in ``_session_rollups`` (so a team store's page reads 10,000 rows, not
+2,000,000 messages and 500,000 events).
+
+``_session_rollups`` is derived data, like an index: statement-level triggers on ``messages``,
+``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in; deleting a
+session deletes its row. A PostgreSQL store opened for writing creates it and back-fills it from
+the rows already there, in one transaction. The SQL here is valid in both SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ROLLUP_TABLE = "_session_rollups"
+#: ``last_limit`` packs (seq, limit_tokens) of a session's latest request: seq * LIMIT_BASE + limit.
+LIMIT_BASE = 10_000_000_000
+
+#: source table -> rollup column -> (aggregate over that table's rows of a session, how a new batch merges)
+SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
+    "messages": {
+        "messages": ("count(*)", "r.messages + excluded.messages"),
+        "last_turn": ("max(turn_index)", "greatest(r.last_turn, excluded.last_turn)"),
+    },
+    "context_events": {
+        "peak_usage_pct": (
+            "max(CASE WHEN kind = 'request' AND limit_tokens > 0"
+            " THEN CAST(projected_tokens AS DOUBLE PRECISION) * 100 / limit_tokens END)",
+            "greatest(r.peak_usage_pct, excluded.peak_usage_pct)",
+        ),
+        "peak_tokens": (
+            "max(CASE WHEN kind = 'request' THEN projected_tokens END)",
+            "greatest(r.peak_tokens, excluded.peak_tokens)",
+        ),
+        "last_limit": (
+            f"max(CASE WHEN kind = 'request' AND limit_tokens IS NOT NULL THEN seq * {LIMIT_BASE} + limit_tokens END)",
+            "greatest(r.last_limit, excluded.last_limit)",
+        ),
+        "compactions": (
+            "sum(CASE WHEN kind = 'compaction' AND outcome = 'compacted' THEN 1 ELSE 0 END)",
+            "r.compactions + excluded.compactions",
+        ),
+        "forced_final": (
+            "sum(CASE WHEN kind = 'guard' AND outcome = 'forced_final' THEN 1 ELSE 0 END)",
+            "r.forced_final + excluded.forced_final",
+        ),
+        "skipped_provider": (
+            "sum(CASE WHEN kind = 'guard' AND outcome = 'skipped_provider' THEN 1 ELSE 0 END)",
+            "r.skipped_provider + excluded.skipped_provider",
+        ),
+    },
+    "tool_result_blobs": {
+        "offloaded_bytes": ("sum(size_bytes)", "r.offloaded_bytes + excluded.offloaded_bytes"),
+        "blobs": ("count(*)", "r.blobs + excluded.blobs"),
+    },
+}
+
+
+def totals_sql(table: str, *, rows: str | None = None) -> str:
+    """One row per session: the totals of ``table`` (aggregated over ``rows``, default the table)."""
+    columns = ", ".join(f"{agg} AS {name}" for name, (agg, _) in SESSION_TOTALS[table].items())
+    return f"SELECT session_id, {columns} FROM {rows or table} GROUP BY session_id"
+
+
+def rollup_sql(table: str) -> str:
+    """The same rows as :func:`totals_sql`, read from ``_session_rollups`` (PostgreSQL)."""
+    names = list(SESSION_TOTALS[table])
+    present = {"messages": "messages > 0", "context_events": "last_limit IS NOT NULL OR compactions > 0"
+               " OR forced_final > 0 OR skipped_provider > 0 OR peak_tokens IS NOT NULL",
+               "tool_result_blobs": "blobs > 0"}[table]  # fmt: skip
+    return f"SELECT session_id, {', '.join(names)} FROM {ROLLUP_TABLE} WHERE {present}"
+
+
+def _merge_sql(table: str, rows: str) -> str:
+    names = list(SESSION_TOTALS[table])
+    merge = ", ".join(f"{name} = {how}" for name, (_, how) in SESSION_TOTALS[table].items())
+    return (
+        f"INSERT INTO {ROLLUP_TABLE} AS r (session_id, {', '.join(names)}) {totals_sql(table, rows=rows)}"
+        f" ON CONFLICT (session_id) DO UPDATE SET {merge}"
+    )
+
+
+def rollup_statements() -> list[str]:
+    """The table, one trigger function and trigger per source table, and the back-fill, in order."""
+    out = [
+        "LOCK TABLE messages, context_events, tool_result_blobs IN SHARE ROW EXCLUSIVE MODE",
+        f"""CREATE TABLE {ROLLUP_TABLE} (
+            session_id TEXT COLLATE "C" PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            messages BIGINT NOT NULL DEFAULT 0, last_turn BIGINT,
+            peak_usage_pct DOUBLE PRECISION, peak_tokens BIGINT, last_limit BIGINT,
+            compactions BIGINT NOT NULL DEFAULT 0, forced_final BIGINT NOT NULL DEFAULT 0,
+            skipped_provider BIGINT NOT NULL DEFAULT 0,
+            offloaded_bytes BIGINT NOT NULL DEFAULT 0, blobs BIGINT NOT NULL DEFAULT 0)""",
+    ]
+    for table in SESSION_TOTALS:
+        function = f"{ROLLUP_TABLE}_{table}"
+        out += [
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN {_merge_sql(table, 'new_rows')}; RETURN NULL; END $$",
+            f"CREATE TRIGGER {function} AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+            _merge_sql(table, table),  # back-fill the rows already there
+        ]
+    return out
+
+
+def ensure_rollups(raw: Any) -> bool:
+    """Create the rollups through a psycopg connection unless present; True when created."""
+    with raw.transaction():
+        if raw.execute("SELECT to_regclass(%s) IS NOT NULL", [ROLLUP_TABLE]).fetchone()[0]:
+            return False
+        for statement in rollup_statements():
+            raw.execute(statement)
+    return True
