@@ -292,3 +292,30 @@ def test_dashboard_from_imports_first_then_follows_appended_lines(
             assert store.message_count(session.id) > before
     finally:
         follower.stop()
+
+
+def test_a_line_cache_decodes_only_appended_lines_and_gives_the_same_import(tmp_path: Path) -> None:
+    from engine.importers.detect import LineCache, read_document
+
+    lines = CODEX_ROLLOUT.read_text(encoding="utf-8").splitlines(keepends=True)
+    live = tmp_path / "rollout-live.jsonl"
+    live.write_text("".join(lines[:10]) + lines[10][:30], encoding="utf-8")  # mid-line
+    cache = LineCache()
+    first = read_document(live, live=True, cache=cache)
+    assert len(first.lines) == 10
+    live.write_text("".join(lines), encoding="utf-8")
+    appended = read_document(live, live=True, cache=cache)
+    assert cache.appended_reads == 1
+    assert appended.lines == read_document(live).lines
+    live.write_text("".join(lines[:5]), encoding="utf-8")  # rewritten shorter: read whole again
+    assert len(read_document(live, live=True, cache=cache).lines) == 5 and cache.appended_reads == 1
+    with SessionStore(tmp_path / "a.db") as store, SessionStore(tmp_path / "b.db") as reference:
+        grow(live, CODEX_ROLLOUT, len(lines) // 2)
+        import_files([live], store, live=True, cache=cache)
+        grow(live, CODEX_ROLLOUT, len(lines))
+        (result,) = import_files([live], store, live=True, cache=cache)
+        (whole,) = import_files([CODEX_ROLLOUT], reference)
+        assert cache.appended_reads == 3 and result.status == "updated"
+        assert store.load_transcript(result.sessions[0].session_id) == reference.load_transcript(
+            whole.sessions[0].session_id
+        )

@@ -22,7 +22,7 @@ from engine.importers.claude_code_bundle import parse_claude_code_path
 from engine.importers.claude_web import parse_claude_web_export
 from engine.importers.cline import parse_cline_task
 from engine.importers.codex import parse_codex
-from engine.importers.detect import Document, classify, is_openhands_legacy, read_document
+from engine.importers.detect import Document, LineCache, classify, is_openhands_legacy, read_document
 from engine.importers.gemini import parse_gemini_document, parse_gemini_lines
 from engine.importers.langchain import parse_langchain
 from engine.importers.letta import parse_letta
@@ -52,14 +52,18 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def parse_file(
-    path: str | os.PathLike[str], *, model: str | None = None, live: bool = False
+    path: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    live: bool = False,
+    cache: LineCache | None = None,
 ) -> tuple[str, list[ParsedSession]]:
     """(format, parsed sessions) of a file, without writing anything. ``live``: the file may be
     being written (an unfinished last line waits for the next import)."""
     path = Path(path)
     fmt = "unknown"
     try:
-        doc = read_document(path, live=live)
+        doc = read_document(path, live=live, cache=cache)
         fmt = classify(doc)
         sessions = _parse(doc, fmt, key=_file_key(fmt, path))
     except SourceProblem as exc:
@@ -84,6 +88,7 @@ def import_file(
     model: str | None = None,
     known: dict[str, dict[str, Any]] | None = None,
     live: bool = False,
+    cache: LineCache | None = None,
 ) -> ImportResult:
     """Import one transcript file into ``store``; ``model`` names the model when the file does not.
 
@@ -104,7 +109,7 @@ def import_file(
         return ImportResult(
             path=str(path), format=str(previous.get("format") or "unknown"), sessions=(), status="unchanged"
         )
-    fmt, parsed = parse_file(path, model=model, live=live)
+    fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
     if not any(session.messages for session in parsed):
         raise ImportFormatError(f"nothing to import: the {fmt} file holds no messages", path=str(path))
     state["format"] = fmt
@@ -147,6 +152,7 @@ def import_files(
     model: str | None = None,
     on_error: Callable[[Path, ImportFormatError], None] | None = None,
     live: bool = False,
+    cache: LineCache | None = None,
 ) -> list[ImportResult]:
     """Import several files, each in its own transaction. Without ``on_error`` it stops at the
     first file that fails (files before it stay imported) and raises its ImportFormatError;
@@ -156,7 +162,7 @@ def import_files(
     known = imported_files(store)
     for done, path in enumerate(paths, start=1):
         try:
-            results.append(import_file(path, store, model=model, known=known, live=live))
+            results.append(import_file(path, store, model=model, known=known, live=live, cache=cache))
         except ImportFormatError as exc:
             if on_error is None:
                 raise

@@ -8,7 +8,9 @@ it holds, so the user sees why it was refused.
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +57,116 @@ class Document:
     size: int = 0
 
 
-def read_document(path: Path, *, live: bool = False) -> Document:
+@dataclass
+class _Consumed:
+    size: int  # bytes read through the last complete line
+    check: bytes  # the bytes just before ``size``: the file was appended to only if they are the same
+    physical_lines: int
+    lines: list[tuple[int, Any]]
+
+
+class LineCache:
+    """The decoded lines of JSON Lines files an agent is writing, so that reading one again
+    decodes only what was appended (when the bytes already read are unchanged). Files last
+    modified more than ``recent_s`` ago are not kept (they are not being written)."""
+
+    CHECK_BYTES = 512
+
+    def __init__(self, recent_s: float = 3_600.0) -> None:
+        self.recent_s = recent_s
+        self.files: dict[str, _Consumed] = {}
+        self.appended_reads = 0
+
+    def read(self, path: Path, *, live: bool) -> Document | None:
+        cached = self.files.get(str(path))
+        if cached is None:
+            return None
+        try:
+            with path.open("rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < cached.size:
+                    return None
+                fh.seek(cached.size - len(cached.check))
+                if fh.read(len(cached.check)) != cached.check:
+                    return None  # rewritten, not appended to: read it whole
+                new = fh.read()
+        except OSError:
+            return None
+        try:
+            text = new.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if "\\u" in text and _LONE_SURROGATE.search(text):
+            return None  # rewritten on reading: read it whole
+        added, consumed_chars, physical = _decode_lines(
+            text, first_number=cached.physical_lines + 1, live=live
+        )
+        cached.lines.extend(added)
+        self._advance(cached, path, cached.size + len(text[:consumed_chars].encode("utf-8")), physical)
+        self.appended_reads += 1
+        return Document(path, lines=tuple(cached.lines), size=size)
+
+    def keep(self, path: Path, raw: bytes, lines: tuple[tuple[int, Any], ...]) -> None:
+        try:
+            recent = time.time() - path.stat().st_mtime < self.recent_s
+        except OSError:
+            recent = False
+        if not recent:
+            return  # not being written: nothing to gain
+        end = len(raw) if raw.endswith((b"\n", b"\r")) else raw.rfind(b"\n") + 1
+        physical = raw[:end].count(b"\n")
+        numbered = [(n, v) for n, v in lines if n <= physical]
+        entry = _Consumed(size=0, check=b"", physical_lines=0, lines=numbered)
+        self.files[str(path)] = entry
+        self._advance(entry, path, end, physical, raw=raw)
+
+    def _advance(
+        self, entry: _Consumed, path: Path, size: int, physical: int, *, raw: bytes | None = None
+    ) -> None:
+        if raw is None:
+            with path.open("rb") as fh:
+                fh.seek(max(0, size - self.CHECK_BYTES))
+                entry.check = fh.read(min(size, self.CHECK_BYTES))
+        else:
+            entry.check = raw[max(0, size - self.CHECK_BYTES) : size]
+        entry.size = size
+        entry.physical_lines = max(entry.physical_lines, physical)
+
+
+def _decode_lines(text: str, *, first_number: int, live: bool) -> tuple[list[tuple[int, Any]], int, int]:
+    """(lines, characters consumed, last physical line number consumed) of appended text."""
+    out: list[tuple[int, Any]] = []
+    consumed = 0
+    number = first_number - 1
+    for line in text.splitlines(keepends=True):
+        complete = line.endswith(("\n", "\r"))
+        if not complete and live:
+            break  # still being written
+        number += 1
+        consumed += len(line)
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceProblem(f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number) from exc
+        if not isinstance(value, dict):
+            raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
+        out.append((number, value))
+    return out, consumed, number
+
+
+def read_document(path: Path, *, live: bool = False, cache: LineCache | None = None) -> Document:
     """The file parsed. ``live``: the file may be being written, so an unfinished last line (no
-    newline after it, not valid JSON) is left for the next read instead of being an error."""
+    newline after it, not valid JSON) is left for the next read instead of being an error.
+    ``cache``: a JSON Lines file read before through it decodes only its appended lines."""
     companion = COMPANION_FILES.get(path.name)
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
+    if cache is not None:
+        appended = cache.read(path, live=live)
+        if appended is not None:
+            return appended
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -71,14 +177,19 @@ def read_document(path: Path, *, live: bool = False) -> Document:
         raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
     if not text.strip():
         raise SourceProblem("empty file")
+    rewritten = False
     if "\\u" in text and _LONE_SURROGATE.search(text):
         text = _LONE_SURROGATE.sub(r"\\ufffd", text)  # SQLite cannot store half a character
+        rewritten = True
     if text.lstrip().startswith(AIDER_HEAD):
         return Document(path, text=text, size=len(raw))
     try:
         return Document(path, value=json.loads(text), size=len(raw))
     except json.JSONDecodeError as whole_error:
-        return Document(path, lines=_read_lines(text, whole_error, live=live), size=len(raw))
+        lines = _read_lines(text, whole_error, live=live)
+        if cache is not None and not rewritten:
+            cache.keep(path, raw, lines)
+        return Document(path, lines=lines, size=len(raw))
     except RecursionError as exc:
         raise SourceProblem("JSON nested too deeply to read") from exc
 

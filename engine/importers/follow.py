@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.errors import ContextDeskError
 from engine.importers.api import import_files
+from engine.importers.detect import LineCache
 from engine.importers.locations import agent_files
 from engine.store import SessionStore
 
@@ -29,6 +30,7 @@ class ImportFollower(threading.Thread):
         self.passes = 0
         self.added_messages = 0
         self._stop_event = threading.Event()
+        self.cache = LineCache()  # files being written: later passes decode only appended lines
 
     def import_once(self) -> int:
         """One pass; returns the messages it added."""
@@ -40,6 +42,7 @@ class ImportFollower(threading.Thread):
                 store,
                 on_error=lambda path, exc: self.errors.__setitem__(str(path), str(exc)),
                 live=True,
+                cache=self.cache,
             )
         for result in results:
             self.errors.pop(str(Path(result.path)), None)

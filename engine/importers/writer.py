@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import NotFoundError
@@ -127,23 +128,27 @@ def write_session(
         metadata["import_state"] = import_state
     usages = [pm.call.usage if pm.call else None for pm in parsed.messages]
     start = 0
-    kept: list[StoredMessage] = []
+    kept: list[Any] = []
     if existing:
-        prior = store.load_messages(session_id)
-        # Kept up to the first message that differs, in content or in the usage of its call
-        # (a call's usage is written after its reply: an earlier import may have missed it).
-        while (
-            start < min(len(prior), len(messages))
-            and prior[start].message.content_hash == messages[start].content_hash
-            and prior[start].usage == usages[start]
-        ):
-            start += 1
-        kept = prior[:start]
-        if start < len(prior):
-            parsed.notes.append(
-                f"the source changed {len(prior) - start} message(s) imported before: replaced from seq {start}"
-            )
-            _truncate(store, session_id, start)
+        kept = _appended_to(store, session_id, messages, usages)
+        if kept is not None:
+            start = len(kept)
+        else:
+            prior = store.load_messages(session_id)
+            # Kept up to the first message that differs, in content or in the usage of its call
+            # (a call's usage is written after its reply: an earlier import may have missed it).
+            while (
+                start < min(len(prior), len(messages))
+                and prior[start].message.content_hash == messages[start].content_hash
+                and prior[start].usage == usages[start]
+            ):
+                start += 1
+            kept = prior[:start]
+            if start < len(prior):
+                parsed.notes.append(
+                    f"the source changed {len(prior) - start} message(s) imported before: replaced from seq {start}"
+                )
+                _truncate(store, session_id, start)
         if parsed.notes:
             metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
         store.update_session(
@@ -181,6 +186,49 @@ def write_session(
         context_window=parsed.context_window,
         project=metadata.get("project") or metadata.get("cwd"),
     )
+
+
+#: Stored messages compared with the source's before trusting that it was only appended to.
+TAIL_CHECK = 8
+
+
+@dataclass
+class _KeptRow:
+    """A stored message's sizes, read without decoding its content (loaded on demand)."""
+
+    store: SessionStore
+    session_id: str
+    seq: int
+    turn_index: int
+    tokens: int
+    tool_result_tokens: int
+
+    @property
+    def message(self) -> Message:
+        return self.store.load_messages(self.session_id, from_seq=self.seq)[0].message
+
+
+def _appended_to(
+    store: SessionStore, session_id: str, messages: list[Message], usages: list[ProviderUsage | None]
+) -> list[Any] | None:
+    """The stored rows, when the source only grew since: its last ``TAIL_CHECK`` stored messages
+    (content and usage) are still where they were. None: compare everything."""
+    count = store.message_count(session_id)
+    if count > len(messages):
+        return None
+    tail_from = max(0, count - TAIL_CHECK)
+    tail = store.load_messages(session_id, from_seq=tail_from)
+    if len(tail) != count - tail_from or any(
+        row.message.content_hash != messages[row.seq].content_hash or row.usage != usages[row.seq]
+        for row in tail
+    ):
+        return None
+    with store.transaction() as conn:
+        sizes = conn.execute(
+            "SELECT seq, turn_index, tokens, tool_result_tokens FROM messages WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+    return [_KeptRow(store, session_id, *row) for row in sizes]
 
 
 def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
