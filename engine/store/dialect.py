@@ -176,6 +176,10 @@ def postgres_markdown() -> str:
             " table exists.",
             "- Row ids come from identity columns; `ctxdesk migrate` renumbers them and rewrites the"
             " references (`event_id`); sessions keep their ids.",
+            "- `_session_rollups` (one row per session: messages, last_turn, peak_usage_pct, peak_tokens,"
+            " last_limit, compactions, forced_final, skipped_provider, offloaded_bytes, blobs) is derived"
+            " data kept by statement-level triggers for the dashboard's Sessions page"
+            " (`engine/store/pg_rollups.py`); SQLite computes the same totals on the fly.",
             "",
         ]
     )
