@@ -1,0 +1,108 @@
+"""Data: the raw tables of every loaded session database, with filters, and read-only SQL; export as
+CSV or JSON. The view (table, filters, order, query) lives in the URL, so it can be shared."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, display, sql_browser, state
+from engine.errors import ContextDeskError
+
+
+@st.cache_resource(max_entries=2, show_spinner="Attaching session databases…")
+def _sandbox(paths: tuple[str, ...], signature: tuple) -> object:
+    # A connection of its own, locked down: user SQL can read the session tables and nothing else.
+    return sql_browser.lock_down(data.connect(list(paths), skip_invalid=True))
+
+
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bytes (blob contents) as their size, every other value as it is (st.dataframe shows text as text)."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object and any(isinstance(v, bytes | bytearray) for v in out[column]):
+            out[column] = [
+                f"<{len(v):,} bytes>" if isinstance(v, bytes | bytearray) else v for v in out[column]
+            ]
+    return display.for_table(out)
+
+
+def _show(result: sql_browser.QueryResult, name: str) -> None:
+    rows = result.rows
+    note = f"{len(rows):,} row(s)" + (
+        f"; only the first {sql_browser.MAX_ROWS:,} are shown" if result.truncated else ""
+    )
+    st.caption(note)
+    st.dataframe(_shown(rows), hide_index=True, width="stretch")
+    c1, c2, _ = st.columns([1, 1, 4])
+    c1.download_button("Export CSV", sql_browser.to_csv(rows), f"{name}.csv", "text/csv", key=f"csv_{name}")
+    c2.download_button(
+        "Export JSON", sql_browser.to_json(rows), f"{name}.json", "application/json", key=f"json_{name}"
+    )
+
+
+st.title("Data")
+st.caption(
+    "The session tables of every loaded database (each row with its `db`), read-only. "
+    "The address bar keeps what you see: copy it to share this view."
+)
+files = state.paths()
+con = _sandbox(tuple(str(p) for p in files), data.files_signature(files))
+params = st.query_params
+mode = st.radio(
+    "Mode", ["Browse tables", "SQL"], horizontal=True, index=1 if params.get("mode") == "sql" else 0
+)
+
+if mode == "Browse tables":
+    tables = list(data.TABLES)
+    wanted = params.get("table", "sessions")
+    table = st.selectbox("Table", tables, index=tables.index(wanted) if wanted in tables else 0)
+    columns = sql_browser.table_columns(con, table, tables)
+    c1, c2, c3 = st.columns([3, 2, 1])
+    filter_text = c1.text_area(
+        "Filters, one per line: column:op:value (op: eq, ne, gt, lt, contains, null)",
+        value="\n".join(params.get_all("filter")),
+        height=80,
+    )
+    wanted_order = params.get("order")
+    order = c2.selectbox(
+        "Order by",
+        ["(none)", *columns],
+        index=columns.index(wanted_order) + 1 if wanted_order in columns else 0,
+    )
+    descending = c3.checkbox("Descending", value=params.get("desc") == "1")
+    try:
+        filters = [
+            sql_browser.ColumnFilter.parse(line.strip()) for line in filter_text.splitlines() if line.strip()
+        ]
+        sql, sql_params = sql_browser.browse_sql(
+            table, columns, filters, order_by=None if order == "(none)" else order, descending=descending
+        )
+        result = sql_browser.run_sql(con, sql, sql_params)
+    except ContextDeskError as exc:
+        st.error(display.md(exc))
+        st.stop()
+    st.query_params.from_dict(
+        {"mode": "browse", "table": table, "filter": [f.as_param() for f in filters]}
+        | ({"order": order, "desc": "1" if descending else "0"} if order != "(none)" else {})
+    )
+    with st.expander("SQL of this view"):
+        st.code(sql, language="sql")
+    _show(result, table)
+else:
+    with st.form("sql_form"):
+        sql = st.text_area(
+            "Read-only SQL (DuckDB; one SELECT; tables: " + ", ".join(data.TABLES) + ")",
+            value=params.get(
+                "sql", "SELECT db, id, title, model, created_utc FROM sessions ORDER BY created_utc DESC"
+            ),
+            height=140,
+        )
+        submitted = st.form_submit_button("Run", type="primary")
+    try:
+        result = sql_browser.run_sql(con, sql)
+    except ContextDeskError as exc:
+        st.error(display.md(exc))
+        st.stop()
+    st.query_params.from_dict({"mode": "sql", "sql": result.sql})
+    _show(result, "query")
