@@ -9,6 +9,7 @@ provider's usage sits beside it, so the timeline shows estimate and truth togeth
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -233,13 +234,16 @@ def _appended_to(
 
 def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
     """Drop transcript rows from ``from_seq`` on, with the events an import recorded for them."""
-    with store.transaction() as conn:
+    with store.transaction() as conn:  # plain SQL both SQLite and the PostgreSQL backend speak
         conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, from_seq))
-        conn.execute(
-            "DELETE FROM context_events WHERE session_id = ? AND message_seq >= ?"
-            " AND json_extract(details_json, '$.source') LIKE 'import:%'",
+        events = conn.execute(
+            "SELECT id, details_json FROM context_events WHERE session_id = ? AND message_seq >= ?",
             (session_id, from_seq),
-        )
+        ).fetchall()
+        for event_id, details_json in events:
+            details = json.loads(details_json) if details_json else {}
+            if isinstance(details, dict) and str(details.get("source", "")).startswith("import:"):
+                conn.execute("DELETE FROM context_events WHERE id = ?", (event_id,))
 
 
 def _record_requests(
