@@ -93,7 +93,7 @@ def create_app(
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )
         recorder.begin()
-        if controller is not None and controller.active:
+        if controller is not None:
             outcome = controller.apply(api, body, request.headers)
             exchange.policy = outcome
             if outcome.refusal is not None:

@@ -419,22 +419,25 @@ class Controller:
     message); never raises for a body it cannot read (that request is forwarded unchanged).
     """
 
-    def __init__(self, policy_file: PolicyFile) -> None:
+    def __init__(self, policy_file: PolicyFile, live: Any = None) -> None:
         self.policy_file = policy_file
+        self.live = live  # engine.proxy.live.LiveCompactions, or None
         self._states: dict[str, SessionPolicyState] = {}
         self._lock = threading.Lock()
 
-    @property
-    def active(self) -> bool:
-        return self.policy_file.current().active
-
     def apply(self, api: str, raw: bytes, headers: Mapping[str, str]) -> PolicyOutcome:
+        """What to do with one request; cheap (no parsing) when no policy or live compaction applies."""
         from engine.errors import ContextDeskError
         from engine.settings import resolve_model_settings
         from engine.tokens import get_tokenizer
 
+        if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT):
+            return PolicyOutcome()
         config = self.policy_file.current()
-        if not config.active or api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT):
+        live_session = self.live.session_of(headers) if self.live is not None else None
+        live_state = self.live.current(live_session) if live_session else None
+        has_live = live_state is not None and live_state.snapshot is not None
+        if not config.active and not has_live:
             return PolicyOutcome()
         try:
             body = json.loads(raw)
@@ -445,17 +448,41 @@ class Controller:
         provider = apis.PROVIDERS[api]
         model = body.get("model") if isinstance(body.get("model"), str) else None
         policies = config.for_model(model, provider)
-        if not policies.active:
-            return PolicyOutcome()
         try:
             resolved = resolve_model_settings(model or "unknown", provider, self.policy_file.settings)
         except ContextDeskError:
             resolved = None
         tokenizer = get_tokenizer(resolved.tokenizer if resolved else "anthropic")
-        key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
-        with self._lock:
-            state = self._states.setdefault(key, SessionPolicyState())
-            return plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
+        live_edit: Edit | None = None
+        if has_live:
+            rewrite = self.live.rewrite(api, body, live_session)
+            if rewrite is not None:
+                before = _prompt_tokens(api, body, tokenizer)
+                body = {**body, "messages": rewrite.messages}
+                after = _prompt_tokens(api, body, tokenizer)
+                live_edit = Edit(
+                    "live_compaction",
+                    f"history through transcript seq {rewrite.through_seq} sent as snapshot {rewrite.snapshot_id}",
+                    before,
+                    after,
+                    ({"snapshot_id": rewrite.snapshot_id, "replaced_messages": rewrite.replaced,
+                      "sent_messages": len(rewrite.messages)},),
+                )  # fmt: skip
+        outcome = PolicyOutcome()
+        if policies.active:
+            key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
+            with self._lock:
+                state = self._states.setdefault(key, SessionPolicyState())
+                outcome = plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
+        if live_edit is None:
+            return outcome
+        return PolicyOutcome(
+            body=outcome.body if outcome.body is not None else body,
+            refusal=outcome.refusal,
+            edits=(live_edit, *outcome.edits),
+            blobs=outcome.blobs,
+            skipped=outcome.skipped,
+        )
 
 
 def _first_message_key(body: Mapping[str, Any]) -> str:

@@ -412,12 +412,13 @@ class Recorder:
         ids = []
         for edit in policy.edits:
             guard = edit.policy == "guard"
+            trigger = "manual" if edit.policy == "live_compaction" else "proxy_policy"
             ids.append(
                 store.record_event(
                     session_id,
                     ContextEvent(
                         kind="guard" if guard else "compaction",
-                        trigger="proxy_policy",
+                        trigger=trigger,
                         outcome="rejected" if guard else "compacted",
                         reason=edit.reason,
                         provider=provider,

@@ -11,6 +11,7 @@ import uvicorn
 
 from engine.errors import ConfigError
 from engine.proxy.app import Upstreams, create_app
+from engine.proxy.live import LiveCompactions
 from engine.proxy.policies import Controller, PolicyFile
 from engine.proxy.recorder import Recorder
 from engine.settings import Settings
@@ -53,7 +54,8 @@ class ProxyServer:
         check_host(host, allow_remote=allow_remote)
         self.policy_file = PolicyFile(settings_file, settings)
         self.recorder = Recorder(db_path, settings=self.policy_file.settings)
-        self.app = create_app(self.recorder, upstreams, Controller(self.policy_file))
+        self.live = LiveCompactions(db_path)
+        self.app = create_app(self.recorder, upstreams, Controller(self.policy_file, self.live))
         config = uvicorn.Config(
             self.app,
             host=host,
@@ -94,6 +96,7 @@ class ProxyServer:
         if self._thread is not None:
             self._thread.join(10)
         self.recorder.close()
+        self.live.close()
 
     def __enter__(self) -> ProxyServer:
         return self.start()
@@ -110,3 +113,4 @@ class ProxyServer:
             self.server.run()
         finally:
             self.recorder.close()
+            self.live.close()
