@@ -316,3 +316,13 @@ def test_the_servers_session_totals_equal_the_totals_of_the_rows() -> None:
         for table in SESSION_TOTALS:
             kept = sorted(conn.execute(rollup_sql(table)).fetchall())
             assert kept == sorted(conn.execute(totals_sql(table)).fetchall()), table
+
+
+def test_the_type_mapping_is_documented_in_the_schema_reference() -> None:
+    from pathlib import Path
+
+    from engine.store.dialect import TYPE_MAP, postgres_markdown
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "schema.md").read_text(encoding="utf-8")
+    assert postgres_markdown() in text
+    assert all(f"| `{sqlite}` | `{pg}` |" in text for sqlite, pg in TYPE_MAP)

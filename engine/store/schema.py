@@ -601,6 +601,9 @@ def schema_markdown() -> str:
         if notes:
             out += ["", *(f"- {n}" for n in notes)]
         out.append("")
+    from engine.store.dialect import postgres_markdown  # the same tables on a PostgreSQL server
+
+    out.append(postgres_markdown())
     return "\n".join(out)
 
 
