@@ -108,6 +108,19 @@ def test_a_claude_code_transcript_reports_each_sub_agent_as_its_own_thread(claud
     assert claude_report.findings_count == len(sub.findings) == 3
 
 
+def test_each_request_says_how_many_messages_it_sent_by_the_one_rule(claude_db: Path) -> None:
+    from engine.findings import load_session_view
+
+    with SessionStore(claude_db, read_only=True) as store:
+        report = build_report(store, [s.id for s in store.list_sessions()], source="t")
+        for session in report.sessions:
+            view = load_session_view(store, session.id)
+            seqs = [m.seq for m in view.messages]
+            expected = {r.event_seq: sum(1 for q in seqs if r.sends(q)) for r in view.requests}
+            assert {r.event_seq: r.messages_sent for r in session.requests} == expected
+            assert all(0 < r.messages_sent <= session.message_count for r in session.requests)
+
+
 def test_the_text_report_says_which_numbers_are_estimates(claude_report: Report) -> None:
     text = render(claude_report, "text")
     assert f"== sub-agent thread of {MAIN_ID}" in text

@@ -44,16 +44,18 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
         file=out,
     )
-    from engine.report import event_note, is_routine
+    from engine.report import event_note, is_routine, messages_sent
     from engine.report.costs import cost_line, session_cost_report
     from engine.store.costs import session_costs
 
     events = store.list_events(session.id)
     requests = [e for e in events if e.kind == "request"]
+    sent = messages_sent(store, session.id)
     costs = session_costs(store, session.id)
     by_event = {r["event_id"]: r for r in costs.rows}
     print(
-        "\nper-component tokens of each model request (our estimate; provider = provider's count; "
+        "\nper-component tokens of each model request (sent = transcript messages it sent; our estimate; "
+        "provider = provider's count; "
         "cost = provider usage at list prices; cache = why cached tokens were written again)",
         file=out,
     )
@@ -64,12 +66,12 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         cost = by_event.get(e.id)
         rows.append(
             (
-                e.seq, e.turn_index, *values, c.total if c else None,
+                e.seq, e.turn_index, sent.get(e.seq), *values, c.total if c else None,
                 e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
                 f"${cost['total_usd']:.4f}" if cost else None, (cost or {}).get("cache_cause") or "",
             )
         )  # fmt: skip
-    headers = ("event", "turn", *COMPONENTS, "total", "provider", "limit", "outcome", "cost", "cache")
+    headers = ("event", "turn", "sent", *COMPONENTS, "total", "provider", "limit", "outcome", "cost", "cache")
     print(format_table(headers, rows) if rows else "(no model requests)", file=out)
     if costs.rows:
         print("cost: " + cost_line(session_cost_report(costs).totals), file=out)

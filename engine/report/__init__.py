@@ -14,7 +14,15 @@ go in their own module here (e.g. ``engine/report/projects.py``) built from :cla
 and are re-exported below.
 """
 
-from engine.report.build import UNKNOWN_MODEL, build_report, gate_failure, request_point, session_report
+from engine.report.build import (
+    UNKNOWN_MODEL,
+    build_report,
+    gate_failure,
+    messages_sent,
+    request_point,
+    sent_counts,
+    session_report,
+)
 from engine.report.diff import PREVIEW_CHARS, diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.lookup import find_session, open_target, read_store, split_target, threads_of
 from engine.report.models import (
@@ -74,6 +82,7 @@ __all__ = [
     "gate_failure",
     "is_routine",
     "load_side",
+    "messages_sent",
     "money_text",
     "open_target",
     "parse_side",
@@ -88,6 +97,7 @@ __all__ = [
     "run_diff",
     "run_report",
     "schema_text",
+    "sent_counts",
     "session_report",
     "snapshot_pair",
     "split_target",

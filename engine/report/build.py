@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.findings import analyze, load_session_view
+from engine.findings import SessionView, analyze, load_session_view
 from engine.report.costs import project_cost_report, session_cost_report
 from engine.report.models import (
     Components,
@@ -75,7 +75,12 @@ def session_report(
         compact_threshold=resolved.compact_threshold,
         hard_block_threshold=resolved.hard_block_threshold,
     )
-    requests = [request_point(e, limit.limit_tokens) for e in events if e.kind == "request"]
+    sent = sent_counts(view)
+    requests = [
+        request_point(e, limit.limit_tokens, messages_sent=sent.get(e.seq))
+        for e in events
+        if e.kind == "request"
+    ]
     findings = analyze(view)
     peak = max(requests, key=lambda r: (r.used_pct or 0, r.used_tokens), default=None)
     priced = [f.money for f in findings if f.money is not None]
@@ -104,7 +109,20 @@ def session_report(
     )
 
 
-def request_point(event: StoredEvent, session_limit: int | None) -> RequestPoint:
+def sent_counts(view: SessionView) -> dict[int, int]:
+    """Request event seq -> transcript messages it sent, by the one rule (:mod:`engine.sent`)."""
+    seqs = [m.seq for m in view.messages]
+    return {r.event_seq: sum(1 for seq in seqs if r.sends(seq)) for r in view.requests if r.event_seq >= 0}
+
+
+def messages_sent(store: SessionStore, session_id: str) -> dict[int, int]:
+    """Request event seq -> transcript messages it sent (what ``ctxdesk inspect`` shows)."""
+    return sent_counts(load_session_view(store, session_id))
+
+
+def request_point(
+    event: StoredEvent, session_limit: int | None, *, messages_sent: int | None = None
+) -> RequestPoint:
     components = Components.of(event.components) if event.components else None
     usage = Usage.of(event.usage) if event.usage else None
     if usage is not None and usage.prompt_tokens:
@@ -122,6 +140,7 @@ def request_point(event: StoredEvent, session_limit: int | None) -> RequestPoint
         used_source=used_source,  # type: ignore[arg-type]
         used_pct=round(100 * used / limit, 1) if limit else None,
         limit_tokens=limit,
+        messages_sent=messages_sent,
     )
 
 

@@ -69,6 +69,9 @@ class RequestPoint(_Frozen):
     used_source: UsedSource = Field(description="'provider' (exact) or 'estimate' (tokenizer).")
     used_pct: float | None = Field(description="used_tokens as a percentage of limit_tokens.")
     limit_tokens: int | None = Field(description="Effective limit: window - output reserve - buffer.")
+    messages_sent: int | None = Field(
+        None, description="Transcript messages the request sent, less what compactions removed (engine.sent)."
+    )
 
 
 class TurnPoint(RequestPoint):
