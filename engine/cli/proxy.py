@@ -31,9 +31,10 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         anthropic=args.anthropic_upstream or ANTHROPIC_UPSTREAM,
         openai=args.openai_upstream or OPENAI_UPSTREAM,
     )
-    from engine.store.factory import default_database, is_database_url
+    from engine.store.factory import configured_database, is_database_url
 
-    given = args.db or default_database() or DEFAULT_PROXY_DB
+    # --db, else $CTXDESK_DB, else the settings' `database` (a team's postgresql:// URL), else a local file
+    given = args.db or configured_database(settings_file) or DEFAULT_PROXY_DB
     db = given if is_database_url(given) else Path(given).expanduser()  # a file or a postgresql:// URL
     server = ProxyServer(
         db,
