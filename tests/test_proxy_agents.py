@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,62 @@ def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_p
     with SessionStore(db, read_only=True) as store:
         edits = store.list_events(result["session_id"], kind="compaction")
         assert edits and all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
+
+
+@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_request(tmp_path: Path) -> None:
+    from engine.compaction.operations import force_compact
+    from engine.proxy.live import SNAPSHOT_CHECK_S
+
+    home, repo = scratch(tmp_path)
+    server = A.install(ScriptedServer(default=A.text("Done.")))
+    server.queue(
+        A.tool_calls(("Read", {"file_path": str(repo / "README.md")})),
+        A.text("The README says hello. " * 30),
+        A.tool_calls(("Bash", {"command": "git log --oneline", "description": "Log"})),
+        A.text("One commit: init. " * 30),
+        A.text("Still here after the compaction."),
+    )
+    db = tmp_path / "proxy.db"
+    with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
+            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+        }  # fmt: skip
+        cmd = [
+            str(CLAUDE),
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+            "--dangerously-skip-permissions",
+        ]
+        first = json.loads(run([*cmd, "-p", "What does the README say?"], cwd=repo, env=env))
+        session_id = first["session_id"]
+        run([*cmd, "--resume", session_id, "-p", "And the git log?"], cwd=repo, env=env)
+        assert proxy.recorder.flush()
+        with SessionStore(db) as store:  # what the dashboard's Compaction page applies
+            report = force_compact(store, session_id, strategy="sliding_window", keep_messages=2)
+        assert report.after_tokens < report.before_tokens
+        time.sleep(SNAPSHOT_CHECK_S + 0.2)
+        third = json.loads(
+            run([*cmd, "--resume", session_id, "-p", "Are you still there?"], cwd=repo, env=env)
+        )
+        assert third["result"] == "Still here after the compaction."
+        assert proxy.recorder.flush()
+    sent = server.requests[-1].body["messages"]
+    before = server.requests[-2].body["messages"]
+    assert len(sent) < len(before) + 2  # the compacted history, not Claude Code's whole one
+    assert "README" not in json.dumps(sent[:-1]) or len(sent) <= 4
+    assert "Are you still there?" in json.dumps(sent[-1])
+    (transcript,) = (home / ".claude" / "projects").rglob(f"{session_id}.jsonl")
+    text = transcript.read_text(encoding="utf-8")
+    assert "The README says hello." in text and "ctxdesk-summary" not in text  # Claude Code's file untouched
+    with SessionStore(db, read_only=True) as store:
+        live = [
+            e
+            for e in store.list_events(session_id, kind="compaction")
+            if e.details.get("policy") == "live_compaction"
+        ]
+        assert live and live[-1].details["after_tokens"] < live[-1].details["before_tokens"]
