@@ -28,11 +28,22 @@ BUDGET_S = 120.0
 QUICK_BUDGET_S = 20.0
 
 
-def plan_once(messages: list[Any], strategy: str, tokenizer: Any, target: int) -> tuple[float, Any]:
+#: Messages appended before the re-plan that reuses the first plan's cached summary.
+REPLAN_MESSAGES = 40
+
+
+def plan_once(
+    messages: list[Any], strategy: str, tokenizer: Any, target: int, cache: Any = ()
+) -> tuple[float, Any]:
     summarizer = OfflineSummarizer(tokenizer)
     started = time.perf_counter()
     result = compact(
-        messages, strategy=strategy, target_tokens=target, tokenizer=tokenizer, summarizer=summarizer
+        messages,
+        strategy=strategy,
+        target_tokens=target,
+        tokenizer=tokenizer,
+        summarizer=summarizer,
+        cache=cache,
     )
     return time.perf_counter() - started, result
 
@@ -61,7 +72,7 @@ def run(quick: bool = False) -> Table:
     target = QUICK_TARGET_TOKENS if quick else TARGET_TOKENS
     budget = QUICK_BUDGET_S if quick else BUDGET_S
     largest = max(sizes)
-    history(largest)
+    history(largest + REPLAN_MESSAGES)
     table = Table(
         title="Compaction planning time per strategy (offline summarizer, warm token cache)",
         columns=[
@@ -79,13 +90,14 @@ def run(quick: bool = False) -> Table:
     )
     timings: dict[str, list[tuple[int, float]]] = {s: [] for s in STRATEGY_NAMES}
     for size in sizes:
-        messages = prefix(size, largest=largest)
+        messages = prefix(size, largest=largest + REPLAN_MESSAGES)
+        grown = prefix(size + REPLAN_MESSAGES, largest=largest + REPLAN_MESSAGES)
         counter = fresh_tokenizer(EXACT_ID)
         started = time.perf_counter()
         counter.count_messages(messages)
         count_s = time.perf_counter() - started
         tokenizer = fresh_tokenizer(EXACT_ID)
-        tokenizer.count_messages(messages)
+        tokenizer.count_messages(grown)
         for strategy in STRATEGY_NAMES:
             expected = projected(timings[strategy], size)
             if expected is not None and expected > budget:
@@ -116,11 +128,26 @@ def run(quick: bool = False) -> Table:
                 ratio(seconds, count_s),
                 growth_exponent(timings[strategy]),
             )
+            if strategy == "chain":  # the next plan, a turn later, reuses this one's summary
+                again, replanned = plan_once(grown, strategy, tokenizer, target, cache=result.cache)
+                table.add(
+                    f"chain, re-planned {REPLAN_MESSAGES} messages later (cached summary)",
+                    len(grown),
+                    replanned.before_tokens,
+                    replanned.after_tokens,
+                    replanned.fits,
+                    ms(again),
+                    ms(count_s),
+                    ratio(again, count_s),
+                    None,
+                )
         print(f"compaction: {size:,} messages done", file=sys.stderr, flush=True)
     table.notes += [
         f"Target {target:,} tokens. Growth exponent k: plan time ~ messages^k between the last two sizes "
         "measured (1 is linear).",
         f"A plan projected over {budget:.0f} s at a size (from its measured growth, at least linear) is not run there.",
         "Every plan is checked for orphaned tool_results.",
+        f"The chain is planned again {REPLAN_MESSAGES} messages later with the first plan's cached summaries "
+        "(result.cache; a session keeps them in context_states): only the new messages are summarized.",
     ]
     return table

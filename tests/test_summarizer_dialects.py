@@ -250,3 +250,31 @@ def test_facts_only_in_tool_output_are_kept():
         assistant("Found it."),
     )
     assert "SERVICE_PORT=8443" in section(text, "Facts from tool output")
+
+
+def test_the_summary_is_a_handover_a_resuming_agent_can_act_on():
+    text = summarize(
+        user("Add retry with backoff to the webhook sender. Never retry on HTTP 4xx."),
+        assistant("", tool_use("r", "str_replace_editor", command="view", path="/w/webhooks/sender.py")),
+        tool_result("r", "     1\tdef send(url, body):\n     2\t    return post(url, body)"),
+        assistant("We'll use tenacity instead of a hand-rolled loop.",
+                  tool_use("p", "apply_patch", input="*** Begin Patch\n*** Update File: webhooks/sender.py\n*** End Patch")),
+        tool_result("p", "Exit code: 0\nOutput:\nSuccess. Updated the following files:\nM webhooks/sender.py"),
+        assistant("", tool_use("t", "exec_command", cmd="pytest tests/test_sender.py")),
+        tool_result("t", "Process exited with code 1\nOutput:\nFAILED tests/test_sender.py::test_gives_up_on_404 - "
+                         "AssertionError: 3 calls, expected 1"),
+        assistant("Fixed test_gives_up_on_404: 4xx responses now stop the retry loop."),
+        assistant("", tool_use("t2", "exec_command", cmd="pytest tests/test_sender.py")),
+        tool_result("t2", "Process exited with code 0\nOutput:\n5 passed in 0.4s"),
+        assistant("Next step: document the backoff settings in docs/webhooks.md."),
+    )  # fmt: skip
+    assert "Add retry with backoff to the webhook sender." in section(text, "User requests")  # what was asked
+    assert "Never retry on HTTP 4xx." in section(text, "Constraints")
+    assert "We'll use tenacity instead of a hand-rolled loop." in section(text, "Decisions")
+    files = section(text, "Files")
+    assert "webhooks/sender.py (edited by apply_patch)" in files  # what changed, and how
+    assert "/w/webhooks/sender.py (read)" in files
+    errors = section(text, "Errors and resolutions")  # what failed, and whether it was fixed
+    assert "test_gives_up_on_404 - AssertionError: 3 calls, expected 1 → Fixed test_gives_up_on_404" in errors
+    assert "`pytest tests/test_sender.py` ×2 → failed, then ok" in section(text, "Commands run")
+    assert "Next step: document the backoff settings in docs/webhooks.md." in section(text, "Open tasks")

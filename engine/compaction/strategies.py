@@ -1110,4 +1110,9 @@ def plan_compaction(messages: Sequence[Message], config: Any, ctx: PlanContext) 
     if result.noop or result.fits or "over the target" in result.reason:
         return result
     why = f"; still {result.after_tokens:,} tokens, over the target of {result.target_tokens:,}: "
-    return replace(result, reason=result.reason + why + OVER_TARGET_REASONS[config.type])
+    because = (
+        "what no cut may split (the last message, the tool pairs and pins it keeps) is over it"
+        if getattr(config, "cut_inside_turn", False)
+        else OVER_TARGET_REASONS[config.type]
+    )
+    return replace(result, reason=result.reason + why + because)
