@@ -310,3 +310,26 @@ def test_claude_web_export_is_one_session_per_conversation_with_attachments_sent
     assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant"]
     assert "a,1\nb,2" in transcript[0].text and "The user wants" not in transcript[1].text
     assert "[tool_use web_search]" in transcript[3].text and session.request_count == 2
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (
+            [{"display": "fix the test", "pastedContents": {}, "timestamp": 1, "project": "/p"}],
+            "Claude Code's prompt history",
+        ),
+        ([{"session_id": "s", "ts": 1, "text": "fix the test"}], "Codex's prompt history"),
+        (
+            [{"sessionId": "s", "messageId": 0, "type": "user", "message": "hi", "timestamp": "t"}],
+            "Gemini CLI's prompt log",
+        ),
+    ],
+)
+def test_an_agents_prompt_history_says_what_it_is_and_what_to_import(
+    tmp_path: Path, store: SessionStore, lines: list[dict[str, Any]], says: str
+) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in lines * 2), encoding="utf-8")
+    with pytest.raises(ImportFormatError, match=says):
+        import_file(path, store)

@@ -227,6 +227,10 @@ def classify(doc: Document) -> str:
     """The format name of a parsed document; raises SourceProblem when it is none of them."""
     if doc.text is not None:
         return "aider"
+    candidates = [v for _, v in doc.lines] if doc.lines is not None else doc.value
+    companion = _prompt_history(candidates[:_SNIFF_LINES]) if isinstance(candidates, list) else None
+    if companion:
+        raise SourceProblem(f"not a transcript: {companion}")
     if doc.lines is not None:
         values = [v for _, v in doc.lines]
         if any(is_claude_code_line(v) for v in values[:_SNIFF_LINES]):
@@ -415,3 +419,30 @@ def is_cline_ui_messages(values: list[Any]) -> bool:
     return all(
         isinstance(v, dict) and "ts" in v and v.get("type") in ("say", "ask") for v in values[:_SNIFF_LINES]
     )
+
+
+#: Prompt logs agents keep beside their transcripts (what the user typed, not what the model saw).
+_PROMPT_LOGS = (
+    (
+        {"display", "timestamp"},
+        "Claude Code's prompt history (~/.claude/history.jsonl): import the session files under "
+        "~/.claude/projects/<project>/ instead (or ctxdesk import --from claude-code)",
+    ),
+    (
+        {"session_id", "ts", "text"},
+        "Codex's prompt history (~/.codex/history.jsonl): import the rollouts under ~/.codex/sessions/ instead "
+        "(or ctxdesk import --from codex)",
+    ),
+    (
+        {"sessionId", "messageId", "type", "message"},
+        "Gemini CLI's prompt log (~/.gemini/tmp/<project>/logs.json): import chats/session-*.json(l) beside it "
+        "instead (or ctxdesk import --from gemini)",
+    ),
+)
+
+
+def _prompt_history(values: list[Any]) -> str | None:
+    for keys, what in _PROMPT_LOGS:
+        if values and all(isinstance(v, dict) and keys <= set(v) for v in values):
+            return what
+    return None
