@@ -333,3 +333,15 @@ def test_an_agents_prompt_history_says_what_it_is_and_what_to_import(
     path.write_text("".join(json.dumps(v) + "\n" for v in lines * 2), encoding="utf-8")
     with pytest.raises(ImportFormatError, match=says):
         import_file(path, store)
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(
+    not (SHARED / "openhands__multi_swe_bench_examples_output.jsonl").exists(), reason="needs ../shared"
+)
+def test_shared_openhands_eval_output_imports_every_instance_with_per_call_usage(store: SessionStore) -> None:
+    result = import_file(SHARED / "openhands__multi_swe_bench_examples_output.jsonl", store)
+    assert len(result.sessions) == 3
+    assert [s.usage_count for s in result.sessions] == [23, 33, 49]  # metrics.token_usages per instance
+    for session in result.sessions:
+        assert not has_orphans(store.load_transcript(session.session_id))

@@ -132,9 +132,11 @@ def report(
         if verbose or len(results) == 1:
             for note in result.notes:
                 print(f"{result.path}: note: {note}", file=out)
-    for lines in by_project.values():
+    for project, lines in sorted(by_project.items()):
+        if len(by_project) > 1:
+            print(f"project {project or '(unknown)'}: {len(lines)} session(s)", file=out)
         for line in lines:
-            print(line, file=out)
+            print(f"  {line}" if len(by_project) > 1 else line, file=out)
     if verbose:
         for _path, why in skipped:
             print(f"skipped {why}", file=out)
