@@ -32,7 +32,7 @@ from engine.compaction.extract import (
     salient_lines,
 )
 from engine.compaction.result import is_summary_message
-from engine.compaction.summarizers import check_summarize_args, describe_media
+from engine.compaction.summarizers import SUMMARY_SECTIONS, check_summarize_args, describe_media
 from engine.messages import (
     DocumentBlock,
     ImageBlock,
@@ -54,15 +54,8 @@ __all__ = [
     "salient_lines",
 ]
 
-REQUESTS = "User requests"
-CONSTRAINTS = "Constraints"
-DECISIONS = "Decisions"
-FILES = "Files"
-COMMANDS = "Commands run"
-ERRORS = "Errors and resolutions"
-FACTS = "Facts from tool output"
-TASKS = "Open tasks"
-SECTIONS = (REQUESTS, CONSTRAINTS, DECISIONS, FILES, COMMANDS, ERRORS, FACTS, TASKS)
+SECTIONS = SUMMARY_SECTIONS
+REQUESTS, CONSTRAINTS, DECISIONS, FILES, COMMANDS, ERRORS, FACTS, TASKS = SECTIONS
 HEADER_PREFIX = "Summary of earlier conversation"
 
 #: Importance of a line by section; within a section trimming drops the lowest first (then the oldest).

@@ -37,23 +37,42 @@ DEFAULT_RENDER_RESULT_CHARS = 4_000
 #: Tool inputs longer than this (as JSON) are cut when shown.
 RENDER_INPUT_CHARS = 1_000
 
-SUMMARY_SYSTEM_PROMPT = """\
+#: The sections of a summary, in order: both summarizers write them, and read them back when an
+#: earlier summary is folded into a new one.
+SUMMARY_SECTIONS = (
+    "User requests",
+    "Constraints",
+    "Decisions",
+    "Files",
+    "Commands run",
+    "Errors and resolutions",
+    "Facts from tool output",
+    "Open tasks",
+)
+
+SUMMARY_SYSTEM_PROMPT = (
+    """\
 You condense part of a conversation between a user and an AI assistant that uses tools. \
 Your summary replaces those messages in the assistant's context, so the assistant must be \
-able to continue the work from it alone.
+able to continue the work from it alone: write it as a handover.
 
 Preserve, precisely and without inventing anything:
-- the user's requests, requirements, constraints and preferences (keep their exact wording \
-for constraints such as "never ..." or "always ...");
+- what the user asked, and their requirements, constraints and preferences (keep their exact \
+wording for constraints such as "never ..." or "always ...");
 - decisions that were made, and why;
-- facts learned: file paths, names, identifiers, versions, numbers, commands and their outcomes;
-- errors met, with their exact messages, and how each was resolved (or that it is unresolved);
+- what changed: each file created, edited or deleted, with the tool that changed it;
+- facts learned, including those only tool output showed: file paths, names, identifiers, \
+versions, settings and their values, numbers, commands and their outcomes;
+- errors met, with their exact messages (the failing test's name, the compiler's own error), \
+and how each was resolved (or that it is unresolved);
 - commitments, open tasks and next steps.
 
 Leave out pleasantries, repeated tool output and anything superseded. If the conversation \
 starts with an earlier summary, fold its content in. Write terse markdown under these \
-headings, omitting empty ones: ## User requests, ## Decisions, ## Files, ## Commands run, \
-## Errors and resolutions, ## Open tasks."""
+headings, omitting empty ones: """
+    + ", ".join(f"## {title}" for title in SUMMARY_SECTIONS)
+    + "."
+)
 
 
 @runtime_checkable
