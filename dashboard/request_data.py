@@ -24,6 +24,8 @@ CALL_COLUMNS = (
     "reasoning_tokens", "latency_ms", "ttfb_ms", "request_bytes", "started_utc",
 )  # fmt: skip
 OUR_COMPONENTS = ("system_tokens", "tools_tokens", "conversation_tokens", "tool_results_tokens")
+#: model_requests.source of the agent's own request when a policy edited what was sent.
+ORIGINAL_SOURCE = "proxy:original"
 
 
 def has_requests(con: duckdb.DuckDBPyConnection, db: str) -> bool:
@@ -43,7 +45,12 @@ def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
 def session_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """A session's calls in order, the provider's prompt count beside ours."""
     src, params = data._session_rows(con, db, "model_requests", session_id, columns=CALL_COLUMNS)
-    calls = con.execute(f"SELECT * FROM {src} ORDER BY seq", params).df()
+    every = con.execute(f"SELECT * FROM {src} ORDER BY seq", params).df()
+    # a policy's edit keeps the agent's own request right after what the model received
+    originals = every[every["source"] == ORIGINAL_SOURCE]
+    by_seq = dict(zip(originals["seq"] - 1, originals["id"], strict=True))
+    calls = every[every["source"] != ORIGINAL_SOURCE].copy()
+    calls["original_id"] = [by_seq.get(seq) for seq in calls["seq"]]
     events = data._session_rows(
         con, db, "context_events", session_id, "kind = 'request'", ["id", *OUR_COMPONENTS]
     )
@@ -120,3 +127,21 @@ def part_text(value: Any) -> str:
             return f"[{value.get('type')}] {value.get('name')}({json.dumps(args, ensure_ascii=False)})"
         return json.dumps(value, ensure_ascii=False)
     return str(value)
+
+
+def edit_diff(original: dict[str, Any], sent: dict[str, Any], *, context: int = 1) -> str:
+    """A unified diff of what the agent sent against what the model received, message by message."""
+    import difflib
+
+    def lines(detail: dict[str, Any]) -> list[str]:
+        out = [f"system: {part_text(detail['system'])}"] if detail.get("system") is not None else []
+        for index, message in enumerate(detail["messages"]):
+            role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
+            out += [f"[{index}] {role}: {line}" for line in (part_text(message) or "").splitlines() or [""]]
+        return out
+
+    return "\n".join(
+        difflib.unified_diff(
+            lines(original), lines(sent), "agent sent", "model received", n=context, lineterm=""
+        )
+    )

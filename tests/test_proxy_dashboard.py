@@ -101,3 +101,56 @@ def test_the_requests_page_shows_the_calls_and_the_exact_prompt(
     assert at.metric[0].value == "2"
     codes = "\n".join(c.value for c in at.code)
     assert "You are terse." in codes and "print('hi')" in codes
+
+
+def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[policies]\nclear_tool_results = { trigger = 0, keep = 0 }\n", encoding="utf-8")
+    db = tmp_path / "p.db"
+    server = A.install(ScriptedServer(default=A.text("ok")))
+    with (
+        server,
+        ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
+    ):
+        client = anthropic.Anthropic(
+            base_url=proxy.base_url,
+            api_key="sk-x",
+            max_retries=0,
+            default_headers={"X-Ctxdesk-Session": "edited"},
+        )
+        messages = [
+            {"role": "user", "content": "Read it."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "SECRET-LOOKING OUTPUT " * 50}
+                ],
+            },
+        ]
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=20, messages=messages, tools=[READ])
+        assert proxy.recorder.flush()
+    con = data.connect([db])
+    label = data.db_labels([db])[0]
+    (call,) = request_data.session_calls(con, label, "edited").itertuples()
+    assert call.original_id is not None
+    diff = request_data.edit_diff(
+        request_data.call_detail(con, label, int(call.original_id)),
+        request_data.call_detail(con, label, int(call.id)),
+    )
+    assert (
+        "-[2] user: SECRET-LOOKING OUTPUT" in diff
+        and "+[2] user: [ctxdesk cleared this tool result (Read" in diff
+    )
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "none.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.session_state["selected_session"] = f"{label}::edited"
+    at.switch_page("views/requests.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("A ctxdesk policy edited this call" in w.value for w in at.warning)
+    assert any("SECRET-LOOKING OUTPUT" in c.value and "ctxdesk cleared" in c.value for c in at.code)

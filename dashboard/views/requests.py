@@ -102,6 +102,20 @@ st.dataframe(
     hide_index=True,
 )
 
+original_id = call.get("original_id")
+if original_id is not None and not pd.isna(original_id):
+    original = _detail(conn, state.signature(), ref.db, int(original_id))
+    saved = int(original["row"].get("request_bytes") or 0) - int(info.get("request_bytes") or 0)
+    st.warning(
+        f"A ctxdesk policy edited this call: the agent sent {len(original['messages'])} message(s), "
+        f"the model received {len(detail['messages'])} ({saved:,} bytes fewer). The timeline shows each edit "
+        "with its reason and tokens before and after."
+    )
+    with st.expander("Agent sent vs model received (diff)", expanded=True):
+        st.code(
+            request_data.edit_diff(original, detail) or "(no difference in the messages)", language="diff"
+        )
+
 tab_system, tab_tools, tab_messages, tab_params, tab_answer = st.tabs(
     ["System prompt", "Tools", "Messages", "Parameters", "Answer"]
 )
