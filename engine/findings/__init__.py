@@ -1,0 +1,135 @@
+"""Findings: where a stored session wasted its context window, each with what a fix would save.
+
+``find_waste(store, session_id)`` reads one session into a :class:`SessionView` and runs every
+detector; each detector is a pure function of the view returning frozen :class:`Finding`s.
+A finding's ``tokens`` are input tokens the fix would not have sent, summed over the requests
+that carried the waste (``context_tokens`` is how much smaller one request would have been);
+``money`` prices them at each request's blended input rate (what its prompt cost per token,
+cache reads and writes included), or is None when the model's prices are unknown.
+
+One module per part: ``model`` (Finding, SessionView, request views, prices), ``calls`` (tool
+calls and what they read), ``terms`` (identifiers in text), ``tool_waste`` and ``context_waste``
+(the detectors). A new detector is a pure function of the view in one of those two modules,
+added to :func:`analyze`.
+"""
+
+from __future__ import annotations
+
+from engine.compaction.constraints import constraint_sentences, key_terms
+from engine.findings.calls import (
+    ENGINE_TOOL_NAMES,
+    MUTATING_TOOLS,
+    ToolCall,
+    call_target,
+    tool_calls,
+)
+from engine.findings.context_waste import (
+    find_ineffective_compactions,
+    find_lost_constraints,
+    find_stale_thinking,
+    find_uncached_prefix,
+)
+from engine.findings.model import (
+    ANTHROPIC_CACHE_READ,
+    ANTHROPIC_CACHE_WRITE_1H,
+    ANTHROPIC_CACHE_WRITE_5M,
+    CONSTRAINT_KEPT_SHARE,
+    FINDING_KINDS,
+    INEFFECTIVE_COMPACTION_RATIO,
+    MIN_CACHE_REQUESTS,
+    MIN_CACHEABLE_PREFIX,
+    MIN_DISTINCTIVE_TERMS,
+    MIN_FINDING_TOKENS,
+    Finding,
+    FindingKind,
+    RequestView,
+    SessionView,
+    TokenPrices,
+    load_session_view,
+    request_views,
+)
+from engine.findings.terms import (
+    message_terms,
+    text_terms,
+)
+from engine.findings.tool_waste import (
+    find_repeated_reads,
+    find_stale_results,
+    find_unused_results,
+    find_unused_tools,
+)
+from engine.model_table import ModelTable
+from engine.settings import Settings
+from engine.store import SessionStore
+
+__all__ = [
+    "ANTHROPIC_CACHE_READ",
+    "ANTHROPIC_CACHE_WRITE_1H",
+    "ANTHROPIC_CACHE_WRITE_5M",
+    "CONSTRAINT_KEPT_SHARE",
+    "ENGINE_TOOL_NAMES",
+    "FINDING_KINDS",
+    "INEFFECTIVE_COMPACTION_RATIO",
+    "MIN_CACHEABLE_PREFIX",
+    "MIN_CACHE_REQUESTS",
+    "MIN_DISTINCTIVE_TERMS",
+    "MIN_FINDING_TOKENS",
+    "MUTATING_TOOLS",
+    "Finding",
+    "FindingKind",
+    "RequestView",
+    "SessionView",
+    "TokenPrices",
+    "ToolCall",
+    "analyze",
+    "call_target",
+    "constraint_sentences",
+    "find_ineffective_compactions",
+    "find_lost_constraints",
+    "find_repeated_reads",
+    "find_stale_results",
+    "find_stale_thinking",
+    "find_uncached_prefix",
+    "find_unused_results",
+    "find_unused_tools",
+    "find_waste",
+    "key_terms",
+    "load_session_view",
+    "message_terms",
+    "request_views",
+    "text_terms",
+    "tool_calls",
+]
+
+
+# -- entry point -------------------------------------------------------------------------------------
+
+
+def analyze(view: SessionView) -> list[Finding]:
+    """Every detector over one session view, largest savings first."""
+    from engine.cache_findings import find_cache_rebuilds  # it builds on engine.findings.model
+
+    calls = tool_calls(view)
+    findings = [
+        *find_repeated_reads(view, calls),
+        *find_stale_results(view, calls),
+        *find_unused_results(view, calls),
+        *find_unused_tools(view),
+        *find_uncached_prefix(view),
+        *find_stale_thinking(view),
+        *find_ineffective_compactions(view),
+        *find_lost_constraints(view),
+        *find_cache_rebuilds(view),
+    ]
+    return sorted(findings, key=lambda f: (-f.tokens, f.turn_index, f.kind, f.message_seqs))
+
+
+def find_waste(
+    store: SessionStore,
+    session_id: str,
+    *,
+    settings: Settings | None = None,
+    table: ModelTable | None = None,
+) -> list[Finding]:
+    """Findings of one stored session (a sub-agent thread is a session of its own); reads only."""
+    return analyze(load_session_view(store, session_id, settings=settings, table=table))
