@@ -102,110 +102,51 @@ def reply_events(
 ) -> list[tuple[str, dict[str, Any]]]:
     """(event name, data) of the SSE stream answering ``request`` with ``reply``."""
     model = str(request.get("model") or "gpt-5.5")
-    response_id = _id("resp", call_index, model)
     output = full_items(reply, call_index=call_index)
-    base = {"id": response_id, "object": "response", "created_at": 1_790_000_000 + call_index, "model": model}
-    events: list[tuple[str, dict[str, Any]]] = [
-        (
-            "response.created",
-            {"type": "response.created", "response": {**base, "status": "in_progress", "output": []}},
-        )
-    ]
+    base = {
+        "id": _id("resp", call_index, model), "object": "response", "created_at": 1_790_000_000 + call_index,
+        "model": model,
+    }  # fmt: skip
+    events = [_event("created", response={**base, "status": "in_progress", "output": []})]
     for index, item in enumerate(output):
-        started = dict(item)
-        if item["type"] == "message":
-            started["content"] = []
-            started["status"] = "in_progress"
-        elif item["type"] == "function_call":
-            started["arguments"] = ""
-        elif item["type"] == "custom_tool_call":
-            started["input"] = ""
-        events.append(
-            (
-                "response.output_item.added",
-                {"type": "response.output_item.added", "output_index": index, "item": started},
-            )
-        )
-        if item["type"] == "message":
+        kind, at = item["type"], {"item_id": item["id"], "output_index": index}
+        started = {**item, **_EMPTY_WHEN_STARTED.get(kind, {})}
+        events.append(_event("output_item.added", output_index=index, item=started))
+        if kind == "message":
             text = item["content"][0]["text"]
-            for chunk in _chunks(text):
-                events.append(
-                    (
-                        "response.output_text.delta",
-                        {
-                            "type": "response.output_text.delta", "item_id": item["id"], "output_index": index,
-                            "content_index": 0, "delta": chunk,
-                        },
-                    )
-                )  # fmt: skip
-            events.append(
-                (
-                    "response.output_text.done",
-                    {
-                        "type": "response.output_text.done", "item_id": item["id"], "output_index": index,
-                        "content_index": 0, "text": text,
-                    },
-                )
-            )  # fmt: skip
-        elif item["type"] == "reasoning":
-            for s_index, part in enumerate(item["summary"]):
-                events.append(
-                    (
-                        "response.reasoning_summary_text.delta",
-                        {
-                            "type": "response.reasoning_summary_text.delta", "item_id": item["id"],
-                            "output_index": index, "summary_index": s_index, "delta": part["text"],
-                        },
-                    )
-                )  # fmt: skip
-        elif item["type"] == "function_call":
-            for chunk in _chunks(item["arguments"]):
-                events.append(
-                    (
-                        "response.function_call_arguments.delta",
-                        {
-                            "type": "response.function_call_arguments.delta", "item_id": item["id"],
-                            "output_index": index, "delta": chunk,
-                        },
-                    )
-                )  # fmt: skip
-            events.append(
-                (
-                    "response.function_call_arguments.done",
-                    {
-                        "type": "response.function_call_arguments.done", "item_id": item["id"],
-                        "output_index": index, "arguments": item["arguments"],
-                    },
-                )
-            )  # fmt: skip
-        elif item["type"] == "custom_tool_call":
-            for chunk in _chunks(item["input"]):
-                events.append(
-                    (
-                        "response.custom_tool_call_input.delta",
-                        {
-                            "type": "response.custom_tool_call_input.delta", "item_id": item["id"],
-                            "output_index": index, "delta": chunk,
-                        },
-                    )
-                )  # fmt: skip
-        events.append(
-            (
-                "response.output_item.done",
-                {"type": "response.output_item.done", "output_index": index, "item": item},
-            )
-        )
+            events += [_event("output_text.delta", **at, content_index=0, delta=c) for c in _chunks(text)]
+            events.append(_event("output_text.done", **at, content_index=0, text=text))
+        elif kind == "reasoning":
+            events += [
+                _event("reasoning_summary_text.delta", **at, summary_index=i, delta=part["text"])
+                for i, part in enumerate(item["summary"])
+            ]
+        elif kind == "function_call":
+            events += [
+                _event("function_call_arguments.delta", **at, delta=c) for c in _chunks(item["arguments"])
+            ]
+            events.append(_event("function_call_arguments.done", **at, arguments=item["arguments"]))
+        elif kind == "custom_tool_call":
+            events += [_event("custom_tool_call_input.delta", **at, delta=c) for c in _chunks(item["input"])]
+        events.append(_event("output_item.done", output_index=index, item=item))
     usage = usage_for(request, previous_input, output)
     events.append(
-        (
-            "response.completed",
-            {
-                "type": "response.completed",
-                "response": {**base, "status": "completed", "output": output, "usage": usage},
-            },
-        )
+        _event("completed", response={**base, "status": "completed", "output": output, "usage": usage})
     )
     return events
+
+
+#: What an output item holds when announced, before its content streams.
+_EMPTY_WHEN_STARTED: dict[str, dict[str, Any]] = {
+    "message": {"content": [], "status": "in_progress"},
+    "function_call": {"arguments": ""},
+    "custom_tool_call": {"input": ""},
+}
+
+
+def _event(name: str, **data: Any) -> tuple[str, dict[str, Any]]:
+    kind = f"response.{name}"
+    return kind, {"type": kind, **data}
 
 
 def handle_responses(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
