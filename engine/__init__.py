@@ -46,12 +46,17 @@ from engine.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from engine.model_table import ModelTable
+from engine.model_table import ModelTable, load_model_table
 from engine.offload import READ_RESULT_TOOL, ResultStore, plan_offload
 from engine.prompt import PromptBuilder
 from engine.redact import install_log_redaction, redact_secrets
 from engine.session import SessionManager, TurnResult
 from engine.settings import (
+    DEFAULT_COMPACT_THRESHOLD,
+    DEFAULT_HARD_BLOCK_THRESHOLD,
+    DEFAULT_NOTE_THRESHOLD,
+    DEFAULT_SETTINGS_PATH,
+    SETTINGS_ENV_VAR,
     ModelSettings,
     ResolvedModelSettings,
     Settings,
@@ -59,9 +64,11 @@ from engine.settings import (
     load_settings,
     resolve_model_settings,
     save_settings,
+    settings_path,
 )
 from engine.store import SessionStore
-from engine.tokens import Tokenizer, get_tokenizer
+from engine.textfmt import format_table
+from engine.tokens import Tokenizer, get_tokenizer, tokenizer_ids
 from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries, safe_cut_points
 
 __version__ = "0.1.0"
@@ -69,7 +76,12 @@ __version__ = "0.1.0"
 install_log_redaction()
 
 __all__ = [
+    "DEFAULT_COMPACT_THRESHOLD",
+    "DEFAULT_HARD_BLOCK_THRESHOLD",
+    "DEFAULT_NOTE_THRESHOLD",
+    "DEFAULT_SETTINGS_PATH",
     "READ_RESULT_TOOL",
+    "SETTINGS_ENV_VAR",
     "TOOL_SEARCH_TOOL",
     "AnthropicClient",
     "AnthropicSummarizer",
@@ -136,12 +148,14 @@ __all__ = [
     "find_safe_boundary",
     "find_waste",
     "force_compact",
+    "format_table",
     "from_anthropic",
     "from_openai",
     "get_tokenizer",
     "import_file",
     "import_files",
     "is_over_context_budget",
+    "load_model_table",
     "load_settings",
     "measure_budget",
     "parse_turn_boundaries",
@@ -155,6 +169,8 @@ __all__ = [
     "restore_snapshot",
     "safe_cut_points",
     "save_settings",
+    "settings_path",
     "to_anthropic",
     "to_openai",
+    "tokenizer_ids",
 ]

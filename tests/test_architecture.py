@@ -70,19 +70,12 @@ KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
     ("engine.importers.follow", "ImportFollower"),
     ("engine.importers.locations", "agent_files"),
     ("engine.importers.locations", "folder_files"),
-    ("engine.model_table", "load_model_table"),
     ("engine.report.costs", "cost_line"),
     ("engine.report.costs", "project_cost_report"),
     ("engine.report.costs", "project_cost_text"),
     ("engine.report.costs", "session_cost_report"),
     ("engine.rollup", "cost_rows"),
     ("engine.rollup", "root_of"),
-    ("engine.settings", "DEFAULT_COMPACT_THRESHOLD"),
-    ("engine.settings", "DEFAULT_HARD_BLOCK_THRESHOLD"),
-    ("engine.settings", "DEFAULT_NOTE_THRESHOLD"),
-    ("engine.settings", "DEFAULT_SETTINGS_PATH"),
-    ("engine.settings", "SETTINGS_ENV_VAR"),
-    ("engine.settings", "settings_path"),
     ("engine.store.copy", "copy_database"),
     ("engine.store.pg_rollups", "LIMIT_BASE"),
     ("engine.store.pg_rollups", "SESSION_TOTALS"),
@@ -91,8 +84,6 @@ KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
     ("engine.store.costs", "project_costs"),
     ("engine.store.costs", "refresh_request_costs"),
     ("engine.store.costs", "session_costs"),
-    ("engine.textfmt", "format_table"),
-    ("engine.tokens", "tokenizer_ids"),
 }
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 300
