@@ -9,8 +9,9 @@ text are the real ones, only the tool names, argument keys and output wrappers c
 
 Facts come in 8 categories, each phrased several ways. Every fact's match keys (strings that
 must all survive, lower-cased) are fixed here, before any run. Phrasings are split in two:
-``dev`` (seen while the summarizer was worked on) and ``held_out`` (never in a unit test, never
-looked at when tuning): the benchmark reports both, so tuning to exact phrases would show.
+``dev`` (seen while the summarizer was worked on), ``held_out`` (never in a unit test; but its
+losses were seen while tuning, so it is not blind) and ``blind`` (written after the tuning and
+run untuned): the benchmark reports each, so tuning to exact phrases would show.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ _SERVICES = ("orca-east", "heron-staging", "lynx-eu", "kestrel-prod", "marten-qa
 
 
 def _facts_for(rng: random.Random, dialect: str, session: int) -> list[Fact]:
-    """Two facts per category (one dev, one held-out phrasing), each a small exchange in ``dialect``."""
+    """Three facts per category (dev, held-out and blind phrasing), each a small exchange in ``dialect``."""
     facts: list[Fact] = []
     k = 0
 
@@ -302,7 +303,45 @@ def _facts_for(rng: random.Random, dialect: str, session: int) -> list[Fact]:
         user(f"We deploy this to the {service} cluster first."),
         assistant("Okay."),
     )))  # fmt: skip
+    facts += _blind_facts(rng, calls, session)
     return facts
+
+
+def _blind_facts(rng: random.Random, calls: Callable[[], Dialect], session: int) -> list[Fact]:
+    """One more fact per category, written after the summarizer was tuned and run once, untuned:
+    phrasings and output shapes nothing in the code was shaped for."""
+    lib, area = rng.choice(_LIBS), rng.choice(_AREAS)
+    path = f"internal/{rng.choice(_DIRS)}/{rng.choice(_MODULES)}_{session}{rng.randint(10, 99)}.go"
+    repo, pod = f"infra-{rng.randint(100, 999)}", f"{rng.choice(_SERVICES)}-{rng.randint(1000, 9999)}"
+    migration, conns, handle = (
+        f"m{rng.randint(100, 999)}_split_ledger",
+        rng.randint(120, 480),
+        f"@{rng.choice(_PEOPLE).split()[0].lower()}",
+    )
+    return [
+        Fact("decision", "blind", (lib,), (
+            assistant(f"After weighing both, the {lib} route wins for {area}; the stdlib version stays as a fallback."),
+        )),
+        Fact("file path", "blind", (path,), (*calls()["edit"](path, "return nil", "return ErrClosed"),)),
+        Fact("error + fix", "blind", (repo, "git_ssl_cainfo"), (
+            *calls()["shell"]("git fetch origin", f"fatal: unable to access 'https://git.internal/{repo}.git/': "
+                              "SSL certificate problem: unable to get local issuer certificate", 128),
+            assistant(f"Pointed GIT_SSL_CAINFO at the corporate bundle and the fetch of {repo} went through."),
+        )),
+        Fact("constraint", "blind", ("utc", area.split()[-1]), (
+            user(f"Timestamps in {area} are UTC end to end, no local times anywhere."),
+        )),
+        Fact("tool output", "blind", (pod, "2/3"), (
+            *calls()["shell"]("kubectl get pods", f"NAME              READY   STATUS    RESTARTS   AGE\n{pod}   2/3     Running   4          41d", 0),
+        )),
+        Fact("todo", "blind", (migration,), (
+            user(f"Remind me: the {migration} migration still has to be rolled back on staging."),
+        )),
+        Fact("number/config", "blind", ("max_connections", str(conns)), (
+            assistant(f"Raised max_connections from 100 to {conns} on the replica."),
+        )),
+        Fact("name", "blind", (handle,), (user(f"Loop in {handle} from the data team when the export is ready."),)),
+    ]  # fmt: skip
 
 
 # -- real sessions ------------------------------------------------------------------------------------
