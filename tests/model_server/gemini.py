@@ -5,7 +5,8 @@ A scripted reply is a list of parts as the API has them, in a short form::
     [{"thought": "Checking the files"}, {"functionCall": {"name": "list_directory", "args": {"dir_path": "."}}},
      {"text": "Done."}]
 
-(a plain string is one text part). Streamed answers carry ``usageMetadata`` derived from the
+(a plain string is one text part; ``{"parts": [...], "usage": {...}}`` overrides usageMetadata keys,
+e.g. a prompt near the window to make the CLI compress its history). Streamed answers carry ``usageMetadata`` derived from the
 request (prompt = characters of ``contents`` + ``systemInstruction`` + ``tools`` / 4; cached =
 the previous streamed call's prompt when this one extends it; thoughts counted apart).
 Side calls to ``:generateContent`` (Gemini CLI's model router, next-speaker checks) do not
@@ -134,6 +135,9 @@ def handle_models(server: ScriptedServer, request: RecordedRequest) -> HttpReply
         return HttpReply(
             500, {"error": {"code": 500, "message": "the script has no reply left", "status": "INTERNAL"}}
         )
+    override: dict[str, Any] = {}
+    if isinstance(item, dict) and "parts" in item:  # {"parts": [...], "usage": {usageMetadata keys}}
+        override, item = dict(item.get("usage") or {}), item["parts"]
     reply = [item] if isinstance(item, str) else list(item)
     index = server.counter("gemini-stream")
     chunks = stream_chunks(
@@ -143,6 +147,7 @@ def handle_models(server: ScriptedServer, request: RecordedRequest) -> HttpReply
         previous_prompt=server.state.get("gemini_prompt", 0),
         response_id=f"resp-{index:04d}",
     )
+    chunks[-1]["usageMetadata"].update(override)
     server.state["gemini_prompt"] = chunks[-1]["usageMetadata"]["promptTokenCount"]
     return HttpReply(200, chunks=sse_events((None, c) for c in chunks), content_type="text/event-stream")
 
