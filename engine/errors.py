@@ -12,6 +12,7 @@
     ├── ResultStoreError                read_result: bad ref id, offset, or foreign session
     ├── SummarizerUnavailableError      the summarizer failed (seeds' SERVICE_UNAVAILABLE)
     ├── ContextOverflowError            a request cannot be made to fit, even after compaction
+    ├── OutputError                     a report/diff cannot be written where asked (--out)
     ├── ProviderError                   the model provider failed (529/5xx, connection; status, retryable)
     │   └── ContextLengthExceededError  the provider rejected the prompt as too long (400)
     └── ImportFormatError               a transcript file is none of the formats we read
@@ -116,6 +117,14 @@ class ContextOverflowError(ContextDeskError):
         self.limit = limit
         self.projected = projected
         super().__init__(message)
+
+
+class OutputError(ContextDeskError):
+    """An output path (``report --out``, ``diff --out``) is not a regular file, or writing it failed."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{message}: {path}" if path else message)
 
 
 class ProviderError(ContextDeskError):

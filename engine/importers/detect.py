@@ -168,6 +168,7 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
         if appended is not None:
             return appended
     try:
+        _sniff_head(path)
         raw = path.read_bytes()
     except OSError as exc:
         raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
@@ -192,6 +193,36 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
         return Document(path, lines=lines, size=len(raw))
     except RecursionError as exc:
         raise SourceProblem("JSON nested too deeply to read") from exc
+
+
+#: How much of a large file is looked at before reading it whole (a 1 GB log is refused from this).
+_HEAD_BYTES = 64 * 1024
+
+
+def _sniff_head(path: Path) -> None:
+    """Refuse a large file that cannot be a transcript from its first bytes alone: not UTF-8, or
+    text that starts as neither JSON, JSON Lines nor an Aider chat log. Small files are left to the
+    whole read (same messages as before)."""
+    with path.open("rb") as fh:
+        head = fh.read(_HEAD_BYTES + 1)
+    if len(head) <= _HEAD_BYTES:
+        return
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not a character cut at the end of the head
+            raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
+        text = head[: exc.start].decode("utf-8-sig")
+    stripped = text.lstrip()
+    if not stripped or stripped[0] in "{[" or stripped.startswith(AIDER_HEAD):
+        return
+    number = text[: len(text) - len(stripped)].count("\n") + 1
+    first, newline, _ = stripped.partition("\n")
+    try:
+        json.loads(first) if newline else None
+    except json.JSONDecodeError as exc:
+        raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
+    raise SourceProblem("not JSON or JSON Lines (no JSON object or array at its start)", line=number)
 
 
 def _read_lines(

@@ -44,13 +44,19 @@ class _Side:
         )  # fmt: skip
 
 
+#: The largest id a database row can have (SQLite and PostgreSQL 64-bit integers).
+_MAX_ID = 2**63 - 1
+
+
 def parse_side(spec: str, db: str | None) -> tuple[Path | str, str | None, int | None]:
     """``DB:SESSION[@SNAPSHOT_ID]`` (or ``SESSION[@ID]`` with --db) -> (db, session, snapshot id)."""
     head, snapshot = spec, None
     if "@" in spec:
         head, _, tail = spec.rpartition("@")
-        if not tail.isdigit():
-            raise ValidationError(f"snapshot id must be a number in {spec!r}", field="snapshot")
+        if not (tail.isascii() and tail.isdigit()) or int(tail) > _MAX_ID:
+            raise ValidationError(
+                f"snapshot id must be a number up to {_MAX_ID} in {spec!r}", field="snapshot", value=tail
+            )
         snapshot = int(tail)
     if db is not None:  # a file, or a postgresql:// URL (kept as a str)
         return (db if is_database_url(db) else Path(db)), head or None, snapshot

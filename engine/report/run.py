@@ -3,9 +3,7 @@ exit code (``EXIT_GATE_FAILED`` when a ``--fail-over`` / ``--fail-on-findings`` 
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 from typing import TextIO
 
 from engine.errors import ValidationError
@@ -13,6 +11,7 @@ from engine.report.build import build_report, gate_failure
 from engine.report.diff import diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.lookup import open_target, read_store
 from engine.report.models import Report
+from engine.report.output import write_output
 from engine.report.text import render_diff_text, render_text
 from engine.settings import load_settings
 
@@ -31,17 +30,6 @@ def render(report: Report, fmt: str) -> str:
     if fmt == "text":
         return render_text(report)
     raise ValidationError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}", field="format")
-
-
-def write_output(text: str, out_path: str | None, stdout: TextIO) -> None:
-    if out_path is None:
-        stdout.write(text)
-        return
-    path = Path(out_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def run_report(

@@ -1,0 +1,61 @@
+"""Memory stays bounded on huge inputs, measured on real processes (peak RSS of the child itself,
+through ``os.wait4``): a 1 GB file that is not a transcript is refused from its head."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ImportFormatError
+from engine.importers.api import detect_format
+
+GB = 1 << 30
+MB = 1 << 20
+
+
+def _run_measured(*args: str, cwd: Path) -> tuple[int, str, int]:
+    """(exit code, stderr, peak RSS in bytes) of ``python -m engine.cli ARGS``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with proc.stderr as pipe:  # type: ignore[union-attr]
+        stderr = pipe.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, stderr, usage.ru_maxrss * 1024
+
+
+def _sparse(path: Path, head: bytes, size: int) -> Path:
+    with path.open("wb") as fh:
+        fh.write(head)
+        fh.truncate(size)  # the rest reads as NUL bytes and takes no disk
+    return path
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"2025-03-14T12:00:00Z INFO [worker-3] request ok\n" * 2000, b"", b"\xff\xfe\x00binary" * 10_000],
+    ids=["log-text", "nul-bytes", "binary"],
+)
+def test_a_1gb_file_that_is_no_transcript_is_refused_from_its_head(tmp_path, head):
+    big = _sparse(tmp_path / "big.jsonl", head, GB)
+    with pytest.raises(ImportFormatError, match=r"big\.jsonl"):
+        detect_format(big)
+    code, stderr, peak = _run_measured("import", str(big), "--db", str(tmp_path / "s.db"), cwd=tmp_path)
+    assert code == 1 and stderr.startswith("ctxdesk: error:") and "Traceback" not in stderr, stderr
+    assert "big.jsonl" in stderr
+    assert peak < 400 * MB, f"peak RSS {peak / MB:.0f} MB refusing a 1 GB file"
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_large_json_lines_transcript_is_still_read(tmp_path):
+    line = b'{"role": "user", "content": "' + b"x" * 1000 + b'"}\n'
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(line * 100 + b'{"role": "assistant", "content": "ok"}\n')
+    assert path.stat().st_size > 64 * 1024
+    assert detect_format(path)
