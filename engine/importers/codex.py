@@ -293,6 +293,11 @@ class _Rollout:
         session.provider = provider_of(session.model) or ("openai" if session.model else None)
         if not session.messages:
             raise SourceProblem("a Codex rollout with no conversation items (only session metadata)")
+        if any(pm.call is not None and pm.call.usage is not None for pm in session.messages):
+            session.notes.append(
+                "a rollout does not keep the tool definitions Codex sent: the provider's count includes them, "
+                "the estimate does not"
+            )
         if not session.metadata.get("cwd"):
             for pm in session.messages[:4]:
                 found = _CWD.search(pm.message.text)

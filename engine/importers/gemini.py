@@ -169,6 +169,10 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
     session.metadata.update({k: v for k, v in meta.items() if v})
     if notices:
         session.notes.append(f"skipped {notices} CLI notice message(s) (info/warning/error)")
+    session.notes.append(
+        "a Gemini CLI chat does not keep the system instruction and tool declarations it sent: "
+        "the provider's count includes them, the estimate does not"
+    )
     return session
 
 
