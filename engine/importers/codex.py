@@ -52,7 +52,7 @@ def is_codex_line(value: Any) -> bool:
 
 
 def parse_codex(lines: Sequence[Line], *, key: str) -> list[ParsedSession]:
-    reader = _Rollout(key)
+    reader = RolloutReader(key)
     for number, value in lines:
         try:
             reader.read(value)
@@ -65,7 +65,10 @@ def parse_codex(lines: Sequence[Line], *, key: str) -> list[ParsedSession]:
     return [reader.finish()]
 
 
-class _Rollout:
+class RolloutReader:
+    """Reads a rollout line by line into one ParsedSession (``read``, then ``finish``); also
+    reads bare Responses items (``read_item``), as OpenAI Responses input lists hold them."""
+
     def __init__(self, key: str) -> None:
         self.session = ParsedSession(key=key, messages=[])
         self.model: str | None = None
@@ -87,7 +90,7 @@ class _Rollout:
             if "instructions" in value and "id" in value:
                 self._meta(value)
             elif kind in ITEM_TYPES:
-                self._item(value)
+                self.read_item(value)
             return
         if not isinstance(payload, dict):
             raise SourceProblem(f"{kind} line without an object payload")
@@ -97,7 +100,7 @@ class _Rollout:
             self.model = str(payload.get("model") or self.model or "") or None
             self.session.model = self.session.model or self.model
         elif kind == "response_item":
-            self._item(payload)
+            self.read_item(payload)
         elif kind == "event_msg":
             self._event(payload)
         elif kind == "compacted":
@@ -171,7 +174,7 @@ class _Rollout:
         if isinstance(history, list) and history:
             for item in history:
                 if isinstance(item, dict):
-                    self._item(item, replay=True)
+                    self.read_item(item, replay=True)
             self._close_reply()
         elif isinstance(summary, str) and summary:
             message = build_message("user", summary, where="compacted", meta={"compaction_summary": True})
@@ -182,7 +185,9 @@ class _Rollout:
             first.compaction = details
 
     # -- response items ------------------------------------------------------------------------
-    def _item(self, item: dict[str, Any], *, replay: bool = False) -> None:
+    def read_item(self, item: dict[str, Any], *, replay: bool = False) -> None:
+        """One Responses item (message, reasoning, tool call or output); ``replay``: a compaction's
+        replacement history, sent again by later calls but produced by no call of its own."""
         kind = item.get("type")
         where = f"{kind} item"
         if kind == "message":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.importers.codex import _Rollout
+from engine.importers.codex import RolloutReader
 from engine.importers.model import ParsedSession, SourceProblem
 from engine.importers.parsing import provider_of
 
@@ -19,7 +19,7 @@ from engine.importers.parsing import provider_of
 def parse_responses_items(items: list[Any], *, key: str, model: str | None = None) -> list[ParsedSession]:
     if not items:
         raise SourceProblem("the item list is empty")
-    reader = _Rollout(key)
+    reader = RolloutReader(key)
     reader.model = model
     system: list[str] = []
     start = 0
@@ -38,7 +38,7 @@ def parse_responses_items(items: list[Any], *, key: str, model: str | None = Non
         if "type" not in item and "role" in item:
             item = {**item, "type": "message"}
         try:
-            reader._item(item)
+            reader.read_item(item)
         except SourceProblem as exc:
             raise SourceProblem(f"items[{index}]: {exc}") from exc
     session = reader.finish()
