@@ -42,12 +42,10 @@ from engine.errors import (
 from engine.events import ContextEvent, ProviderUsage, degraded_event
 from engine.guard import (
     FINAL_REPORT_TOOL,
-    FINAL_REPORT_TOOL_NAME,
-    REASON_TOKEN_BUDGET,
     ContextGuard,
     GuardDecision,
 )
-from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_user_input, user
+from engine.messages import Message, ToolUseBlock, is_user_input, user
 from engine.offload import READ_RESULT_TOOL, ResultStore
 from engine.prompt import PromptSection, to_anthropic_request
 from engine.session.assembly import RequestView, ToolTokens, assemble_request
@@ -75,7 +73,6 @@ SUMMARIZER_FALLBACK_STRATEGY = "truncate"
 STATUS_ACTIVE = "active"
 STATUS_FINAL = "final"
 
-_EMPTY_RESULT = ToolResultBlock(tool_use_id="framing", content="")
 #: When the guard's counters are next set from a measured request: a new turn (its user
 #: message is this turn's "new" input), or a history replaced by compaction (all committed).
 Rebase = Literal["turn", "history"]
@@ -172,6 +169,9 @@ class SessionManager:
         self._tool_tokens = ToolTokens(self.tokenizer)
         self._summary: str | None = None
         self._next_seq = 0
+        # This turn's user message until the model answers: in _history (it is sent) but written
+        # with the first reply, so a turn that fails before any answer leaves the transcript as it was.
+        self._pending_input: tuple[Message, Sequence[ContextEvent]] | None = None
         self._note_shown = False
         self._noop_at: int | None = None
         self.turn_index = -1
@@ -320,22 +320,39 @@ class SessionManager:
         usage: ProviderUsage | None = None,
         events: Sequence[ContextEvent] = (),
     ) -> None:
-        """Append messages and record events in one transaction."""
-        usages = [usage] * len(messages) if usage is not None else None
+        """Append messages (after this turn's user message, if not written yet) and record events in
+        one transaction."""
+        pending, pending_events = self._pending_input or (None, ())
+        stored = [pending, *messages] if pending is not None else list(messages)
+        usages = [None] * (len(stored) - len(messages)) + [usage] * len(messages)
         with self.store.transaction():
             rows = self.store.append_messages(
-                self.session_id, messages, tokenizer=self.tokenizer, usages=usages
+                self.session_id, stored, tokenizer=self.tokenizer, usages=usages
             )
+            for event in pending_events:
+                self.store.record_event(self.session_id, self._stamp(event, message_seq=rows[0].seq))
             for event in events:
                 self.store.record_event(self.session_id, self._stamp(event, message_seq=rows[-1].seq))
+        self._pending_input = None
         self._history.extend(messages)
         self._totals.extend(messages)
         self._next_seq = rows[-1].seq + 1
 
     def _reload_history(self) -> None:
         self._history, self._summary, _ = self.store.load_resume_history(self.session_id)
+        if self._pending_input is not None:  # compaction rebuilt what is stored: the input follows it
+            self._history.append(self._pending_input[0])
         self._totals.reset(self._history)
         self._rebase = self._rebase or "history"
+
+    def _drop_pending_input(self) -> None:
+        """The turn failed before the model answered: its user message is forgotten, unwritten."""
+        self._pending_input = None
+        self._history.pop()
+        self._totals.reset(self._history)
+        self._next_seq -= 1
+        self.turn_index -= 1
+        self._rebase = "turn"
 
     # -- the turn --------------------------------------------------------------------------------
     def run_turn(self, user_input: str | Message, *, max_steps: int | None = None) -> TurnResult:
@@ -354,8 +371,17 @@ class SessionManager:
         self._rebase = "turn"
         self._note_shown = False
         deferral_events = self._registry.start_turn(self.turn_index)
-        self._append([message], events=deferral_events)
-        limit = max_steps or self.max_steps
+        self._pending_input = (message, deferral_events)
+        self._history.append(message)
+        self._totals.extend([message])
+        self._next_seq += 1  # the seq it will be written at
+        try:
+            return self._turn(max_steps or self.max_steps)
+        finally:
+            if self._pending_input is not None:
+                self._drop_pending_input()
+
+    def _turn(self, limit: int) -> TurnResult:
         text = ""
         for step in range(limit):
             response = self._step(step)
@@ -581,7 +607,9 @@ class SessionManager:
             "context_length_exceeded" if isinstance(error, ContextLengthExceededError) else "provider_error"
         )
         event = self._request_event(view, target, request, outcome=outcome, reason=str(error), **fields)
-        self._record([event], message_seq=self._next_seq - 1)
+        # Before any answer the turn's user message is not written: the event follows what is.
+        last = self._next_seq - (2 if self._pending_input is not None else 1)
+        self._record([event], message_seq=last if last >= 0 else None)
 
     def _call_target(self, view: RequestView, target: Target, step: int, trigger: str) -> ModelResponse:
         request = self._request(view, target)
@@ -645,53 +673,15 @@ class SessionManager:
     # -- tools ---------------------------------------------------------------------------------
     def _run_tools(self, uses: Sequence[ToolUseBlock]) -> str | None:
         """Run the tools of one reply and append their results; returns a final report if given."""
-        guard = self._guard
-        blocks: list[ToolResultBlock] = []
-        events: list[ContextEvent] = []
-        report: str | None = None
-        settings = self._targets.primary.settings
-        # The results message's own framing goes into the next request with its first block.
-        framing = self.tokenizer.count_message(Message(role="user", content=[_EMPTY_RESULT]))
-        framing -= self.tokenizer.count_block(_EMPTY_RESULT)
-        if framing > 0:
-            guard.add_pending(framing, message_seq=self._next_seq)
-        for use in uses:
-            self._registry.record_use(use.name, self.turn_index)
-            if use.name == FINAL_REPORT_TOOL_NAME:
-                report = str(use.input.get("report") or "").strip() or "(empty final report)"
-                blocks.append(
-                    ToolResultBlock(
-                        tool_use_id=use.id, content="Final report delivered; the session has ended."
-                    )
-                )
-                continue
-            if not guard.may_run_tools:
-                text, is_error = (
-                    f"Error: {use.name} was not run: the context window is full (tools_refused). "
-                    "Call final_report with your final report.",
-                    True,
-                )
-            else:
-                text, is_error, tool_events = self._tools.execute(use, settings)
-                events.extend(tool_events)
-            block = ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
-            tokens = self.tokenizer.count_block(block)
-            decision = guard.reserve_tool_output(tokens, tool_name=use.name, message_seq=self._next_seq)
-            events.extend(decision.events)
-            if not decision.accepted:
-                if decision.reason == REASON_TOKEN_BUDGET:
-                    text, is_error = (
-                        f"Error: token_budget_exceeded: the output of {use.name} ({tokens:,} tokens) does not "
-                        "fit in the remaining context and was not added. Call final_report with your final "
-                        "report.",
-                        True,
-                    )
-                    block = ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
-                # What the model reads instead still goes into the next request.
-                guard.add_pending(self.tokenizer.count_block(block), message_seq=self._next_seq)
-            blocks.append(block)
-        self._append([Message(role="user", content=blocks)], events=events)
+        results = self._tools.run_reply(
+            uses,
+            self._guard,
+            self._targets.primary.settings,
+            turn_index=self.turn_index,
+            message_seq=self._next_seq,
+        )
+        self._append([results.message], events=results.events)
         if self._tools.history_replaced:  # compact_context ran
             self._tools.history_replaced = False
             self._reload_history()
-        return report
+        return results.final_report

@@ -1,23 +1,26 @@
 """Tool execution for the session manager: the built-in tools (read_result, tool_search,
 compact_context) and the agent's own handlers, large outputs offloaded to the result store.
 
-``ToolExecutor.execute`` returns (text for the context, is_error, events); it records nothing:
-the session manager appends the results and their events in one transaction.
+``ToolExecutor.run_reply`` runs the tool uses of one reply through the session's guard (each
+output reserved before it joins the context) and returns the results message, its events and a
+final report if one was given; it records nothing: the session manager appends the message and
+its events in one transaction.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.compaction import COMPACT_CONTEXT_TOOL, Summarizer, run_compact_context_tool
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, run_tool_search_tool
 from engine.errors import SummarizerUnavailableError, ValidationError
 from engine.events import ContextEvent
-from engine.guard import FINAL_REPORT_TOOL_NAME
-from engine.messages import ToolUseBlock
+from engine.guard import FINAL_REPORT_TOOL_NAME, REASON_TOKEN_BUDGET, ContextGuard
+from engine.messages import Message, ToolResultBlock, ToolUseBlock
 from engine.offload import READ_RESULT_TOOL, ResultStore, offload_or_inline, run_read_result_tool
 from engine.settings import ResolvedModelSettings
 from engine.store import SessionStore
@@ -34,6 +37,17 @@ BUILTIN_TOOL_NAMES = (
 
 ToolHandler = Callable[[dict[str, Any]], Any]
 ToolOutcome = tuple[str, bool, list[ContextEvent]]
+_EMPTY_RESULT = ToolResultBlock(tool_use_id="framing", content="")
+
+
+@dataclass(frozen=True)
+class ReplyResults:
+    """The tool results of one reply: the user message that carries them, the events of running
+    and reserving them, and the final report when final_report was called."""
+
+    message: Message
+    events: list[ContextEvent]
+    final_report: str | None
 
 
 class ToolExecutor:
@@ -63,6 +77,62 @@ class ToolExecutor:
         self.offloaded_bytes = 0
         #: Set when compact_context replaced the history the next request sends.
         self.history_replaced = False
+
+    def run_reply(
+        self,
+        uses: Sequence[ToolUseBlock],
+        guard: ContextGuard,
+        settings: ResolvedModelSettings,
+        *,
+        turn_index: int,
+        message_seq: int,
+    ) -> ReplyResults:
+        """Run one reply's tool uses; ``message_seq`` is the seq the results message will get."""
+        tokenizer = self.results.tokenizer
+        blocks: list[ToolResultBlock] = []
+        events: list[ContextEvent] = []
+        report: str | None = None
+        # The results message's own framing goes into the next request with its first block.
+        framing = tokenizer.count_message(Message(role="user", content=[_EMPTY_RESULT]))
+        framing -= tokenizer.count_block(_EMPTY_RESULT)
+        if framing > 0:
+            guard.add_pending(framing, message_seq=message_seq)
+        for use in uses:
+            self.registry.record_use(use.name, turn_index)
+            if use.name == FINAL_REPORT_TOOL_NAME:
+                report = str(use.input.get("report") or "").strip() or "(empty final report)"
+                blocks.append(
+                    ToolResultBlock(
+                        tool_use_id=use.id, content="Final report delivered; the session has ended."
+                    )
+                )
+                continue
+            if not guard.may_run_tools:
+                text, is_error = (
+                    f"Error: {use.name} was not run: the context window is full (tools_refused). "
+                    "Call final_report with your final report.",
+                    True,
+                )
+            else:
+                text, is_error, tool_events = self.execute(use, settings)
+                events.extend(tool_events)
+            block = ToolResultBlock(tool_use_id=use.id, content=text, is_error=is_error)
+            tokens = tokenizer.count_block(block)
+            decision = guard.reserve_tool_output(tokens, tool_name=use.name, message_seq=message_seq)
+            events.extend(decision.events)
+            if not decision.accepted:
+                if decision.reason == REASON_TOKEN_BUDGET:
+                    block = ToolResultBlock(
+                        tool_use_id=use.id,
+                        content=f"Error: token_budget_exceeded: the output of {use.name} ({tokens:,} tokens) "
+                        "does not fit in the remaining context and was not added. Call final_report with "
+                        "your final report.",
+                        is_error=True,
+                    )
+                # What the model reads instead still goes into the next request.
+                guard.add_pending(tokenizer.count_block(block), message_seq=message_seq)
+            blocks.append(block)
+        return ReplyResults(Message(role="user", content=blocks), events, report)
 
     def execute(self, use: ToolUseBlock, settings: ResolvedModelSettings) -> ToolOutcome:
         """(text for the context, is_error, events) of one tool call."""
