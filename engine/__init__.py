@@ -68,6 +68,7 @@ from engine.settings import (
     settings_path,
 )
 from engine.store import SessionStore
+from engine.store.factory import open_store
 from engine.textfmt import format_table
 from engine.tokens import Tokenizer, get_tokenizer, tokenizer_ids
 from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_boundaries, safe_cut_points
@@ -160,6 +161,7 @@ __all__ = [
     "load_model_table",
     "load_settings",
     "measure_budget",
+    "open_store",
     "parse_turn_boundaries",
     "plan_deferral",
     "plan_offload",
