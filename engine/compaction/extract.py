@@ -426,8 +426,9 @@ def result_payload(text: str) -> str:
 FACT_LINES_PER_OUTPUT = 2
 FACT_LINE_CHARS = 200
 #: Lines of a long output read for facts: half from its start, half from its end.
-FACT_SCAN_LINES = 160
+FACT_SCAN_LINES = 60
 _NOT_LETTERS = re.compile(r"[^A-Za-z]+")
+_DIGIT = re.compile(r"\d")
 #: A line scoring below this states no fact worth keeping.
 FACT_MIN_SCORE = 3.0
 #: ``key = value`` / ``key: value`` (a grep ``file:line:`` prefix allowed): a setting and its value.
@@ -463,7 +464,7 @@ def _fact_score(line: str) -> float:
         score += 2
     if _VERSION.search(line):
         score += 1
-    if any(c.isdigit() for c in line):
+    if _DIGIT.search(line):
         score += 0.5
     if _FACT_WORDS.search(line):
         score += 1
