@@ -224,3 +224,76 @@ def test_the_settings_file_is_reloaded_and_a_guard_refusal_never_reaches_the_ups
         with SessionStore(proxy.recorder.db_path, read_only=True) as store:
             guards = [e for s in store.list_sessions() for e in store.list_events(s.id, kind="guard")]
     assert [g.outcome for g in guards] == ["rejected", "rejected"]
+
+
+def _offload_upstream() -> ScriptedServer:
+    """A model that, offered read_result with an offloaded note in the history, reads the rest once."""
+    import re
+
+    server = A.install(ScriptedServer(default=A.text("ok")))
+    handler = next(h for m, p, h in server.routes if p == "/v1/messages")
+
+    def model(srv: ScriptedServer, request: Any) -> Any:
+        body = request.body
+        text = json.dumps(body["messages"])
+        names = [t.get("name") for t in body.get("tools") or []]
+        asked = any(b.get("type") == "tool_use" and b.get("name") == "read_result"
+                    for m in body["messages"] if isinstance(m["content"], list) for b in m["content"])  # fmt: skip
+        if "read_result" in names and not asked:
+            ref = re.search(r'ref_id=\\"(res_[0-9a-f]+)', text).group(1)
+            srv.queue(A.tool_calls(("read_result", {"ref_id": ref, "pattern": "NEEDLE"})))
+        elif asked:
+            found = re.findall(r"NEEDLE-\d+", text)
+            srv.queue(A.text(f"The output holds {found[-1]}."))
+        return handler(srv, request)
+
+    server.routes.insert(0, ("POST", "/v1/messages", model))
+    return server
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_offloaded_result_is_read_back_by_the_proxy_and_the_agent_never_sees_the_extra_round(
+    tmp_path: Path, stream: bool
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[policies]\noffload = { threshold_bytes = 2000 }\n", encoding="utf-8")
+    big = "routine log line\n" * 400 + "NEEDLE-4242 found at the end\n"
+    messages = [
+        {"role": "user", "content": "Run the tests."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"cmd": "pytest"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": big}]},
+    ]
+    server = _offload_upstream()
+    db = tmp_path / "p.db"
+    with (
+        server,
+        ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
+    ):
+        client = anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+                                     default_headers={"X-Ctxdesk-Session": "off"})  # fmt: skip
+        bash = {"name": "Bash", "description": "Run", "input_schema": {"type": "object"}}
+        if stream:
+            with client.messages.stream(model=MODEL, max_tokens=100, messages=messages, tools=[bash]) as s:
+                reply = s.get_final_message()
+        else:
+            reply = client.messages.create(model=MODEL, max_tokens=100, messages=messages, tools=[bash])
+        assert proxy.recorder.flush()
+    assert [b.type for b in reply.content] == ["text"] and reply.content[
+        0
+    ].text == "The output holds NEEDLE-4242."
+    first, second = (r.body for r in server.requests)
+    assert "NEEDLE" not in json.dumps(first["messages"]) and first["tools"][-1]["name"] == "read_result"
+    assert second["messages"][-1]["content"][0]["content"].count("NEEDLE-4242") == 1
+    with SessionStore(db, read_only=True) as store:
+        requests = store.list_requests("off", with_body=True)
+        assert sorted(r.source for r in requests) == ["proxy", "proxy:original", "proxy:read_result"]
+        assert [m.text for m in store.load_transcript("off")][-1] == "The output holds NEEDLE-4242."
+        assert not any("read_result" in json.dumps(m.model_dump()) for m in store.load_transcript("off"))
+        offloads = [
+            e for e in store.list_events("off", kind="compaction") if e.details["policy"] == "offload"
+        ]
+        ref = offloads[0].details["changes"][0]["ref"]
+        assert store.get_blob(ref).content.decode() == big

@@ -32,12 +32,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ContextDeskError
 from engine.proxy import apis
 from engine.settings import ResolvedModelSettings, Settings
 from engine.tokens import Tokenizer
 
 POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
+#: Offloaded results kept in memory for read_result (older ones are read from the database).
+MAX_CACHED_RESULTS = 256
 #: How often (seconds) the request path may stat the settings file for changes.
 RELOAD_CHECK_S = 0.5
 
@@ -206,6 +208,7 @@ class SessionPolicyState:
     """What stays decided for one agent session: tool results cleared (by tool_use id) and their refs."""
 
     cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> placeholder text
+    offloaded: set[str] = field(default_factory=set)  # tool_use ids whose result is a preview + ref
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ class PolicyOutcome:
     edits: tuple[Edit, ...] = ()
     blobs: tuple[tuple[str, str, str | None], ...] = ()  # (ref, original content, tool name) to keep
     skipped: tuple[str, ...] = ()
+    serve_read_result: bool = False  # the request offers read_result: the proxy answers its calls
 
     @property
     def changed(self) -> bool:
@@ -283,6 +287,60 @@ def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_
                 found.append(_Result(block["tool_use_id"], names.get(block["tool_use_id"]), (i, j), content,
                                      tokenizer.count(_content_text(content))))  # fmt: skip
     return found
+
+
+#: The tool the proxy adds when it has offloaded results, and answers itself.
+READ_RESULT_NAME = "read_result"
+READ_RESULT_TOOL: dict[str, Any] = {
+    "name": READ_RESULT_NAME,
+    "description": (
+        "Read a tool result that ctxdesk stored because it was too large. Pass the ref_id from the "
+        "note. Returns `limit` characters (default 20,000) from character `offset`, or with `pattern` "
+        "(a case-insensitive regular expression) the matching lines with their line numbers."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "ref_id": {"type": "string", "description": "The stored result's reference."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Character offset to start at."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Characters to read."},
+            "pattern": {"type": "string", "description": "Return only the lines matching this."},
+        },
+        "required": ["ref_id"],
+    },
+}
+#: Characters of an offloaded result kept inline as its preview.
+OFFLOAD_PREVIEW_CHARS = 1_500
+
+
+def offload_note(name: str | None, text: str, ref: str) -> str:
+    """An offloaded result in the context: its start, then where the rest is."""
+    size = len(text.encode("utf-8"))
+    return (
+        f"{text[:OFFLOAD_PREVIEW_CHARS]}\n[Tool result stored by ctxdesk ({name or 'tool'}, {size:,} bytes): "
+        f'this is its start. Call read_result with ref_id="{ref}" (offset and limit, or pattern) to read the rest.]'
+    )
+
+
+def read_stored(text: str, tool_input: Mapping[str, Any]) -> str:
+    """Answer one read_result call over a stored text (errors as ``Error: ...`` for the model)."""
+    import re
+
+    pattern = tool_input.get("pattern")
+    if isinstance(pattern, str) and pattern:
+        try:
+            regex = re.compile(pattern, re.IGNORECASE)
+        except re.error as exc:
+            return f"Error: invalid pattern ({exc})"
+        hits = [f"{n}: {line}" for n, line in enumerate(text.splitlines(), 1) if regex.search(line)]
+        return "\n".join(hits[:500]) or "(no matching lines)"
+    offset = tool_input.get("offset") or 0
+    limit = tool_input.get("limit") or 20_000
+    if not isinstance(offset, int) or not isinstance(limit, int) or offset < 0 or limit < 1:
+        return "Error: offset must be >= 0 and limit >= 1"
+    end = min(len(text), offset + min(limit, 100_000))
+    more = f"next offset={end}" if end < len(text) else "end of result"
+    return f"[characters {offset:,} to {end:,} of {len(text):,}; {more}]\n{text[offset:end]}"
 
 
 def placeholder(name: str | None, content: Any, ref: str) -> str:
@@ -354,7 +412,10 @@ def plan_edits(
     """The edits the policies make to one request (pure apart from updating ``state``)."""
     if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT) or not policies.active:
         return PolicyOutcome()
-    skipped = tuple(n for n in ("offload", "compaction") if getattr(policies, n) is not None)
+    offload = policies.offload if api == apis.ANTHROPIC_MESSAGES else None
+    skipped = tuple(n for n in ("compaction",) if getattr(policies, n) is not None)
+    if policies.offload is not None and offload is None:
+        skipped = ("offload", *skipped)
     messages = list(body.get("messages") or [])
     before = _prompt_tokens(api, body, tokenizer)
     edits: list[Edit] = []
@@ -366,6 +427,16 @@ def plan_edits(
     over_window = limit is not None and before > limit
     if clear is None and guard is not None and guard.action == "compact" and over_window:
         clear = ClearToolResultsPolicy(trigger=0, keep=1)  # the guard's compaction: clear all but the last
+    offloaded_now: list[_Result] = []
+    if offload is not None:
+        for r in results:
+            text = _content_text(r.content)
+            if r.tool_use_id not in state.cleared and len(text.encode("utf-8")) > offload.threshold_bytes:
+                ref = result_ref(r.content)
+                state.cleared[r.tool_use_id] = offload_note(r.name, text, ref)
+                state.offloaded.add(r.tool_use_id)
+                blobs.append((ref, text, r.name))
+                offloaded_now.append(r)
     newly: list[_Result] = []
     if clear is not None and (before > clear.trigger or over_window):
         keep_ids = {r.tool_use_id for r in results[len(results) - clear.keep :]} if clear.keep else set()
@@ -381,23 +452,39 @@ def plan_edits(
         state.cleared[r.tool_use_id] = placeholder(r.name, r.content, ref)
         blobs.append((ref, _content_text(r.content), r.name))
     sticky = any(r.tool_use_id in state.cleared for r in results)
+    serve = any(r.tool_use_id in state.offloaded for r in results)
     new_body: dict[str, Any] | None = None
     after = before
     if sticky:
         _apply_cleared(api, messages, results, state, bool(clear and clear.clear_tool_inputs))
         new_body = {**body, "messages": messages}
+        if serve and not any(
+            isinstance(t, dict) and t.get("name") == READ_RESULT_NAME for t in body.get("tools") or []
+        ):
+            new_body["tools"] = [*(body.get("tools") or []), READ_RESULT_TOOL]
         after = _prompt_tokens(api, new_body, tokenizer)
+        if offloaded_now or any(r.tool_use_id in state.offloaded for r in results):
+            offloaded = [r for r in results if r.tool_use_id in state.offloaded]
+            edits.append(Edit(
+                "offload",
+                f"{len(offloaded_now)} tool result(s) over {offload.threshold_bytes:,} bytes offloaded; "
+                f"{len(offloaded)} in this request are previews with a read_result reference" if offload else "offloaded",
+                before, after,
+                tuple({"tool_use_id": r.tool_use_id, "tool_name": r.name, "tokens": r.tokens,
+                       "ref": result_ref(r.content), "new": r in offloaded_now} for r in offloaded),
+            ))  # fmt: skip
         changes = tuple(
             {"tool_use_id": r.tool_use_id, "tool_name": r.name, "tokens": r.tokens, "ref": result_ref(r.content),
              "new": r in newly}
-            for r in results if r.tool_use_id in state.cleared
+            for r in results if r.tool_use_id in state.cleared and r.tool_use_id not in state.offloaded
         )  # fmt: skip
         reason = (
             f"{len(newly)} more tool result(s) cleared: prompt {before:,} tokens over the trigger"
             if newly
             else "tool results cleared earlier stay cleared (the sent prefix stays byte-stable)"
         )
-        edits.append(Edit("clear_tool_results", reason, before, after, changes))
+        if changes:
+            edits.append(Edit("clear_tool_results", reason, before, after, changes))
     if guard is not None and limit is not None and after > limit:
         return PolicyOutcome(
             body=new_body,
@@ -409,7 +496,9 @@ def plan_edits(
             blobs=tuple(blobs),
             skipped=skipped,
         )
-    return PolicyOutcome(body=new_body, edits=tuple(edits), blobs=tuple(blobs), skipped=skipped)
+    return PolicyOutcome(
+        body=new_body, edits=tuple(edits), blobs=tuple(blobs), skipped=skipped, serve_read_result=serve
+    )
 
 
 class Controller:
@@ -424,6 +513,21 @@ class Controller:
         self.live = live  # engine.proxy.live.LiveCompactions, or None
         self._states: dict[str, SessionPolicyState] = {}
         self._lock = threading.Lock()
+        self._contents: dict[str, str] = {}  # ref -> offloaded text, for read_result (newest kept)
+
+    def stored_text(self, ref: str) -> str | None:
+        """An offloaded result's text: from memory, else from the database (written by the recorder)."""
+        with self._lock:
+            if ref in self._contents:
+                return self._contents[ref]
+        store = self.live._open() if self.live is not None else None
+        if store is None:
+            return None
+        try:
+            blob = store.get_blob(ref)
+        except (ContextDeskError, OSError):  # the model is told the ref is unknown
+            return None
+        return blob.content.decode("utf-8", "replace") if blob.content is not None else None
 
     def apply(self, api: str, raw: bytes, headers: Mapping[str, str]) -> PolicyOutcome:
         """What to do with one request; cheap (no parsing) when no policy or live compaction applies."""
@@ -474,6 +578,10 @@ class Controller:
             with self._lock:
                 state = self._states.setdefault(key, SessionPolicyState())
                 outcome = plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
+                for ref, text, _ in outcome.blobs:
+                    self._contents[ref] = text
+                while len(self._contents) > MAX_CACHED_RESULTS:
+                    self._contents.pop(next(iter(self._contents)))
         if live_edit is None:
             return outcome
         return PolicyOutcome(
@@ -482,6 +590,7 @@ class Controller:
             edits=(live_edit, *outcome.edits),
             blobs=outcome.blobs,
             skipped=outcome.skipped,
+            serve_read_result=outcome.serve_read_result,
         )
 
 

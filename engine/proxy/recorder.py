@@ -64,6 +64,10 @@ class Exchange:
     assignment: Assignment | None = None
     sent_body: bytes | None = None  # the body forwarded, when a policy edited it
     policy: Any = None  # engine.proxy.policies.PolicyOutcome of the request, when policies ran
+    agent_answer: dict[str, Any] | None = (
+        None  # the answer the agent got, when it differs from the upstream's
+    )
+    parent: Exchange | None = None  # set on the proxy's own follow-up calls (read_result rounds)
 
 
 def utc_now() -> str:
@@ -227,7 +231,49 @@ class Recorder:
                     session_id, record.model_copy(update={"agent_session_id": agent_id})
                 )
             return
+        if exchange.parent is not None:
+            self._write_follow_up(exchange, api, body, parsed, record)
+            return
         self._write_model_call(exchange, api, agent_body or body, body, parsed, record)
+
+    def _write_follow_up(
+        self,
+        exchange: Exchange,
+        api: str,
+        body: dict[str, Any],
+        parsed: apis.ParsedResponse,
+        record: RequestRecord,
+    ) -> None:
+        """A call the proxy made itself (answering read_result): a request row and event, no transcript."""
+        parent = exchange.parent
+        session_id = (
+            parent.assignment.session_id if parent and parent.assignment else self._ensure_unparsed_session()
+        )
+        view = apis.request_view(api, body, exchange.request_headers)
+        tokenizer = get_tokenizer("anthropic" if apis.PROVIDERS.get(api) == "anthropic" else "o200k_base")
+        components = measure_components(
+            tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
+        )
+        fields = parsed.usage_fields(api)
+        usage = ProviderUsage(
+            input_tokens=fields["input_tokens"] or 0, output_tokens=fields["output_tokens"] or 0,
+            cache_read_input_tokens=fields["cache_read_input_tokens"] or 0,
+            cache_creation_input_tokens=fields["cache_creation_input_tokens"] or 0,
+        ) if parsed.usage else None  # fmt: skip
+        with self._store.transaction():
+            event_id = self._store.record_event(
+                session_id,
+                ContextEvent(
+                    kind="request", trigger="proxy_read_result", outcome="ok" if exchange.status == 200 else "provider_error",
+                    provider=apis.PROVIDERS.get(api), model=view.model, projected_tokens=components.total,
+                    components=components, usage=usage,
+                    details={"api": api, "status": exchange.status, "served_by_proxy": "read_result",
+                             "stop_reason": parsed.stop_reason, "request_messages": len(view.raw_messages)},
+                ),
+            )  # fmt: skip
+            self._store.record_request(
+                session_id, record.model_copy(update={"source": "proxy:read_result", "event_id": event_id})
+            )
 
     def _write_model_call(
         self,
@@ -284,6 +330,10 @@ class Recorder:
         ):
             new_messages = new_messages[1:]  # our own record of the previous answer is already there
         answer = apis.response_message(api, parsed) if ok else None
+        if ok and exchange.agent_answer is not None:  # read_result rounds served: what the agent got
+            answer = apis.response_message(
+                api, apis.ParsedResponse(content=list(exchange.agent_answer["content"]))
+            )
         details: dict[str, Any] = {
             "api": api,
             "path": exchange.path,
