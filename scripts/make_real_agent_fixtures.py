@@ -8,10 +8,11 @@ their own module registered in ``AGENTS``). Each scenario runs the real CLI with
 scenario's replies, then copies into ``tests/fixtures/real_agents/<agent>/<scenario>/``:
 the agent's transcript folder as written (sessions, ``<session>/subagents/``,
 ``<session>/tool-results/``), the CLI's stdout per run (``runs.json``) and the server's
-request log (``requests.jsonl``). Claude Code 2.1.197 compacts automatically only after a 400
-"prompt is too long" (scenario compact_auto): its threshold path is gated off in ``-p`` runs
-(``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` / ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` did not fire it, and
-``--autocompact`` is not an option yet). In the log, the request bodies' ``system`` and ``tools``
+request log (``requests.jsonl``). The CLI is ``claude`` in ``$CTXDESK_AGENTS_BIN`` (tests/real_agents.py;
+the fixtures are written by Claude Code 2.1.330, which records each request in the transcript as
+``api-request-shape`` / ``api-request-blob`` / ``api-request`` lines). Auto-compaction at a
+threshold needs ``--autocompact <window>`` (scenario compact_auto: a reply reports a prompt near the
+window); after a 400 "prompt is too long" it compacts reactively (scenario compact_reactive). In the log, the request bodies' ``system`` and ``tools``
 values are stored once under ``_shapes/<sha256>.json`` and replaced by ``{"$shape": sha}``
 (``model_server.fixtures.load_request_log`` restores the exact bodies): they are the same ~100 KB in every call.
 """
@@ -35,11 +36,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from model_server import ScriptedServer  # noqa: E402
 from model_server import anthropic as A  # noqa: E402
 from model_server.fixtures import load_request_log, store_request_log  # noqa: E402
+from real_agents import agent_bin  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "real_agents"
 SCRATCH = Path("/tmp/ctxdesk-real-agents")
-CLAUDE_BIN = Path(os.environ.get("CLAUDE_BIN", "/work/agents/node_modules/.bin/claude"))
 CLAUDE_MODEL = "claude-sonnet-4-5"
+#: Claude Code's smallest auto-compact window (``--autocompact`` takes at least 100k tokens).
+AUTOCOMPACT = ("--autocompact", "100000")
 
 
 # -- Claude Code -----------------------------------------------------------------------------
@@ -197,6 +200,24 @@ def _scenarios() -> dict[str, Scenario]:
         ]
 
     def compact_auto(repo: Path) -> list[Any]:
+        near_window = {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": 2_000,
+            "cache_read_input_tokens": 93_000,
+        }
+        return [
+            *_main(
+                A.tool_calls(("Read", {"file_path": str(repo / "app.py")})),
+                A.text("app.py returns 42.", usage=near_window),
+            ),
+            SUMMARY,
+            *_main(
+                A.tool_calls(("Read", {"file_path": str(repo / "util.py")})),
+                A.text("util.py doubles x; app.py returned 42 before the compaction."),
+            ),
+        ]
+
+    def compact_reactive(repo: Path) -> list[Any]:
         return [
             *_main(
                 A.tool_calls(("Read", {"file_path": str(repo / "app.py")})),
@@ -259,8 +280,17 @@ def _scenarios() -> dict[str, Scenario]:
             ),
             Scenario(
                 "compact_auto",
-                [Run("What does app.py return?"), Run("Now read util.py.", resume=True)],
+                [
+                    Run("What does app.py return?", args=AUTOCOMPACT),
+                    Run("Now read util.py.", resume=True, args=AUTOCOMPACT),
+                ],
                 compact_auto,
+                _files,
+            ),
+            Scenario(
+                "compact_reactive",
+                [Run("What does app.py return?"), Run("Now read util.py.", resume=True)],
+                compact_reactive,
                 _files,
             ),
         ]
@@ -297,9 +327,14 @@ def run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float = 
     )
     outputs: list[dict[str, Any]] = []
     session_id: str | None = None
+    claude = agent_bin("claude")
+    if claude is None:
+        raise SystemExit(
+            "Claude Code is not installed: set $CTXDESK_AGENTS_BIN to a node_modules/.bin holding claude"
+        )
     with server:
         for run in scenario.runs:
-            cmd = [str(CLAUDE_BIN), "-p", run.prompt, "--output-format", "json", "--model", CLAUDE_MODEL]
+            cmd = [str(claude), "-p", run.prompt, "--output-format", "json", "--model", CLAUDE_MODEL]
             cmd += ["--dangerously-skip-permissions", *run.args]
             if run.resume and session_id:
                 cmd += ["--resume", session_id]

@@ -1,23 +1,26 @@
-"""Claude Code sessions written by the real CLI (2.1.197) against the scripted model server.
+"""Claude Code sessions written by the real CLI (2.1.330) against the scripted model server.
 
 The fixtures under tests/fixtures/real_agents/claude-code/<scenario>/ hold the transcript folder
 as Claude Code wrote it and the server's request log (scripts/make_real_agent_fixtures.py
-regenerates them). For every model call the log holds, the request the importer rebuilds must
-be the one the CLI sent: same messages (consecutive same-role messages counted as one turn, as
-the API merges them), same tool_use and tool_result blocks with the same text, same prompts.
-What the file cannot tell is left out of the comparison and named: the system prompt and tool
-definitions, ``<system-reminder>`` text Claude Code adds without writing it down, the
-compaction instructions of the summarizer call, and calls that failed (a 400 "prompt is too
-long" leaves no line).
+regenerates them). Claude Code 2.1.3xx records every request in the transcript
+(``api-request-shape`` / ``api-request-blob`` / ``api-request`` lines): for every model call the
+log holds, the request the importer rebuilds from them must be the body the CLI sent, whole
+(system blocks, tool definitions, messages, cache_control breakpoints, thinking and
+context_management), but for what the file does not record: ``metadata``, ``stream``, the
+attribution block Claude Code puts first in ``system`` as it sends, and the compaction
+summarizer's call (no ``api-request`` line). The same files with those lines removed stand for
+older versions: each call's messages are then rebuilt from the thread (same turns, tool_use and
+tool_result blocks and prompts; ``<system-reminder>`` text Claude Code adds without writing it
+down and the summarizer's instructions are left out of that comparison).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_server.fixtures import load_request_log
+from real_agents import agent_bin
 
 from engine.importers.claude_code import is_real_prompt, parse_claude_code
 from engine.importers.claude_code_bundle import (
@@ -32,6 +36,7 @@ from engine.importers.claude_code_bundle import (
     find_claude_code_bundles,
     parse_claude_code_bundle,
 )
+from engine.importers.claude_code_replay import REPLAY_LINE_TYPES, message_hash, replay_requests
 from engine.importers.claude_code_requests import (
     keeps_previous_thinking,
     request_messages,
@@ -42,21 +47,52 @@ from engine.importers.model import ParsedSession
 from engine.importers.parsing import anthropic_message
 from engine.importers.writer import MISSING_RESULT_TEXT
 from engine.messages import Message, ThinkingBlock, assistant, tool_result, tool_use, user
+from engine.tokens import get_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith("_"))
 SHARED_SESSIONS = ROOT.parent / "shared" / "sessions"
 SHARED_CC = sorted(SHARED_SESSIONS.glob("claude-code__*.jsonl")) if SHARED_SESSIONS.is_dir() else []
-CLAUDE_BIN = Path(os.environ.get("CLAUDE_BIN", "/work/agents/node_modules/.bin/claude"))
+CLAUDE_BIN = agent_bin("claude")
 _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.S)
 #: The summarizer call's instructions: Claude Code sends them, the transcript does not keep them.
 COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY"
 
 
-def bundle_sessions(scenario: str) -> list[ParsedSession]:
-    (main_file,) = (FIXTURES / scenario / "transcripts").glob("*.jsonl")
+#: The attribution block Claude Code puts first in ``system`` as it sends (not in the file).
+ATTRIBUTION = "x-anthropic-billing-header:"
+_STRIPPED = Path(tempfile.mkdtemp(prefix="ctxdesk-cc-older-"))
+
+
+def bundle_sessions(scenario: str, *, recorded_requests: bool = True) -> list[ParsedSession]:
+    """The scenario's sessions; ``recorded_requests=False`` reads a copy of its files without
+    Claude Code's request records (as versions before 2.1.3xx wrote them)."""
+    folder = FIXTURES / scenario / "transcripts"
+    if not recorded_requests:
+        folder = without_request_records(folder, _STRIPPED / scenario)
+    (main_file,) = folder.glob("*.jsonl")
     return parse_claude_code_bundle(claude_code_bundle(main_file))
+
+
+def without_request_records(folder: Path, out: Path) -> Path:
+    if not out.exists():
+        shutil.copytree(folder, out)
+        for path in out.rglob("*.jsonl"):
+            kept = [
+                line
+                for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                if json.loads(line).get("type") not in REPLAY_LINE_TYPES
+            ]
+            path.write_text("".join(kept), encoding="utf-8")
+    return out
+
+
+def as_sent(record: dict[str, Any]) -> dict[str, Any]:
+    """The body the CLI sent, without what its transcript does not record."""
+    body = {k: v for k, v in record["body"].items() if k not in ("metadata", "stream")}
+    body["system"] = [b for b in body["system"] if not str(b.get("text", "")).startswith(ATTRIBUTION)]
+    return body
 
 
 def is_subagent_request(record: dict[str, Any]) -> bool:
@@ -88,6 +124,9 @@ def skeleton(messages: list[Message]) -> dict[str, list[Any]]:
                 uses.append((b.id, b.name, b.input))
             elif b.type == "tool_result":
                 results.append((b.tool_use_id, _REMINDER.sub("", b.text).strip()))
+            elif b.type == "text" and "<task-notification>" in b.text:  # 2.1.3xx wraps it in a reminder
+                start, end = b.text.index("<task-notification>"), b.text.rindex("</task-notification>")
+                texts.append(b.text[start : end + len("</task-notification>")])
             elif b.type == "text" and not b.text.lstrip().startswith(("<system-reminder>", COMPACT_PROMPT)):
                 texts.append(b.text.strip())
             elif b.type == "thinking":
@@ -103,8 +142,10 @@ def rebuilt(session: ParsedSession, call: Any) -> list[Message]:
     return request_messages(session.thread, call)
 
 
-def compared_calls(scenario: str) -> list[tuple[ParsedSession, Any, dict[str, Any]]]:
-    sessions = bundle_sessions(scenario)
+def compared_calls(
+    scenario: str, *, recorded_requests: bool = True
+) -> list[tuple[ParsedSession, Any, dict[str, Any]]]:
+    sessions = bundle_sessions(scenario, recorded_requests=recorded_requests)
     main_log, sub_log = answered_calls(scenario)
     subs = [s for s in sessions if s.parent_key]
     pairs: list[tuple[ParsedSession, Any, dict[str, Any]]] = []
@@ -117,12 +158,59 @@ def compared_calls(scenario: str) -> list[tuple[ParsedSession, Any, dict[str, An
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_call_rebuilds_the_request_the_cli_sent(scenario: str) -> None:
+def test_every_recorded_call_is_rebuilt_exactly_as_the_cli_sent_it(scenario: str) -> None:
     for session, call, record in compared_calls(scenario):
+        where = f"{scenario} {session.key} request {record['seq']}"
+        if call.details.get("compaction_call"):  # the summarizer's call has no api-request line
+            assert getattr(call, "exact_request", None) is None, where
+            assert call.details["system_tools_from_request"], where
+            ours, sent = rebuilt(session, call), api_messages(record)
+            if sent[-1].text.lstrip().startswith(COMPACT_PROMPT):
+                sent = sent[:-1]  # its instructions, a turn of their own: not in the file
+            assert skeleton(ours) == skeleton(sent), where  # a threshold one saw the kept reply too
+            continue
+        exact, sent = call.exact_request.body, as_sent(record)
+        assert exact["system"] == sent["system"], where
+        assert exact["tools"] == sent["tools"], where
+        assert exact["messages"] == sent["messages"], where  # content and cache_control breakpoints
+        assert (exact["thinking"], exact["context_management"]) == (
+            sent["thinking"],
+            sent["context_management"],
+        )
+        assert exact == sent, where
+        assert call.exact_request.headers["anthropic-beta"] == record["headers"]["anthropic-beta"], where
+        assert call.details["request_digest_verified"] is True, where
+        assert call.components.system > 0 and call.components.tools > 0, where
+        assert "system_is_harness_prefix" not in call.details, where
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_without_request_records_every_call_rebuilds_the_messages_the_cli_sent(scenario: str) -> None:
+    for session, call, record in compared_calls(scenario, recorded_requests=False):
         ours, sent = rebuilt(session, call), api_messages(record)
         where = f"{scenario} {session.key} request {record['seq']}"
+        if call.details.get("compaction_call"):
+            if sent[-1].text.lstrip().startswith(COMPACT_PROMPT):
+                sent = sent[:-1]  # the summarizer's instructions, a turn of their own: not in the file
+            if scenario == "compact_auto":
+                # without the records a threshold compaction cannot be told from one after a
+                # "prompt is too long" (the failed call leaves no line): its summarizer is taken
+                # to leave the kept segment out, as that one does
+                continue
         assert turns(ours) == turns(sent), where
         assert skeleton(ours) == skeleton(sent), where
+
+
+def test_a_message_hash_is_claude_codes_own() -> None:
+    (main_file,) = (FIXTURES / "parallel_tools" / "transcripts").glob("*.jsonl")
+    lines = [(n, json.loads(raw)) for n, raw in enumerate(main_file.read_text().splitlines(), start=1)]
+    blobs = [o for _, o in lines if o.get("type") == "api-request-blob"]
+    assert blobs and all(message_hash(b["message"]) == b["hash"] for b in blobs)
+    replays = replay_requests(lines)
+    assert replays and all(r.verified for r in replays.values())
+    # the assistant message is no blob: its hash names the file's own assistant lines
+    tails = {h for _, o in lines if o.get("type") == "api-request" for h in o["tail"]}
+    assert tails - {b["hash"] for b in blobs}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -143,12 +231,25 @@ def test_parallel_tool_results_all_answer_their_one_assistant_message() -> None:
     assert not any("abandoned" in note for note in main.notes)
 
 
-def test_calls_carry_the_provider_usage_and_a_harness_prefix_from_the_first_call() -> None:
+def test_recorded_calls_count_the_real_system_prompt_and_tools_not_a_prefix_estimate() -> None:
     (main,) = bundle_sessions("resume")
+    assert "harness_prefix_tokens" not in main.metadata
+    assert "Agent" in {t["name"] for t in main.tools}  # the tool definitions as sent
+    for call in main.calls:
+        body = call.exact_request.body
+        assert call.components.tools == get_tokenizer("anthropic").count_tools(body["tools"])
+        assert call.components.skills > 0  # the skill listing reminder
+        assert call.details["system_sha256"] == main.calls[0].details["system_sha256"]
+        error = abs(call.components.total - call.usage.prompt_tokens) / call.usage.prompt_tokens
+        assert error < 0.1  # the scripted server's usage is an estimate of its own
+
+
+def test_calls_carry_the_provider_usage_and_a_harness_prefix_from_the_first_call() -> None:
+    (main,) = bundle_sessions("resume", recorded_requests=False)
     first, *rest = main.calls
     prefix = main.metadata["harness_prefix_tokens"]
     assert first.components.total == first.usage.prompt_tokens  # the prefix closes the first call
-    assert 20_000 < prefix < first.usage.prompt_tokens  # system prompt + tool definitions of 2.1.197
+    assert 15_000 < prefix < first.usage.prompt_tokens  # system prompt + tool definitions
     for call in rest:
         assert call.components.system == prefix and call.details["system_is_harness_prefix"]
         error = abs(call.components.total - call.usage.prompt_tokens) / call.usage.prompt_tokens
@@ -184,7 +285,12 @@ def test_saved_large_output_becomes_the_offloaded_blob_of_its_result() -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "trigger"), [("compact_auto", "compact_threshold"), ("compact_manual", "manual")]
+    ("scenario", "trigger"),
+    [
+        ("compact_auto", "compact_threshold"),
+        ("compact_reactive", "compact_threshold"),
+        ("compact_manual", "manual"),
+    ],
 )
 def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, trigger: str) -> None:
     (main,) = bundle_sessions(scenario)
@@ -192,7 +298,15 @@ def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, 
     summary = main.messages[summary_at]
     assert summary.starts_context and summary.message.meta["isCompactSummary"]
     info = summary.compaction
+    (boundary,) = [
+        json.loads(line)["compactMetadata"]
+        for line in only_file(scenario).read_text(encoding="utf-8").splitlines()
+        if '"compact_boundary"' in line
+    ]
+    assert (info["before_tokens"], info["after_tokens"]) == (boundary["preTokens"], boundary["postTokens"])
     assert info["trigger"] == trigger and info["before_tokens"] > info["after_tokens"] > 0
+    if scenario == "compact_auto":  # --autocompact 100000: compacted at the threshold, before the new prompt
+        assert info["before_tokens"] > 90_000
     assert "Primary Request" in info["summary"] and info["kept_uuids"]
     (summarizer,) = [c for c in main.calls if c.details.get("compaction_call")]
     assert summarizer.usage is None and summarizer.components.summary == 0
@@ -353,9 +467,18 @@ def test_import_links_subagent_and_records_calls_with_rebuilt_components(store: 
     )
     for session_id in (main_id, sub_id):
         events = store.list_events(session_id, kind="request")
-        assert events and all(e.components.system == e.details["harness_prefix_tokens"] for e in events)
-        first = events[0]
-        assert first.projected_tokens == first.usage.prompt_tokens
+        requests = store.list_requests(session_id, with_body=True)
+        assert events and len(requests) == len(events)
+        for event, request in zip(events, requests, strict=True):
+            assert request.event_id == event.id and request.source == "import:claude_code"
+            assert request.api == "anthropic_messages" and request.headers["anthropic-beta"]
+            assert request.input_tokens == event.usage.input_tokens
+            assert event.components.system > 0 and event.components.tools > 0
+            assert event.details["exact_request"] and "harness_prefix_tokens" not in event.details
+    # each stored body is the one the CLI sent (but for what the transcript does not record)
+    main_log, sub_log = answered_calls("subagent_foreground")
+    bodies = [r.body for sid in (main_id, sub_id) for r in store.list_requests(sid, with_body=True)]
+    assert bodies == [as_sent(r) for r in (*main_log, *sub_log)]
 
 
 def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:

@@ -11,18 +11,27 @@ sidechains (``isSidechain`` lines in the main file) are grouped by the root of t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.importers.claude_code_replay import (
+    REPLAY_LINE_TYPES,
+    ReplayedRequest,
+    exact_components,
+    replay_requests,
+)
 from engine.importers.claude_code_requests import parse_version, rebuild_calls
 from engine.importers.claude_code_thread import Line, Thread, build_thread, live_lines
-from engine.importers.model import ParsedSession, SourceProblem
+from engine.importers.model import CallInfo, ParsedSession, SourceProblem
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_user_input
 from engine.model_table import ModelTable
-from engine.tokens import get_tokenizer
+from engine.store.payloads import RequestRecord
+from engine.tokens import Tokenizer, get_tokenizer
 
 TASK_TOOLS = ("Task", "Agent")
 #: Tokenizer when a thread names no model (the writer's fallback too).
@@ -81,7 +90,7 @@ def parse_claude_code(
     skipped = Counter(
         str(o.get("type"))
         for _, o in lines
-        if o.get("type") not in ("user", "assistant", "attachment")
+        if o.get("type") not in ("user", "assistant", "attachment", *REPLAY_LINE_TYPES)
         and not (o.get("type") == "system" and o.get("subtype") == "compact_boundary")
     )
     notes = [f"skipped {count} {kind!r} line(s)" for kind, count in sorted(skipped.items())]
@@ -91,7 +100,7 @@ def parse_claude_code(
     sessions: list[ParsedSession] = []
     main: ParsedSession | None = None
     if any(o.get("type") in ("user", "assistant") for _, o in main_lines):
-        main = thread_session(main_id, main_lines, version=version)
+        main = thread_session(main_id, main_lines, version=version, replays=replay_requests(lines))
         main.notes[:0] = notes
         main.metadata.update(_session_meta(first, lines, version))
         _title(main, lines)
@@ -99,7 +108,12 @@ def parse_claude_code(
 
     task_calls = _task_calls(main) if main else {}
     for agent in subagents:
-        sub = thread_session(f"{main_id}:agent-{agent.agent_id}", list(agent.lines), version=version)
+        sub = thread_session(
+            f"{main_id}:agent-{agent.agent_id}",
+            list(agent.lines),
+            version=version,
+            replays=replay_requests(agent.lines),
+        )
         sub.metadata.update({"claude_session_id": main_id, "agent_id": agent.agent_id, "sidechain": True})
         if agent.path:
             sub.metadata["agent_file"] = agent.path
@@ -119,12 +133,20 @@ def parse_claude_code(
 
 
 def thread_session(
-    key: str, lines: Sequence[Line], *, version: str | None, live: bool = True
+    key: str,
+    lines: Sequence[Line],
+    *,
+    version: str | None,
+    live: bool = True,
+    replays: dict[str, ReplayedRequest] | None = None,
 ) -> ParsedSession:
-    """One thread (main or sub-agent) as a parsed session with every call's request rebuilt."""
+    """One thread (main or sub-agent) as a parsed session with every call's request rebuilt:
+    exactly from the file's ``api-request`` lines where it has them (claude_code_replay)."""
     kept, notes = live_lines(lines) if live else (list(lines), [])
     thread = build_thread(kept)
     thread.notes.extend(notes)
+    if replays:
+        mark_compactions(thread, lines, replays)
     model = thread.models.most_common(1)[0][0] if thread.models else None
     tokenizer = get_tokenizer(model) if model else get_tokenizer(FALLBACK_TOKENIZER)
     plan, prefix = rebuild_calls(thread, tokenizer, version=version, model=model)
@@ -140,7 +162,8 @@ def thread_session(
         notes=thread.notes,
     )
     session.metadata["claude_code_version"] = version
-    if prefix is not None:
+    exact = _apply_replays(session, [call for _, _, call in plan], replays or {}, tokenizer)
+    if prefix is not None and not exact:
         session.metadata["harness_prefix_tokens"] = prefix
     _record_compactions(session, thread)
     point = session.metadata.get("harness_compaction_tokens")
@@ -153,6 +176,114 @@ def thread_session(
     session.thread = thread  # type: ignore[attr-defined]
     session.calls = [call for _, _, call in plan]  # type: ignore[attr-defined]
     return session
+
+
+def mark_compactions(thread: Thread, lines: Sequence[Line], replays: dict[str, ReplayedRequest]) -> None:
+    """Which automatic compactions were made at the threshold (their summarizer saw the whole
+    context, kept segment included) rather than after a failed call ("prompt is too long": a
+    recorded request with no reply before the boundary; the summarizer then leaves the kept
+    segment out). Only files with recorded requests tell them apart."""
+    answered = {
+        str(o.get("requestRef")) for _, o in lines if o.get("type") == "assistant" and o.get("requestRef")
+    }
+    failed_lines = sorted(r.line for r in replays.values() if r.request_id not in answered)
+    replied_lines = sorted(n for n, o in lines if o.get("type") == "assistant")
+    for c in thread.compactions:
+        if c.trigger != "compact_threshold":
+            continue
+        last_reply = max((n for n in replied_lines if n < c.line), default=0)
+        c.summarizes_kept = not any(last_reply < n < c.line for n in failed_lines)
+
+
+def _apply_replays(
+    session: ParsedSession, calls: list[CallInfo], replays: dict[str, ReplayedRequest], tokenizer: Tokenizer
+) -> int:
+    """Calls Claude Code recorded get their exact request (``call.exact_request``, for the store)
+    and components counted from it; the others (the summarizer of a compaction) take the system
+    prompt and tools of the nearest recorded call instead of the harness-prefix estimate.
+    Returns how many calls were rebuilt exactly."""
+    if not replays:
+        return 0
+    found: list[tuple[int, ReplayedRequest]] = []
+    linked: set[str] = set()
+    for k, call in enumerate(calls):
+        replay = replays.get(str(call.details.get("request_ref")))
+        if replay is None or replay.body is None:
+            if replay is not None:
+                call.details["exact_request_problem"] = replay.problem
+            continue
+        linked.add(replay.request_id)
+        found.append((k, replay))
+        components = exact_components(replay, tokenizer, where=f"api-request line {replay.line}")
+        old = call.components  # type: ignore[attr-defined]
+        call.components = components.model_copy(update={"offloaded_bytes": old.offloaded_bytes})  # type: ignore[attr-defined]
+        call.exact_request = _request_record(call, replay)  # type: ignore[attr-defined]
+        for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
+            call.details.pop(key, None)
+        call.details.update(_exact_details(replay))
+    if not found:
+        return 0
+    for k, call in enumerate(calls):
+        if getattr(call, "exact_request", None) is not None:
+            continue
+        _, near = min(found, key=lambda f: (abs(f[0] - k), f[0] > k))
+        fixed = exact_components(near, tokenizer)
+        old = call.components  # type: ignore[attr-defined]
+        call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})  # type: ignore[attr-defined]
+        for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
+            call.details.pop(key, None)
+        call.details["system_tools_from_request"] = near.request_id
+    first = found[0][1].body or {}
+    session.tools = [t for t in first.get("tools") or [] if isinstance(t, dict)]
+    unlinked = [r for r in replays.values() if r.request_id not in linked]
+    if unlinked:
+        session.notes.append(
+            f"{len(unlinked)} recorded request(s) with no reply in the file (failed or interrupted calls)"
+        )
+    unverified = sum(1 for _, r in found if r.verified is False)
+    if unverified:
+        session.notes.append(f"{unverified} rebuilt request(s) differ from their recorded requestDigest")
+    return len(found)
+
+
+def _exact_details(replay: ReplayedRequest) -> dict[str, Any]:
+    body = replay.body or {}
+    details: dict[str, Any] = {
+        "exact_request": True,
+        "request_ref": replay.request_id,
+        "request_digest_verified": replay.verified,
+        "query_source": replay.query_source,
+        "request_messages": len(body.get("messages") or []),
+        "system_sha256": _sha256_json(body.get("system")) if body.get("system") is not None else None,
+        "tools_sha256": _sha256_json(body.get("tools")) if body.get("tools") is not None else None,
+        "max_tokens": body.get("max_tokens"),
+        "thinking": body.get("thinking"),
+        "context_management": body.get("context_management"),
+        "betas": replay.betas or None,
+    }
+    return {k: v for k, v in details.items() if v is not None}
+
+
+def _request_record(call: CallInfo, replay: ReplayedRequest) -> RequestRecord:
+    usage = call.usage
+    return RequestRecord(
+        api="anthropic_messages",
+        source="import:claude_code",
+        path="/v1/messages",
+        body=replay.body,
+        headers=replay.headers or None,
+        status_code=200,
+        stop_reason=call.details.get("stop_reason"),
+        input_tokens=usage.input_tokens if usage else None,
+        output_tokens=usage.output_tokens if usage else None,
+        cache_read_input_tokens=usage.cache_read_input_tokens if usage else None,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens if usage else None,
+        started_utc=replay.timestamp,
+    )
+
+
+def _sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _real_window(model: str | None) -> int | None:

@@ -144,7 +144,16 @@ def context_plan(thread: Thread) -> Plan:
             kept = tuple(
                 sorted({thread.uuid_index[u] for u in compaction.kept_uuids if u in thread.uuid_index})
             )
-            plan.append((at, Sent(head, start, i, frozenset(kept)), summarizer))
+            # the summarizer leaves the kept segment out, except at a threshold compaction: it saw
+            # the context as it stood, without the new prompt (Claude Code 2.1.3xx;
+            # claude_code.mark_compactions)
+            excluded = frozenset(kept)
+            if compaction.summarizes_kept:
+                replied = max(
+                    (k for k in range(i) if thread.messages[k].message.role == "assistant"), default=-1
+                )
+                excluded = frozenset(k for k in kept if k > replied)
+            plan.append((at, Sent(head, start, i, excluded), summarizer))
             head, start = (i, *kept), i + 1
             continue
         if pm.call is not None:

@@ -43,6 +43,8 @@ class Compaction:
     line: int
     summary_index: int | None = None  # index of the summary message in Thread.messages
     last_index_before: int | None = None  # last message sent before the compaction
+    #: The summarizer call also sent the segment kept after the compaction (set by the caller).
+    summarizes_kept: bool = False
 
 
 @dataclass
@@ -209,7 +211,15 @@ def build_thread(lines: Sequence[Line]) -> Thread:
                 call = CallInfo(
                     usage=anthropic_usage(raw.get("usage")),
                     model=model,
-                    details={"message_id": message_id, "request_id": obj.get("requestId")},
+                    details={
+                        "message_id": message_id,
+                        "request_id": obj.get("requestId"),
+                        **(
+                            {"request_ref": obj["requestRef"]}
+                            if isinstance(obj.get("requestRef"), str)
+                            else {}
+                        ),
+                    },
                 )
                 if model:
                     thread.models[model] += 1

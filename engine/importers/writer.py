@@ -243,6 +243,8 @@ def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
         for event_id, details_json in events:
             details = json.loads(details_json) if details_json else {}
             if isinstance(details, dict) and str(details.get("source", "")).startswith("import:"):
+                # with its exact request (Claude Code 2.1.3xx, rebuilt by the parser)
+                conn.execute("DELETE FROM model_requests WHERE event_id = ?", (event_id,))
                 conn.execute("DELETE FROM context_events WHERE id = ?", (event_id,))
 
 
@@ -365,7 +367,7 @@ def _request(
     }
     if not record:
         return total, usage
-    store.record_event(
+    event_id = store.record_event(
         session_id,
         ContextEvent(
             kind="request", provider=parsed.provider, model=call.model or parsed.model,
@@ -374,6 +376,9 @@ def _request(
             message_seq=row.seq, details=details,
         ),
     )  # fmt: skip
+    exact = getattr(call, "exact_request", None)  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
+    if exact is not None:
+        store.record_request(session_id, exact.model_copy(update={"event_id": event_id}))
     return total, usage
 
 
