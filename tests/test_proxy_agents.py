@@ -285,3 +285,61 @@ def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_requ
             if e.details.get("policy") == "live_compaction"
         ]
         assert live and live[-1].details["after_tokens"] < live[-1].details["before_tokens"]
+
+
+@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+def test_claude_code_never_sees_the_read_result_rounds_the_proxy_serves(tmp_path: Path) -> None:
+    import re
+
+    home, repo = scratch(tmp_path)
+    (repo / "build.log").write_text(
+        "compiling module\n" * 800 + "ERROR-7731: link failed\n", encoding="utf-8"
+    )
+    server = A.install(ScriptedServer(default=A.text("Done.")))
+    handler = next(h for _, p, h in server.routes if p == "/v1/messages")
+
+    def model(srv: ScriptedServer, request: Any) -> Any:
+        text = json.dumps(request.body.get("messages"))
+        offered = any(t.get("name") == "read_result" for t in request.body.get("tools") or [])
+        if (
+            offered
+            and '"name": "read_result"' not in text
+            and (ref := re.search(r'ref_id=\\"(res_[0-9a-f]+)', text))
+        ):
+            srv.queue(A.tool_calls(("read_result", {"ref_id": ref.group(1), "pattern": "ERROR"})))
+        elif '"name": "read_result"' in text:
+            srv.queue(A.text(f"The build failed: {re.findall(r'ERROR-[0-9]+: link failed', text)[-1]}."))
+        return handler(srv, request)
+
+    server.routes.insert(0, ("POST", "/v1/messages", model))
+    server.queue(A.tool_calls(("Read", {"file_path": str(repo / "build.log")})))
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[policies]\noffload = { threshold_bytes = 4000 }\n", encoding="utf-8")
+    db = tmp_path / "proxy.db"
+    with (
+        server,
+        ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
+    ):
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
+            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+        }  # fmt: skip
+        cmd = [
+            str(CLAUDE),
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+            "--dangerously-skip-permissions",
+        ]
+        result = json.loads(run([*cmd, "-p", "Why did the build fail? Read build.log."], cwd=repo, env=env))
+        assert proxy.recorder.flush()
+    assert result["result"] == "The build failed: ERROR-7731: link failed."
+    bodies = [r.body for r in server.requests]
+    assert any("read_result" in json.dumps(b["messages"]) for b in bodies)  # the upstream saw the round
+    (transcript,) = (home / ".claude" / "projects").rglob(f"{result['session_id']}.jsonl")
+    assert "read_result" not in transcript.read_text(encoding="utf-8")  # Claude Code never did
+    with SessionStore(db, read_only=True) as store:
+        sources = [r.source for r in store.list_requests(result["session_id"])]
+        assert "proxy:read_result" in sources
