@@ -707,3 +707,33 @@ def test_a_summary_without_a_boundary_line_still_starts_the_context() -> None:
     assert compacted.starts_context and compacted.compaction["before_tokens"] is None
     last = session.calls[-1]
     assert [m.text for m in request_messages(session.thread, last)] == [compacted.message.text]
+
+
+def test_reimport_picks_up_a_sub_agent_file_or_saved_output_that_grew_alone(
+    tmp_path: Path, store: Any
+) -> None:
+    from engine.importers import import_file
+
+    folder = tmp_path / "project"
+    shutil.copytree(FIXTURES / "subagent_foreground" / "transcripts", folder)
+    (main_file,) = folder.glob("*.jsonl")
+    (agent_file,) = folder.rglob("subagents/*.jsonl")
+    full = agent_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(full) if '"type":"assistant"' in line.replace(" ", "")) + 1
+    agent_file.write_text("".join(full[:cut]), encoding="utf-8")
+    main_id, sub_id = import_file(main_file, store).session_ids
+    before = store.message_count(sub_id)
+    assert import_file(main_file, store).status == "unchanged"
+    main_stat = main_file.stat()
+    agent_file.write_text("".join(full), encoding="utf-8")  # only the sub-agent's file grows
+    assert main_file.stat().st_mtime_ns == main_stat.st_mtime_ns
+    result = import_file(main_file, store)
+    assert result.status == "updated" and list(result.session_ids) == [main_id, sub_id]
+    assert store.message_count(sub_id) > before
+    assert store.message_count(main_id) == len(bundle_sessions("subagent_foreground")[0].messages)
+    # a saved output written after the main file was last read is picked up too
+    saved = folder / main_file.stem / "tool-results" / "late.txt"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text("late output\n", encoding="utf-8")
+    assert import_file(main_file, store).status == "updated"
+    assert import_file(main_file, store).status == "unchanged"

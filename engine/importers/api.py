@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError as PydanticValidationError
+
 from engine.errors import ImportFormatError
 from engine.importers.aider import parse_aider
 from engine.importers.anthropic_api import parse_anthropic_exchanges, parse_anthropic_messages
 from engine.importers.claude_code import parse_claude_code
-from engine.importers.claude_code_bundle import parse_claude_code_path
+from engine.importers.claude_code_bundle import companion_state, parse_claude_code_path
 from engine.importers.claude_web import parse_claude_web_export
 from engine.importers.cline import parse_cline_task
 from engine.importers.codex import parse_codex
@@ -105,6 +107,7 @@ def import_file(
         previous is not None
         and previous.get("bytes") == state["bytes"]
         and previous.get("mtime_ns") == state["mtime_ns"]
+        and previous.get("companions") == state.get("companions")  # files kept beside it (sub-agents)
     ):
         return ImportResult(
             path=str(path), format=str(previous.get("format") or "unknown"), sessions=(), status="unchanged"
@@ -116,6 +119,31 @@ def import_file(
     ids: dict[str, str] = {}
     written: list[ImportedSession] = []
     notes: list[str] = []
+    updated = False
+    try:
+        updated = _write_file(store, parsed, fmt, source_path, state, ids, written, notes, on_progress)
+    except (*_SHAPE_ERRORS, PydanticValidationError) as exc:  # rolled back: nothing of the file stays
+        raise ImportFormatError(
+            f"cannot store a value of this {fmt} file: {_shape_problem(exc)}", path=str(path)
+        ) from exc
+    return ImportResult(
+        path=str(path), format=fmt, sessions=tuple(written), notes=tuple(notes),
+        status="updated" if updated else "imported",
+    )  # fmt: skip
+
+
+def _write_file(
+    store: SessionStore,
+    parsed: list[ParsedSession],
+    fmt: str,
+    source_path: str,
+    state: dict[str, Any],
+    ids: dict[str, str],
+    written: list[ImportedSession],
+    notes: list[str],
+    on_progress: ProgressCallback | None,
+) -> bool:
+    """Write a file's sessions in one transaction; True when one was imported from it before."""
     updated = False
     with store.transaction():
         for done, session in enumerate(parsed, start=1):
@@ -138,10 +166,7 @@ def import_file(
             notes.extend(f"{session_id}: {note}" for note in dict.fromkeys(session.notes))
             if on_progress is not None:
                 on_progress(done, len(parsed), written[-1].title or session_id)
-    return ImportResult(
-        path=str(path), format=fmt, sessions=tuple(written), notes=tuple(notes),
-        status="updated" if updated else "imported",
-    )  # fmt: skip
+    return updated
 
 
 def import_files(
@@ -188,7 +213,11 @@ def _file_state(path: Path) -> dict[str, Any]:
         stat = path.stat()
     except OSError as exc:
         raise ImportFormatError(f"cannot read file ({exc.strerror or exc})", path=str(path)) from exc
-    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    state: dict[str, Any] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    companions = companion_state(path)  # Claude Code: <session>/subagents/, tool-results/
+    if companions is not None:
+        state["companions"] = companions
+    return state
 
 
 def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:

@@ -11,6 +11,7 @@ first, sub-agents with ``parent_key``), with stable keys so a re-import replaces
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -92,6 +93,29 @@ def claude_code_bundle(session_file: str | os.PathLike[str]) -> ClaudeCodeBundle
         if _first_session_id(p) == path.stem and p != path
     )
     return ClaudeCodeBundle(path, subagents, results, legacy)
+
+
+def companion_state(session_file: str | os.PathLike[str]) -> str | None:
+    """A digest of the name, size and modification time of every file Claude Code keeps for a
+    session beside its file (``<session>/subagents/``, ``<session>/tool-results/``, legacy
+    ``agent-*.jsonl``), or None when it keeps none: a re-import compares it as well as the main
+    file's own size and time, since a sub-agent file or a saved output can grow alone."""
+    path = Path(session_file)
+    if path.suffix != ".jsonl" or not is_session_file(path):
+        return None
+    folder = path.parent / path.stem
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+    files += [p for p in path.parent.glob("agent-*.jsonl") if _first_session_id(p) == path.stem]
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(files):
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        digest.update(f"{file.relative_to(path.parent)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def is_session_file(path: Path) -> bool:
