@@ -19,6 +19,7 @@ from engine.errors import ConfigError
 from engine.proxy import ProxyServer, Upstreams
 from engine.proxy.policies import (
     ClearToolResultsPolicy,
+    CompactionPolicy,
     GuardPolicy,
     Policies,
     SessionPolicyState,
@@ -297,3 +298,36 @@ def test_an_offloaded_result_is_read_back_by_the_proxy_and_the_agent_never_sees_
         ]
         ref = offloads[0].details["changes"][0]["ref"]
         assert store.get_blob(ref).content.decode() == big
+
+
+def chat_body(turns: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    for i in range(turns):
+        messages += [
+            {"role": "user", "content": f"Step {i}: the parser must keep rule {i}. " * 15},
+            {"role": "assistant", "content": f"Done with step {i}; rule {i} holds. " * 15},
+        ]
+    messages.append({"role": "user", "content": "What next?"})
+    return {"model": MODEL, "max_tokens": 100, "system": "Agent.", "messages": messages}
+
+
+def test_the_compaction_policy_compacts_over_its_trigger_and_resends_the_same_bytes() -> None:
+    settings = Settings.from_dict(
+        {"models": {MODEL: {"context_window": 8000, "max_output_tokens": 500, "buffer_tokens": 0}}}
+    )
+    policies = Policies(compaction=CompactionPolicy(strategy="chain", trigger=0.5))
+    state = SessionPolicyState()
+    first = plan(chat_body(12), policies, state, settings)
+    (edit,) = first.edits
+    assert edit.policy == "compaction" and edit.after_tokens < edit.before_tokens <= 10**6
+    assert edit.after_tokens <= 0.5 * 7500
+    sent = first.body["messages"]
+    assert sent[-1] == chat_body(12)["messages"][-1] and [m["role"] for m in sent][:1] == ["user"]
+    grown = chat_body(12)
+    grown["messages"] += [
+        {"role": "assistant", "content": "Rule 12 next."},
+        {"role": "user", "content": "Go."},
+    ]
+    second = plan(grown, policies, state, settings)
+    assert second.body["messages"][: len(sent)] == sent  # the compacted prefix, byte for byte
+    assert second.edits[0].changes[0]["reused"] is True

@@ -46,8 +46,13 @@ def _strip_markers(value: Any) -> Any:
     return value
 
 
-def render(api: str, messages: list[Message], summary: str | None) -> list[dict[str, Any]]:
-    """A snapshot's history as provider messages, summary first (no cache markers of its own)."""
+def render(
+    api: str, messages: list[Message], summary: str | None, *, keep_meta: bool = False
+) -> list[dict[str, Any]]:
+    """A compacted history as provider messages, summary first (no cache markers of its own).
+
+    ``keep_meta`` renders messages that came from the request itself exactly as they were sent.
+    """
     if summary:
         note = f"<ctxdesk-summary>\nSummary of the earlier conversation (compacted by ctxdesk):\n{summary}\n</ctxdesk-summary>"
         if messages and messages[0].role == "user":
@@ -61,7 +66,7 @@ def render(api: str, messages: list[Message], summary: str | None) -> list[dict[
             ]
         else:
             messages = [Message(role="user", content=note), *messages]
-    plain = [m.model_copy(update={"meta": {}}) for m in messages]
+    plain = messages if keep_meta else [m.model_copy(update={"meta": {}}) for m in messages]
     rendered = to_openai(plain) if api == apis.OPENAI_CHAT else to_anthropic(plain)
     return _strip_markers(rendered)
 

@@ -209,6 +209,8 @@ class SessionPolicyState:
 
     cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> placeholder text
     offloaded: set[str] = field(default_factory=set)  # tool_use ids whose result is a preview + ref
+    compacted_keys: list[Any] = field(default_factory=list)  # message keys the compacted prefix replaces
+    compacted: list[Any] = field(default_factory=list)  # that prefix, rendered once (same bytes each time)
 
 
 @dataclass(frozen=True)
@@ -391,6 +393,50 @@ def _prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> i
     ).total
 
 
+def _compaction(
+    api: str, body: dict[str, Any], policy: CompactionPolicy, tokenizer: Tokenizer,
+    resolved: ResolvedModelSettings, state: SessionPolicyState,
+) -> tuple[Edit | None, dict[str, Any]]:  # fmt: skip
+    """The compaction policy: reuse the compacted prefix while the agent re-sends it; compact
+    the whole history again when the prompt passes ``trigger`` of the window."""
+    from engine.compaction import OfflineSummarizer
+    from engine.compaction.operations import compact
+    from engine.proxy.live import message_key, render
+
+    raw = list(body.get("messages") or [])
+    converted = apis.convert_messages(api, raw)
+    if len(converted) != len(raw):
+        return None, body
+    keys = [message_key(m) for m in converted]
+    before = _prompt_tokens(api, body, tokenizer)
+    current, reused = body, False
+    n = len(state.compacted_keys)
+    if n and keys[:n] == state.compacted_keys:
+        current, reused = {**body, "messages": [*state.compacted, *raw[n:]]}, True
+    tokens = _prompt_tokens(api, current, tokenizer) if reused else before
+    threshold = int(resolved.budget_tokens * policy.trigger)
+    if tokens <= threshold:
+        if not reused:
+            return None, body
+        return Edit("compaction", "the compacted history is sent again while the agent re-sends it", before, tokens,
+                    ({"strategy": policy.strategy, "reused": True, "replaced_messages": n},)), current  # fmt: skip
+    result = compact(
+        converted, strategy=policy.strategy, target_tokens=max(1, threshold // 2), tokenizer=tokenizer,
+        summarizer=OfflineSummarizer(),
+    )  # fmt: skip
+    if result.after_tokens >= result.before_tokens:
+        return None, current if reused else body
+    state.compacted_keys = keys
+    state.compacted = render(api, list(result.messages), result.summary, keep_meta=True)
+    compacted = {**body, "messages": list(state.compacted)}
+    after = _prompt_tokens(api, compacted, tokenizer)
+    reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
+    changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
+                "replaced_messages": len(raw), "sent_messages": len(state.compacted),
+                "summary": result.summary},)  # fmt: skip
+    return Edit("compaction", reason, before, after, changes), compacted
+
+
 def too_long_error(api: str, tokens: int, maximum: int) -> tuple[int, dict[str, Any]]:
     """The provider's own 400 for a prompt over the window (agents already handle it)."""
     message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
@@ -413,9 +459,11 @@ def plan_edits(
     if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT) or not policies.active:
         return PolicyOutcome()
     offload = policies.offload if api == apis.ANTHROPIC_MESSAGES else None
-    skipped = tuple(n for n in ("compaction",) if getattr(policies, n) is not None)
-    if policies.offload is not None and offload is None:
-        skipped = ("offload", *skipped)
+    compaction = policies.compaction if api == apis.ANTHROPIC_MESSAGES and resolved is not None else None
+    skipped = tuple(
+        n for n, applied in (("offload", offload), ("compaction", compaction))
+        if getattr(policies, n) is not None and applied is None
+    )  # fmt: skip
     messages = list(body.get("messages") or [])
     before = _prompt_tokens(api, body, tokenizer)
     edits: list[Edit] = []
@@ -485,6 +533,12 @@ def plan_edits(
         )
         if changes:
             edits.append(Edit("clear_tool_results", reason, before, after, changes))
+    if compaction is not None:
+        source = new_body or body
+        compact_edit, compacted_body = _compaction(api, source, compaction, tokenizer, resolved, state)
+        if compact_edit is not None:
+            new_body, after = compacted_body, compact_edit.after_tokens
+            edits.append(compact_edit)
     if guard is not None and limit is not None and after > limit:
         return PolicyOutcome(
             body=new_body,
