@@ -31,6 +31,8 @@ from engine.importers.parsing import (
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 Line = tuple[int, Any]
+#: A stated window beyond this is not a window (ignored).
+MAX_WINDOW = 10**9
 ENVELOPE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 ITEM_TYPES = frozenset(
     {
@@ -133,7 +135,7 @@ class RolloutReader:
         self._window(payload.get("context_window"))
 
     def _window(self, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_WINDOW:
             self.window = value
             self.session.context_window = value
 

@@ -334,10 +334,15 @@ def tool_category(name: str) -> tuple[str, str | None]:
     return "builtin", None
 
 
+#: The largest token count taken from a source (beyond it a value is nonsense, and SQLite's
+#: INTEGER could not store it): larger ones are clamped.
+MAX_COUNT = 10**12
+
+
 def as_count(value: Any) -> int:
-    """A token count from a source: a non-negative int, 0 for anything unreadable."""
+    """A token count from a source: a non-negative int (at most MAX_COUNT), 0 for anything unreadable."""
     try:
-        return max(0, int(value or 0))
+        return min(MAX_COUNT, max(0, int(value or 0)))
     except (TypeError, ValueError, OverflowError):
         return 0
 
