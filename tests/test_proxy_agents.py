@@ -343,3 +343,44 @@ def test_claude_code_never_sees_the_read_result_rounds_the_proxy_serves(tmp_path
     with SessionStore(db, read_only=True) as store:
         sources = [r.source for r in store.list_requests(result["session_id"])]
         assert "proxy:read_result" in sources
+
+
+@pytest.mark.skipif(not CODEX.exists(), reason="Codex CLI not installed")
+def test_codex_keeps_working_while_the_proxy_clears_old_command_outputs(tmp_path: Path) -> None:
+    home, repo = scratch(tmp_path)
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    server = R.install(ScriptedServer(default=[{"type": "message", "text": "Done."}]))
+    server.queue(
+        *(
+            [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": f"seq {i} 400"}}]
+            for i in range(3)
+        ),
+        [{"type": "message", "text": "Counted three times."}],
+    )
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[policies]\nclear_tool_results = { trigger = 0, keep = 1 }\n", encoding="utf-8")
+    db = tmp_path / "proxy.db"
+    ups = Upstreams(openai=server.base_url + "/v1")
+    with server, ProxyServer(db, upstreams=ups, settings_file=settings) as proxy:
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5.5"\nmodel_provider = "local"\napproval_policy = "never"\n'
+            'sandbox_mode = "danger-full-access"\n\n[model_providers.local]\nname = "local"\n'
+            f'base_url = "{proxy.base_url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n',
+            encoding="utf-8",
+        )
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(codex_home), "LOCAL_API_KEY": KEY,
+            "NO_COLOR": "1",
+        }  # fmt: skip
+        out = run([str(CODEX), "exec", "--json", "Count three times."], cwd=repo, env=env)
+        assert proxy.recorder.flush()
+    assert "Counted three times." in out
+    outputs = [
+        json.dumps(i.get("output"))
+        for i in server.requests[-1].body["input"]
+        if isinstance(i, dict) and i.get("type") == "function_call_output"
+    ]
+    assert (
+        len(outputs) == 3 and all("ctxdesk cleared" in o for o in outputs[:2]) and "ctxdesk" not in outputs[2]
+    )

@@ -331,3 +331,20 @@ def test_the_compaction_policy_compacts_over_its_trigger_and_resends_the_same_by
     second = plan(grown, policies, state, settings)
     assert second.body["messages"][: len(sent)] == sent  # the compacted prefix, byte for byte
     assert second.edits[0].changes[0]["reused"] is True
+
+
+def test_responses_api_function_outputs_are_cleared_too() -> None:
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Look around."}]
+    for i in range(3):
+        items += [
+            {"type": "function_call", "call_id": f"c{i}", "name": "exec_command", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{i}", "output": f"listing {i} " * 200},
+        ]
+    body = {"model": "gpt-5", "input": items, "instructions": "Be brief."}
+    outcome = plan_edits(
+        "openai_responses", body, Policies(clear_tool_results=ClearToolResultsPolicy(trigger=0, keep=1)),
+        tokenizer=get_tokenizer("o200k_base"), resolved=None, state=SessionPolicyState(),
+    )  # fmt: skip
+    outputs = [i["output"] for i in outcome.body["input"] if i.get("type") == "function_call_output"]
+    assert outputs[0].startswith("[ctxdesk cleared this tool result (exec_command")
+    assert outputs[1].startswith("[ctxdesk cleared") and outputs[2].startswith("listing 2")

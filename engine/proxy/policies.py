@@ -38,6 +38,8 @@ from engine.settings import ResolvedModelSettings, Settings
 from engine.tokens import Tokenizer
 
 POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
+#: APIs whose requests policies edit (offload and compaction: Anthropic Messages only, for now).
+POLICY_APIS = (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT, apis.OPENAI_RESPONSES)
 #: Offloaded results kept in memory for read_result (older ones are read from the database).
 MAX_CACHED_RESULTS = 256
 #: How often (seconds) the request path may stat the settings file for changes.
@@ -261,11 +263,24 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+def messages_key_of(api: str) -> str:
+    return "input" if api == apis.OPENAI_RESPONSES else "messages"
+
+
 def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_Result]:
     names: dict[str, str] = {}
     found: list[_Result] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
+            continue
+        if api == apis.OPENAI_RESPONSES:
+            kind = message.get("type")
+            if kind in ("function_call", "custom_tool_call") and message.get("call_id"):
+                names[message["call_id"]] = message.get("name")
+            elif kind in ("function_call_output", "custom_tool_call_output") and message.get("call_id"):
+                content = message.get("output")
+                found.append(_Result(message["call_id"], names.get(message["call_id"]), (i, None), content,
+                                     tokenizer.count(_content_text(content))))  # fmt: skip
             continue
         if api == apis.OPENAI_CHAT:
             for call in message.get("tool_calls") or []:
@@ -358,7 +373,8 @@ def _apply_cleared(api: str, messages: list[Any], results: list[_Result], state:
             continue
         i, j = r.location
         if j is None:
-            messages[i] = {**messages[i], "content": state.cleared[r.tool_use_id]}
+            key = "output" if api == apis.OPENAI_RESPONSES else "content"
+            messages[i] = {**messages[i], key: state.cleared[r.tool_use_id]}
         else:
             blocks = list(messages[i]["content"])
             blocks[j] = {**blocks[j], "content": state.cleared[r.tool_use_id]}
@@ -456,7 +472,7 @@ def plan_edits(
     state: SessionPolicyState,
 ) -> PolicyOutcome:
     """The edits the policies make to one request (pure apart from updating ``state``)."""
-    if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT) or not policies.active:
+    if api not in POLICY_APIS or not policies.active:
         return PolicyOutcome()
     offload = policies.offload if api == apis.ANTHROPIC_MESSAGES else None
     compaction = policies.compaction if api == apis.ANTHROPIC_MESSAGES and resolved is not None else None
@@ -464,7 +480,8 @@ def plan_edits(
         n for n, applied in (("offload", offload), ("compaction", compaction))
         if getattr(policies, n) is not None and applied is None
     )  # fmt: skip
-    messages = list(body.get("messages") or [])
+    messages_key = messages_key_of(api)
+    messages = list(body.get(messages_key) or [])
     before = _prompt_tokens(api, body, tokenizer)
     edits: list[Edit] = []
     blobs: list[tuple[str, str, str | None]] = []
@@ -505,7 +522,7 @@ def plan_edits(
     after = before
     if sticky:
         _apply_cleared(api, messages, results, state, bool(clear and clear.clear_tool_inputs))
-        new_body = {**body, "messages": messages}
+        new_body = {**body, messages_key: messages}
         if serve and not any(
             isinstance(t, dict) and t.get("name") == READ_RESULT_NAME for t in body.get("tools") or []
         ):
@@ -589,7 +606,7 @@ class Controller:
         from engine.settings import resolve_model_settings
         from engine.tokens import get_tokenizer
 
-        if api not in (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT):
+        if api not in POLICY_APIS:
             return PolicyOutcome()
         config = self.policy_file.current()
         live_session = self.live.session_of(headers) if self.live is not None else None
@@ -601,7 +618,7 @@ class Controller:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return PolicyOutcome()
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        if not isinstance(body, dict) or not isinstance(body.get(messages_key_of(api)), list):
             return PolicyOutcome()
         provider = apis.PROVIDERS[api]
         model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -649,5 +666,5 @@ class Controller:
 
 
 def _first_message_key(body: Mapping[str, Any]) -> str:
-    first = (body.get("messages") or [None])[0]
+    first = (body.get("messages") or body.get("input") or [None])[0]
     return "first:" + hashlib.sha256(json.dumps(first, sort_keys=True, default=str).encode()).hexdigest()[:24]
