@@ -62,6 +62,8 @@ CLEARED_INPUT_KEY = "_cleared"
 SUMMARY_SHARE_OF_TARGET = 2
 #: A summary gets at least this share of the target, even when the kept messages leave less.
 MIN_SUMMARY_SHARE_OF_TARGET = 10
+#: Messages before ``from_index`` searched for the calls of the results cleared after it.
+USE_LOOKBACK = 64
 #: Lines of a cleared tool result kept in its placeholder when they state a fact.
 CLEARED_FACT_LINES = 2
 #: Characters per text block tried, in turn, to bring a summarizer prompt under its limit.
@@ -218,7 +220,9 @@ def plan_clear_tool_results(
         return done
     if config.trigger is not None and before.total <= config.trigger:
         return noop_result(messages, ctx, f"below trigger ({before.total:,} <= {config.trigger:,} tokens)")
-    uses = [b for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)]
+    # Only the calls of the results that may be cleared (and the latest ones, which are kept).
+    scan = messages[max(0, from_index - USE_LOOKBACK) :] if from_index else messages
+    uses = [b for m in scan for b in m.blocks if isinstance(b, ToolUseBlock)]
     calls = {b.id: b for b in uses}
     protected = {b.id for b in uses[len(uses) - config.keep :]} if config.keep else set()
     excluded = set(config.exclude_tools)
