@@ -393,13 +393,14 @@ class PostgresSessionStore(SessionStore):
     def __enter__(self) -> PostgresSessionStore:
         return self
 
-    def _begun(self) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
-        """A pooled connection inside BEGIN. One the server dropped (a restart) fails right here,
-        where trying again is safe: the pool's idle connections are checked, one more is taken."""
+    def _begun(self, prelude: str = "") -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
+        """A pooled connection inside BEGIN (and ``prelude``, a parameterless statement sent in the
+        same round trip). One the server dropped (a restart) fails right here, where trying again
+        is safe: the pool's idle connections are checked, one more is taken."""
         for attempt in range(2):
             pool, raw = self._getconn()
             try:
-                raw.execute("BEGIN")
+                raw.execute(f"BEGIN; {prelude}" if prelude else "BEGIN")
                 return pool, raw
             except psycopg.Error as exc:
                 pool.putconn(raw)  # a broken connection is discarded
@@ -413,13 +414,20 @@ class PostgresSessionStore(SessionStore):
     @contextmanager
     def transaction(self) -> Iterator[PgConnection]:  # type: ignore[override]
         """One write transaction; nested calls (in the same thread) join the outer one."""
+        with self._transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, prelude: str = "") -> Iterator[PgConnection]:
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
         current: PgConnection | None = getattr(self._local, "conn", None)
         if current is not None:
+            if prelude:
+                current.raw.execute(prelude)
             yield current
             return
-        pool, raw = self._begun()
+        pool, raw = self._begun(prelude)
         conn = self._local.conn = PgConnection(raw, self._identity_tables)
         try:
             yield conn
@@ -456,8 +464,10 @@ class PostgresSessionStore(SessionStore):
                     pool.putconn(raw)
         raise AssertionError("unreachable")
 
-    def _lock_session(self, conn: PgConnection, session_id: str) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (_advisory_key(f"session:{session_id}"),))
+    @staticmethod
+    def _session_lock(session_id: str) -> str:
+        """Held until the transaction ends: rows numbered within a session get one writer at a time."""
+        return f"SELECT pg_advisory_xact_lock({_advisory_key(f'session:{session_id}')})"
 
     # -- writes that number rows within a session: one writer per session at a time -------
     def append_messages(
@@ -468,18 +478,15 @@ class PostgresSessionStore(SessionStore):
         tokenizer: Tokenizer,
         usages: Sequence[ProviderUsage | None] | None = None,
     ) -> list[StoredMessage]:
-        with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+        with self._transaction(prelude=self._session_lock(session_id)):
             return super().append_messages(session_id, messages, tokenizer=tokenizer, usages=usages)
 
     def record_event(self, session_id: str, event: ContextEvent) -> int:
-        with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+        with self._transaction(prelude=self._session_lock(session_id)):
             return super().record_event(session_id, event)
 
     def record_request(self, session_id: str, record: RequestRecord) -> int:
-        with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+        with self._transaction(prelude=self._session_lock(session_id)):
             return super().record_request(session_id, record)
 
 
