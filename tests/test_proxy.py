@@ -371,3 +371,17 @@ def test_the_cli_refuses_a_remote_host_without_allow_remote(capsys: pytest.Captu
     assert cli_main(["proxy", "--host", "0.0.0.0", "--db", "/tmp/never.db"]) == 1
     assert "--allow-remote" in capsys.readouterr().err
     assert not Path("/tmp/never.db").exists()
+
+
+def test_secret_query_parameters_are_masked_in_what_is_recorded(
+    proxy: ProxyServer, upstream: ScriptedServer
+) -> None:
+    response = httpx.post(
+        proxy.base_url + f"/v1beta/models/x:generateContent?key={KEY}&alt=sse", content=b"{}"
+    )
+    assert upstream.requests[-1].query["key"] == [KEY]  # forwarded as sent
+    assert response.status_code == 404
+    with flushed(proxy) as store:
+        (request,) = store.list_requests(UNPARSED_SESSION)
+    assert request.path == "/v1beta/models/x:generateContent?key=***&alt=sse"
+    assert KEY.encode() not in database_bytes(proxy.recorder.db_path)

@@ -40,6 +40,8 @@ from engine.tokens import Tokenizer
 POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
 #: APIs whose requests policies edit (offload and compaction: Anthropic Messages only, for now).
 POLICY_APIS = (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT, apis.OPENAI_RESPONSES)
+#: Agent sessions whose sticky decisions are remembered (least recently used forgotten first).
+MAX_SESSION_STATES = 2_000
 #: Offloaded results kept in memory for read_result (older ones are read from the database).
 MAX_CACHED_RESULTS = 256
 #: How often (seconds) the request path may stat the settings file for changes.
@@ -647,7 +649,10 @@ class Controller:
         if policies.active:
             key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
             with self._lock:
-                state = self._states.setdefault(key, SessionPolicyState())
+                state = self._states.pop(key, None) or SessionPolicyState()
+                self._states[key] = state  # most recently used last
+                while len(self._states) > MAX_SESSION_STATES:
+                    self._states.pop(next(iter(self._states)))
                 outcome = plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
                 for ref, text, _ in outcome.blobs:
                     self._contents[ref] = text

@@ -31,7 +31,7 @@ from engine.proxy.sessions import Assignment, SessionResolver, identity_hash
 from engine.settings import Settings, resolve_model_settings
 from engine.store import RequestRecord, ToolRecord
 from engine.store.factory import is_database_url, open_store
-from engine.store.payloads import safe_headers
+from engine.store.payloads import is_secret_header, safe_headers
 from engine.tokens import get_tokenizer, tool_parts
 
 logger = logging.getLogger(__name__)
@@ -75,8 +75,19 @@ def utc_now() -> str:
 
 
 def new_exchange(api: str, method: str, path: str, headers: Any, body: bytes) -> Exchange:
+    """An exchange as recorded: secret headers dropped, secret query parameters (``?key=``) masked."""
     kept = safe_headers({k.lower(): v for k, v in headers.items()}) or {}
-    return Exchange(api, method, path, kept, body, utc_now())
+    return Exchange(api, method, redact_query(path), kept, body, utc_now())
+
+
+def redact_query(path: str) -> str:
+    """``path?query`` with the values of key/token/secret-like parameters replaced by ``***``."""
+    if "?" not in path:
+        return path
+    base, query = path.split("?", 1)
+    pairs = [p.split("=", 1) for p in query.split("&")]
+    masked = [f"{p[0]}=***" if len(p) == 2 and is_secret_header(p[0]) else "=".join(p) for p in pairs]
+    return base + "?" + "&".join(masked)
 
 
 class Recorder:
