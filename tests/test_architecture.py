@@ -97,6 +97,7 @@ KNOWN_LARGE: set[str] = {
     "engine/compaction/operations.py",
     "engine/compaction/strategies.py",
     "engine/deferral.py",
+    "engine/importers/claude_code.py",
     "engine/importers/detect.py",
     "engine/importers/writer.py",
     "engine/offload.py",

@@ -1,16 +1,21 @@
 """The session manager and its parts: ``manager`` (the turn loop and the state it mutates),
 ``assembly`` (pure request assembly: prompt, tools, component tokens), ``tools`` (tool
-execution, built-in tools), ``targets`` (the models and their live settings), ``event_building`` (the request, note and resume events)."""
+execution, built-in tools), ``targets`` (the models and their live settings), ``compacting``
+(when and how it compacts), ``event_building`` (the request, note and resume events)."""
 
 from engine.session.assembly import FINAL_TURN_NOTE, RequestView, assemble_request
+from engine.session.compacting import (
+    COMPACTION_TARGET_SHARE,
+    EMERGENCY_STRATEGY,
+    SUMMARIZER_FALLBACK_STRATEGY,
+    Compactor,
+    compaction_target,
+)
 from engine.session.event_building import request_event, settings_snapshot
 from engine.session.manager import (
-    COMPACTION_TARGET_SHARE,
     DEFAULT_MAX_STEPS,
-    EMERGENCY_STRATEGY,
     STATUS_ACTIVE,
     STATUS_FINAL,
-    SUMMARIZER_FALLBACK_STRATEGY,
     SessionManager,
     TurnResult,
 )
@@ -26,6 +31,7 @@ __all__ = [
     "STATUS_ACTIVE",
     "STATUS_FINAL",
     "SUMMARIZER_FALLBACK_STRATEGY",
+    "Compactor",
     "RequestView",
     "SessionManager",
     "SettingsSource",
@@ -35,6 +41,7 @@ __all__ = [
     "ToolHandler",
     "TurnResult",
     "assemble_request",
+    "compaction_target",
     "request_event",
     "settings_snapshot",
 ]
