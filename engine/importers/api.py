@@ -145,6 +145,7 @@ def _write_file(
 ) -> bool:
     """Write a file's sessions in one transaction; True when one was imported from it before."""
     updated = False
+    projects: dict[str, str] = {}
     with store.transaction():
         for done, session in enumerate(parsed, start=1):
             if not session.messages:
@@ -154,9 +155,13 @@ def _write_file(
             updated = updated or existing
             ids[session.key] = session_id
             parent_id = ids.get(session.parent_key) if session.parent_key else None
-            project = session.metadata.get("project") or session.metadata.get("cwd")
+            project = (
+                session.metadata.get("project")
+                or session.metadata.get("cwd")
+                or projects.get(session.parent_key or "")  # a sub-agent works in its parent's project
+            )
             if project:
-                session.metadata["project"] = project
+                session.metadata["project"] = projects[session.key] = project
             written.append(
                 write_session(
                     store, session, session_id=session_id, parent_id=parent_id,
