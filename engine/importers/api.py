@@ -79,6 +79,7 @@ def parse_file(
         for session in sessions:
             if not session.model:
                 session.model = model
+                session.tokenizer_model = None  # the model given wins over a name's hint
     return fmt, sessions
 
 
