@@ -56,6 +56,8 @@ class ModelRequest:
     payload: Mapping[str, Any] = field(default_factory=dict)
     estimated_prompt_tokens: int = 0
     turn_index: int | None = None
+    #: count_cache_breakpoints(payload) when the builder kept it (None: walk the payload).
+    cache_breakpoints: int | None = None
 
     @property
     def tool_names(self) -> list[str]:

@@ -9,6 +9,7 @@ assembly fails, the sections' texts are joined plainly and a ``degraded`` event 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -255,12 +256,15 @@ def _strip_cache_control(messages: list[dict[str, Any]]) -> None:
 
 
 def _mark_last_cacheable_message(messages: list[dict[str, Any]]) -> bool:
-    """Put a breakpoint on the last block that can carry one; True if one was placed."""
-    for message in reversed(messages):
+    """Put a breakpoint on the last block that can carry one; True if one was placed. The marked
+    message is replaced by a copy (the dicts may be an AnthropicHistory's, shared between requests)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         content = message["content"]
         if isinstance(content, str):
             if content:
-                message["content"] = [{"type": "text", "text": content, "cache_control": dict(EPHEMERAL)}]
+                marked = [{"type": "text", "text": content, "cache_control": dict(EPHEMERAL)}]
+                messages[index] = {**message, "content": marked}
                 return True
             continue
         for i in range(len(content) - 1, -1, -1):
@@ -268,9 +272,68 @@ def _mark_last_cacheable_message(messages: list[dict[str, Any]]) -> bool:
             if block.get("type") in _CACHEABLE_BLOCK_TYPES and (
                 block.get("type") != "text" or block.get("text")
             ):
-                content[i] = block | {"cache_control": dict(EPHEMERAL)}
+                marked = [*content[:i], block | {"cache_control": dict(EPHEMERAL)}, *content[i + 1 :]]
+                messages[index] = {**message, "content": marked}
                 return True
     return False
+
+
+class AnthropicHistory:
+    """A growing history rendered for the Messages API once per message, not once per request.
+
+    ``render(messages)`` returns the Anthropic dicts of ``messages`` (provider breakpoints
+    stripped), rendering only what was not rendered before: the cache is valid for the longest
+    prefix equal to what it last saw (messages are frozen, so an edited message is another object
+    and compares unequal; the comparison is a C-level identity check for untouched messages).
+    A session manager keeps one per session, so a turn costs the new messages, not the history.
+    The dicts returned are shared between calls: treat them as read-only."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._rendered: list[dict[str, Any]] = []
+        #: Output index at which each message's dict starts (tool messages merge into one).
+        self._starts: list[int] = []
+        #: count_cache_breakpoints of each rendered dict (keys inside tool inputs, as data).
+        self._keys: list[int] = []
+        self.data_keys = 0
+
+    def render(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        messages = list(messages)
+        keep = min(len(self._messages), len(messages))
+        if self._messages[:keep] != messages[:keep]:
+            keep = 0  # replaced (compaction): start again
+        if keep < len(self._messages):  # and a shorter history (a failed turn taken back)
+            self._truncate(keep)
+        for index in range(keep, len(messages)):
+            self._add(messages[index])
+        return list(self._rendered)
+
+    def _truncate(self, count: int) -> None:
+        """Forget every message from ``count`` on (re-rendering a tool dict it was merged into)."""
+        cut = self._starts[count]
+        first = bisect.bisect_left(self._starts, cut)  # the first message of the dict at ``cut``
+        redo = self._messages[first:count]
+        del self._messages[first:], self._starts[first:], self._rendered[cut:]
+        self.data_keys -= sum(self._keys[cut:])
+        del self._keys[cut:]
+        for message in redo:
+            self._add(message)
+
+    def _add(self, message: Message) -> None:
+        (rendered,) = to_anthropic([message])
+        _strip_cache_control([rendered])
+        previous = self._messages[-1] if self._messages else None
+        if message.role == "tool" and previous is not None and previous.role == "tool":
+            merged = {**self._rendered[-1], "content": [*self._rendered[-1]["content"], *rendered["content"]]}
+            self.data_keys -= self._keys[-1]
+            self._rendered[-1], self._keys[-1] = merged, count_cache_breakpoints(merged)
+            self._starts.append(len(self._rendered) - 1)
+        else:
+            self._starts.append(len(self._rendered))
+            self._rendered.append(rendered)
+            self._keys.append(count_cache_breakpoints(rendered))
+        self.data_keys += self._keys[-1]
+        self._messages.append(message)
 
 
 def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -296,20 +359,40 @@ def to_anthropic_request(
     breakpoints, cache_control on the last tool and on the conversation's last cacheable
     block, never more than MAX_CACHE_BREAKPOINTS in all. ``summary`` becomes the system
     section "Summary of earlier conversation", never a made-up history message."""
+    body, _ = build_anthropic_request(
+        prompt, messages, tools, model=model, max_tokens=max_tokens, summary=summary
+    )
+    return body
+
+
+def build_anthropic_request(
+    prompt: AssembledPrompt,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]],
+    *,
+    model: str,
+    max_tokens: int,
+    summary: str | None = None,
+    history: AnthropicHistory | None = None,
+) -> tuple[dict[str, Any], int]:
+    """(body, count_cache_breakpoints(body)) as :func:`to_anthropic_request` builds it; with an
+    :class:`AnthropicHistory` only messages it has not rendered yet are converted, and the count
+    is kept without walking the conversation."""
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}", field="max_tokens")
     if summary is not None:
         prompt = prompt.with_summary(summary)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     sent_tools = [_anthropic_tool(t) for t in tools]
-    history = to_anthropic(messages)
-    _strip_cache_control(history)
+    history = history or AnthropicHistory()
+    rendered = history.render(messages)
+    data_keys = history.data_keys
     used = 0
     if sent_tools:
         sent_tools[-1]["cache_control"] = dict(EPHEMERAL)
         used += 1
-    if _mark_last_cacheable_message(history):
-        used += 1
+    marked = _mark_last_cacheable_message(rendered)
+    used += marked
     # The builder leaves room for these two; a prompt built with more keeps its last ones.
     allowed = MAX_CACHE_BREAKPOINTS - used
     system_points = set(prompt.breakpoints[max(0, len(prompt.breakpoints) - allowed) :])
@@ -321,8 +404,9 @@ def to_anthropic_request(
         ]
     if sent_tools:
         body["tools"] = sent_tools
-    body["messages"] = history
-    return body
+    body["messages"] = rendered
+    breakpoints = data_keys + count_cache_breakpoints({k: v for k, v in body.items() if k != "messages"})
+    return body, breakpoints + marked
 
 
 def count_cache_breakpoints(body: Any) -> int:

@@ -55,7 +55,11 @@ def request_event(
         "messages_sent": messages_sent,
         "tools_sent": [str(t.get("name")) for t in view.tools],
         "deferred_tools": 0 if view.final else deferred_tools,
-        "cache_breakpoints": count_cache_breakpoints(request.payload),
+        "cache_breakpoints": (
+            request.cache_breakpoints
+            if request.cache_breakpoints is not None
+            else count_cache_breakpoints(request.payload)
+        ),
         # what the cache analysis compares between calls (engine.cache_analysis): a changed or
         # reordered tool list, a changed system prompt
         "system_sha256": hashlib.sha256(request.system.encode("utf-8")).hexdigest(),

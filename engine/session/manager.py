@@ -28,6 +28,7 @@ from engine.compaction import (
     CompactionReport,
     Summarizer,
     default_summarizer,
+    force_compact,
     parse_strategy,
 )
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec
@@ -35,9 +36,10 @@ from engine.errors import (
     ContextLengthExceededError,
     ContextOverflowError,
     ProviderError,
+    SummarizerUnavailableError,
     ValidationError,
 )
-from engine.events import ContextEvent, ProviderUsage
+from engine.events import ContextEvent, ProviderUsage, degraded_event
 from engine.guard import (
     FINAL_REPORT_TOOL,
     ContextGuard,
@@ -45,9 +47,8 @@ from engine.guard import (
 )
 from engine.messages import Message, ToolUseBlock, is_user_input, user
 from engine.offload import READ_RESULT_TOOL, ResultStore
-from engine.prompt import PromptSection, to_anthropic_request
+from engine.prompt import AnthropicHistory, PromptSection, build_anthropic_request
 from engine.session.assembly import RequestView, ToolTokens, assemble_request
-from engine.session.compacting import EMERGENCY_STRATEGY, Compactor, compaction_target
 from engine.session.event_building import note_event, request_event, resume_event
 from engine.session.targets import SettingsSource, Target, Targets
 from engine.session.tools import BUILTIN_TOOL_NAMES, ToolExecutor, ToolHandler
@@ -62,6 +63,13 @@ logger = logging.getLogger(__name__)
 
 #: Model calls one turn may make before the manager stops it (a runaway tool loop).
 DEFAULT_MAX_STEPS = 40
+#: Compaction aims the prompt at this share of the limit (the history gets what the fixed
+#: parts, system prompt, skills and tools, leave of it).
+COMPACTION_TARGET_SHARE = 0.5
+#: Strategy run when the provider rejects a prompt as too long.
+EMERGENCY_STRATEGY = "emergency"
+#: Strategy an automatic compaction falls back to when the summarizer fails.
+SUMMARIZER_FALLBACK_STRATEGY = "truncate"
 STATUS_ACTIVE = "active"
 STATUS_FINAL = "final"
 
@@ -158,6 +166,8 @@ class SessionManager:
         # Running conversation / tool-result tokens of _history: updated per appended message,
         # recounted only when the history is replaced, so a model call costs the same at any length.
         self._totals = HistoryTotals(self.tokenizer)
+        # The history rendered for the provider, each message once (a turn converts only its own).
+        self._rendered = AnthropicHistory()
         self._tool_tokens = ToolTokens(self.tokenizer)
         self._summary: str | None = None
         self._next_seq = 0
@@ -187,13 +197,6 @@ class SessionManager:
                 settings=self._targets.settings_json(),
                 metadata=dict(metadata or {}),
             )
-        self._compactor = Compactor(
-            store,
-            self.session_id,
-            summarizer=self.summarizer,
-            event_fields=self._compaction_event_fields,
-            record=self._record,
-        )
         self._tools = ToolExecutor(
             store,
             self.session_id,
@@ -465,9 +468,13 @@ class SessionManager:
         return self._call(view, self._targets.usable(decision.usable_targets), step)
 
     # -- compaction ----------------------------------------------------------------------------
+    def _compaction_target(self, view: RequestView) -> int:
+        fixed = view.components.system + view.components.skills + view.components.tools
+        return max(1, int(view.budget.effective_window * COMPACTION_TARGET_SHARE) - fixed)
+
     def _compact_at_threshold(self, level: str, view: RequestView) -> None:
         trigger = "hard_block" if level == "hard_block" else "compact_threshold"
-        target = compaction_target(view)
+        target = self._compaction_target(view)
         report = self._force_compact(self.compaction, trigger=trigger, target_tokens=target)
         if level == "hard_block" and not report.noop and not report.fits:
             # Blocking is worse than losing detail: the default chain ends in truncate.
@@ -476,9 +483,29 @@ class SessionManager:
     def _force_compact(
         self, strategy: Any, *, trigger: str, target_tokens: int | None, instructions: str | None = None
     ) -> CompactionReport:
-        report = self._compactor.run(
-            strategy, trigger=trigger, target_tokens=target_tokens, instructions=instructions
-        )
+        def run(strategy: Any) -> CompactionReport:
+            return force_compact(
+                self.store,
+                self.session_id,
+                strategy=strategy,
+                instructions=instructions,
+                summarizer=self.summarizer,
+                target_tokens=target_tokens,
+                trigger=trigger,
+                event_fields=self._compaction_event_fields(),
+            )
+
+        try:
+            report = run(strategy)
+        except SummarizerUnavailableError as exc:
+            if trigger in ("manual", "tool"):
+                raise
+            # An automatic compaction must still make room: truncate needs no summarizer.
+            logger.warning("summarizer failed during %s compaction, truncating instead: %s", trigger, exc)
+            self._record(
+                [degraded_event("compaction", exc, fallback=SUMMARIZER_FALLBACK_STRATEGY, trigger=trigger)]
+            )
+            report = run(SUMMARIZER_FALLBACK_STRATEGY)
         self._reload_history()
         self._noop_at = len(self._history) if report.noop else None
         return report
@@ -512,12 +539,13 @@ class SessionManager:
     # -- model calls ---------------------------------------------------------------------------
     def _request(self, view: RequestView, target: Target) -> ModelRequest:
         s = target.settings
-        payload = to_anthropic_request(
+        payload, breakpoints = build_anthropic_request(
             view.prompt,
             self._history,
             list(view.tools),
             model=target.client.model,
             max_tokens=s.max_output_tokens,
+            history=self._rendered,
         )
         return ModelRequest(
             model=target.client.model,
@@ -528,6 +556,7 @@ class SessionManager:
             payload=payload,
             estimated_prompt_tokens=view.components.total,
             turn_index=self.turn_index,
+            cache_breakpoints=breakpoints,
         )
 
     def _request_event(
@@ -606,7 +635,7 @@ class SessionManager:
             "provider rejected the prompt as too long; emergency compaction and one retry: %s", error
         )
         self._force_compact(
-            EMERGENCY_STRATEGY, trigger="provider_error", target_tokens=compaction_target(view)
+            EMERGENCY_STRATEGY, trigger="provider_error", target_tokens=self._compaction_target(view)
         )
         retry_view = self._view(final=view.final)
         self._record(list(retry_view.events))
