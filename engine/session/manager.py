@@ -28,7 +28,6 @@ from engine.compaction import (
     CompactionReport,
     Summarizer,
     default_summarizer,
-    force_compact,
     parse_strategy,
 )
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec
@@ -36,10 +35,9 @@ from engine.errors import (
     ContextLengthExceededError,
     ContextOverflowError,
     ProviderError,
-    SummarizerUnavailableError,
     ValidationError,
 )
-from engine.events import ContextEvent, ProviderUsage, degraded_event
+from engine.events import ContextEvent, ProviderUsage
 from engine.guard import (
     FINAL_REPORT_TOOL,
     ContextGuard,
@@ -49,6 +47,7 @@ from engine.messages import Message, ToolUseBlock, is_user_input, user
 from engine.offload import READ_RESULT_TOOL, ResultStore
 from engine.prompt import AnthropicHistory, PromptSection, build_anthropic_request
 from engine.session.assembly import RequestView, ToolTokens, assemble_request
+from engine.session.compacting import EMERGENCY_STRATEGY, Compactor, compaction_target
 from engine.session.event_building import note_event, request_event, resume_event
 from engine.session.targets import SettingsSource, Target, Targets
 from engine.session.tools import BUILTIN_TOOL_NAMES, ToolExecutor, ToolHandler
@@ -63,13 +62,6 @@ logger = logging.getLogger(__name__)
 
 #: Model calls one turn may make before the manager stops it (a runaway tool loop).
 DEFAULT_MAX_STEPS = 40
-#: Compaction aims the prompt at this share of the limit (the history gets what the fixed
-#: parts, system prompt, skills and tools, leave of it).
-COMPACTION_TARGET_SHARE = 0.5
-#: Strategy run when the provider rejects a prompt as too long.
-EMERGENCY_STRATEGY = "emergency"
-#: Strategy an automatic compaction falls back to when the summarizer fails.
-SUMMARIZER_FALLBACK_STRATEGY = "truncate"
 STATUS_ACTIVE = "active"
 STATUS_FINAL = "final"
 
@@ -197,6 +189,13 @@ class SessionManager:
                 settings=self._targets.settings_json(),
                 metadata=dict(metadata or {}),
             )
+        self._compactor = Compactor(
+            store,
+            self.session_id,
+            summarizer=self.summarizer,
+            event_fields=self._compaction_event_fields,
+            record=self._record,
+        )
         self._tools = ToolExecutor(
             store,
             self.session_id,
@@ -468,13 +467,9 @@ class SessionManager:
         return self._call(view, self._targets.usable(decision.usable_targets), step)
 
     # -- compaction ----------------------------------------------------------------------------
-    def _compaction_target(self, view: RequestView) -> int:
-        fixed = view.components.system + view.components.skills + view.components.tools
-        return max(1, int(view.budget.effective_window * COMPACTION_TARGET_SHARE) - fixed)
-
     def _compact_at_threshold(self, level: str, view: RequestView) -> None:
         trigger = "hard_block" if level == "hard_block" else "compact_threshold"
-        target = self._compaction_target(view)
+        target = compaction_target(view)
         report = self._force_compact(self.compaction, trigger=trigger, target_tokens=target)
         if level == "hard_block" and not report.noop and not report.fits:
             # Blocking is worse than losing detail: the default chain ends in truncate.
@@ -483,29 +478,9 @@ class SessionManager:
     def _force_compact(
         self, strategy: Any, *, trigger: str, target_tokens: int | None, instructions: str | None = None
     ) -> CompactionReport:
-        def run(strategy: Any) -> CompactionReport:
-            return force_compact(
-                self.store,
-                self.session_id,
-                strategy=strategy,
-                instructions=instructions,
-                summarizer=self.summarizer,
-                target_tokens=target_tokens,
-                trigger=trigger,
-                event_fields=self._compaction_event_fields(),
-            )
-
-        try:
-            report = run(strategy)
-        except SummarizerUnavailableError as exc:
-            if trigger in ("manual", "tool"):
-                raise
-            # An automatic compaction must still make room: truncate needs no summarizer.
-            logger.warning("summarizer failed during %s compaction, truncating instead: %s", trigger, exc)
-            self._record(
-                [degraded_event("compaction", exc, fallback=SUMMARIZER_FALLBACK_STRATEGY, trigger=trigger)]
-            )
-            report = run(SUMMARIZER_FALLBACK_STRATEGY)
+        report = self._compactor.run(
+            strategy, trigger=trigger, target_tokens=target_tokens, instructions=instructions
+        )
         self._reload_history()
         self._noop_at = len(self._history) if report.noop else None
         return report
@@ -635,7 +610,7 @@ class SessionManager:
             "provider rejected the prompt as too long; emergency compaction and one retry: %s", error
         )
         self._force_compact(
-            EMERGENCY_STRATEGY, trigger="provider_error", target_tokens=self._compaction_target(view)
+            EMERGENCY_STRATEGY, trigger="provider_error", target_tokens=compaction_target(view)
         )
         retry_view = self._view(final=view.final)
         self._record(list(retry_view.events))
