@@ -109,7 +109,7 @@ def _do_restore_full(db_path: str, session_id: str) -> Any:
         store.get_session(session_id)
         through = stored[-1].seq if stored else -1
         tokens = sum(m.tokens for m in stored)
-        with store.transaction() as conn:
+        with store.transaction():
             new_id = store.write_snapshot(
                 session_id, [m.message for m in stored], through_seq=through, summary=None,
                 tokens=tokens, strategy="restore",
@@ -123,7 +123,7 @@ def _do_restore_full(db_path: str, session_id: str) -> Any:
                              "after_count": len(stored), "after_tokens": tokens},
                 ),
             )  # fmt: skip
-            conn.execute("UPDATE session_snapshots SET event_id = ? WHERE id = ?", (event_id, new_id))
+            store.link_snapshot_event(new_id, event_id)
         return store.get_snapshot(new_id)
 
 
