@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from engine.compaction import PlanContext, SummaryCache, extract, offline
 from engine.compaction.operations import history_seqs
 from engine.compaction.result import pinned_in, pinned_tokens_before, snap_head_cut
-from engine.compaction.strategies import PROMPT_CLIP_STEPS, _clip_message, _fitting_cut, trim_for_prompt
+from engine.compaction.strategies import _fitting_cut, prompt_pieces
 from engine.messages import Message, TextBlock, ToolResultBlock, assistant, tool_result, tool_use, user
 from engine.store import SessionStore
 from engine.tokens import REPLY_PRIMING_TOKENS, get_tokenizer
@@ -98,27 +98,26 @@ def test_snap_head_cut_keeps_a_safe_index_else_snaps_like_find_safe_boundary(
     assert snap_head_cut(messages, index, prefer=prefer, cuts=safe_cut_points(messages)) == expected
 
 
-def reference_trim(messages: list[Message], max_tokens: int, result_chars: int) -> list[Message]:
-    """trim_for_prompt by its definition: clip step by step, then drop the oldest one at a time."""
-    count = TOKENIZER.count_messages
-    trimmed = [_clip_message(m, result_chars, results_only=True) for m in messages]
-    for limit in PROMPT_CLIP_STEPS:
-        if count(trimmed) <= max_tokens:
-            return trimmed
-        trimmed = [_clip_message(m, limit, results_only=False) for m in trimmed]
-    while len(trimmed) > 1 and count(trimmed) > max_tokens:
-        trimmed.pop(0)
-    return trimmed
-
-
 @HEAVY
-@given(histories, st.integers(1, 400), st.sampled_from([0, 20, 200]))
-def test_trim_for_prompt_drops_the_oldest_until_it_fits(
-    messages: list[Message], max_tokens: int, result_chars: int
+@given(histories, st.integers(1, 400), st.integers(0, 300), st.sampled_from([0, 20, 200]))
+def test_prompt_pieces_fold_every_message_in_order_each_piece_within_its_room(
+    messages: list[Message], max_tokens: int, carry: int, result_chars: int
 ) -> None:
     ctx = PlanContext(target_tokens=1, tokenizer=TOKENIZER)
-    trimmed = trim_for_prompt(messages, max_tokens=max_tokens, result_chars=result_chars, ctx=ctx)
-    assert trimmed == reference_trim(messages, max_tokens, result_chars)
+    pieces = prompt_pieces(
+        messages, max_tokens=max_tokens, carry_tokens=carry, result_chars=result_chars, ctx=ctx
+    )
+    flat = [m for piece in pieces for m in piece]
+    assert len(flat) == len(messages) and all(pieces)  # nothing dropped, no empty piece
+    for original, sent in zip(messages, flat, strict=True):  # in order, each at most clipped
+        assert (sent.role, sent.tool_use_ids, sent.tool_result_ids) == (
+            original.role,
+            original.tool_use_ids,
+            original.tool_result_ids,
+        )
+    room = max(max_tokens - carry, max_tokens // 2, 1)
+    for piece in pieces:
+        assert len(piece) == 1 or TOKENIZER.count_messages(piece) <= room
 
 
 def test_plan_context_finds_the_newest_cached_summary_of_a_range() -> None:

@@ -628,45 +628,6 @@ def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContex
 # -- rolling_iterations ----------------------------------------------------------------------------
 
 
-def trim_for_prompt(
-    messages: Sequence[Message], *, max_tokens: int, result_chars: int, ctx: PlanContext
-) -> list[Message]:
-    """Messages cut down for a summarizer prompt: long tool results first, then every long text,
-    then (only if still over) the oldest messages.
-
-    Each clip level is tried in turn and the first under ``max_tokens`` is the prompt; at the last
-    level the oldest messages are dropped until the rest fits (one is always kept). Messages are
-    clipped and counted newest first and only until a level is known to be over, so the work is
-    bounded by what fits the prompt, not by how long the history is.
-    """
-    levels = [(result_chars, True), *((limit, False) for limit in PROMPT_CLIP_STEPS)]
-    versions: dict[int, list[Message]] = {}  # message index -> its clipped versions, by level
-
-    def at(i: int, level: int) -> Message:
-        chain = versions.setdefault(i, [])
-        while len(chain) <= level:
-            limit, results_only = levels[len(chain)]
-            chain.append(_clip_message(chain[-1] if chain else messages[i], limit, results_only=results_only))
-        return chain[level]
-
-    def first_of_fitting_suffix(level: int) -> int:
-        """Start of the longest suffix whose request (reply priming included) fits."""
-        used, first = REPLY_PRIMING_TOKENS, len(messages)
-        while first > 0:
-            tokens = ctx.tokenizer.count_message(at(first - 1, level))
-            if used + tokens > max_tokens:
-                break
-            used, first = used + tokens, first - 1
-        return first
-
-    for level in range(len(levels) - 1):
-        if first_of_fitting_suffix(level) == 0:
-            return [at(i, level) for i in range(len(messages))]
-    last = len(levels) - 1
-    first = min(first_of_fitting_suffix(last), max(len(messages) - 1, 0))
-    return [at(i, last) for i in range(first, len(messages))]
-
-
 def prompt_pieces(
     messages: Sequence[Message], *, max_tokens: int, carry_tokens: int, result_chars: int, ctx: PlanContext
 ) -> list[list[Message]]:
