@@ -203,3 +203,19 @@ def test_gemini_resumed_run_keeps_the_usage_the_rewritten_history_dropped(store:
     (session,) = result.sessions
     assert session.request_count == session.usage_count == 5
     assert session.model == "gemini-3.1-pro-preview"
+
+
+def test_what_the_files_do_not_keep_is_measured_once_and_carried_to_every_call(store: SessionStore) -> None:
+    """Codex keeps no tool definitions, Gemini CLI no system instruction or tools: the gap at the
+    first call is carried, so later estimates follow the provider's count closely."""
+    for folder, pattern, where in (
+        (CODEX, "rollout-*.jsonl", "tools"),
+        (GEMINI, "session-*.jsonl", "system"),
+    ):
+        (session,) = import_file(transcript_file(folder, pattern), store).sessions
+        events = store.list_events(session.session_id, kind="request")
+        prefix = events[0].details["unlogged_prefix_tokens"]
+        assert prefix > 1_000 and all(e.details["unlogged_prefix_in"] == where for e in events)
+        assert events[0].projected_tokens == events[0].usage.prompt_tokens
+        for event in events[1:]:
+            assert abs(event.projected_tokens - event.usage.prompt_tokens) / event.usage.prompt_tokens < 0.05

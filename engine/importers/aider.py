@@ -100,6 +100,7 @@ def _session(body: str, *, key: str) -> ParsedSession:
     flush_user()
     flush_reply()
     session.provider = provider_of(session.model)
+    session.unlogged_prefix_in = "system"  # Aider's prompts, repository map and the files in the chat
     if notices:
         session.notes.append("files in the chat and the repository map are sent but not logged by Aider")
     return session

@@ -34,6 +34,7 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
     model = str(models[-1]) if models else None
     session = parse_anthropic_messages(value, key=f"cline:{folder.name}", model=model)
     session.metadata["task_id"] = folder.name
+    session.unlogged_prefix_in = "system"  # Cline's system prompt (tools described in it)
     if len(set(models)) > 1:
         session.metadata["models"] = sorted(set(map(str, models)))
     requests = _api_requests(_json(folder / "ui_messages.json"))

@@ -298,6 +298,7 @@ class RolloutReader:
         session = self.session
         session.model = session.model or self.model
         session.provider = provider_of(session.model) or ("openai" if session.model else None)
+        session.unlogged_prefix_in = "tools"
         if not session.messages:
             raise SourceProblem("a Codex rollout with no conversation items (only session metadata)")
         if any(pm.call is not None and pm.call.usage is not None for pm in session.messages):

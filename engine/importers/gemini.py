@@ -155,6 +155,7 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
         raise SourceProblem("a Gemini CLI chat with no user or model messages")
     session.model = max(models, key=lambda m: models[m]) if models else None
     session.provider = provider_of(session.model) or "gemini"
+    session.unlogged_prefix_in = "system"  # the system instruction and tool declarations
     meta = {
         "gemini_session_id": session_id,
         "project_hash": header.get("projectHash"),

@@ -75,6 +75,9 @@ class ParsedSession:
     context_window: int | None = None
     #: A model name to choose the tokenizer by when ``model`` is unknown (a run directory's hint).
     tokenizer_model: str | None = None
+    #: The component ("system" or "tools") of what every call sent that the file does not keep;
+    #: the writer measures it from the provider's count at the first call with usage.
+    unlogged_prefix_in: str | None = None
 
 
 class _Frozen(BaseModel):

@@ -259,7 +259,37 @@ def _record_requests(
     first_new: int = 0,
 ) -> list[tuple[int, ProviderUsage | None]]:
     """Record a request event per call at messages from ``first_new`` on (earlier ones were
-    recorded by an earlier import); returns (estimate, usage) per call in order, all of them."""
+    recorded by an earlier import); returns (estimate, usage) per call in order, all of them.
+
+    When the source does not keep part of what every call sent (``parsed.unlogged_prefix_in``:
+    Codex's tool definitions, Gemini CLI's system instruction and tools), that part is the
+    provider's count minus ours at the first call with usage, added to that component of every
+    call and named in its details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``)."""
+    prefix = 0
+    if parsed.unlogged_prefix_in:
+        dry = _walk(store, session_id, parsed, rows, tokenizer, source, first_new=len(rows) + 1, prefix=0)
+        prefix = next(
+            (max(0, u.prompt_tokens - est) for est, u in dry if u is not None and u.prompt_tokens), 0
+        )
+        if prefix:
+            parsed.notes.append(
+                f"{prefix:,} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
+                "measured at the first call with usage"
+            )
+    return _walk(store, session_id, parsed, rows, tokenizer, source, first_new=first_new, prefix=prefix)
+
+
+def _walk(
+    store: SessionStore,
+    session_id: str,
+    parsed: ParsedSession,
+    rows: Sequence[Any],
+    tokenizer: Tokenizer,
+    source: str,
+    *,
+    first_new: int,
+    prefix: int,
+) -> list[tuple[int, ProviderUsage | None]]:
     out: list[tuple[int, ProviderUsage | None]] = []
     memo: dict[Any, int] = {}  # the system prompt and tool list are mostly the same call after call
     conversation = tool_results = 0  # running sums over the messages sent so far
@@ -275,7 +305,7 @@ def _record_requests(
             out.append(
                 _request(
                     store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source,
-                    record=record, memo=memo,
+                    record=record, memo=memo, prefix=prefix,
                 )
             )  # fmt: skip
         conversation += row.tokens - row.tool_result_tokens
@@ -284,7 +314,7 @@ def _record_requests(
             out.append(
                 _request(
                     store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source,
-                    record=record, memo=memo,
+                    record=record, memo=memo, prefix=prefix,
                 )
             )  # fmt: skip
     return out
@@ -340,6 +370,7 @@ def _request(
     *,
     record: bool = True,
     memo: dict[Any, int] | None = None,
+    prefix: int = 0,
 ) -> tuple[int, ProviderUsage | None]:
     memo = {} if memo is None else memo
     system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
@@ -354,6 +385,9 @@ def _request(
     )
     # a parser that rebuilt the exact request computed its components itself (Claude Code)
     components = getattr(call, "components", None) or components
+    where = parsed.unlogged_prefix_in
+    if prefix and where:
+        components = components.model_copy(update={where: getattr(components, where) + prefix})
     total = components.total
     usage = call.usage
     details: dict[str, Any] = {
@@ -365,6 +399,8 @@ def _request(
         "messages_sent": sent_messages,
         **call.details,
     }
+    if prefix and where:
+        details.update(unlogged_prefix_tokens=prefix, unlogged_prefix_in=where)
     if not record:
         return total, usage
     event_id = store.record_event(
