@@ -303,8 +303,8 @@ class RolloutReader:
             raise SourceProblem("a Codex rollout with no conversation items (only session metadata)")
         if any(pm.call is not None and pm.call.usage is not None for pm in session.messages):
             session.notes.append(
-                "a rollout does not keep the tool definitions Codex sent: the provider's count includes them, "
-                "the estimate does not"
+                "a rollout does not keep the tool definitions Codex sent (their size is measured from the "
+                "provider's count)"
             )
         if not session.metadata.get("cwd"):
             for pm in session.messages[:4]:

@@ -171,8 +171,8 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
     if notices:
         session.notes.append(f"skipped {notices} CLI notice message(s) (info/warning/error)")
     session.notes.append(
-        "a Gemini CLI chat does not keep the system instruction and tool declarations it sent: "
-        "the provider's count includes them, the estimate does not"
+        "a Gemini CLI chat does not keep the system instruction and tool declarations it sent (their size "
+        "is measured from the provider's count)"
     )
     return session
 
