@@ -1,4 +1,4 @@
-"""The session store on PostgreSQL: ``python -m bench.bench_store_pg [--quick]``.
+"""The session store on PostgreSQL: ``python -m bench --only store_pg [--quick]``.
 
 Starts its own PostgreSQL server (Debian's binaries, as the tests do), then measures
 1. concurrent writers: 16 processes appending at once through the store API, on PostgreSQL
@@ -6,22 +6,19 @@ Starts its own PostgreSQL server (Debian's binaries, as the tests do), then meas
 2. the dashboard's data layer over a large PostgreSQL store (10,000 sessions / 2,000,000
    messages; ``--quick``: 200 / 20,000) attached through DuckDB's postgres extension: the
    Sessions page and one session's timeline, against the targets (300 ms, 50 ms).
-Writes bench/results/store_pg.md.
+Its tables land in bench/results/summary.md with the others.
 """
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS_DIR
-from bench.report import Table, ms, render_markdown, timed
+from bench.report import Table, ms, timed
 
 WRITERS = 16
 FULL = {"appends": 100, "sessions": 10_000, "per_session": 200}
@@ -274,20 +271,3 @@ def run(quick: bool = False) -> list[Table]:
         within = "" if target is None else ("yes" if seconds * 1000 <= target else "NO")
         reads.add(step, ms(seconds), count, target, within)
     return [writers, reads]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_store_pg", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes (200 sessions / 20,000 messages)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "store_pg.md")
-    args = parser.parse_args(argv)
-    tables = run(quick=args.quick)
-    text = render_markdown(tables, header=[f"{'Quick' if args.quick else 'Full'} sizes."])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    sys.stdout.write(text + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
