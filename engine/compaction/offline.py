@@ -89,6 +89,8 @@ REQUEST_CHARS = 200
 PASTED_REQUEST_CHARS = 120
 #: A user message longer than this is mostly pasted material (logs, code), not an instruction.
 PASTED_CHARS = 600
+#: Facts from tool output collected at most (newest first): more than any summary budget holds.
+MAX_FACT_LINES = 400
 #: Shorter "I'll ..." sentences are chatter ("I will look at it."), not commitments.
 WEAK_TASK_MIN_CHARS = 30
 
@@ -301,7 +303,7 @@ class _Extractor:
         self.commands: dict[str, _Command] = {}
         self.files: dict[str, _File] = {}
         self.plan: tuple[tuple[str, str], ...] | None = None
-        self.facts = 0
+        self.outputs: list[tuple[int, str, str]] = []  # (order, tool, text) of successful outputs
         self.last_request: _Item | None = None
         self.last_assistant = ""
         self.answered = True
@@ -449,8 +451,7 @@ class _Extractor:
                 error.resolution = "re-ran successfully"
                 self.pending.remove(error)
             if call.tasks is None and text.strip():
-                for fact in salient_lines(text):
-                    self.add(FACTS, f"{call.name}: {_clip(fact, LINE_CHARS)}")
+                self.outputs.append((self._next(), call.name, text))
         if not isinstance(block.content, str):
             for media in block.content:
                 if isinstance(media, ImageBlock | DocumentBlock):
@@ -458,6 +459,17 @@ class _Extractor:
 
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> list[_Item]:
+        # Facts from tool output, newest first, until more were found than any summary keeps
+        # (older ones are trimmed first): a long history's old outputs are not read for nothing.
+        found = 0
+        for order, name, text in reversed(self.outputs):
+            if found >= MAX_FACT_LINES:
+                break
+            for fact in salient_lines(text):
+                self.items.append(
+                    _Item(FACTS, f"{name}: {_clip(fact, LINE_CHARS)}", SECTION_PRIORITY[FACTS], order)
+                )
+                found += 1
         for error in self.errors:
             if error.resolution:
                 error.item.text += f" → {_clip(error.resolution, LINE_CHARS)}"
