@@ -86,4 +86,9 @@ def test_compaction_from_the_dashboard_writes_through_the_engine(both: tuple[Any
     report = actions.apply_compaction(url, sid, strategy="truncate")
     assert report is not None
     with open_store(url, read_only=True) as store:
-        assert len(store.list_snapshots(sid)) == before + 1
+        snapshots = store.list_snapshots(sid)
+        assert len(snapshots) == before + 1
+    restored = actions.restore(url, sid, snapshots[0].id)
+    with open_store(url, read_only=True) as store:
+        assert store.latest_snapshot(sid).id == restored.id  # type: ignore[union-attr]
+        assert [e.kind for e in store.list_events(sid)][-1] == "restore"
