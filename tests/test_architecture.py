@@ -101,6 +101,7 @@ KNOWN_LARGE: set[str] = {
     "engine/importers/detect.py",
     "engine/importers/writer.py",
     "engine/offload.py",
+    "engine/prompt.py",
     "engine/proxy/apis.py",
     "engine/proxy/policies.py",
     "engine/proxy/recorder.py",
@@ -324,3 +325,38 @@ def test_no_module_or_class_is_past_one_concept_without_saying_why() -> None:
         f"over {MAX_MODULE_LINES} lines (module) or {MAX_CLASS_LINES} (class) without 'one concept: why' in "
         "the docstring: " + ", ".join(sorted(found - KNOWN_LARGE))
     )
+
+
+_SQL = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "PRAGMA", "WITH", "REPLACE")
+#: Modules outside the store that still run SQL of their own, reported to the lead.
+KNOWN_SQL_OUTSIDE_STORE = {"engine.importers.writer"}
+
+
+def _runs_sql(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "execute"
+        ):
+            first = node.args[0] if node.args else None
+            text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+            if isinstance(first, ast.JoinedStr):
+                text = "".join(v.value for v in first.values if isinstance(v, ast.Constant))
+            if text.lstrip().upper().startswith(_SQL):
+                return True
+    return False
+
+
+def test_the_store_owns_all_sql_of_the_engine() -> None:
+    """The engine writes and reads the session database only through engine.store (the dashboard
+    reads it through DuckDB, by the documented schema, and is not counted here)."""
+    outside = {
+        module
+        for module, path in MODULES.items()
+        if module.startswith("engine.") and not module.startswith("engine.store") and _runs_sql(path)
+    }
+    assert outside <= KNOWN_SQL_OUTSIDE_STORE, (
+        f"SQL outside engine/store: {sorted(outside - KNOWN_SQL_OUTSIDE_STORE)}"
+    )
+    assert _runs_sql(MODULES["engine.store.sqlite"])  # the check sees SQL where it is

@@ -3,7 +3,6 @@ checkpoint so the .db file alone holds every row."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +10,8 @@ from engine.demo.agent import DEFAULT_SEED, DEMO_SETTINGS, SETTINGS_FILE
 from engine.demo.context import DemoContext, DemoStore
 from engine.demo.repo import FakeRepo
 from engine.demo.scenarios import SCENARIOS
-from engine.errors import StoreError
 from engine.settings import Settings, save_settings
+from engine.store import settle_database
 
 
 def generate_demo(out_dir: str | Path, *, seed: int = DEFAULT_SEED) -> list[Path]:
@@ -33,20 +32,6 @@ def generate_demo(out_dir: str | Path, *, seed: int = DEFAULT_SEED) -> list[Path
         settle_database(path)
         written.append(path)
     return written
-
-
-def settle_database(path: Path) -> None:
-    """VACUUM and checkpoint ``path`` so the .db file alone holds every row: the -wal and -shm
-    files are not committed with the sample data."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("VACUUM")
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    finally:
-        conn.close()
-    wal = path.with_name(path.name + "-wal")
-    if busy or (wal.exists() and wal.stat().st_size):
-        raise StoreError("cannot checkpoint the demo database (another process has it open?)", path=str(path))
 
 
 def _db_files(path: Path) -> Iterator[Path]:

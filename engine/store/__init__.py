@@ -12,7 +12,13 @@ from engine.store.records import (
     ToolRecord,
 )
 from engine.store.schema import SCHEMA_VERSION, TABLE_NAMES, column_types, describe_schema
-from engine.store.sqlite import SessionStore, check_database_file, is_sqlite_file, message_kind
+from engine.store.sqlite import (
+    SessionStore,
+    check_database_file,
+    is_sqlite_file,
+    message_kind,
+    settle_database,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -33,4 +39,5 @@ __all__ = [
     "describe_schema",
     "is_sqlite_file",
     "message_kind",
+    "settle_database",
 ]

@@ -193,6 +193,20 @@ def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
+def settle_database(path: Path) -> None:
+    """VACUUM and checkpoint ``path`` so the .db file alone holds every row (no -wal or -shm to
+    ship with it, e.g. the bundled sample data)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("VACUUM")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if busy or (wal.exists() and wal.stat().st_size):
+        raise StoreError("cannot checkpoint the database (another process has it open?)", path=str(path))
+
+
 def check_database_file(path: Path) -> None:
     """Raise NotADatabaseError / SchemaVersionError for a file we must not touch; never writes."""
     if not path.exists() or path.stat().st_size == 0:
