@@ -284,9 +284,11 @@ class AnthropicHistory:
     ``render(messages)`` returns the Anthropic dicts of ``messages`` (provider breakpoints
     stripped), rendering only what was not rendered before: the cache is valid for the longest
     prefix equal to what it last saw (messages are frozen, so an edited message is another object
-    and compares unequal; the comparison is a C-level identity check for untouched messages).
-    A session manager keeps one per session, so a turn costs the new messages, not the history.
-    The dicts returned are shared between calls: treat them as read-only."""
+    and compares unequal). The same list object passed again is taken to have been appended to
+    or shortened only, as a session manager's history is (an edit there replaces the list or a
+    message at its ends). A session manager keeps one per session, so a turn costs the new
+    messages, not the history. The dicts returned are shared between calls: treat them as
+    read-only."""
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
@@ -296,17 +298,26 @@ class AnthropicHistory:
         #: count_cache_breakpoints of each rendered dict (keys inside tool inputs, as data).
         self._keys: list[int] = []
         self.data_keys = 0
+        self._source: Sequence[Message] | None = None
 
     def render(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        messages = list(messages)
         keep = min(len(self._messages), len(messages))
-        if self._messages[:keep] != messages[:keep]:
+        if not self._grew(messages, keep) and self._messages[:keep] != list(messages[:keep]):
             keep = 0  # replaced (compaction): start again
         if keep < len(self._messages):  # and a shorter history (a failed turn taken back)
             self._truncate(keep)
+        self._source = messages
         for index in range(keep, len(messages)):
             self._add(messages[index])
         return list(self._rendered)
+
+    def _grew(self, messages: Sequence[Message], keep: int) -> bool:
+        """True when ``messages`` is the list object rendered last time, only appended to or
+        shortened since (a session manager's history): its kept prefix is checked at its ends
+        instead of message by message, so a turn costs O(new messages) at any history length."""
+        if messages is not self._source or keep == 0:
+            return False
+        return messages[0] is self._messages[0] and messages[keep - 1] is self._messages[keep - 1]
 
     def _truncate(self, count: int) -> None:
         """Forget every message from ``count`` on (re-rendering a tool dict it was merged into)."""

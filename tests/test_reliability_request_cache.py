@@ -65,8 +65,9 @@ def test_cached_requests_equal_requests_built_from_scratch(steps):
             del history[max(0, len(history) - arg) :]
         elif op == "replace":
             history = [user("summary of earlier conversation"), *history[len(history) - arg :]] if arg else []
-        elif history:
+        elif history:  # an edit makes a new list: the same list object is only appended to or cut
             i = arg % len(history)
+            history = list(history)
             history[i] = (
                 history[i].model_copy(update={"meta": {"edited": True}}) if arg % 2 else user("edited")
             )
