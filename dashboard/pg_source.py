@@ -52,7 +52,12 @@ def attach_postgres(con: duckdb.DuckDBPyConnection, url: str, alias: str) -> Non
     URL's options (a search_path for SQL run inside it); DuckDB's catalog gets the schema too."""
     schema = schema_of(url)
     extra = f", SCHEMA {_sql_string(schema)}" if schema else ""
-    con.execute(f"ATTACH {_sql_string(url)} AS {alias} (TYPE postgres, READ_ONLY{extra})")
+    try:
+        con.execute(f"ATTACH {_sql_string(url)} AS {alias} (TYPE postgres, READ_ONLY{extra})")
+    except duckdb.Error as exc:  # DuckDB's message quotes the URL: never pass a password on
+        text = str(exc).replace(url, redact_url(url))
+        password = urlsplit(url).password
+        raise duckdb.Error(text.replace(password, "***") if password else text) from None
 
 
 def query_function(path: str) -> str:

@@ -92,3 +92,11 @@ def test_compaction_from_the_dashboard_writes_through_the_engine(both: tuple[Any
     with open_store(url, read_only=True) as store:
         assert store.latest_snapshot(sid).id == restored.id  # type: ignore[union-attr]
         assert [e.kind for e in store.list_events(sid)][-1] == "restore"
+
+
+def test_an_unreachable_server_is_a_typed_error_without_the_password() -> None:
+    from engine.errors import NotADatabaseError
+
+    with pytest.raises(NotADatabaseError) as caught:
+        data.connect(["postgresql://bob:s3cret@127.0.0.1:1/team"])
+    assert "s3cret" not in str(caught.value) and "bob:***@" in str(caught.value)
