@@ -385,3 +385,43 @@ def test_secret_query_parameters_are_masked_in_what_is_recorded(
         (request,) = store.list_requests(UNPARSED_SESSION)
     assert request.path == "/v1beta/models/x:generateContent?key=***&alt=sse"
     assert KEY.encode() not in database_bytes(proxy.recorder.db_path)
+
+
+def test_the_command_prints_where_it_listens_and_the_environment_line(
+    tmp_path: Path, upstream: ScriptedServer
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "engine.cli", "proxy", "--port", str(port), "--db", str(tmp_path / "cli.db"),
+           "--anthropic-upstream", upstream.base_url]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+        try:
+            lines = [process.stdout.readline() for _ in range(4)]
+            assert lines[0].startswith(f"ctxdesk proxy listening on http://127.0.0.1:{port}")
+            url = f"http://127.0.0.1:{port}"
+            assert any(f"export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1" in line for line in lines)
+            upstream.queue(A.text("via the command"))
+            client = anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0)
+            for _ in range(200):
+                try:
+                    reply = client.messages.create(
+                        model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+                    )
+                    break
+                except anthropic.APIConnectionError:
+                    time.sleep(0.1)
+            assert reply.content[0].text == "via the command"
+        finally:
+            process.terminate()  # SIGTERM: what was answered is recorded before the process ends
+            process.wait(30)
+    with SessionStore(tmp_path / "cli.db", read_only=True) as store:
+        assert [r.status_code for s in store.list_sessions() for r in store.list_requests(s.id)] == [200]

@@ -36,6 +36,8 @@ HOP_BY_HOP = frozenset(
     }
 )  # fmt: skip
 RESPONSE_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
+#: Longest the proxy waits at shutdown for answered requests to be recorded.
+SHUTDOWN_FLUSH_S = 15.0
 #: Answers larger than this are relayed whole but recorded only up to it.
 RECORD_RESPONSE_LIMIT = 64 * 1024 * 1024
 
@@ -80,6 +82,8 @@ def create_app(
         async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False) as client:
             state["client"] = client
             yield
+        # shutting down (Ctrl-C, SIGTERM): record what was answered before the process goes
+        await asyncio.to_thread(recorder.flush, SHUTDOWN_FLUSH_S)
 
     async def forward(request: Request) -> Response:
         started = time.perf_counter()
