@@ -27,6 +27,8 @@ from engine.messages import (
 )
 from engine.tokens import (
     ANTHROPIC_CL100K_RATIO,
+    ANTHROPIC_TOKENS_PER_CHAR,
+    ANTHROPIC_TOOL_BLOCK_TOKENS,
     DOCUMENT_TOKENS,
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
@@ -197,10 +199,27 @@ def test_heuristics_are_named_formulas(tokenizer_id: str, text: str, expected: i
     assert not tokenizer.exact
 
 
-def test_anthropic_estimate_scales_cl100k() -> None:
+def test_anthropic_estimate_scales_cl100k_and_adds_a_per_character_term() -> None:
     text = "The session database records every compaction decision."
     base = get_tokenizer("cl100k_base").count(text)
-    assert get_tokenizer("claude-sonnet-4-5").count(text) == math.ceil(base * ANTHROPIC_CL100K_RATIO)
+    expected = math.ceil(base * ANTHROPIC_CL100K_RATIO + len(text) * ANTHROPIC_TOKENS_PER_CHAR)
+    assert get_tokenizer("claude-sonnet-4-5").count(text) == expected
+    path = "/home/user/projects/app/src/components/session_viewer/TimelineChart.tsx"
+    assert get_tokenizer("anthropic").count(path) > get_tokenizer("cl100k_base").count(path)
+
+
+def test_anthropic_estimate_frames_each_tool_block_and_other_tokenizers_do_not() -> None:
+    claude, exact = get_tokenizer("anthropic"), get_tokenizer("o200k_base")
+    call = assistant("", tool_use("toolu_1", "Read", file_path="a.py")).blocks[0]
+    result = tool_result("toolu_1", "contents").blocks[0]
+    args = '{"file_path":"a.py"}'
+    assert claude.count_block(call) == (
+        ANTHROPIC_TOOL_BLOCK_TOKENS + claude.count("toolu_1") + claude.count("Read") + claude.count(args)
+    )
+    assert claude.count_block(result) == ANTHROPIC_TOOL_BLOCK_TOKENS + claude.count("toolu_1") + claude.count(
+        "contents"
+    )
+    assert exact.count_block(result) == exact.count("toolu_1") + exact.count("contents")
 
 
 # -- messages and tools ---------------------------------------------------------------------
