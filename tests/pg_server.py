@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -69,6 +70,18 @@ class PostgresServer:
             "--locale=C", "--no-sync",
         )  # fmt: skip
         self.start()
+        self._watch_owner()
+
+    def _watch_owner(self) -> None:
+        """A watchdog (its own session, so a killed test run's group takes it along only once it has
+        done its job) that stops the server and removes its folder when this process is gone."""
+        stop = _as_server_user([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"])  # type: ignore[operator]
+        # Started through sh, which backgrounds it and exits: nothing here waits on it.
+        subprocess.run(
+            ["sh", "-c", 'exec "$@" </dev/null >/dev/null 2>&1 &', "sh",
+             sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.folder), *stop],
+            check=True, start_new_session=True,
+        )  # fmt: skip
 
     @property
     def data(self) -> Path:
@@ -116,6 +129,17 @@ class PostgresServer:
             self.stop("immediate")
         shutil.rmtree(self.folder, ignore_errors=True)
 
+
+#: Run by the watchdog: wait for the owner process to end, then stop the server and clean up.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+owner, folder, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while os.path.exists(f"/proc/{owner}") and os.path.isdir(folder):
+    time.sleep(1)
+if os.path.isdir(folder):
+    subprocess.run(stop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree(folder, ignore_errors=True)
+"""
 
 _shared: PostgresServer | None = None
 _lock = threading.Lock()
