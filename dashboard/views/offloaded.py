@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import state, textview
+from dashboard import blob_pages, state, textview
 
 st.title("Offloaded results")
 ref = state.selected()
@@ -73,8 +73,38 @@ def blob_viewer(db: str, ref_id: str, tool_name: str | None) -> None:
     st.code(page.text, language=None, line_numbers=False, height=640)
 
 
+@st.fragment
+def paged_viewer(db: str, ref_id: str) -> None:
+    """An output too large to read whole: byte pages read from the database on demand."""
+    reader = blob_pages.open_blob(state.connection().cursor(), db, ref_id)
+    st.caption(
+        f"Large output: read {blob_pages.PAGE_BYTES // 1024} KiB at a time from the database, never whole "
+        "(no download here: `ctxdesk` reads it with read_result)."
+    )
+    needle = st.text_input("Search inside", key="blob_search")
+    if needle:
+        hits = reader.search(needle)
+        st.caption(f"{len(hits)} match(es){' (first 200)' if len(hits) >= 200 else ''}")
+        if hits:
+            st.code("\n".join(f"{at:>13,}: {line}" for at, line in hits), language=None)
+            if st.button("Go to first match", key="blob_goto"):
+                st.session_state["blob_page"] = reader.page_at(hits[0][0])
+    pages = reader.pages
+    if st.session_state.get("blob_page", 1) > pages:
+        st.session_state["blob_page"] = pages
+    number = int(
+        st.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="blob_page")
+    )
+    page = reader.page(number)
+    st.caption(f"Bytes {page.start:,}-{page.end:,} of {page.size:,}")
+    st.code(page.text, language=None, line_numbers=False, height=640)
+
+
 st.subheader("Output")
 st.text(
     f"{blob['ref_id']} · {blob['tool_name'] or 'unknown tool'} · {int(blob['size_bytes']):,} bytes · session {blob['session_id']}"
 )
-blob_viewer(str(blob["db"]), str(blob["ref_id"]), blob["tool_name"])
+if int(blob["size_bytes"]) > blob_pages.WHOLE_LIMIT:
+    paged_viewer(str(blob["db"]), str(blob["ref_id"]))
+else:
+    blob_viewer(str(blob["db"]), str(blob["ref_id"]), blob["tool_name"])
