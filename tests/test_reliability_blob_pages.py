@@ -35,7 +35,9 @@ def _db_with_blob(path: Path, content: str) -> tuple[str, str]:
     with SessionStore(path) as store:
         session_id = store.create_session(model="gpt-4o", title="big output")
         store.append_messages(session_id, [user("run it")], tokenizer=get_tokenizer("gpt-4o"))
-        ref = store.put_blob(session_id, content, tool_name="bash", tool_use_id="toolu_1", preview=content[:200])
+        ref = store.put_blob(
+            session_id, content, tool_name="bash", tool_use_id="toolu_1", preview=content[:200]
+        )
     return session_id, ref.ref_id
 
 
@@ -70,7 +72,9 @@ def test_a_200mb_output_is_opened_without_loading_it(tmp_path):
             store.append_messages(sid, [user("go")], tokenizer=get_tokenizer("gpt-4o"))
             print(json.dumps(store.put_blob(sid, content, tool_name="bash").ref_id))
     """)
-    made = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True, timeout=600, check=True)
+    made = subprocess.run(
+        [sys.executable, "-c", make], capture_output=True, text=True, timeout=600, check=True
+    )
     ref_id = json.loads(made.stdout)
     assert db.stat().st_size > 200 * MB
     probe = textwrap.dedent(f"""
@@ -88,17 +92,21 @@ def test_a_200mb_output_is_opened_without_loading_it(tmp_path):
         print(json.dumps({{"growth": peak() - before, "size": reader.size, "last": last.text[-40:],
                           "hits": len(hits), "first": first.text[:30], "middle": len(middle.text)}}))
     """)
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=600, check=True
+    )
     figures = json.loads(result.stdout)
     assert figures["size"] > 200 * MB and figures["hits"] == 1
     assert figures["last"].endswith("needle at the end\n") and figures["first"].startswith("2025-03-14")
-    assert figures["growth"] < 48 * MB, f"opening a 200 MB output grew memory by {figures['growth'] / MB:.0f} MB"
+    assert figures["growth"] < 48 * MB, (
+        f"opening a 200 MB output grew memory by {figures['growth'] / MB:.0f} MB"
+    )
 
 
 @pytest.fixture
 def big_blob_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     content = _text(blob_pages.WHOLE_LIMIT // len(LINE.encode()) + 5_000)
-    session_id, ref_id = _db_with_blob(tmp_path / "s.db", content)
+    session_id, _ = _db_with_blob(tmp_path / "s.db", content)
     monkeypatch.setenv(DB_PATHS_ENV_VAR, str(tmp_path / "s.db"))
     monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "config" / "settings.toml"))
     st.cache_data.clear()
