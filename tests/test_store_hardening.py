@@ -133,7 +133,7 @@ def test_a_wal_database_in_a_read_only_folder_can_be_read(tmp_path):
 def test_a_full_disk_during_import_is_one_error_line_and_loses_nothing(tmp_path):
     if not _mount_works(tmp_path):
         pytest.fail("mount is present but does not work here: cannot check a full disk")
-    with _mounted("-t", "tmpfs", "-o", "size=256k", "tmpfs", target=tmp_path / "small") as small:
+    with _mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", target=tmp_path / "small") as small:
         path = small / "s.db"
         _store_with_messages(path, count=20)
         with SessionStore(path, read_only=True) as store:
@@ -141,7 +141,7 @@ def test_a_full_disk_during_import_is_one_error_line_and_loses_nothing(tmp_path)
         big = tmp_path / "big.json"
         big.write_text(
             '[{"role": "user", "content": "'
-            + "word " * 60_000
+            + "word " * 600_000
             + '"}, {"role": "assistant", "content": "ok"}]'
         )
         result = _cli("import", str(big), "--db", str(path))

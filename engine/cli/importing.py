@@ -87,8 +87,11 @@ def run_import(
 
 
 def remove_database(db: str | Path) -> None:
+    """Remove a database file this import created (and its WAL files); a path that is no file is left alone."""
     for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+        path = Path(f"{db}{suffix}")
+        if path.is_file():
+            path.unlink()
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
