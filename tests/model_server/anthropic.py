@@ -180,7 +180,7 @@ def _output_tokens(content: list[dict[str, Any]]) -> int:
     return max(1, tokenizer.count(json.dumps(content, ensure_ascii=False)))
 
 
-def _usage(server: ScriptedServer, body: dict[str, Any], override: dict[str, int] | None) -> dict[str, int]:
+def _usage(server: ScriptedServer, body: dict[str, Any], override: dict[str, int] | None) -> dict[str, Any]:
     total = estimate_prompt_tokens(body)
     key = (
         "anthropic-cache:"
@@ -197,6 +197,11 @@ def _usage(server: ScriptedServer, body: dict[str, Any], override: dict[str, int
         "cache_read_input_tokens": cache_read,
     }
     usage.update(override or {})
+    # the split of the writes, summing to their total as real responses give it (5-minute TTL)
+    usage["cache_creation"] = {
+        "ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
+        "ephemeral_1h_input_tokens": 0,
+    }
     return usage
 
 
