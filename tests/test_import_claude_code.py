@@ -474,6 +474,8 @@ def test_import_links_subagent_and_records_calls_with_rebuilt_components(store: 
             assert request.event_id == event.id and request.source == "import:claude_code"
             assert request.api == "anthropic_messages" and request.headers["anthropic-beta"]
             assert request.input_tokens == event.usage.input_tokens
+            writes = event.usage.cache_creation_input_tokens  # the split the response gave, for engine.cost
+            assert event.details["cache_write_5m_tokens"] == request.cache_creation_5m_tokens == writes
             assert event.components.system > 0 and event.components.tools > 0
             assert event.details["exact_request"] and "harness_prefix_tokens" not in event.details
     # each stored body is the one the CLI sent (but for what the transcript does not record)

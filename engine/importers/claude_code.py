@@ -278,6 +278,8 @@ def _request_record(call: CallInfo, replay: ReplayedRequest) -> RequestRecord:
         output_tokens=usage.output_tokens if usage else None,
         cache_read_input_tokens=usage.cache_read_input_tokens if usage else None,
         cache_creation_input_tokens=usage.cache_creation_input_tokens if usage else None,
+        cache_creation_5m_tokens=call.details.get("cache_write_5m_tokens"),
+        cache_creation_1h_tokens=call.details.get("cache_write_1h_tokens"),
         started_utc=replay.timestamp,
     )
 

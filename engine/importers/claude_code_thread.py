@@ -198,6 +198,7 @@ def build_thread(lines: Sequence[Line]) -> Thread:
                 usage = anthropic_usage(raw.get("usage"))
                 if pm.call is not None and usage is not None:
                     pm.call.usage = usage
+                    pm.call.details.update(cache_write_split(raw.get("usage")))
                 thread.uuid_index[str(uid)] = existing
                 continue
             model = raw.get("model")
@@ -219,6 +220,7 @@ def build_thread(lines: Sequence[Line]) -> Thread:
                             if isinstance(obj.get("requestRef"), str)
                             else {}
                         ),
+                        **cache_write_split(raw.get("usage")),
                     },
                 )
                 if model:
@@ -261,6 +263,23 @@ def build_thread(lines: Sequence[Line]) -> Thread:
         thread.uuid_index[str(uid)] = len(messages)
         messages.append(pm)
     return thread
+
+
+def cache_write_split(usage: Any) -> dict[str, int]:
+    """``cache_write_5m_tokens`` / ``cache_write_1h_tokens`` from Anthropic's
+    ``usage.cache_creation`` when it splits the writes (engine.cost prices 1h writes apart)."""
+    split = usage.get("cache_creation") if isinstance(usage, dict) else None
+    if not isinstance(split, dict):
+        return {}
+    out = {}
+    for key, name in (
+        ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
+        ("ephemeral_1h_input_tokens", "cache_write_1h_tokens"),
+    ):
+        value = split.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
+            out[name] = value
+    return out if sum(out.values()) else {}
 
 
 # -- attachments -----------------------------------------------------------------------------
