@@ -278,3 +278,13 @@ def test_the_summary_is_a_handover_a_resuming_agent_can_act_on():
     assert "test_gives_up_on_404 - AssertionError: 3 calls, expected 1 → Fixed test_gives_up_on_404" in errors
     assert "`pytest tests/test_sender.py` ×2 → failed, then ok" in section(text, "Commands run")
     assert "Next step: document the backoff settings in docs/webhooks.md." in section(text, "Open tasks")
+
+
+def test_a_change_the_agent_reports_is_kept_with_what_changed():
+    text = summarize(
+        user("The exports time out."),
+        assistant("Looking into it. Bumped the export worker timeout from 30 to 120 seconds in settings."),
+    )
+    assert "Bumped the export worker timeout from 30 to 120 seconds in settings." in section(
+        text, "Decisions"
+    )

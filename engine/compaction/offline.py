@@ -134,6 +134,14 @@ _FIX_WORDS = Prefiltered(
     *("because", "root cause", "changed", "updated", "added", "installed", "renamed", "works now"),
     *("passes now", "now pass", "workaround"),
 )
+#: A sentence that reports a change the agent made ("Raised the limit to 300", "Pinned urllib3"):
+#: part of what changed, beside the files.
+_DONE = re.compile(
+    r"(?:I |We )?(?:raised|lowered|increased|decreased|set|changed|bumped|pinned|pointed|moved|renamed|"
+    r"replaced|removed|added|switched|upgraded|downgraded|enabled|disabled|configured|reverted|disabled)\b"
+    r".{8,}",
+    re.IGNORECASE,
+)
 #: A sentence about what might, should or will be done: not a report that something was fixed.
 #: Fix words that report a fix on their own; the others ("updated", "because") only resolve an
 #: error the sentence names.
@@ -389,6 +397,8 @@ class _Extractor:
                     self._explain(sentence, line)
             if decision(sentence) and not answer:
                 self.add(DECISIONS, line)
+            elif _DONE.match(sentence) and not answer:
+                self.add(DECISIONS, line, SECTION_PRIORITY[DECISIONS] - 0.5)  # a change the agent made
         for path in find_paths(text):
             self.file(path, "mentioned")
 
