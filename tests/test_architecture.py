@@ -59,8 +59,6 @@ SUB_APIS = (
 KNOWN_CYCLES: set[frozenset[str]] = {
     # result's TYPE_CHECKING import of the Summarizer protocol; summarizers imports is_summary_message.
     frozenset({"engine.compaction.result", "engine.compaction.summarizers"}),
-    # the store factory opens a PostgresSessionStore; postgres imports the factory's URL helpers.
-    frozenset({"engine.store.factory", "engine.store.postgres"}),
     # record_event writes a request's cost row (lazy import of costs); costs reads through SessionStore.
     frozenset({"engine.store.costs", "engine.store.sqlite"}),
 }

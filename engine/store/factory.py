@@ -10,31 +10,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from engine.store.backend import SessionStoreBackend
+from engine.store.urls import URL_SCHEMES, is_database_url, redact_url
 
 #: Environment variable naming the default database (a file path or a postgresql:// URL).
 DB_ENV_VAR = "CTXDESK_DB"
-#: URL schemes that name a PostgreSQL database.
-URL_SCHEMES = ("postgresql", "postgres")
-
-
-def is_database_url(target: object) -> bool:
-    """True for ``postgresql://...`` / ``postgres://...``; anything else is a SQLite path."""
-    if not isinstance(target, str) or "://" not in target:
-        return False
-    return target.split("://", 1)[0].lower() in URL_SCHEMES
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for messages and ``store.path``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
 def open_store(target: str | os.PathLike[str], *, read_only: bool = False) -> Any:
@@ -74,6 +55,7 @@ def configured_database(settings_path: str | os.PathLike[str] | None = None) -> 
 
 __all__ = [
     "DB_ENV_VAR",
+    "URL_SCHEMES",
     "SessionStoreBackend",
     "configured_database",
     "default_database",

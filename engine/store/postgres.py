@@ -27,12 +27,12 @@ from engine.errors import NotADatabaseError, SchemaVersionError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message
 from engine.store.dialect import PRAGMAS_TABLE_SQL, defer_forward_references, split_script, to_postgres
-from engine.store.factory import is_database_url, redact_url
 from engine.store.payloads import RequestRecord
 from engine.store.pg_rollups import ensure_rollups
 from engine.store.records import StoredMessage
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.store.sqlite import SessionStore
+from engine.store.urls import is_database_url, redact_url
 from engine.tokens import Tokenizer
 
 POOL_MAX_SIZE = 8
