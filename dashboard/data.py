@@ -117,6 +117,17 @@ def files_signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+def files_identity(paths: Iterable[Path | str]) -> tuple[tuple[str, int | None], ...]:
+    """(path, inode) of each database: changes when a file is replaced, not when it is written."""
+    out: list[tuple[str, int | None]] = []
+    for path in paths:
+        try:
+            out.append((str(path), Path(path).stat().st_ino))
+        except (OSError, ValueError):  # a postgresql:// URL, or a file gone
+            out.append((str(path), None))
+    return tuple(out)
+
+
 def db_labels(paths: Sequence[Path]) -> list[str]:
     """A short unique label per file: its stem, with the parent folder added when stems repeat."""
     stems = [pg_source.label(str(p)) if pg_source.is_database_url(str(p)) else p.stem for p in paths]
@@ -315,7 +326,7 @@ def _session_rows(
 SESSION_COLUMNS = (
     "db", "session_id", "title", "model", "provider", "status", "source", "turns", "messages",
     "peak_usage_pct", "peak_tokens", "limit_tokens", "compactions", "forced_final", "skipped_provider",
-    "offloaded_bytes", "blobs", "created_utc", "updated_utc",
+    "offloaded_bytes", "blobs", "created_utc", "updated_utc", "parent_session_id",
 )  # fmt: skip
 
 
@@ -348,7 +359,7 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             coalesce(e.forced_final, 0)::BIGINT AS forced_final,
             coalesce(e.skipped_provider, 0)::BIGINT AS skipped_provider,
             coalesce(b.offloaded_bytes, 0)::BIGINT AS offloaded_bytes, coalesce(b.blobs, 0)::BIGINT AS blobs,
-            s.created_utc, s.updated_utc
+            s.created_utc, s.updated_utc, s.parent_session_id
         FROM sessions s
         LEFT JOIN m ON m.db = s.db AND m.session_id = s.id
         LEFT JOIN e ON e.db = s.db AND e.session_id = s.id
@@ -426,6 +437,41 @@ def filter_sessions(
     return out.sort_values(sort_by, ascending=not descending, na_position="last", kind="stable").reset_index(
         drop=True
     )
+
+
+def as_tree(df: pd.DataFrame) -> pd.DataFrame:
+    """The (filtered, sorted) overview with each sub-agent session right under its parent (in the
+    order given) and ``depth`` set (0 for a top-level session); a sub-agent whose parent is not in
+    the frame stays where it is, at depth 0. Pure; the frame has one row per session."""
+    if df.empty or "parent_session_id" not in df:
+        return df.assign(depth=0)
+    keys = list(zip(df["db"], df["session_id"], strict=True))
+    present = set(keys)
+    children: dict[tuple[str, str], list[int]] = {}
+    roots: list[int] = []
+    for i, (db, parent) in enumerate(zip(df["db"], df["parent_session_id"], strict=True)):
+        if isinstance(parent, str) and parent and (db, parent) in present and (db, parent) != keys[i]:
+            children.setdefault((db, parent), []).append(i)
+        else:
+            roots.append(i)
+    order: list[int] = []
+    depth: list[int] = []
+    seen: set[int] = set()
+
+    def visit(i: int, level: int) -> None:
+        if i in seen:  # a cycle in recorded parents: show each session once
+            return
+        seen.add(i)
+        order.append(i)
+        depth.append(level)
+        for child in children.get(keys[i], []):
+            visit(child, level + 1)
+
+    for i in roots:
+        visit(i, 0)
+    for i in range(len(df)):  # rows only reachable through a cycle
+        visit(i, 0)
+    return df.iloc[order].assign(depth=depth).reset_index(drop=True)
 
 
 # -- timeline ---------------------------------------------------------------------------------

@@ -41,9 +41,13 @@ class SessionRef(NamedTuple):
         return cls(db, sid)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Attaching session databases…")
-def _connection(paths: tuple[str, ...], signature: tuple[Any, ...]) -> duckdb.DuckDBPyConnection:
-    # A new signature (a file changed) gives a fresh connection: DuckDB re-reads on attach.
+# No cache spinner: it takes a slot on the page only when the cache misses (every commit of a
+# live writer), which shifts every later element and leaves stale copies (two Apply buttons).
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _connection(paths: tuple[str, ...], identity: tuple[Any, ...]) -> duckdb.DuckDBPyConnection:
+    # The sqlite scanner reads the files at each query, so a commit needs no new connection (a
+    # re-attach per commit made every page run cold while an agent writes); a file replaced by
+    # another (``identity``: its inode) or a new file in a folder does.
     # One junk file must not hide the others: it is skipped and named in the sidebar.
     return data.connect(list(paths), skip_invalid=True)  # files, or postgresql:// URLs kept as str
 
@@ -59,7 +63,7 @@ def _query(
         cursor.close()
 
 
-@st.cache_data(max_entries=64, show_spinner="Looking for wasted context…")
+@st.cache_data(max_entries=64, show_spinner=False)
 def _findings(
     db_path: str, session_id: str, settings_file: str | None, signature: tuple[Any, ...]
 ) -> list[Finding]:
@@ -74,10 +78,11 @@ def findings(ref: SessionRef) -> list[Finding]:
     settings_file = settings_path()
     watched = [db_path] + ([settings_file] if settings_file is not None else [])
     try:
-        return _findings(
-            str(db_path), ref.session_id, str(settings_file) if settings_file else None,
-            data.files_signature(watched),
-        )  # fmt: skip
+        with st.spinner("Looking for wasted context…"):  # always drawn: the page layout stays put
+            return _findings(
+                str(db_path), ref.session_id, str(settings_file) if settings_file else None,
+                data.files_signature(watched),
+            )  # fmt: skip
     except ContextDeskError as exc:
         st.warning(f"Findings are unavailable for this session: {display.md(exc)}")
         return []
@@ -96,7 +101,7 @@ def connection() -> duckdb.DuckDBPyConnection:
     """The shared connection for the current file versions; shows st.error and stops on failure."""
     try:
         files = paths()
-        conn = _connection(tuple(str(p) for p in files), data.files_signature(files))
+        conn = _connection(tuple(str(p) for p in files), data.files_identity(files))
     except ContextDeskError as exc:
         st.error(f"Cannot open the session databases: {display.md(exc)}")
         st.stop()
@@ -245,7 +250,10 @@ def pending_action(name: str, session_key: str | None = None) -> bool:
 
 
 def finish_action() -> None:
+    """The pending action ran (its outcome is in session state): clear it and rerun, so live
+    follow, paused for the action, starts again and the page shows the outcome."""
     st.session_state.pop(ACTION_KEY, None)
+    st.rerun()
 
 
 def action_pending() -> bool:

@@ -224,14 +224,14 @@ def test_model_settings_validates_as_you_type_saves_and_reprojects_the_timeline(
     _field(at, "max_output_tokens").input("2000").run()
     _ok(at)
     assert not at.error, [e.value for e in at.error]
-    assert "Under edited settings: limit 13,744, would compact at turn 3" in _texts(at)
+    assert "Under edited settings: limit 13,744, would compact at turn 5" in _texts(at)
     at.button[-1].click().run()
     _ok(at)
     saved = load_settings(tmp_path / "config" / "settings.toml")
     assert saved.models["claude-sonnet-4-20250514"].context_window == 16_000
     at.switch_page("views/timeline.py").run()
     _ok(at)
-    assert "Under edited settings: limit 13,744, would compact at turn 3" in _texts(at)
+    assert "Under edited settings: limit 13,744, would compact at turn 5" in _texts(at)
     assert "would compact" in at.get("plotly_chart")[0].proto.spec
 
 

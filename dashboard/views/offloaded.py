@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import blob_pages, state, textview
+from dashboard import blob_pages, display, state, textview
 
 st.title("Offloaded results")
 ref = state.selected()
@@ -26,7 +26,7 @@ if view.empty:
     st.stop()
 st.caption(f"{len(view):,} output(s), {int(view['size_bytes'].sum()):,} bytes. Select one to read it.")
 pick = st.dataframe(
-    view, key="blobs_table", on_select="rerun", selection_mode="single-row", hide_index=True,
+    display.for_table(view), key="blobs_table", on_select="rerun", selection_mode="single-row", hide_index=True,
     column_config={"preview": st.column_config.TextColumn("Preview", width="large")},
 )  # fmt: skip
 rows = pick.selection.rows if pick is not None else []
@@ -102,7 +102,8 @@ def paged_viewer(db: str, ref_id: str) -> None:
 
 st.subheader("Output")
 st.text(
-    f"{blob['ref_id']} · {blob['tool_name'] or 'unknown tool'} · {int(blob['size_bytes']):,} bytes · session {blob['session_id']}"
+    f"{blob['ref_id']} · {display.text(blob['tool_name'], 'unknown tool')} · {int(blob['size_bytes']):,} bytes"
+    f" · session {blob['session_id']}"
 )
 if int(blob["size_bytes"]) > blob_pages.WHOLE_LIMIT:
     paged_viewer(str(blob["db"]), str(blob["ref_id"]))

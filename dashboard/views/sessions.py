@@ -42,6 +42,7 @@ with st.container(border=True):
     )
     descending = s2.toggle("Descending", value=True, key="sessions_desc")
     only_stopped = s3.toggle("Only sessions that stopped", key="sessions_stopped")
+    s3.toggle("Sub-agents under their parent", value=True, key="sessions_tree")
 
 view = data.filter_sessions(
     df,
@@ -49,9 +50,16 @@ view = data.filter_sessions(
     sort_by=sort_by,
     descending=descending,
 )
+if st.session_state.get("sessions_tree", True):
+    view = data.as_tree(view)
+    # A sub-agent reads as a branch of its parent session (indented title).
+    view = view.assign(
+        title=[("    " * d + "└ " if d else "") + display.text(t, sid)
+               for d, t, sid in zip(view["depth"], view["title"], view["session_id"], strict=True)]
+    )  # fmt: skip
 st.caption(f"{len(view):,} of {len(df):,} sessions. Click a row to select it.")
 event = st.dataframe(
-    view,
+    display.for_table(view),
     key="sessions_table",
     on_select="rerun",
     selection_mode="single-row",
@@ -61,8 +69,8 @@ event = st.dataframe(
         "model",
         "turns",
         "peak_usage_pct",
-        "compactions",
         "forced_final",
+        "compactions",
         "skipped_provider",
         "offloaded_bytes",
         "messages",
@@ -74,7 +82,7 @@ event = st.dataframe(
         "updated_utc",
     ],
     column_config={
-        "title": st.column_config.TextColumn("Title", width="large"),
+        "title": st.column_config.TextColumn("Title", width="medium"),
         "model": st.column_config.TextColumn("Model"),
         "turns": st.column_config.NumberColumn("Turns", width="small"),
         "peak_usage_pct": st.column_config.ProgressColumn(
@@ -154,6 +162,7 @@ def findings_section(ref: state.SessionRef) -> None:
             "Show this turn on the timeline", icon=":material/stacked_line_chart:", key="findings_open"
         ):
             st.session_state["timeline_step"] = "turn"
+            st.session_state["_timeline_step_for"] = ref.key  # the finding's turn, not the call axis
             st.session_state["timeline_turn"] = int(f["turn"])
             st.switch_page("views/timeline.py")
 

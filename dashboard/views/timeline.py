@@ -15,6 +15,8 @@ TURN_KEY = "timeline_turn"
 CALL_KEY = "timeline_call"
 #: Pixels of a message shown in full before it scrolls (a file dump would otherwise fill the page).
 MESSAGE_HEIGHT = 480
+#: Sessions with at most this many turns open step by model call.
+FEW_TURNS = 2
 
 ref, row = state.require_session()
 st.title("Context timeline")
@@ -49,9 +51,23 @@ def edited_projection(turns, unit):
     return analysis.project_timeline(turns, resolved, unit=unit, demand=demand)
 
 
+def _step_picked() -> None:
+    st.session_state["_timeline_step_auto"] = False  # the user's choice now holds for every session
+
+
 @st.fragment
 def timeline_panel() -> None:
-    by_call = st.radio("Step", ["turn", "model call"], horizontal=True, key="timeline_step") == "model call"
+    if st.session_state.get("_timeline_step_for") != ref.key:
+        # A session of one or two long turns (a sub-agent, an imported run) reads best call by call.
+        st.session_state["_timeline_step_for"] = ref.key
+        if "timeline_step" not in st.session_state or st.session_state.get("_timeline_step_auto"):
+            few_turns = int(row["turns"] or 0) <= FEW_TURNS
+            st.session_state["timeline_step"] = "model call" if few_turns else "turn"
+            st.session_state["_timeline_step_auto"] = True
+    step = st.radio(
+        "Step", ["turn", "model call"], horizontal=True, key="timeline_step", on_change=_step_picked
+    )
+    by_call = step == "model call"
     unit, key = ("call", CALL_KEY) if by_call else ("turn", TURN_KEY)
     turns = state.query("timeline", ref.db, ref.session_id)
     marks = state.query("markers", ref.db, ref.session_id)
@@ -113,7 +129,7 @@ def timeline_panel() -> None:
         f"{len(sent)} messages, largest first (previews; select a row or pick below to read one in full)."
     )
     pick = st.dataframe(
-        sent, key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True,
+        display.for_table(sent), key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True,
         column_config={
             "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
             "role": "Role", "kind": "Kind", "tokens": st.column_config.NumberColumn("Tokens", format="localized"),

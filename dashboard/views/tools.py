@@ -22,11 +22,11 @@ else:
     st.subheader("Tokens per tool")
     st.plotly_chart(charts.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")
-    st.dataframe(data.server_costs(tools), hide_index=True)
+    st.dataframe(display.for_table(data.server_costs(tools)), hide_index=True)
     st.subheader("Cost against use")
     st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
     st.dataframe(
-        tools, hide_index=True,
+        display.for_table(tools), hide_index=True,
         column_config={"tokens_per_call": st.column_config.NumberColumn("Tokens per call", format="%.1f")},
     )  # fmt: skip
 
@@ -45,4 +45,4 @@ else:
     c1, c2 = st.columns(2)
     c1.metric("Hits", int(searches["hit"].sum()))
     c2.metric("Misses", int((~searches["hit"]).sum()))
-    st.dataframe(searches, hide_index=True)
+    st.dataframe(display.for_table(searches), hide_index=True)

@@ -1,8 +1,12 @@
 """The dashboard in a real browser: Debian chromium through Playwright against `streamlit run`.
 
-Starts the app on a free port on 127.0.0.1 over a copy of the sample data in tmp_path, then checks
-that charts render, a manual compaction writes a snapshot, an edited model window re-projects the
-timeline, and hostile message text stays inert. Screenshots go to tests/artifacts/screenshots/.
+Starts the app on a free port on 127.0.0.1 over copies of the fixture database, the bundled sample
+data, and real agents' transcripts imported with ``ctxdesk import`` (tests/fixtures), then drives
+the three jobs end to end: why a session stopped, a manual compaction (preview, apply, restore),
+and live model settings, each while a writer process appends a turn every second to a loaded
+database (every click is made once: a dropped click fails the test). Every page of every session
+is opened and checked for an exception, an error and raw None/nan. The browser may reach
+127.0.0.1 only: any other request fails the test. Screenshots go to tests/artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -61,9 +65,9 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def _serve(db_paths: list[Path], base: Path) -> Iterator[dict[str, object]]:
+def _serve(db_paths: list[Path], base: Path, settings: Path | None = None) -> Iterator[dict[str, object]]:
     """`streamlit run dashboard/app.py -- <db_paths>` on a free loopback port, stopped on exit."""
-    settings = base / "config" / "settings.toml"
+    settings = settings or base / "config" / "settings.toml"
     port = _free_port()
     log = base / "streamlit.log"
     env = {**os.environ, SETTINGS_ENV_VAR: str(settings), DB_PATHS_ENV_VAR: ""}
@@ -127,9 +131,23 @@ def browser() -> Iterator[object]:
         b.close()
 
 
+LOOPBACK = re.compile(r"^(https?|wss?)://127\.0\.0\.1(:\d+)?/|^(data|blob|about):")
+
+
 @pytest.fixture
 def page(browser: object) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    outside: list[str] = []
+
+    def only_loopback(route: object) -> None:
+        # Nothing beyond 127.0.0.1: a CDN font, an image URL in a session id, a tracker.
+        if LOOPBACK.match(route.request.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_loopback)
     pg = context.new_page()
     pg.set_default_timeout(UI_TIMEOUT_MS)
     dialogs: list[str] = []
@@ -137,6 +155,7 @@ def page(browser: object) -> Iterator[object]:
     pg.dialogs = dialogs
     yield pg
     context.close()
+    assert not outside, f"the page requested hosts beyond 127.0.0.1: {sorted(set(outside))}"
 
 
 def _open(page: object, url: str) -> None:
@@ -153,19 +172,74 @@ def _settle(page: object) -> None:
     )
 
 
-CLICK_TRIES = 3
-CLICK_WAIT_MS = 20_000
+#: How long a clicked action may take to show its outcome (a click that was dropped never does).
+ACTION_WAIT_MS = 120_000
+#: Seconds between the writer's turns.
+WRITE_EVERY_S = 1.0
+#: A disk edit of the settings file must show on the open page within this many seconds.
+SETTINGS_FOLLOW_S = 2.0
+RAW_MISSING = re.compile(r"\b(None|nan|NaN|<NA>|NaT)\b")
 
 
-def _shows(locator: object) -> bool:
-    """True once ``locator`` is visible within CLICK_WAIT_MS."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-
+@contextmanager
+def _writer(db: Path, session_id: str = "live-writer") -> Iterator[subprocess.Popen[bytes]]:
+    """tests/browser/writer.py appending a turn every WRITE_EVERY_S to ``db`` while the block runs;
+    checks it really wrote during the block."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.browser.writer", str(db), session_id, str(WRITE_EVERY_S)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
     try:
-        locator.wait_for(timeout=CLICK_WAIT_MS)
-    except PlaywrightTimeoutError:
-        return False
-    return True
+        time.sleep(1.5)
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        start = _count(db, "SELECT count(*) FROM messages WHERE session_id = ?", session_id)
+        yield proc
+        end = _count(db, "SELECT count(*) FROM messages WHERE session_id = ?", session_id)
+        assert end > start, "the writer wrote nothing while the clicks were made"
+        assert proc.poll() is None, proc.communicate()[1].decode()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)  # reaps it and closes its pipe
+
+
+def _click_once(page: object, locator: object) -> None:
+    """One click on ``locator`` once the page shows exactly one of it (a rerun in flight can show
+    the previous run's copy beside the new one for a moment). Never clicked twice."""
+    deadline = time.monotonic() + 15
+    while locator.count() != 1 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    locator.click()
+
+
+def _count(db: Path, sql: str, *params: object) -> int:
+    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        return int(conn.execute(sql, params).fetchone()[0])
+
+
+def _raw_missing(page: object, allowed: Sequence[str] = ()) -> list[str]:
+    """Words None/nan/NaN shown as text on the page (messages' own text in code blocks, and the
+    ``allowed`` recorded strings such as titles, are left out)."""
+    texts = page.evaluate(
+        """() => Array.from(document.querySelectorAll(
+            '[data-testid="stMain"] [data-testid="stText"], [data-testid="stMain"] [data-testid="stMarkdown"],'
+            + '[data-testid="stMain"] [data-testid="stCaptionContainer"], [data-testid="stMain"] [data-testid="stMetric"],'
+            + '[data-testid="stMain"] [data-testid="stAlert"], [data-testid="stMain"] [data-testid="stHeading"],'
+            + '[data-testid="stMain"] [data-testid="stExpander"] summary, [data-testid="stSidebar"] [data-testid="stSelectbox"]'
+        )).filter(e => !e.closest('[data-testid="stCode"]')).map(e => e.innerText)"""
+    )
+    found = []
+    for text in texts:
+        for recorded in allowed:
+            text = text.replace(recorded, "")
+        found += [f"{m.group(0)} in {text[:80]!r}" for m in RAW_MISSING.finditer(text)]
+    return found
+
+
+def _check_page(page: object, where: object, allowed: Sequence[str] = ()) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0, where
+    errors = page.locator("[data-testid='stAlertContentError']")
+    assert errors.count() == 0, (where, errors.all_inner_texts())
+    assert not _raw_missing(page, allowed), (where, _raw_missing(page, allowed))
 
 
 def _shot(page: object, name: str) -> None:
@@ -186,9 +260,14 @@ def _shot_whole_page(page: object, name: str) -> None:
 
 def _choose(page: object, label: str, option: re.Pattern[str]) -> None:
     """Pick a selectbox option (re-opening the dropdown if a rerun closed it)."""
-    select = page.locator("[data-testid='stSelectbox']").filter(has_text=label)
+    select = page.locator("[data-testid='stSelectbox']").filter(
+        has=page.locator("[data-testid='stWidgetLabel']").get_by_text(label, exact=True)
+    )
+    _settle(page)
     for _ in range(5):
-        select.click()
+        # The dropdown may close when a live rerun redraws the widget before an option shows: it is
+        # opened again then. The choice itself is made once and must hold.
+        select.first.click()
         choice = page.get_by_role("option", name=option)
         try:
             choice.wait_for(timeout=3_000)
@@ -197,6 +276,8 @@ def _choose(page: object, label: str, option: re.Pattern[str]) -> None:
             continue
         choice.click()
         _settle(page)
+        shown = select.first.locator("input[role='combobox']").input_value()
+        assert option.search(shown), (label, shown)
         return
     raise AssertionError(f"option {option.pattern!r} never appeared in {label!r}")
 
@@ -249,31 +330,46 @@ def test_hostile_message_is_inert_text(served: dict[str, object], page: object) 
     assert not page.dialogs
 
 
-def test_manual_compaction_writes_a_snapshot_row(served: dict[str, object], page: object) -> None:
-    db = served["db"]
-    count = "SELECT count(*) FROM session_snapshots WHERE session_id = 'sess-report'"
-    assert sqlite3.connect(db).execute(count).fetchone()[0] == 0
-    _open(page, f"{served['url']}/compaction?session=sample::sess-report")
+def _compact_preview_apply_restore(page: object, url: str, db: Path, ref: str, session_id: str) -> None:
+    """Job 2 with one click each: preview two strategies, apply, restore the full transcript."""
+    snapshots = "SELECT count(*) FROM session_snapshots WHERE session_id = ?"
+    before = _count(db, snapshots, session_id)
+    _open(page, f"{url}/compaction?session={ref}")
     page.get_by_role("heading", name="Compaction", exact=True).wait_for()
-    # A click that lands while the live-follow fragment reruns can be dropped by Streamlit; a
-    # person clicks again. Preview is a dry run, so re-clicking it is harmless; Apply is clicked
-    # again only while the database shows it has not written anything.
-    preview_shown = page.get_by_text("Summary text").or_(page.get_by_text("Removed or summarized")).first
-    for _ in range(CLICK_TRIES):
-        page.get_by_role("button", name=re.compile("Preview")).click()
-        _settle(page)
-        if _shows(preview_shown):
-            break
-    preview_shown.wait_for()
-    applied = page.get_by_text(re.compile(r"Applied: snapshot #\d+"))
-    for _ in range(CLICK_TRIES):
-        page.get_by_role("button", name=re.compile(r"\bApply$")).click()
-        _settle(page)
-        if _shows(applied) or sqlite3.connect(db).execute(count).fetchone()[0]:
-            break
-    applied.wait_for()
-    _shot(page, "compaction")
-    assert sqlite3.connect(db).execute(count).fetchone()[0] == 1
+    for strategy in ("sliding_window", "chain"):
+        _choose(page, "Strategy", re.compile(f"^{strategy}$"))
+        _click_once(page, page.get_by_role("button", name=re.compile("Preview")))
+        page.get_by_text("Preview (nothing written)").or_(page.get_by_text("Cannot preview")).first.wait_for(
+            timeout=ACTION_WAIT_MS
+        )
+        assert page.get_by_text("Cannot preview").count() == 0, page.get_by_text(
+            "Cannot preview"
+        ).all_inner_texts()
+        assert _count(db, snapshots, session_id) == before  # a dry run writes nothing
+    _click_once(page, page.get_by_role("button", name=re.compile(r"\bApply$")))
+    applied = page.get_by_text(re.compile(r"Applied: (snapshot #\d+ written|nothing to compact)"))
+    applied.wait_for(timeout=ACTION_WAIT_MS)
+    _settle(page)
+    _shot(page, f"compaction-applied-{session_id[:40].replace(':', '_')}")
+    if "snapshot #" in applied.inner_text():
+        assert _count(db, snapshots, session_id) == before + 1
+        _choose(page, "Restore", re.compile("full transcript"))
+        _click_once(page, page.get_by_role("button", name="Restore", exact=True))
+        try:
+            page.get_by_text(re.compile(r"Restored the full transcript as new snapshot #\d+")).wait_for(
+                timeout=ACTION_WAIT_MS
+            )
+        except PlaywrightTimeoutError:
+            _shot_whole_page(page, "FAILED-restore")
+            raise
+        assert _count(db, snapshots, session_id) == before + 2
+    assert not page.dialogs
+
+
+def test_compaction_clicks_land_once_while_a_writer_appends(served: dict[str, object], page: object) -> None:
+    db = Path(served["db"])
+    with _writer(db):
+        _compact_preview_apply_restore(page, served["url"], db, "sample::sess-report", "sess-report")
 
 
 def test_editing_a_model_window_reprojects_the_timeline(served: dict[str, object], page: object) -> None:
@@ -291,7 +387,7 @@ def test_editing_a_model_window_reprojects_the_timeline(served: dict[str, object
         box.fill(value)
         box.press("Enter")
         _settle(page)
-    page.get_by_text("Under edited settings: limit 13,744, would compact at turn 3").first.wait_for()
+    page.get_by_text("Under edited settings: limit 13,744, would compact at turn 5").first.wait_for()
     page.get_by_role("button", name=re.compile("Save settings")).click()
     _settle(page)
     page.get_by_text(re.compile("Saved to")).wait_for()
@@ -300,7 +396,7 @@ def test_editing_a_model_window_reprojects_the_timeline(served: dict[str, object
     assert saved.models["claude-sonnet-4-20250514"].context_window == 16_000
     _nav(page, "Context timeline")
     page.wait_for_selector(".js-plotly-plot .main-svg")
-    page.locator(".js-plotly-plot").get_by_text(re.compile(r"would compact \(turn 3\)")).first.wait_for()
+    page.locator(".js-plotly-plot").get_by_text(re.compile(r"would compact \(turn 5\)")).first.wait_for()
     _shot(page, "timeline_reprojected")
 
 
@@ -375,7 +471,251 @@ def test_every_page_renders_over_the_bundled_sample_data(
             page.get_by_role("heading", level=1).first.wait_for()
             page.wait_for_timeout(300)
             _settle(page)
-            assert page.locator("[data-testid='stException']").count() == 0, (db, sid, name)
-            assert page.locator("[data-testid='stAlertContentError']").count() == 0, (db, sid, name)
+            _check_page(page, (db, sid, name))
             _shot_whole_page(page, f"sample-{sid}-{name or 'sessions'}")
     assert not page.dialogs
+
+
+# -- real agents' transcripts, imported as a user would ---------------------------------------
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _real_inputs() -> list[Path]:
+    """One import input per real-agent fixture: Claude Code runs (compactions, sub-agents, resume),
+    Codex and Gemini CLI sessions, and the small files derived from real SWE-agent, OpenHands and
+    Claude Code sessions and each supported agent's format. New fixtures are picked up as they land."""
+    real = FIXTURES / "real_agents"
+    inputs = sorted(real.glob("claude-code/*/transcripts"))
+    inputs += sorted(real.glob("codex/*/sessions")) + sorted(p for p in real.glob("gemini/*") if p.is_dir())
+    inputs += sorted(
+        p for p in real.iterdir() if p.is_dir() and p.name not in {"claude-code", "codex", "gemini"}
+    )
+    inputs += sorted(p for p in (FIXTURES / "agents").iterdir() if p.name != "README.md")
+    inputs += sorted(p for p in (FIXTURES / "sessions").iterdir() if p.suffix != ".md")
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def served_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The app over a database made by ``ctxdesk import`` from every real-agent fixture."""
+    from engine.cli import main as ctxdesk
+
+    base = tmp_path_factory.mktemp("browser_real")
+    db = base / "data" / "real.db"
+    db.parent.mkdir()
+    failed = [str(p) for p in _real_inputs() if ctxdesk(["import", str(p), "--db", str(db)]) != 0]
+    assert not failed, f"ctxdesk import failed for {failed}"
+    with closing(sqlite3.connect(db)) as conn:
+        sessions = conn.execute("SELECT id, title, model FROM sessions ORDER BY id").fetchall()
+        parents = conn.execute(
+            "SELECT count(*) FROM sessions WHERE parent_session_id IS NOT NULL"
+        ).fetchone()[0]
+        compactions = conn.execute(
+            "SELECT count(*) FROM context_events WHERE kind = 'compaction'"
+        ).fetchone()[0]
+    assert parents and compactions  # sub-agents and the agent's own compactions are in the data set
+    with _serve([db.parent], base) as server:
+        yield {**server, "db": db, "sessions": sessions}
+
+
+def test_every_page_of_every_imported_real_session_renders_while_a_writer_appends(
+    served_real: dict[str, object], page: object
+) -> None:
+    db = Path(served_real["db"])
+    with _writer(db):
+        for sid, title, model in served_real["sessions"]:
+            recorded = [t for t in (sid, title, model) if t]
+            for name in PAGES:
+                _open(page, f"{served_real['url']}/{name}?session=real::{sid}")
+                page.get_by_role("heading", level=1).first.wait_for()
+                _settle(page)
+                _check_page(page, (sid, name), recorded)
+                slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", sid)[:60]
+                _shot(page, f"real-{slug}-{name or 'sessions'}")
+    assert not page.dialogs
+
+
+def test_an_imported_claude_code_compaction_and_its_sub_agents_show(
+    served_real: dict[str, object], page: object
+) -> None:
+    db = Path(served_real["db"])
+    with closing(sqlite3.connect(db)) as conn:
+        sid = conn.execute(
+            "SELECT session_id FROM context_events WHERE kind = 'compaction' AND outcome = 'compacted'"
+            " AND turn_index IS NOT NULL ORDER BY session_id LIMIT 1"
+        ).fetchone()[0]
+    _open(page, f"{served_real['url']}/timeline?session=real::{sid}")
+    page.wait_for_selector(".js-plotly-plot .main-svg")
+    page.locator(".js-plotly-plot").get_by_text("Compaction").first.wait_for()
+    _shot_whole_page(page, "real-timeline-compaction")
+    _open(page, f"{served_real['url']}/")
+    page.get_by_role("heading", name="Sessions").wait_for()
+    _shot_whole_page(page, "real-sessions-tree")
+
+
+def test_compaction_on_a_real_session_while_a_writer_appends(
+    served_real: dict[str, object], page: object
+) -> None:
+    db = Path(served_real["db"])
+    with closing(sqlite3.connect(db)) as conn:
+        sid = conn.execute(
+            "SELECT id FROM sessions WHERE source LIKE 'swe%' OR id LIKE 'swe-agent%' ORDER BY id LIMIT 1"
+        ).fetchone()[0]
+    with _writer(db):
+        _compact_preview_apply_restore(page, served_real["url"], db, f"real::{sid}", sid)
+
+
+# -- job 3: model settings, live from the file ------------------------------------------------
+
+SETTINGS_FILE = """
+[defaults]
+buffer_tokens = 300
+
+[models."claude-sonnet-4-20250514"]
+context_window = 200000
+
+[models."gpt-4o"]
+context_window = 128000
+
+[models.other]
+context_window = 30000
+"""
+
+
+def _field_value(page: object, label: str) -> str:
+    """The text field's value once the page shows one such field (a rerun in flight can show the
+    previous run's copy beside the new one for a moment)."""
+    fields = page.get_by_label(label, exact=True)
+    deadline = time.monotonic() + 15
+    while fields.count() != 1 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    return fields.input_value()
+
+
+def _wait_value(page: object, label: str, value: str, seconds: float) -> float:
+    """Seconds until the field shows ``value``; fails after ``seconds``."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        fields = page.get_by_label(label, exact=True)
+        if fields.count() == 1 and fields.input_value() == value:
+            return time.monotonic() - start
+        page.wait_for_timeout(100)
+    raise AssertionError(
+        f"{label} did not show {value!r} within {seconds} s (shows {_field_value(page, label)!r})"
+    )
+
+
+def test_settings_follow_the_file_keep_the_last_valid_and_save_only_what_changed(
+    served: dict[str, object], page: object
+) -> None:
+    settings = Path(served["settings"])
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(SETTINGS_FILE)
+    with _writer(Path(served["db"])):
+        _open(page, f"{served['url']}/model_settings?session=sample::sess-refactor")
+        page.get_by_role("heading", name="Model settings", exact=True).wait_for()
+        # The picker follows the selected session's model, with the file's values.
+        page.get_by_text("Resolved for claude-sonnet-4-20250514").wait_for()
+        _wait_value(page, "context_window", "200000", 30)
+        # A disk edit shows on the open page: within SETTINGS_FOLLOW_S of the live check, plus one
+        # page run (measured here: on a loaded machine a run alone can take seconds).
+        start = time.monotonic()
+        page.reload()
+        page.get_by_text("Resolved for claude-sonnet-4-20250514").wait_for()
+        _wait_value(page, "context_window", "200000", 30)
+        one_run = time.monotonic() - start
+        settings.write_text(SETTINGS_FILE.replace("200000", "180000"))
+        took = _wait_value(page, "context_window", "180000", 30)
+        print(f"disk edit shown after {took:.2f} s (a page run takes {one_run:.2f} s here)")
+        assert took <= SETTINGS_FOLLOW_S + one_run
+        # An invalid edit: the error is shown, the last valid settings stay.
+        settings.write_text(SETTINGS_FILE.replace("200000", "180000") + "\n[models.broken\n")
+        page.get_by_text(re.compile("settings file on disk is invalid")).wait_for(timeout=5_000)
+        assert _field_value(page, "context_window") == "180000"
+        _shot_whole_page(page, "model_settings_invalid_file")
+        settings.write_text(SETTINGS_FILE.replace("200000", "180000"))
+        page.get_by_text(re.compile("settings file on disk is invalid")).wait_for(
+            state="detached", timeout=5_000
+        )
+        # Save writes the one edit and keeps every other entry.
+        box = page.get_by_label("max_output_tokens", exact=True)
+        box.fill("8000")
+        box.press("Enter")
+        _settle(page)
+        _click_once(page, page.get_by_role("button", name=re.compile("Save settings")))
+        page.get_by_text(re.compile("Saved to")).wait_for(timeout=ACTION_WAIT_MS)
+    saved = load_settings(settings)
+    assert saved.models["claude-sonnet-4-20250514"].context_window == 180_000
+    assert saved.models["claude-sonnet-4-20250514"].max_output_tokens == 8_000
+    assert saved.models["gpt-4o"].context_window == 128_000
+    assert saved.models["other"].context_window == 30_000
+    assert saved.defaults.buffer_tokens == 300
+    _shot_whole_page(page, "model_settings_saved")
+
+
+# -- job 1 on the bundled demo, with the demo's own settings -----------------------------------
+
+
+@pytest.mark.skipif(not (SAMPLE_DATA / "demo-settings.toml").is_file(), reason="no bundled demo settings")
+def test_why_did_it_stop_and_the_what_if_agree_with_what_the_demo_did(
+    tmp_path_factory: pytest.TempPathFactory, page: object
+) -> None:
+    base = tmp_path_factory.mktemp("browser_demo_settings")
+    data_dir = base / "data"
+    data_dir.mkdir()
+    for sample in sorted(SAMPLE_DATA.glob("*.db")):
+        source = f"{sample.resolve().as_uri()}?mode=ro"
+        with (
+            closing(sqlite3.connect(source, uri=True)) as src,
+            closing(sqlite3.connect(data_dir / sample.name)) as dst,
+        ):
+            src.backup(dst)
+    settings = base / "demo-settings.toml"
+    settings.write_text((SAMPLE_DATA / "demo-settings.toml").read_text())
+    with closing(sqlite3.connect(data_dir / "demo-guard-limits.db")) as conn:
+        sid = conn.execute("SELECT id FROM sessions WHERE id LIKE 'demo-small-window-final%'").fetchone()[0]
+    with _serve([data_dir], base, settings=settings) as server:
+        _open(page, f"{server['url']}/why_stop?session=demo-guard-limits::{sid}")
+        page.get_by_text("What would have avoided it").first.wait_for()
+        assert page.get_by_text(re.compile("context_window ≥")).count() >= 1
+        _shot_whole_page(page, "demo-why_stop")
+        _nav(page, "Model settings")
+        # The 16k window the session ran with, from the demo's settings file; the what-if under
+        # them finds the final turn the session recorded.
+        page.get_by_text("Resolved for claude-haiku-4-5").wait_for()
+        assert _field_value(page, "context_window") == "16000"
+        page.get_by_text(re.compile(r"Under these settings: limit 11,648, .*final turn at turn 1")).wait_for()
+        page.get_by_text(re.compile(r"Recorded: .*final turn forced at turn 1")).wait_for()
+        _shot_whole_page(page, "demo-model_settings")
+
+
+# -- recorded text never fetches anything ------------------------------------------------------
+
+HOSTILE_ID = "![i](http://evil.example/id.png) $x^2$ :red[red]"
+
+
+def test_markup_in_session_ids_and_models_is_shown_as_text_and_fetches_nothing(
+    tmp_path_factory: pytest.TempPathFactory, page: object
+) -> None:
+    from engine.store import SessionStore
+
+    base = tmp_path_factory.mktemp("browser_hostile")
+    db = base / "data" / "hostile.db"
+    db.parent.mkdir()
+    with SessionStore(db) as store:
+        store.create_session(
+            session_id=HOSTILE_ID, title="![t](http://evil.example/title.png)",
+            model="![m](http://evil.example/model.png)", provider="anthropic",
+        )  # fmt: skip
+    with _serve([db.parent], base) as server:
+        for name in PAGES:
+            _open(page, f"{server['url']}/{name}")
+            page.get_by_role("heading", level=1).first.wait_for()
+            _settle(page)
+            assert page.locator("img[src*='evil.example']").count() == 0, name
+            assert page.locator("[data-testid='stException']").count() == 0, name
+        _nav(page, "Model settings")
+        page.get_by_text("Resolved for ![m](http://evil.example/model.png)").wait_for()
+        _shot_whole_page(page, "hostile_ids")
+    # The page fixture fails the test if anything beyond 127.0.0.1 was requested.
