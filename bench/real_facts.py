@@ -10,8 +10,10 @@ text are the real ones, only the tool names, argument keys and output wrappers c
 Facts come in 8 categories, each phrased several ways. Every fact's match keys (strings that
 must all survive, lower-cased) are fixed here, before any run. Phrasings are split in two:
 ``dev`` (seen while the summarizer was worked on), ``held_out`` (never in a unit test; but its
-losses were seen while tuning, so it is not blind) and ``blind`` (written after the tuning and
-run untuned): the benchmark reports each, so tuning to exact phrases would show.
+losses were seen while tuning, so it is not blind), ``blind`` (written after the tuning and first
+run untuned: 64.6% / 56.2% for chain at 4x / 10x; a later rule for changes the agent reports
+was written knowing its phrasing, so it is no longer blind) and ``blind 2`` (written after that,
+run against a summarizer not changed since): the benchmark reports each.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ CATEGORIES = (
     "number/config",
     "name",
 )
+
+#: How each fact's phrasing relates to the summarizer's tuning (see the module docstring).
+SPLITS = ("dev", "held_out", "blind", "blind 2")
 
 # -- facts ------------------------------------------------------------------------------------------
 # Each template: (split, text pieces...) filled from one value tuple; keys say what must survive.
@@ -188,7 +193,7 @@ _SERVICES = ("orca-east", "heron-staging", "lynx-eu", "kestrel-prod", "marten-qa
 
 
 def _facts_for(rng: random.Random, dialect: str, session: int) -> list[Fact]:
-    """Three facts per category (dev, held-out and blind phrasing), each a small exchange in ``dialect``."""
+    """Four facts per category (dev, held-out, blind and blind 2), each a small exchange in ``dialect``."""
     facts: list[Fact] = []
     k = 0
 
@@ -304,7 +309,43 @@ def _facts_for(rng: random.Random, dialect: str, session: int) -> list[Fact]:
         assistant("Okay."),
     )))  # fmt: skip
     facts += _blind_facts(rng, calls, session)
+    facts += _blind_facts_2(rng, calls, session)
     return facts
+
+
+def _blind_facts_2(rng: random.Random, calls: Callable[[], Dialect], session: int) -> list[Fact]:
+    """A second blind set, written after the first had been seen (and so stopped being blind),
+    run once against a summarizer not changed afterwards."""
+    lib, service, person = rng.choice(_LIBS), rng.choice(_SERVICES), rng.choice(_PEOPLE)
+    path = f"scripts/{rng.choice(_DIRS)}_{rng.choice(_MODULES)}_{session}{rng.randint(10, 99)}.sh"
+    folder, metric, slo = (
+        rng.choice(_DIRS),
+        rng.choice(("p99 latency", "cold start", "peak RSS")),
+        rng.randint(120, 900),
+    )
+    version = f"3.{rng.randint(10, 13)}.{rng.randint(1, 9)}"
+    return [
+        Fact("decision", "blind 2", (lib,), (
+            assistant(f"Between the two, {lib} is the keeper - the other one leaks file handles."),
+        )),
+        Fact("file path", "blind 2", (path,), (*calls()["shell"](f"sed -i 's/--fast/--safe/' {path}", "", 0),)),
+        Fact("error + fix", "blind 2", (service, "vault"), (
+            *calls()["shell"]("make deploy", f"Error: 403 Forbidden: token for {service} expired", 2),
+            assistant(f"Rotated the {service} token through vault; deploy is green again."),
+        )),
+        Fact("constraint", "blind 2", (f"{folder}/legacy",), (
+            user(f"Whatever you do, leave the {folder}/legacy shim alone."),
+        )),
+        Fact("tool output", "blind 2", (version,), (
+            *calls()["shell"]("python -c 'import sys; print(sys.version)'",
+                              f"{version} (main, Jun  6 2024, 18:26:44) [GCC 12.2.0]", 0),
+        )),
+        Fact("todo", "blind 2", (f"{metric} regression test",), (
+            assistant(f"Parked: the {metric} regression test - it needs a fixture we don't have yet."),
+        )),
+        Fact("number/config", "blind 2", (f"{slo} ms",), (user(f"Our SLO is {slo} ms at p95."),)),
+        Fact("name", "blind 2", (person.lower(),), (assistant(f"Release manager this sprint is {person}."),)),
+    ]  # fmt: skip
 
 
 def _blind_facts(rng: random.Random, calls: Callable[[], Dialect], session: int) -> list[Fact]:
