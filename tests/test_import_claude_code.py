@@ -740,3 +740,45 @@ def test_reimport_picks_up_a_sub_agent_file_or_saved_output_that_grew_alone(
     saved.write_text("late output\n", encoding="utf-8")
     assert import_file(main_file, store).status == "updated"
     assert import_file(main_file, store).status == "unchanged"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_imported_database_holds_each_recorded_call_as_the_cli_sent_it(scenario: str, store: Any) -> None:
+    from engine.importers import import_file
+
+    result = import_file(only_file(scenario), store)
+    main_log, sub_log = answered_calls(scenario)
+    sent = [as_sent(r) for r in (*main_log, *sub_log) if not is_summarizer_request(r)]
+    stored = [r for sid in result.session_ids for r in store.list_requests(sid, with_body=True)]
+    assert [r.body for r in stored] == sent
+    events = {e.id: e for sid in result.session_ids for e in store.list_events(sid, kind="request")}
+    assert all(events[r.event_id].details["request_ref"] for r in stored)
+
+
+def is_summarizer_request(record: dict[str, Any]) -> bool:
+    last = record["body"]["messages"][-1]["content"]
+    texts = [last] if isinstance(last, str) else [b.get("text", "") for b in last if isinstance(b, dict)]
+    return any(str(t).lstrip().startswith(COMPACT_PROMPT) for t in texts)
+
+
+_REPLAY_FIELDS = ("tail", "keep", "cacheControl", "shapeHash", "base", "params")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    field=st.sampled_from(_REPLAY_FIELDS),
+    value=st.one_of(
+        st.none(), st.integers(-3, 10**20), st.text(max_size=8), st.lists(st.integers(), max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        st.lists(st.dictionaries(st.sampled_from(["path", "value"]), st.lists(st.integers(-2, 5))), max_size=2),
+    ),
+)  # fmt: skip
+def test_a_damaged_request_record_is_named_never_a_crash(field: str, value: Any) -> None:
+    (main_file,) = (FIXTURES / "parallel_tools" / "transcripts").glob("*.jsonl")
+    lines = [(n, json.loads(raw)) for n, raw in enumerate(main_file.read_text().splitlines(), start=1)]
+    last = max(n for n, o in lines if o.get("type") == "api-request")
+    damaged = [(n, {**o, field: value} if n == last else o) for n, o in lines]
+    replays = replay_requests(damaged)
+    assert all(r.body is not None or r.problem for r in replays.values())
+    (main,) = parse_claude_code(damaged, fallback_id="x")
+    assert len(main.calls) == 2

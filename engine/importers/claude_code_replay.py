@@ -122,7 +122,9 @@ def _rebuild(
 ) -> ReplayedRequest:
     request_id = obj["id"]
     params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
-    tail = [str(h) for h in obj.get("tail") or [] if isinstance(h, str)]
+    tail = (
+        [h for h in obj.get("tail") or [] if isinstance(h, str)] if isinstance(obj.get("tail"), list) else []
+    )
     common = {
         "request_id": request_id,
         "line": n,
@@ -142,7 +144,7 @@ def _rebuild(
             return ReplayedRequest(body=None, problem=f"base request {obj['base']} not in the file", **common)
         base = found
     keep = obj.get("keep") if isinstance(obj.get("keep"), int) else 0
-    if keep > len(base):
+    if not 0 <= keep <= len(base):
         return ReplayedRequest(
             body=None, problem=f"keeps {keep} message(s) of a request that sent {len(base)}", **common
         )
@@ -159,7 +161,8 @@ def _rebuild(
     if shape.get("tools") is not None:
         body["tools"] = copy.deepcopy(shape["tools"])
     body.update({k: copy.deepcopy(v) for k, v in params.items() if k != "model" and k not in _HEADER_PARAMS})
-    for mark in obj.get("cacheControl") or []:
+    marks = obj.get("cacheControl")
+    for mark in marks if isinstance(marks, list) else []:
         problem = _set_cache_control(body, mark)
         if problem:
             return ReplayedRequest(body=None, problem=problem, **common)
