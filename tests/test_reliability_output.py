@@ -182,3 +182,16 @@ def test_a_full_disk_leaves_the_old_report_and_no_temporary_file(tmp_path, db):
         assert path.read_text() == "old report" and _leftovers(small) == []
     finally:
         ctx.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("name", ["demo-coding-agent.db", "demo-guard-limits.db"])
+def test_json_written_in_pieces_is_the_same_text(tmp_path, name):
+    from engine.report import build_report, read_store
+    from engine.report.jsonstream import json_pieces
+
+    path = Path(shutil.copy(Path(__file__).resolve().parents[1] / "data" / name, tmp_path / name))
+    with read_store(path) as store:
+        report = build_report(store, [s.id for s in store.list_sessions()], source=name)
+    pieces = list(json_pieces(report))
+    assert len(pieces) > 100  # never one string
+    assert "".join(pieces) == report.model_dump_json(indent=2)

@@ -4,11 +4,13 @@ exit code (``EXIT_GATE_FAILED`` when a ``--fail-over`` / ``--fail-on-findings`` 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 from engine.errors import ValidationError
 from engine.report.build import build_report, gate_failure
 from engine.report.diff import diff_contexts, load_side, parse_side, snapshot_pair
+from engine.report.jsonstream import json_pieces
 from engine.report.lookup import open_target, read_store
 from engine.report.models import Report
 from engine.report.output import write_output
@@ -21,8 +23,20 @@ FORMATS = ("text", "json", "html")
 
 
 def render(report: Report, fmt: str) -> str:
+    return "".join(render_pieces(report, fmt))
+
+
+def render_pieces(report: Report, fmt: str) -> Iterator[str]:
+    """The report as ``render`` writes it, in pieces: JSON is never one string (a large session's
+    report is hundreds of MB of it), the other formats are."""
     if fmt == "json":
-        return report.model_dump_json(indent=2) + "\n"
+        yield from json_pieces(report)
+        yield "\n"
+        return
+    yield _render_whole(report, fmt)
+
+
+def _render_whole(report: Report, fmt: str) -> str:
     if fmt == "html":
         from engine.report.html import render_html  # plotly is imported only for HTML
 
@@ -50,7 +64,7 @@ def run_report(
     settings = load_settings(settings_path)
     with open_target(target, db=db) as (store, session_ids, label):
         report = build_report(store, session_ids, source=label, settings=settings)
-    write_output(render(report, fmt), out_path, stdout or sys.stdout)
+    write_output(render_pieces(report, fmt), out_path, stdout or sys.stdout)
     reason = gate_failure(report, fail_over=fail_over, fail_on_findings=fail_on_findings)
     if reason is None:
         return 0
