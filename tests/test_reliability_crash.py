@@ -31,6 +31,8 @@ pytestmark = pytest.mark.slow
 KILLS = 30
 BLOB_KILLS = 20
 COMPACTION_KILLS = 30
+#: Longest a worker may take to commit its next unit of work before the test calls it stuck.
+PROGRESS_WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,25 @@ def new_session(db: Path) -> str:
 def kill_after(zygote: Zygote, rng: random.Random, workload: str, low: float, high: float, **kwargs) -> None:
     pid = zygote.spawn(workload, **kwargs)
     time.sleep(rng.uniform(low, high))
+    status = zygote.kill(pid)
+    assert status["signal"] == 9, f"{workload} child ended on its own before the kill: {status}"
+
+
+def kill_after_progress(
+    zygote: Zygote, rng: random.Random, workload: str, progress: Path, high: float, **kwargs
+) -> None:
+    """Kill ``workload`` at a random moment after it reported one more committed unit of work.
+
+    Waiting for progress (not a fixed delay) makes every kill land inside real work however fast
+    or loaded the machine is; the random delay after it places the kill anywhere in the next unit.
+    """
+    before = len(progress_lines(progress))
+    pid = zygote.spawn(workload, progress=str(progress), **kwargs)
+    deadline = time.monotonic() + PROGRESS_WAIT_S
+    while len(progress_lines(progress)) <= before:
+        assert time.monotonic() < deadline, f"{workload} made no progress in {PROGRESS_WAIT_S:.0f} s"
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0, high))
     status = zygote.kill(pid)
     assert status["signal"] == 9, f"{workload} child ended on its own before the kill: {status}"
 
@@ -105,10 +126,13 @@ def test_kill_during_compaction_leaves_old_or_new_snapshots_never_half_of_one(
             append_batch(store, session_id, store.message_count(session_id))
     rng = random.Random(8_004)
     latest: list[int] = []
-    for _ in range(COMPACTION_KILLS):
-        kill_after(
-            zygote, rng, "compact", 0.05, 0.6, db=str(db), session_id=session_id, progress=str(progress)
-        )
+    for kill in range(COMPACTION_KILLS):
+        if kill % 2:  # half the kills at any early moment, half inside the compaction after a committed one
+            kill_after(
+                zygote, rng, "compact", 0.05, 0.6, db=str(db), session_id=session_id, progress=str(progress)
+            )
+        else:
+            kill_after_progress(zygote, rng, "compact", progress, 0.5, db=str(db), session_id=session_id)
         check_integrity(db)
         check_transcript(db, session_id, at_least=0)
         snapshots = check_snapshots(db, session_id)
