@@ -782,3 +782,19 @@ def test_a_damaged_request_record_is_named_never_a_crash(field: str, value: Any)
     assert all(r.body is not None or r.problem for r in replays.values())
     (main,) = parse_claude_code(damaged, fallback_id="x")
     assert len(main.calls) == 2
+
+
+def test_exact_components_leave_out_the_thinking_the_api_strips() -> None:
+    from engine.importers.claude_code_replay import ReplayedRequest, exact_components
+
+    thought = {"type": "thinking", "thinking": "old reasoning " * 40, "signature": "s"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "q1"}]},
+        {"role": "assistant", "content": [thought, {"type": "text", "text": "a1"}]},
+        {"role": "user", "content": [{"type": "text", "text": "q2"}]},
+    ]
+    request = ReplayedRequest("r", 1, {"model": "claude-sonnet-4-5", "system": [], "messages": messages})
+    claude = get_tokenizer("anthropic")
+    kept = exact_components(request, claude, rule=thinking_rule("claude-opus-4-5"))
+    stripped = exact_components(request, claude, rule=thinking_rule("claude-sonnet-4-5", version="1.0.98"))
+    assert kept.conversation - stripped.conversation == claude.count(thought["thinking"])

@@ -25,7 +25,7 @@ from engine.importers.claude_code_replay import (
     exact_components,
     replay_requests,
 )
-from engine.importers.claude_code_requests import parse_version, rebuild_calls
+from engine.importers.claude_code_requests import parse_version, rebuild_calls, thinking_rule
 from engine.importers.claude_code_thread import Line, Thread, build_thread, live_lines
 from engine.importers.model import CallInfo, ParsedSession, SourceProblem
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_user_input
@@ -214,13 +214,15 @@ def _apply_replays(
             continue
         linked.add(replay.request_id)
         found.append((k, replay))
-        components = exact_components(replay, tokenizer, where=f"api-request line {replay.line}")
+        rule = thinking_rule(call.model, context_management=(replay.body or {}).get("context_management"))
+        components = exact_components(replay, tokenizer, where=f"api-request line {replay.line}", rule=rule)
         old = call.components  # type: ignore[attr-defined]
         call.components = components.model_copy(update={"offloaded_bytes": old.offloaded_bytes})  # type: ignore[attr-defined]
         call.exact_request = _request_record(call, replay)  # type: ignore[attr-defined]
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
             call.details.pop(key, None)
         call.details.update(_exact_details(replay))
+        call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"  # as the request said
     if not found:
         return 0
     for k, call in enumerate(calls):

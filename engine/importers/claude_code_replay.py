@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.events import ComponentTokens
+from engine.importers.claude_code_requests import ThinkingRule, sent_messages
 from engine.importers.model import SourceProblem
 from engine.importers.parsing import anthropic_message
 from engine.messages import TextBlock
@@ -198,10 +199,15 @@ def request_digest(body: dict[str, Any], betas: Any = None) -> str:
 
 
 def exact_components(
-    request: ReplayedRequest, tokenizer: Tokenizer, *, where: str = "api-request"
+    request: ReplayedRequest,
+    tokenizer: Tokenizer,
+    *,
+    where: str = "api-request",
+    rule: ThinkingRule | None = None,
 ) -> ComponentTokens:
     """The component breakdown of a rebuilt request: its real system blocks and tool
-    definitions, the compaction summary, conversation and tool results as sent."""
+    definitions, the compaction summary, conversation and tool results as billed (earlier
+    turns' thinking left out where ``rule`` says the API strips it)."""
     body = request.body or {}
     system = body.get("system")
     if isinstance(system, str):
@@ -212,11 +218,15 @@ def exact_components(
         )
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     conversation = results = summary = skills = 0
+    messages = []
     for i, raw in enumerate(body.get("messages") or []):
         try:
-            message = anthropic_message(raw, where=f"{where} message {i}")
+            messages.append(anthropic_message(raw, where=f"{where} message {i}"))
         except SourceProblem:
             continue
+    if rule is not None:
+        messages = sent_messages(messages, rule)[0]
+    for message in messages:
         conv, res = tokenizer.count_message_parts(message)
         texts = [b for b in message.blocks if isinstance(b, TextBlock)]
         in_summary = sum(tokenizer.count_block(b) for b in texts if b.text.strip() in request.summary_texts)
