@@ -7,6 +7,7 @@ Inputs are plain dicts/frames from dashboard.data; outputs are frozen values the
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -278,6 +279,7 @@ def explain_stop(
         tipping_component=tipping_component,
         tipping_tokens=tipping_tokens,
         tipping_bytes=tipping_bytes,
+        result_offload_threshold=_int(recorded.get("result_offload_threshold")),
     )
     return StopExplanation(
         outcome=str(event.get("outcome")), turn=_int(event.get("turn_index")), model=event.get("model"),
@@ -311,6 +313,7 @@ def suggest_settings(
     tipping_component: str | None,
     tipping_tokens: int | None,
     tipping_bytes: int | None,
+    result_offload_threshold: int | None = None,
 ) -> tuple[str, ...]:
     """Settings that would have avoided the stop, each as ``"name ≥ N"`` / ``"name ≤ M"`` plus why."""
     if projected is None:
@@ -338,10 +341,19 @@ def suggest_settings(
                 else:  # a refused output never reached the transcript: estimate its size
                     tipping_bytes = tipping_tokens * BYTES_PER_TOKEN_ESTIMATE
                     size = f"the output (about {tipping_bytes:,} bytes)"
-                out.append(
-                    f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: {size} would have been "
-                    f"offloaded, saving about {saved:,} tokens"
-                )
+                if result_offload_threshold is not None and result_offload_threshold < tipping_bytes:
+                    # The threshold in force is already below the estimate: the output stayed under it
+                    # (the estimate is high), so only a lower threshold than the one in force helps.
+                    out.append(
+                        f"result_offload_threshold below {result_offload_threshold:,} bytes (now "
+                        f"{result_offload_threshold:,}): the output of about {tipping_tokens:,} tokens stayed under "
+                        f"it; offloaded, it would have saved about {saved:,} tokens"
+                    )
+                else:
+                    out.append(
+                        f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: {size} would have been "
+                        f"offloaded, saving about {saved:,} tokens"
+                    )
         if previous_total is not None and previous_total > 0:
             share = previous_total / limit
             if share < compact_threshold:
@@ -351,6 +363,24 @@ def suggest_settings(
                     f"was at {share:.0%}, so compaction would have run before this turn"
                 )
     return tuple(out)
+
+
+_SUGGESTED = re.compile(
+    r"^(?P<field>[a-z_]+) (?:(?P<op>[≥≤]) |(?P<below>below) )?(?P<value>[\d,]+(?:\.\d+)?)"
+)
+
+
+def suggestion_edit(suggestion: str) -> tuple[str, int | float] | None:
+    """The (setting, value) a suggestion of :func:`suggest_settings` asks for, ready to put into
+    the settings: ``context_window ≥ 9,323`` gives 9323; ``below 16,384`` gives 16383."""
+    m = _SUGGESTED.match(suggestion)
+    if m is None:
+        return None
+    text = m["value"].replace(",", "")
+    value: int | float = float(text) if "." in text else int(text)
+    if m["below"]:
+        value = value - 1
+    return m["field"], value
 
 
 def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:

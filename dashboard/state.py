@@ -16,13 +16,20 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from dashboard import data, display
 from engine.errors import ContextDeskError
 from engine.findings import Finding
-from engine.settings import settings_path
+from engine.settings import DEFAULT_SETTINGS_PATH, settings_path
 from engine.store.factory import redact_url
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
 EDITED_SETTINGS_KEY = "edited_settings"
 LIVE_INTERVAL_S = 1.0
+#: The Model settings page's state: the draft, the file as read, the widgets' generation, and the
+#: session the model picker last followed.
+SETTINGS_DRAFT_KEY = "settings_draft"
+SETTINGS_FILE_KEY = "settings_file"
+SETTINGS_GENERATION_KEY = "settings_generation"
+SETTINGS_SESSION_KEY = "_ms_session"
+GOTO_SETTINGS_KEY = "_goto_model_settings"
 SIGNATURE_KEY = "_files_signature"
 ACTION_KEY = "_pending_action"
 
@@ -280,3 +287,24 @@ def page_icon() -> Any:
     for i, (height, colour) in enumerate(((40, (242, 183, 1)), (28, (255, 255, 255)), (16, (214, 39, 40)))):
         draw.rectangle((14 + i * 14, 52 - height, 24 + i * 14, 52), fill=(*colour, 255))
     return icon
+
+
+def prefill_setting(model: str, field: str, value: int | float) -> None:
+    """``on_click`` of a suggested fix: put ``field = value`` for ``model`` into the Model settings
+    draft (unsaved, on top of the file and any other unsaved edit) and open that page on it."""
+    from dashboard import settings_form
+
+    path = settings_path() or DEFAULT_SETTINGS_PATH.expanduser()
+    loaded = st.session_state.get(SETTINGS_FILE_KEY)
+    if loaded is None or loaded.path != path:
+        loaded = settings_form.read_file(path)
+        st.session_state[SETTINGS_FILE_KEY] = loaded
+        st.session_state[SETTINGS_DRAFT_KEY] = loaded.draft
+    draft = st.session_state.get(SETTINGS_DRAFT_KEY, loaded.draft)
+    values = {**settings_form.level_values(draft, "models", model), field: value}
+    st.session_state[SETTINGS_DRAFT_KEY] = settings_form.with_level(draft, "models", model, values)
+    st.session_state[SETTINGS_GENERATION_KEY] = st.session_state.get(SETTINGS_GENERATION_KEY, 0) + 1
+    st.session_state["ms_level"] = "models"
+    st.session_state["ms_model"] = model
+    st.session_state[SETTINGS_SESSION_KEY] = st.session_state.get(SELECTED_KEY)  # keep this model picked
+    st.session_state[GOTO_SETTINGS_KEY] = True

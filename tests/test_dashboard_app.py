@@ -449,3 +449,15 @@ def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_value
     assert table.loc["tool_response_max_bytes", "the session ran with"] == "not set"
     assert table.loc["tool_response_max_bytes", "value"] == "not set"
     assert "Under these settings:" in _texts(at)
+
+
+def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(db: Path, tmp_path: Path) -> None:
+    at = _app(page="why_stop")
+    suggestion = next(t.value for t in at.text if t.value.startswith("• context_window ≥"))
+    wanted = int(suggestion.split("≥ ")[1].split(" ")[0].replace(",", ""))
+    at.button(key=next(b.key for b in at.button if b.key and b.key.startswith("fix_"))).click().run()
+    _ok(at)
+    assert at.title[0].value == "Model settings"
+    assert _field(at, "context_window").value == str(wanted)
+    assert any("unsaved change" in str(c.value) for c in at.caption)
+    assert not (tmp_path / "config" / "settings.toml").exists()  # nothing written until Save

@@ -590,3 +590,19 @@ def test_missing_values_never_read_none_or_nan(missing: object) -> None:
     assert display.number(missing) == "n/a"
     assert "nan" not in display.session_line("t", "sid", missing, "db")
     assert "None" not in display.session_line(missing, "sid", missing, "db")
+
+
+def test_no_suggestion_asks_for_an_offload_threshold_already_in_force() -> None:
+    common = {
+        "projected": 13_473, "context_window": 16_000, "max_output_tokens": 4_096, "buffer_tokens": 256,
+        "limit": 11_648, "hard_block_threshold": 0.98, "compact_threshold": 0.95, "previous_total": 8_551,
+        "tipping_component": "tool_results", "tipping_tokens": 4_891, "tipping_bytes": None,
+    }  # fmt: skip
+    free = analysis.suggest_settings(**common)
+    assert any(s.startswith("result_offload_threshold ≤ 19,563 bytes") for s in free)
+    in_force = analysis.suggest_settings(**common, result_offload_threshold=16_384)
+    offload = [s for s in in_force if s.startswith("result_offload_threshold")]
+    assert offload == [
+        "result_offload_threshold below 16,384 bytes (now 16,384): the output of about 4,891 tokens stayed "
+        "under it; offloaded, it would have saved about 4,851 tokens"
+    ]

@@ -16,11 +16,13 @@ from engine.errors import ConfigError, ContextDeskError
 from engine.settings import DEFAULT_SETTINGS_PATH, ModelSettings, resolve_model_settings, settings_path
 from engine.tokens import tokenizer_ids
 
-DRAFT_KEY = "settings_draft"
-FILE_KEY = "settings_file"
-GENERATION_KEY = "settings_generation"
+DRAFT_KEY, FILE_KEY, GENERATION_KEY = (
+    state.SETTINGS_DRAFT_KEY,
+    state.SETTINGS_FILE_KEY,
+    state.SETTINGS_GENERATION_KEY,
+)
 SAVED_KEY = "settings_saved"
-SESSION_KEY = "_ms_session"
+SESSION_KEY = state.SETTINGS_SESSION_KEY
 RESOLVED_FIELDS = (
     "context_window", "max_output_tokens", "buffer_tokens", "context_budget", "compact_threshold",
     "hard_block_threshold", "note_threshold", "result_offload_threshold", "tool_response_max_bytes",

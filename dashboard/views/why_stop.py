@@ -136,8 +136,16 @@ def render_stop(stop: pd.Series) -> None:
         st.text(f"Largest growth: {x.tipping_component or 'unknown'} (+{x.tipping_tokens or 0:,} tokens)")
     st.markdown("**What would have avoided it**")
     if x.suggestions:
-        for suggestion in x.suggestions:
-            st.text("• " + suggestion)
+        for i, suggestion in enumerate(x.suggestions):
+            edit = analysis.suggestion_edit(suggestion)
+            text_col, button_col = st.columns([5, 1], vertical_alignment="center")
+            text_col.text("• " + suggestion)
+            if edit is not None and x.model:
+                button_col.button(
+                    "Apply in settings", key=f"fix_{int(stop['seq'])}_{i}", icon=":material/tune:",
+                    help=f"Put {edit[0]} = {edit[1]} for this model into Model settings (not saved yet)",
+                    on_click=state.prefill_setting, args=(str(x.model), *edit),
+                )  # fmt: skip
     else:
         st.text("No single setting change found from the recorded values.")
 
@@ -147,6 +155,8 @@ OUTCOME_LABELS = {
     "skipped_provider": "provider skipped",
     "rejected": "tool result refused, final turn forced",
 }
+if st.session_state.pop(state.GOTO_SETTINGS_KEY, False):
+    st.switch_page("views/model_settings.py")
 for _, stop in stops.iterrows():
     outcome = OUTCOME_LABELS.get(stop["outcome"], stop["outcome"])
     label = (
