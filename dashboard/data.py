@@ -25,9 +25,8 @@ from engine.errors import NotADatabaseError, NotFoundError, ValidationError
 from engine.findings import Finding
 from engine.locations import DB_PATHS_ENV_VAR, SAMPLE_DATA_DIR
 from engine.sent import compaction_removals, sent_end
-from engine.store import TABLE_NAMES, column_types
+from engine.store import LIMIT_BASE, SESSION_TOTALS, TABLE_NAMES, column_types, rollup_sql, totals_sql
 from engine.store.factory import default_database, redact_url
-from engine.store.pg_rollups import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
 
 #: The bundled sample data (written by ``ctxdesk demo``), used when nothing else is given.
 DEFAULT_DATA_DIR = SAMPLE_DATA_DIR

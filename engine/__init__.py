@@ -1,7 +1,7 @@
 """ctxdesk engine: measure, guard and compact what fills an LLM agent's context window."""
 
 from engine.budget import ContextBudget, measure_budget, reproject
-from engine.cache_analysis import CacheAnalysis, analyze_cache, call_records
+from engine.cache_analysis import PREFIX_RESET_EVENTS, CacheAnalysis, analyze_cache, call_records
 from engine.clients import AnthropicClient, ModelClient, ModelRequest, ModelResponse, ScriptedClient
 from engine.clients_openai import OpenAIClient
 from engine.compaction import (
@@ -51,6 +51,7 @@ from engine.model_table import ModelTable, load_model_table
 from engine.offload import READ_RESULT_TOOL, ResultStore, plan_offload
 from engine.prompt import PromptBuilder
 from engine.redact import install_log_redaction, redact_secrets
+from engine.rollup import cost_rows, root_of
 from engine.session import SessionManager, TurnResult
 from engine.settings import (
     DEFAULT_COMPACT_THRESHOLD,
@@ -68,6 +69,7 @@ from engine.settings import (
     settings_path,
 )
 from engine.store import SessionStore
+from engine.store.costs import project_costs, refresh_request_costs, session_costs
 from engine.store.factory import open_store
 from engine.textfmt import format_table
 from engine.tokens import Tokenizer, get_tokenizer, tokenizer_ids
@@ -82,6 +84,7 @@ __all__ = [
     "DEFAULT_HARD_BLOCK_THRESHOLD",
     "DEFAULT_NOTE_THRESHOLD",
     "DEFAULT_SETTINGS_PATH",
+    "PREFIX_RESET_EVENTS",
     "READ_RESULT_TOOL",
     "SETTINGS_ENV_VAR",
     "TOOL_SEARCH_TOOL",
@@ -147,6 +150,7 @@ __all__ = [
     "analyze_cache",
     "call_records",
     "compact",
+    "cost_rows",
     "detect_format",
     "find_safe_boundary",
     "find_waste",
@@ -167,12 +171,16 @@ __all__ = [
     "plan_offload",
     "price_call",
     "prices_for",
+    "project_costs",
     "redact_secrets",
+    "refresh_request_costs",
     "reproject",
     "resolve_model_settings",
     "restore_snapshot",
+    "root_of",
     "safe_cut_points",
     "save_settings",
+    "session_costs",
     "settings_path",
     "to_anthropic",
     "to_openai",

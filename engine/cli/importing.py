@@ -29,7 +29,7 @@ def default_db() -> Path:
 
 def collect_paths(files: list[str], agent: str | None) -> tuple[list[Path], list[Path]]:
     """(files named explicitly, files found in folders or agent locations)."""
-    from engine.importers.locations import agent_files, folder_files
+    from engine.importers import agent_files, folder_files
 
     named: list[Path] = []
     found: list[Path] = []
@@ -171,7 +171,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def start_following(agent: str, db: Path | None = None, *, err: TextIO) -> tuple[Path, Any]:
     """Import ``agent``'s sessions into ``db`` (default: the agents database), then follow them:
     returns (db, a started ImportFollower to stop when done)."""
-    from engine.importers.follow import ImportFollower
+    from engine.importers import ImportFollower
 
     db = db or default_db()
     _, found = collect_paths([], agent)

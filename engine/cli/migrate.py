@@ -55,7 +55,7 @@ def _sources(items: list[str]) -> list[Path]:
 
 
 def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
-    from engine.store.copy import copy_database
+    from engine.store import copy_database
     from engine.store.factory import is_database_url, open_store
 
     sources = _sources(args.sources)

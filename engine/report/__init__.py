@@ -23,6 +23,7 @@ from engine.report.build import (
     sent_counts,
     session_report,
 )
+from engine.report.costs import cost_line, project_cost_report, project_cost_text, session_cost_report
 from engine.report.diff import PREVIEW_CHARS, diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.lookup import find_session, open_target, read_store, split_target, threads_of
 from engine.report.models import (
@@ -76,6 +77,7 @@ __all__ = [
     "Usage",
     "UsedSource",
     "build_report",
+    "cost_line",
     "diff_contexts",
     "event_note",
     "find_session",
@@ -86,6 +88,8 @@ __all__ = [
     "money_text",
     "open_target",
     "parse_side",
+    "project_cost_report",
+    "project_cost_text",
     "read_store",
     "render",
     "render_diff_text",
@@ -98,6 +102,7 @@ __all__ = [
     "run_report",
     "schema_text",
     "sent_counts",
+    "session_cost_report",
     "session_report",
     "snapshot_pair",
     "split_target",

@@ -1,7 +1,10 @@
-"""The session database: schema and migrations (schema.py), typed rows (records.py), SQLite store."""
+"""The session database: schema and migrations (schema.py), typed rows (records.py), SQLite store,
+copying a database (copy.py) and the per-session totals SQL the dashboard shares (pg_rollups.py)."""
 
 from engine.store.backend import SessionStoreBackend
+from engine.store.copy import copy_database
 from engine.store.payloads import RequestRecord, StoredRequest
+from engine.store.pg_rollups import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
 from engine.store.records import (
     BlobRecord,
     ContextState,
@@ -21,7 +24,9 @@ from engine.store.sqlite import (
 )
 
 __all__ = [
+    "LIMIT_BASE",
     "SCHEMA_VERSION",
+    "SESSION_TOTALS",
     "TABLE_NAMES",
     "BlobRecord",
     "ContextState",
@@ -36,8 +41,11 @@ __all__ = [
     "ToolRecord",
     "check_database_file",
     "column_types",
+    "copy_database",
     "describe_schema",
     "is_sqlite_file",
     "message_kind",
+    "rollup_sql",
     "settle_database",
+    "totals_sql",
 ]
