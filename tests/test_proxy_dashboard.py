@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -18,6 +19,22 @@ from dashboard.data import DB_PATHS_ENV_VAR
 from engine.proxy import ProxyServer, Upstreams
 from engine.settings import SETTINGS_ENV_VAR
 
+_OPEN: list[Any] = []
+
+
+def _opened(client: Any) -> Any:
+    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
+    _OPEN.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 READ = {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}
 
@@ -27,11 +44,13 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, li
     db = tmp_path_factory.mktemp("proxied") / "proxy.db"
     server = A.install(ScriptedServer(A.tool_calls(("Read", {"file_path": "a.py"})), A.text("It prints hi.")))
     with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
-        client = anthropic.Anthropic(
-            base_url=proxy.base_url,
-            api_key="sk-x",
-            max_retries=0,
-            default_headers={"X-Ctxdesk-Session": "live-1"},
+        client = _opened(
+            anthropic.Anthropic(
+                base_url=proxy.base_url,
+                api_key="sk-x",
+                max_retries=0,
+                default_headers={"X-Ctxdesk-Session": "live-1"},
+            )
         )
         history: list[dict] = [{"role": "user", "content": "What does a.py do?"}]
         first = client.messages.create(
@@ -114,11 +133,13 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
         server,
         ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
     ):
-        client = anthropic.Anthropic(
-            base_url=proxy.base_url,
-            api_key="sk-x",
-            max_retries=0,
-            default_headers={"X-Ctxdesk-Session": "edited"},
+        client = _opened(
+            anthropic.Anthropic(
+                base_url=proxy.base_url,
+                api_key="sk-x",
+                max_retries=0,
+                default_headers={"X-Ctxdesk-Session": "edited"},
+            )
         )
         messages = [
             {"role": "user", "content": "Read it."},
