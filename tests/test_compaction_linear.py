@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.compaction import PlanContext, SummaryCache, extract, offline
+from engine.compaction.cuts import fitting_cut
 from engine.compaction.operations import history_seqs
 from engine.compaction.result import pinned_in, pinned_tokens_before, snap_head_cut
-from engine.compaction.strategies import _fitting_cut, prompt_pieces
+from engine.compaction.strategies import prompt_pieces
 from engine.messages import Message, TextBlock, ToolResultBlock, assistant, tool_result, tool_use, user
 from engine.store import SessionStore
 from engine.tokens import REPLY_PRIMING_TOKENS, get_tokenizer
@@ -80,7 +81,7 @@ def test_fitting_cut_is_the_first_cut_whose_kept_cost_fits(
         return sum(tokens[cut:]) + pinned + REPLY_PRIMING_TOKENS + reserve
 
     expected = next((c for c in cuts if kept_cost(c) <= ctx.target_tokens), cuts[-1]) if cuts else None
-    assert _fitting_cut(messages, ctx, keep_turns, reserve) == expected
+    assert fitting_cut(messages, ctx, keep_turns, reserve) == expected
 
 
 @HEAVY

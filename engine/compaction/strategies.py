@@ -7,11 +7,10 @@ when it cannot or need not act. The only call out is to the injected summarizer.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from engine.compaction.config import (
@@ -25,6 +24,13 @@ from engine.compaction.config import (
     TreeSummary,
     Truncate,
 )
+from engine.compaction.cuts import (
+    Cut,
+    choose_cut,
+    grow_bottom,
+    message_tokens,
+    sandwich_range,
+)
 from engine.compaction.extract import describe_call, error_line, is_failure_output, result_payload
 from engine.compaction.offline import salient_lines
 from engine.compaction.result import (
@@ -35,9 +41,7 @@ from engine.compaction.result import (
     measure,
     noop_result,
     pair_closure,
-    pair_safe_positions,
     pinned_in,
-    pinned_tokens_before,
     snap_head_cut,
     summary_message,
 )
@@ -124,19 +128,6 @@ def _within_target(
             before=before,
         )
     return before, None
-
-
-def _message_tokens(messages: Sequence[Message], ctx: PlanContext) -> list[int]:
-    return [ctx.tokenizer.count_message(m) for m in messages]
-
-
-def _head_cuts(messages: Sequence[Message], keep_turns: int) -> list[int]:
-    """Safe cuts (ascending) that keep at least the last ``keep_turns`` turns."""
-    spans = turn_spans(messages)
-    if len(spans) <= keep_turns:
-        return []
-    limit = spans[-keep_turns][0]
-    return [cut for cut in safe_cut_points(messages) if cut <= limit]
 
 
 def _drop_head(
@@ -314,108 +305,7 @@ def _clear_input(block: Any, inputs: bool | tuple[str, ...], cleared_ids: set[st
 # -- summarize / truncate / sliding_window --------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Cut:
-    """Where a head is cut: keep ``messages[cut:]``, the pinned ones before it and ``anchor`` (the
-    opening user message of a turn cut inside); ``kept_tokens`` is what that costs, reply
-    priming included."""
-
-    cut: int
-    kept_tokens: int
-    anchor: int | None = None
-
-
-def _inner_cuts(messages: Sequence[Message], after: int) -> list[int]:
-    """Positions inside the history's last turns, after ``after`` (0 or a safe cut, which no
-    pair spans, so the tail alone tells), that separate no tool_use from its tool_result (at
-    least the last message is always kept)."""
-    safe = pair_safe_positions(messages[after:])
-    return [after + p for p in range(1, len(messages) - after) if safe[p]]
-
-
-def _anchor(messages: Sequence[Message], starts: Sequence[int], cut: int) -> int | None:
-    """The user message opening the turn a cut falls inside, when it can be kept on its own."""
-    at = max((s for s in starts if s < cut), default=None)
-    if at is None:
-        return None
-    message = messages[at]
-    if not is_user_input(message) or message.tool_result_ids or message.tool_use_ids or message.pinned:
-        return None
-    return at
-
-
-class _LazyTokens:
-    """``tokens[i]`` of a message, counted (from the tokenizer's cache) only when asked: a plan
-    over 100,000 messages looks at the few it may keep."""
-
-    def __init__(self, messages: Sequence[Message], ctx: PlanContext) -> None:
-        self.messages = messages
-        self.count = ctx.tokenizer.count_message
-
-    def __getitem__(self, index: int) -> int:
-        return self.count(self.messages[index])
-
-
-def _choose_cut(
-    messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int, *, inside: bool = False
-) -> _Cut | None:
-    """The first safe cut (keeping at least ``keep_turns`` turns) whose kept messages plus
-    ``reserve`` tokens fit the target; else the last one; None when there is none.
-
-    With ``inside``, when no turn boundary fits, points inside the last turns that split no tool
-    pair are tried too (the turn's opening user message is kept beside the cut).
-    """
-    cuts = _head_cuts(messages, keep_turns)
-    tokens = _LazyTokens(messages, ctx)
-    fixed = REPLY_PRIMING_TOKENS
-    target = ctx.target_tokens - reserve
-    last: _Cut | None = None
-    if cuts:
-        # Kept cost of a cut: messages[cut:] plus the pinned ones before it. It never grows as the
-        # cut moves later (no pair spans a safe cut, so what a later cut adds from the head is a
-        # pinned message it took from the tail), so the first that fits is found from the end.
-        pinned = pinned_tokens_before(messages, cuts, tokens)
-        tail, at, best = 0, len(messages), None
-        for k in range(len(cuts) - 1, -1, -1):
-            while at > cuts[k]:
-                at -= 1
-                tail += tokens[at]
-            cost = tail + pinned[k] + fixed
-            if last is None:
-                last = _Cut(cuts[k], cost)
-            if cost > target:
-                break
-            best = _Cut(cuts[k], cost)
-        if best is not None:
-            return best
-        if not inside:
-            return last
-    elif not inside:
-        return None
-    inner = _inner_cuts(messages, cuts[-1] if cuts else 0)
-    if not inner:
-        return last
-    suffix = dict(zip(range(len(messages), inner[0] - 1, -1), itertools.accumulate(
-        (tokens[i] for i in range(len(messages) - 1, inner[0] - 1, -1)), initial=0), strict=True))  # fmt: skip
-    starts = [start for start, _ in turn_spans(messages)]
-    held_inner = pinned_tokens_before(messages, inner, tokens)
-    choice = last
-    for c, held in zip(inner, held_inner, strict=True):
-        anchor = _anchor(messages, starts, c)
-        cost = suffix[c] + held + fixed + (tokens[anchor] if anchor is not None else 0)
-        choice = _Cut(c, cost, anchor)
-        if cost <= target:
-            return choice
-    return choice
-
-
-def _fitting_cut(messages: Sequence[Message], ctx: PlanContext, keep_turns: int, reserve: int) -> int | None:
-    """The cut of ``_choose_cut`` at turn boundaries only."""
-    choice = _choose_cut(messages, ctx, keep_turns, reserve)
-    return None if choice is None else choice.cut
-
-
-def _cut_label(messages: Sequence[Message], choice: _Cut) -> str:
+def _cut_label(messages: Sequence[Message], choice: Cut) -> str:
     label = _turns_label(messages, 0, choice.cut)
     return f"{label}, cutting inside a turn" if choice.anchor is not None else label
 
@@ -429,7 +319,7 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
     if done:
         return done
     reserve = _summary_reserve(config.summary_max_tokens, ctx)
-    choice = _choose_cut(messages, ctx, config.keep_recent_turns, reserve, inside=config.cut_inside_turn)
+    choice = choose_cut(messages, ctx, config.keep_recent_turns, reserve, inside=config.cut_inside_turn)
     if choice is None:
         return noop_result(messages, ctx, "no safe turn boundary to summarize up to", before=before)
     kept_before = set(pinned_in(messages, 0, choice.cut))
@@ -487,7 +377,7 @@ def plan_truncate(messages: Sequence[Message], config: Truncate, ctx: PlanContex
     before, done = _within_target(messages, ctx)
     if done:
         return done
-    choice = _choose_cut(
+    choice = choose_cut(
         messages, ctx, config.keep_recent_turns, before.summary, inside=config.cut_inside_turn
     )
     if choice is None:
@@ -535,45 +425,6 @@ def plan_sliding_window(
 # -- sandwich --------------------------------------------------------------------------------------
 
 
-def sandwich_range(messages: Sequence[Message], config: Sandwich) -> tuple[int, int] | None:
-    """The middle ``[start, end)`` a sandwich summarizes, both edges snapped so no tool pair is split."""
-    n = len(messages)
-    if n <= config.preserve_top + config.preserve_bottom:
-        return None
-    safe = pair_safe_positions(messages)
-    start = next((p for p in range(config.preserve_top, n + 1) if safe[p]), None)
-    end = next((q for q in range(n - config.preserve_bottom, -1, -1) if safe[q]), None)
-    if start is None or end is None or start >= end:
-        return None
-    return start, end
-
-
-def _grow_bottom(
-    messages: Sequence[Message], ctx: PlanContext, start: int, end: int, reserve: int
-) -> tuple[int, int]:
-    """Move the middle's end back over pair-safe points while the top, the pinned middle messages,
-    the grown bottom and ``reserve`` tokens still fit the target: (new end, kept tokens)."""
-    tokens = _message_tokens(messages, ctx)
-    pinned = set(pinned_in(messages, start, end))
-    top = sum(tokens[:start]) + REPLY_PRIMING_TOKENS
-    held = sum(tokens[i] for i in pinned)
-    first_free = next((i for i in range(start, end) if i not in pinned), end)
-    safe = pair_safe_positions(messages)
-    room = ctx.target_tokens - reserve
-    best = end
-    q, grown = end, sum(tokens[end:])
-    while q - 1 > first_free:
-        q -= 1
-        if q not in pinned:
-            grown += tokens[q]
-        if top + held + grown > room:
-            break
-        if safe[q]:
-            best = q
-    kept = top + sum(tokens[best:]) + sum(tokens[i] for i in pinned if i < best)
-    return best, kept
-
-
 def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContext) -> CompactionResult:
     """Keep the first and last messages, summarize the middle; reuse a summary of the same range."""
     before, done = _within_target(messages, ctx)
@@ -596,7 +447,7 @@ def plan_sandwich(messages: Sequence[Message], config: Sandwich, ctx: PlanContex
             before=before,
         )
     start, end = span
-    end, kept_tokens = _grow_bottom(
+    end, kept_tokens = grow_bottom(
         messages, ctx, start, end, _summary_reserve(config.summary_max_tokens, ctx)
     )
     pinned = set(pinned_in(messages, start, end))
@@ -732,7 +583,7 @@ def plan_rolling_iterations(
     if not fold and cached is None:
         return noop_result(messages, ctx, "every older iteration is pinned", before=before)
     summarizer = _require_summarizer(ctx, name)
-    tokens = _message_tokens(messages, ctx)
+    tokens = message_tokens(messages, ctx)
     kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
     budget = _summary_budget(config.summary_max_tokens, ctx, kept)
     pieces = prompt_pieces(
@@ -806,7 +657,7 @@ def plan_tree_summary(messages: Sequence[Message], config: TreeSummary, ctx: Pla
     if not nodes:
         return noop_result(messages, ctx, "every older turn is pinned", before=before)
     leaves, level = len(nodes), 0
-    tokens = _message_tokens(messages, ctx)
+    tokens = message_tokens(messages, ctx)
     kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
     budget = _summary_budget(config.summary_max_tokens, ctx, kept)
     while len(nodes) > 1:
