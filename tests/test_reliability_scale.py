@@ -59,3 +59,25 @@ def test_a_large_json_lines_transcript_is_still_read(tmp_path):
     path.write_bytes(line * 100 + b'{"role": "assistant", "content": "ok"}\n')
     assert path.stat().st_size > 64 * 1024
     assert detect_format(path)
+
+
+@pytest.mark.parametrize("name", ["demo-coding-agent.db", "demo-guard-limits.db"])
+def test_sent_counts_by_bisection_equal_asking_every_request_about_every_message(tmp_path, name):
+    import shutil
+
+    from engine.findings import load_session_view
+    from engine.report import read_store, sent_counts
+
+    path = shutil.copy(Path(__file__).resolve().parents[1] / "data" / name, tmp_path / name)
+    compacted = False
+    with read_store(path) as store:
+        for session in store.list_sessions():
+            view = load_session_view(store, session.id)
+            naive = {
+                r.event_seq: sum(1 for m in view.messages if r.sends(m.seq))
+                for r in view.requests
+                if r.event_seq >= 0
+            }
+            assert sent_counts(view) == naive
+            compacted = compacted or any(r.removed for r in view.requests)
+    assert compacted or name != "demo-coding-agent.db"  # removed messages are in the comparison
