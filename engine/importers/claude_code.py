@@ -206,6 +206,7 @@ def _apply_replays(
         return 0
     found: list[tuple[int, ReplayedRequest]] = []
     linked: set[str] = set()
+    shape_counts: dict[str, tuple[int, int]] = {}
     for k, call in enumerate(calls):
         replay = replays.get(str(call.details.get("request_ref")))
         if replay is None or replay.body is None:
@@ -215,7 +216,9 @@ def _apply_replays(
         linked.add(replay.request_id)
         found.append((k, replay))
         rule = thinking_rule(call.model, context_management=(replay.body or {}).get("context_management"))
-        components = exact_components(replay, tokenizer, where=f"api-request line {replay.line}", rule=rule)
+        components = exact_components(
+            replay, tokenizer, where=f"api-request line {replay.line}", rule=rule, shape_counts=shape_counts
+        )
         old = call.components  # type: ignore[attr-defined]
         call.components = components.model_copy(update={"offloaded_bytes": old.offloaded_bytes})  # type: ignore[attr-defined]
         call.exact_request = _request_record(call, replay)  # type: ignore[attr-defined]
@@ -229,7 +232,7 @@ def _apply_replays(
         if getattr(call, "exact_request", None) is not None:
             continue
         _, near = min(found, key=lambda f: (abs(f[0] - k), f[0] > k))
-        fixed = exact_components(near, tokenizer)
+        fixed = exact_components(near, tokenizer, shape_counts=shape_counts)
         old = call.components  # type: ignore[attr-defined]
         call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})  # type: ignore[attr-defined]
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):

@@ -204,19 +204,18 @@ def exact_components(
     *,
     where: str = "api-request",
     rule: ThinkingRule | None = None,
+    shape_counts: dict[str, tuple[int, int]] | None = None,
 ) -> ComponentTokens:
     """The component breakdown of a rebuilt request: its real system blocks and tool
     definitions, the compaction summary, conversation and tool results as billed (earlier
-    turns' thinking left out where ``rule`` says the API strips it)."""
+    turns' thinking left out where ``rule`` says the API strips it). ``shape_counts`` memoizes
+    the system and tools tokens by shape hash (the same ~100 KB in every call)."""
     body = request.body or {}
-    system = body.get("system")
-    if isinstance(system, str):
-        system_tokens = tokenizer.count(system)
-    else:
-        system_tokens = sum(
-            tokenizer.count(str(b.get("text") or "")) for b in system or [] if isinstance(b, dict)
-        )
-    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    memo = shape_counts if shape_counts is not None else {}
+    key = str(request.shape_hash)
+    if key not in memo:
+        memo[key] = _shape_tokens(body, tokenizer)
+    system_tokens, tools_tokens = memo[key]
     conversation = results = summary = skills = 0
     messages = []
     for i, raw in enumerate(body.get("messages") or []):
@@ -239,11 +238,23 @@ def exact_components(
     return ComponentTokens(
         system=system_tokens + (MESSAGE_OVERHEAD_TOKENS if system_tokens else 0),
         skills=skills,
-        tools=tokenizer.count_tools(tools) if tools else 0,
+        tools=tools_tokens,
         summary=summary,
         conversation=conversation + (REPLY_PRIMING_TOKENS if sent else 0),
         tool_results=results,
     )
+
+
+def _shape_tokens(body: dict[str, Any], tokenizer: Tokenizer) -> tuple[int, int]:
+    """(system, tools) tokens of a request body."""
+    system = body.get("system")
+    if isinstance(system, str):
+        system_tokens = tokenizer.count(system)
+    else:
+        texts = [str(b.get("text") or "") for b in system or [] if isinstance(b, dict)]
+        system_tokens = sum(tokenizer.count(t) for t in texts)
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    return system_tokens, tokenizer.count_tools(tools) if tools else 0
 
 
 def _set_cache_control(body: dict[str, Any], mark: Any) -> str | None:
