@@ -40,6 +40,8 @@ BENCHMARKS = (
     ("proxy", "bench.bench_proxy"),
     ("import", "bench.bench_import"),
     ("store_pg", "bench.bench_store_pg"),
+    ("run_turn", "bench.bench_run_turn"),
+    ("reliability", "bench.bench_reliability"),
 )
 EXTERNAL_TIMEOUT_S = 1_800
 

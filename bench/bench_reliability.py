@@ -1,0 +1,282 @@
+"""Memory and time under load (issue #22's figures), each beside its baseline, in fresh processes.
+
+Peak RSS is the child's own (``os.wait4``), so one step's peak is not hidden by another's:
+- offloading a 200 MB tool output: peak growth against the output's size (target <= 2x);
+- refusing a 1 GB file that is not a transcript: peak against a bare ``ctxdesk --help`` (the head
+  is read, never the file);
+- ``report --format json`` on a 200k-message engine-written session: peak against the same
+  process reporting a 2k-message session, and the time;
+- the dashboard's timeline data (per-turn rows, per-call rows, markers, guard/request events)
+  for that session: seconds against the target 3 s;
+- opening a 200 MB output in the dashboard (first, middle, last page and a search): growth;
+- ``run_turn`` overhead beside the guard alone (bench_run_turn) at 10k messages.
+``--quick`` shrinks every size (20 MB, 100 MB, 4k messages, 1k messages).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT
+from bench.report import Table
+
+MB = 1 << 20
+GB = 1 << 30
+SIZES = {"offload": 200 * MB, "reject": GB, "messages": 200_000, "small": 2_000, "turns": 10_000}
+QUICK = {"offload": 20 * MB, "reject": 100 * MB, "messages": 4_000, "small": 1_000, "turns": 1_000}
+TIMELINE_TARGET_S = 3.0
+
+
+def python_peak(code: str) -> tuple[dict[str, Any], int, float]:
+    """Run ``code`` (which prints one JSON object) in a fresh interpreter: (its JSON, peak, s)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    started = time.perf_counter()
+    pid = proc.pid
+    _, status, usage = os.wait4(pid, 0)
+    seconds = time.perf_counter() - started
+    out = proc.stdout.read() if proc.stdout else ""
+    err = proc.stderr.read() if proc.stderr else ""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe:
+            pipe.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed ({proc.returncode}): {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss * 1024, seconds
+
+
+def cli_peak(*args: str) -> tuple[int, str, int, float]:
+    """(exit code, stderr, peak RSS, seconds) of ``python -m engine.cli ARGS``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    started = time.perf_counter()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, err, usage.ru_maxrss * 1024, seconds
+
+
+def make_session(db: Path, messages: int) -> str:
+    """An engine-written-like session: user/assistant pairs, one request event per reply."""
+    code = textwrap.dedent(f"""
+        import json
+        from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+        from engine.messages import assistant, user
+        from engine.store import SessionStore
+        from engine.tokens import get_tokenizer
+        tok = get_tokenizer("gpt-4.1")
+        with SessionStore({str(db)!r}) as store:
+            sid = store.create_session(model="gpt-4.1", provider="openai", title="{messages} messages")
+            total = 0
+            for start in range(0, {messages}, 10_000):
+                batch = []
+                for i in range(start, min(start + 10_000, {messages}), 2):
+                    batch += [user(f"question {{i}}: what does step {{i}} do?"),
+                              assistant(f"answer {{i}}: it updates the ledger and returns.")]
+                with store.transaction():
+                    rows = store.append_messages(sid, batch, tokenizer=tok)
+                    for row in rows[1::2]:
+                        total += 30
+                        store.record_event(sid, ContextEvent(
+                            kind="request", trigger="user_input", outcome="ok", provider="openai",
+                            model="gpt-4.1", turn_index=row.seq // 2, context_window=1_000_000,
+                            max_output_tokens=32_000, buffer_tokens=0, limit_tokens=968_000,
+                            projected_tokens=total, components=ComponentTokens(system=50, conversation=total),
+                            usage=ProviderUsage(input_tokens=total, output_tokens=12), message_seq=row.seq,
+                            details={{"step": 0, "messages_sent": row.seq}}))
+        print(json.dumps({{"session": sid}}))
+    """)
+    result, _, _ = python_peak(code)
+    return str(result["session"])
+
+
+def offload_row(size: int, folder: Path) -> list[Any]:
+    code = textwrap.dedent(f"""
+        import json
+        from tests.reliability.big_output import main
+        print(json.dumps(main({str(folder / "offload.db")!r}, {size})))
+    """)
+    figures, _, _ = python_peak(code)
+    growth = figures["offload_peak_growth"]
+    return [
+        f"offload a {size // MB} MB tool output: peak growth",
+        "MB",
+        round(growth / MB),
+        size // MB,
+        "the output's size",
+        round(growth / size, 2),
+        "<= 2x",
+        round(figures["offload_s"], 1),
+    ]
+
+
+def reject_row(size: int, folder: Path) -> list[Any]:
+    big = folder / "not-a-transcript.jsonl"
+    with big.open("wb") as fh:
+        fh.write(b"2025-03-14T12:00:00Z INFO [worker-3] request ok\n" * 4000)
+        fh.truncate(size)
+    code, err, peak, seconds = cli_peak("import", str(big), "--db", str(folder / "reject.db"))
+    if code != 1 or "ctxdesk: error:" not in err:
+        raise RuntimeError(f"the file was not refused: exit {code}, {err[-500:]}")
+    big.unlink()
+    _, _, base, _ = cli_peak("--help")
+    return [
+        f"refuse a {size // MB:,} MB file that is no transcript: peak",
+        "MB",
+        round(peak / MB),
+        round(base / MB),
+        "ctxdesk --help",
+        round(peak / base, 2),
+        "head only",
+        round(seconds, 1),
+    ]
+
+
+def report_rows(db: Path, small_db: Path, messages: int, small: int, folder: Path) -> list[list[Any]]:
+    code, err, peak, seconds = cli_peak(
+        "report", str(db), "--format", "json", "--out", str(folder / "r.json")
+    )
+    if code != 0:
+        raise RuntimeError(f"report failed: {err[-800:]}")
+    _, _, base, base_s = cli_peak(
+        "report", str(small_db), "--format", "json", "--out", str(folder / "s.json")
+    )
+    size = (folder / "r.json").stat().st_size
+    return [
+        [
+            f"report JSON of a {messages:,}-message session ({size / MB:,.0f} MB written): peak",
+            "MB",
+            round(peak / MB),
+            round(base / MB),
+            f"same, {small:,} messages ({base_s:.1f} s)",
+            round(peak / base, 2),
+            "streamed output",
+            round(seconds, 1),
+        ]
+    ]
+
+
+def timeline_row(db: Path, session_id: str, messages: int) -> list[Any]:
+    code = textwrap.dedent(f"""
+        import json, time
+        from dashboard import analysis, data
+        con = data.connect([{str(db)!r}])
+        db = data.db_labels([__import__("pathlib").Path({str(db)!r})])[0]
+        t0 = time.perf_counter()
+        turns = data.timeline(con, db, {session_id!r})
+        marks = data.markers(con, db, {session_id!r})
+        t_turns = time.perf_counter() - t0
+        calls = data.requests(con, db, {session_id!r})
+        per_call = analysis.per_call(calls, marks)
+        checks = data.events(con, db, {session_id!r}, ("guard", "request"))
+        total = time.perf_counter() - t0
+        print(json.dumps({{"turns_s": t_turns, "total_s": total, "rows": len(turns), "calls": len(calls),
+                          "events": len(checks)}}))
+    """)
+    figures, peak, _ = python_peak(code)
+    return [
+        f"timeline data of a {messages:,}-message session ({figures['calls']:,} calls; peak {peak / MB:,.0f} MB)",
+        "s",
+        round(figures["total_s"], 2),
+        TIMELINE_TARGET_S,
+        f"target (per-turn rows alone: {figures['turns_s']:.2f} s)",
+        round(figures["total_s"] / TIMELINE_TARGET_S, 2),
+        "<= 1",
+        round(figures["total_s"], 2),
+    ]
+
+
+def blob_row(size: int, folder: Path) -> list[Any]:
+    db = folder / "offload.db"  # written by offload_row: one output of ``size`` bytes
+    code = textwrap.dedent(f"""
+        import json, resource, time
+        from dashboard import blob_pages, data
+        from engine.store import SessionStore
+        with SessionStore({str(db)!r}, read_only=True) as store:
+            (session,) = store.list_sessions()
+            ref = store.list_blobs(session.id)[0].ref_id
+        con = data.connect([{str(db)!r}])
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        t0 = time.perf_counter()
+        reader = blob_pages.open_blob(con, "offload", ref)
+        reader.page(1); reader.page(reader.pages // 2); reader.page(reader.pages)
+        hits = reader.search("worker-3", limit=50)
+        growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        print(json.dumps({{"growth": growth, "s": time.perf_counter() - t0, "size": reader.size}}))
+    """)
+    figures, _, _ = python_peak(code)
+    return [
+        f"dashboard: open a {figures['size'] // MB} MB output (3 pages + search): peak growth",
+        "MB",
+        round(figures["growth"] / MB),
+        figures["size"] // MB,
+        "the output's size",
+        round(figures["growth"] / figures["size"], 2),
+        "paged, never whole",
+        round(figures["s"], 1),
+    ]
+
+
+def run_turn_row(size: int, folder: Path) -> list[Any]:
+    from bench.bench_run_turn import QUICK_TURNS, measure
+    from bench.corpus import generate_history
+
+    r = measure(size, generate_history(size), QUICK_TURNS * 2, folder)
+    overhead = (r["turn_s"] - r["guard_s"]) * 1000
+    return [
+        f"run_turn at {size:,} messages (instant client, median): overhead {overhead:.1f} ms",
+        "ms/turn",
+        round(r["turn_s"] * 1000, 2),
+        round(r["guard_s"] * 1000, 3),
+        "the guard alone",
+        round(r["turn_s"] / r["guard_s"], 1),
+        "overhead <= 5 ms",
+        round(r["turn_s"], 4),
+    ]
+
+
+def run(quick: bool = False) -> Table:
+    sizes = QUICK if quick else SIZES
+    table = Table(
+        title="Reliability: memory and time on huge inputs (fresh processes, peak RSS of each)",
+        columns=["measure", "unit", "ctxdesk", "baseline", "baseline is", "ratio", "target", "seconds"],
+        baseline="each row's own: the input's size, a bare ctxdesk process, a small session, the target",
+    )
+    with tempfile.TemporaryDirectory(prefix="ctxdesk-bench-reliability-") as name:
+        folder = Path(name)
+        table.add(*offload_row(sizes["offload"], folder))
+        table.add(*blob_row(sizes["offload"], folder))
+        table.add(*reject_row(sizes["reject"], folder))
+        big, small = folder / "big.db", folder / "small.db"
+        session_id = make_session(big, sizes["messages"])
+        make_session(small, sizes["small"])
+        for row in report_rows(big, small, sizes["messages"], sizes["small"], folder):
+            table.add(*row)
+        table.add(*timeline_row(big, session_id, sizes["messages"]))
+        table.add(*run_turn_row(sizes["turns"], folder))
+    table.notes.append(
+        "peak RSS from os.wait4 of each child; the 1 GB file is sparse (its head is log text, the rest NUL bytes)"
+    )
+    return table
+
+
+if __name__ == "__main__":
+    from bench.report import render_table
+
+    print(render_table(run(quick="--quick" in sys.argv)))

@@ -1,0 +1,143 @@
+"""ctxdesk's own cost per ``run_turn`` as history grows, beside the guard alone in the same run.
+
+A session of N messages (the seeded corpus) is written to a real SQLite file and resumed; each
+timed turn is ``SessionManager.run_turn`` against a client that answers at once (no tokenizer, no
+network), so what is measured is ctxdesk: assembling and measuring the request, the guard, building
+the provider payload, recording the messages, request event and cost row. The baseline is the
+guard's own per-turn work on the same history (running totals, components, a guard evaluation),
+timed the way bench_guard's manager row does. Overhead = run_turn - guard; the target is <= 5 ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_guard import session_manager_turns
+from bench.common import EXACT_ID, fresh_tokenizer
+from bench.corpus import generate_history
+from bench.report import Table, ms
+from engine.clients import ModelRequest, ModelResponse
+from engine.events import ProviderUsage
+from engine.guard import GuardTarget
+from engine.messages import assistant, user
+from engine.session import SessionManager
+from engine.settings import Settings, resolve_model_settings
+from engine.store import SessionStore
+from engine.tokens import get_tokenizer
+
+SIZES = (1_000, 10_000, 100_000)
+QUICK_SIZES = (200, 1_000)
+TURNS = 20
+QUICK_TURNS = 8
+MODEL = "gpt-4.1"
+#: A window no corpus size reaches: every turn is an ordinary one (no compaction in the timing).
+BENCH_WINDOW = 1_000_000_000
+TARGET_MS = 5.0
+
+
+class InstantClient:
+    """Answers every request at once with a fixed reply and usage (no counting of its own)."""
+
+    provider = "openai"
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.calls = 0
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        usage = ProviderUsage(input_tokens=request.estimated_prompt_tokens or 0, output_tokens=3)
+        return ModelResponse(message=assistant("ok"), usage=usage, stop_reason="end_turn")
+
+
+def bench_settings() -> Settings:
+    return Settings.from_dict({"models": {MODEL: {"context_window": BENCH_WINDOW}}})
+
+
+def guard_only(messages: list[Any], turns: list[Any], tokenizer: Any) -> float:
+    """Median seconds per turn of the guard's own work: bench_guard's manager row (running
+    totals, components, a guard evaluation; the totals checked against a recount)."""
+    target = GuardTarget.from_settings(resolve_model_settings(MODEL, settings=bench_settings()))
+    return session_manager_turns(messages, turns, fresh_tokenizer(EXACT_ID), target)
+
+
+def run_turns(db: Path, session_id: str, turns: int) -> tuple[float, float]:
+    """(median seconds per run_turn, seconds to resume) on the stored session."""
+    client = InstantClient(MODEL)
+    with SessionStore(db) as store:
+        t0 = time.perf_counter()
+        manager = SessionManager(
+            client,
+            store,
+            session_id=session_id,
+            resume=True,
+            settings=bench_settings(),
+            system_prompt="Bench.",
+        )
+        resume_s = time.perf_counter() - t0
+        per_turn: list[float] = []
+        for i in range(turns):
+            t0 = time.perf_counter()
+            manager.run_turn(f"turn {i}: what next?")
+            per_turn.append(time.perf_counter() - t0)
+    return statistics.median(per_turn[1:] or per_turn), resume_s
+
+
+def measure(size: int, corpus: list[Any], turns: int, folder: Path) -> dict[str, Any]:
+    tokenizer = get_tokenizer(MODEL)
+    messages = corpus[:size]
+    db = folder / f"turns-{size}.db"
+    with SessionStore(db) as store:
+        session_id = store.create_session(model=MODEL, title=f"{size} messages")
+        for start in range(0, size, 5_000):
+            store.append_messages(session_id, messages[start : start + 5_000], tokenizer=tokenizer)
+    turn_s, resume_s = run_turns(db, session_id, turns)
+    guard_s = guard_only(messages, [user(f"turn {i}: what next?") for i in range(turns)], tokenizer)
+    return {"size": size, "turn_s": turn_s, "guard_s": guard_s, "resume_s": resume_s}
+
+
+def run(quick: bool = False) -> Table:
+    sizes = QUICK_SIZES if quick else SIZES
+    turns = QUICK_TURNS if quick else TURNS
+    corpus = generate_history(max(sizes))
+    table = Table(
+        title="run_turn overhead as history grows (instant client)",
+        columns=[
+            "messages",
+            "run_turn ms/turn",
+            "guard alone ms/turn",
+            "overhead ms/turn",
+            "<= 5 ms",
+            "resume s",
+        ],
+        baseline="the guard's own per-turn work on the same history, timed in the same run",
+    )
+    with tempfile.TemporaryDirectory(prefix="ctxdesk-bench-turns-") as folder:
+        for size in sizes:
+            r = measure(size, corpus, turns, Path(folder))
+            overhead = (r["turn_s"] - r["guard_s"]) * 1000
+            table.add(
+                f"{size:,}",
+                ms(r["turn_s"]),
+                ms(r["guard_s"]),
+                f"{overhead:.2f}",
+                "yes" if overhead <= TARGET_MS else "no",
+                f"{r['resume_s']:.2f}",
+            )
+    table.notes.append(
+        f"median of {turns} turns after the first; a turn = one user message, one model call, the reply "
+        "recorded (messages, request event, cost row) in the session's SQLite file"
+    )
+    return table
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bench.report import render_table
+
+    print(render_table(run(quick="--quick" in sys.argv)))
