@@ -5,34 +5,18 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
 from model_server import ScriptedServer
 from model_server import openai_chat as C
 from model_server import openai_responses as R
+from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
 from engine.clients import ModelClient, ModelRequest
 from engine.clients_openai import OpenAIClient
 from engine.errors import ContextLengthExceededError, ProviderError
 from engine.messages import assistant, tool_result, tool_use, user
-
-_OPEN: list[Any] = []
-
-
-def _opened(client: Any) -> Any:
-    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
-    _OPEN.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_sdk_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
 
 SHELL = {
     "name": "shell",
@@ -48,7 +32,7 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def client_for(server: ScriptedServer, api: str = "chat") -> OpenAIClient:
-    sdk = _opened(openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0))
+    sdk = opened(openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0))
     return OpenAIClient("gpt-4o", client=sdk, api=api)  # type: ignore[arg-type]
 
 
@@ -135,7 +119,7 @@ def test_an_unreachable_server_is_a_retryable_provider_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = _opened(
+    client = opened(
         OpenAIClient(
             "llama3", base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=2
         )

@@ -26,26 +26,11 @@ from model_server import HttpReply, ScriptedServer, sse_events
 from model_server import anthropic as A
 from model_server import openai_chat as C
 from model_server import openai_responses as R
+from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
 from engine.cli import main as cli_main
 from engine.proxy import UNPARSED_SESSION, ProxyServer, Upstreams
 from engine.store import SessionStore
-
-_OPEN: list[Any] = []
-
-
-def _opened(client: Any) -> Any:
-    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
-    _OPEN.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_sdk_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
 
 KEY = "sk-ant-test-PROXYSECRET-0123456789"
 MODEL = "claude-sonnet-4-6"
@@ -76,11 +61,11 @@ def flushed(proxy: ProxyServer) -> SessionStore:
 
 
 def anthropic_client(proxy: ProxyServer, **kwargs: Any) -> anthropic.Anthropic:
-    return _opened(anthropic.Anthropic(base_url=proxy.base_url, api_key=KEY, max_retries=0, **kwargs))
+    return opened(anthropic.Anthropic(base_url=proxy.base_url, api_key=KEY, max_retries=0, **kwargs))
 
 
 def openai_client(proxy: ProxyServer) -> openai.OpenAI:
-    return _opened(openai.OpenAI(base_url=proxy.base_url + "/v1", api_key=KEY, max_retries=0))
+    return opened(openai.OpenAI(base_url=proxy.base_url + "/v1", api_key=KEY, max_retries=0))
 
 
 def database_bytes(path: Path) -> bytes:
@@ -426,7 +411,7 @@ def test_the_command_prints_where_it_listens_and_the_environment_line(
             url = f"http://127.0.0.1:{port}"
             assert any(f"export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1" in line for line in lines)
             upstream.queue(A.text("via the command"))
-            client = _opened(anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0))
+            client = opened(anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0))
             for _ in range(200):
                 try:
                     reply = client.messages.create(

@@ -5,35 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anthropic
 import pytest
 import streamlit as st
 from model_server import ScriptedServer
 from model_server import anthropic as A
+from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, request_data
 from dashboard.data import DB_PATHS_ENV_VAR
 from engine.proxy import ProxyServer, Upstreams
 from engine.settings import SETTINGS_ENV_VAR
-
-_OPEN: list[Any] = []
-
-
-def _opened(client: Any) -> Any:
-    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
-    _OPEN.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_sdk_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 READ = {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}
@@ -44,7 +28,7 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, li
     db = tmp_path_factory.mktemp("proxied") / "proxy.db"
     server = A.install(ScriptedServer(A.tool_calls(("Read", {"file_path": "a.py"})), A.text("It prints hi.")))
     with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
-        client = _opened(
+        client = opened(
             anthropic.Anthropic(
                 base_url=proxy.base_url,
                 api_key="sk-x",
@@ -133,7 +117,7 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
         server,
         ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
     ):
-        client = _opened(
+        client = opened(
             anthropic.Anthropic(
                 base_url=proxy.base_url,
                 api_key="sk-x",

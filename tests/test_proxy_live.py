@@ -5,35 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
-import pytest
 from model_server import ScriptedServer
 from model_server import anthropic as A
+from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
 from engine.compaction.operations import force_compact
 from engine.proxy import ProxyServer, Upstreams
 from engine.proxy.live import SNAPSHOT_CHECK_S
 from engine.store import SessionStore
-
-_OPEN: list[Any] = []
-
-
-def _opened(client: Any) -> Any:
-    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
-    _OPEN.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_sdk_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
 
 MODEL = "claude-sonnet-4-6"
 
@@ -50,7 +33,7 @@ def test_a_compaction_applied_to_a_live_session_rewrites_the_next_requests_until
     db = tmp_path / "p.db"
     server = A.install(ScriptedServer(default=A.text("Noted. " * 40)))
     with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
-        client = _opened(
+        client = opened(
             anthropic.Anthropic(
                 base_url=proxy.base_url,
                 api_key="sk-x",

@@ -14,6 +14,7 @@ import anthropic
 import pytest
 from model_server import ScriptedServer
 from model_server import anthropic as A
+from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
 from engine.errors import ConfigError
 from engine.proxy import ProxyServer, Upstreams
@@ -29,22 +30,6 @@ from engine.proxy.policies import (
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
-
-_OPEN: list[Any] = []
-
-
-def _opened(client: Any) -> Any:
-    """An SDK client closed when the test ends (its sockets must not leak into a later test)."""
-    _OPEN.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_sdk_clients() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
 
 MODEL = "claude-sonnet-4-6"
 TOKENIZER = get_tokenizer("anthropic")
@@ -185,7 +170,7 @@ def test_through_the_proxy_the_model_gets_the_cleared_history_and_every_edit_is_
     settings.write_text(POLICY_TOML, encoding="utf-8")
     db = tmp_path / "p.db"
     with ProxyServer(db, upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings) as proxy:
-        client = _opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+        client = opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
                                      default_headers={"X-Ctxdesk-Session": "pol"}))  # fmt: skip
         for rounds in (1, 2, 3):
             sent = body_with(rounds)
@@ -220,7 +205,7 @@ def test_the_settings_file_is_reloaded_and_a_guard_refusal_never_reaches_the_ups
     with ProxyServer(
         tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings
     ) as proxy:
-        client = _opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0))
+        client = opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0))
         client.messages.create(**body_with(6))
         assert len(upstream.requests) == 1
         settings.write_text(
@@ -289,7 +274,7 @@ def test_an_offloaded_result_is_read_back_by_the_proxy_and_the_agent_never_sees_
         server,
         ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
     ):
-        client = _opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+        client = opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
                                      default_headers={"X-Ctxdesk-Session": "off"}))  # fmt: skip
         bash = {"name": "Bash", "description": "Run", "input_schema": {"type": "object"}}
         if stream:
