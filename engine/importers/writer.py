@@ -165,7 +165,8 @@ def write_session(
         )  # fmt: skip
     added = store.append_messages(session_id, messages[start:], tokenizer=tokenizer, usages=usages[start:])
     rows = [*kept, *added]
-    estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
+    with store.batched_costs():  # the calls' request_costs rows in one pass, not one per event
+        estimates = _record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
     _write_blobs(store, session_id, getattr(parsed, "blobs", ()))
     with_usage = [(est, usage) for est, usage in estimates if usage is not None]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from engine.cache_analysis import (
@@ -36,6 +36,9 @@ _COLUMNS = (
     "lost_usd", "gap_s", "cache_explanation", "computed_utc",
 )  # fmt: skip
 
+
+#: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
+_IN_CHUNK = 500
 
 _INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 
@@ -108,69 +111,99 @@ def record_request_cost(conn: sqlite3.Connection, session_id: str, event_id: int
     before migration m003), nothing is written and ``refresh_request_costs`` fills the gap.
     Returns True when a row was written.
     """
+    return record_request_costs(conn, session_id, [event_id]) > 0
+
+
+def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: Sequence[int]) -> int:
+    """``record_request_cost`` for several request events just inserted into one session, in one
+    pass (an import's calls): the rows are those one call per event, in seq order, would write.
+    Returns the number of rows written."""
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
-    if not cur.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
-    ).fetchone():
-        return False
-    event = _event(cur.execute("SELECT * FROM context_events WHERE id = ?", (event_id,)).fetchone())
-    if event.kind != "request" or event.usage is None:
-        return False
+    if (
+        not event_ids
+        or not cur.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
+        ).fetchone()
+    ):
+        return 0
+    new: list[Any] = []
+    for chunk in range(0, len(event_ids), _IN_CHUNK):
+        ids = event_ids[chunk : chunk + _IN_CHUNK]
+        rows = cur.execute(
+            f"SELECT * FROM context_events WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
+        ).fetchall()
+        new += [e for e in map(_event, rows) if e.kind == "request" and e.usage is not None]
+    if not new:
+        return 0
+    new.sort(key=lambda e: e.seq)
     last = cur.execute(
         f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index DESC LIMIT 1", (session_id,)
     ).fetchone()
     before = cur.execute(
         "SELECT id FROM context_events WHERE session_id = ? AND seq < ? AND kind = 'request'"
         " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
-        (session_id, event.seq),
+        (session_id, new[0].seq),
     ).fetchone()
     if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
-        return False  # earlier calls have no rows (made before m003): refresh_request_costs fills them
-    events = [event]
+        return 0  # earlier calls have no rows (made before m003): refresh_request_costs fills them
+    # the previous call (when it has a row), then the compactions between calls: a compaction
+    # before the session's first call does not mark it
+    events = list(new)
+    prev = None
     if last is not None:
         prev = _event(
             cur.execute("SELECT * FROM context_events WHERE id = ?", (last["event_id"],)).fetchone()
         )
-        kinds = sorted(PREFIX_RESET_EVENTS)
-        between = cur.execute(
+        events.append(prev)
+    kinds = sorted(PREFIX_RESET_EVENTS)
+    events += map(
+        _event,
+        cur.execute(
             "SELECT * FROM context_events WHERE session_id = ? AND seq > ? AND seq < ?"
             f" AND kind IN ({', '.join('?' for _ in kinds)})",
-            (session_id, prev.seq, event.seq, *kinds),
-        ).fetchall()
-        events = [prev, *(_event(r) for r in between), event]
-    seqs = [e.message_seq for e in events if e.kind == "request" and e.message_seq is not None]
+            (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
+        ).fetchall(),
+    )
+    seqs = sorted({e.message_seq for e in events if e.kind == "request" and e.message_seq is not None})
     times: dict[int, str] = {}
-    for r in (
-        cur.execute(
-            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in seqs)})",
-            (session_id, *seqs),
-        ).fetchall()
-        if seqs
-        else []
-    ):
-        meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
-        if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
-            times[int(r["seq"])] = meta["timestamp"]
+    for chunk in range(0, len(seqs), _IN_CHUNK):
+        part = seqs[chunk : chunk + _IN_CHUNK]
+        for r in cur.execute(
+            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in part)})",
+            (session_id, *part),
+        ).fetchall():
+            meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
+            if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+                times[int(r["seq"])] = meta["timestamp"]
     model = cur.execute("SELECT model FROM sessions WHERE id = ?", (session_id,)).fetchone()
     calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
     index = last["call_index"] + 1 if last is not None else 0
-    current = dataclasses.replace(calls[-1], index=index)
-    previous = dataclasses.replace(calls[0], index=index - 1) if last is not None else None
-    ttl = TTL_5M_S
+    previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
+    if prev is not None:
+        calls = calls[1:]
     writer = cur.execute(
         f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
         " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1",
         (session_id,),
     ).fetchone()
-    if writer is not None and writer["cache_write_1h_tokens"]:
-        ttl = TTL_1H_S
-    analysis = summarize([classify_call(previous, current, ttl=ttl)], current.cost.total_usd)
-    [row] = cost_rows([current], analysis)
-    values = {**row, "session_id": session_id, "computed_utc": utc_now()}
-    values["ttl_split_known"] = int(bool(values["ttl_split_known"]))
-    conn.execute(_INSERT, [values[c] for c in _COLUMNS])
-    return True
+    ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
+    currents, classified = [], []
+    for offset, call in enumerate(calls):
+        current = dataclasses.replace(call, index=index + offset)
+        classified.append(classify_call(previous, current, ttl=ttl))
+        currents.append(current)
+        if current.cost.cache_write_5m_tokens + current.cost.cache_write_1h_tokens > 0:
+            ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
+        previous = current
+    now = utc_now()
+    values = []
+    for row in cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents))):
+        row = {**row, "session_id": session_id, "computed_utc": now}
+        row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
+        values.append([row[c] for c in _COLUMNS])
+    conn.executemany(_INSERT, values)
+    return len(values)
 
 
 def refresh_request_costs(

@@ -250,6 +250,9 @@ class SessionStore:
     surface), so nothing outside the store writes SQL.
     """
 
+    #: session id -> request event ids whose cost rows wait for the end of ``batched_costs``
+    _pending_costs: dict[str, list[int]] | None = None
+
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
@@ -327,6 +330,25 @@ class SessionStore:
                 except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
                     self._rollback()
                     raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
+
+    @contextmanager
+    def batched_costs(self) -> Iterator[None]:
+        """One write transaction in which request events' ``request_costs`` rows are written
+        together at its end, one pass per session (an import's calls), instead of one by one in
+        ``record_event``; the rows are the same. Nested calls join the outer one."""
+        with self.transaction() as conn:
+            if self._pending_costs is not None:
+                yield
+                return
+            from engine.store.costs import record_request_costs  # costs builds on this module
+
+            self._pending_costs = {}
+            try:
+                yield
+                for session_id, event_ids in self._pending_costs.items():
+                    record_request_costs(conn, session_id, event_ids)
+            finally:
+                self._pending_costs = None
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -519,9 +541,12 @@ class SessionStore:
             except sqlite3.IntegrityError as exc:
                 raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
             if event.kind == "request" and u is not None:  # its cost row (request_costs), same transaction
-                from engine.store.costs import record_request_cost  # costs builds on this module
+                if self._pending_costs is not None:  # written at the end of batched_costs
+                    self._pending_costs.setdefault(session_id, []).append(int(cur.lastrowid or 0))
+                else:
+                    from engine.store.costs import record_request_cost  # costs builds on this module
 
-                record_request_cost(conn, session_id, int(cur.lastrowid or 0))
+                    record_request_cost(conn, session_id, int(cur.lastrowid or 0))
         return int(cur.lastrowid or 0)
 
     def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
