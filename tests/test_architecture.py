@@ -86,7 +86,6 @@ KNOWN_LARGE: set[str] = {
     "engine/proxy/recorder.py",
     "engine/proxy/recorder.py::Recorder",
     "engine/settings.py",
-    "engine/store/postgres.py",
 }
 
 
