@@ -40,6 +40,8 @@ from engine.tokens import Tokenizer
 POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
 #: APIs whose requests policies edit (offload and compaction: Anthropic Messages only, for now).
 POLICY_APIS = (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT, apis.OPENAI_RESPONSES)
+#: Tool results this small are never cleared: the placeholder would cost about as much.
+MIN_CLEAR_TOKENS = 64
 #: Agent sessions whose sticky decisions are remembered (least recently used forgotten first).
 MAX_SESSION_STATES = 2_000
 #: Offloaded results kept in memory for read_result (older ones are read from the database).
@@ -510,7 +512,7 @@ def plan_edits(
         candidates = [
             r for r in results
             if r.tool_use_id not in state.cleared and r.tool_use_id not in keep_ids
-            and (r.name or "") not in clear.exclude_tools
+            and (r.name or "") not in clear.exclude_tools and r.tokens > MIN_CLEAR_TOKENS
         ]  # fmt: skip
         if sum(r.tokens for r in candidates) >= clear.clear_at_least:
             newly = candidates
