@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from engine.convert import anthropic_error_detail
+from engine.convert import anthropic_error_detail, sent_system_text
 from engine.errors import ContextLengthExceededError, ProviderError, ValidationError
 from engine.events import ProviderUsage
 from engine.messages import (
@@ -331,7 +331,11 @@ class ScriptedClient:
         t = self._tokenizer
         total = round(prompt * self.usage_ratio)
         output = round(t.count_message(message) * self.usage_ratio)
-        key = (request.system, tuple(json.dumps(x, sort_keys=True) for x in request.tools),
+        # What a provider caches is what it was sent: the payload's system prompt when there is one
+        # (the context status travels after the conversation there), else the request's own.
+        sent = sent_system_text(dict(request.payload)) if request.payload else None
+        system = request.system if sent is None else sent
+        key = (system, tuple(json.dumps(x, sort_keys=True) for x in request.tools),
                tuple(m.content_hash for m in request.messages))  # fmt: skip
         previous, self._previous = self._previous, key
         if not request.has_cache_breakpoints:
@@ -340,7 +344,7 @@ class ScriptedClient:
         if previous is not None and previous[0] == key[0] and previous[1] == key[1]:
             shared = _common_prefix(previous[2], key[2])
             if shared:
-                cached = t.count(request.system) + t.count_tools(list(request.tools))
+                cached = t.count(system) + t.count_tools(list(request.tools))
                 cached += sum(t.count_message(m) for m in request.messages[:shared])
         cached = min(round(cached * self.usage_ratio), total)
         last = round(t.count_message(request.messages[-1]) * self.usage_ratio) if request.messages else 0

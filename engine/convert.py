@@ -681,3 +681,13 @@ def _apply(document: dict[str, Any], op: dict[str, Any], index: int) -> None:
         raise MessageFormatError(
             f"provider patch does not fit the message ({exc!r})", index=index, field="meta"
         ) from exc
+
+
+def sent_system_text(body: dict[str, Any]) -> str | None:
+    """The system prompt text a Messages API body sends (its text blocks joined by a blank line), None without one."""
+    system = body.get("system")
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return system
+    return "\n\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))

@@ -255,6 +255,24 @@ def _strip_cache_control(messages: list[dict[str, Any]]) -> None:
                         sub.pop("cache_control", None)
 
 
+def volatile_tail(prompt: AssembledPrompt) -> int:
+    """How many of the prompt's last sections are not cacheable (the context status, a scratchpad):
+    they change between calls, so the request sends them after the cached conversation."""
+    count = 0
+    for section in reversed(prompt.sections):
+        if section.is_cacheable:
+            break
+        count += 1
+    return count
+
+
+def _with_trailing_text(message: dict[str, Any], text: str) -> dict[str, Any]:
+    """A copy of a rendered user message with ``text`` as its last block (the dict may be shared)."""
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return {**message, "content": [*blocks, {"type": "text", "text": text}]}
+
+
 def _mark_last_cacheable_message(messages: list[dict[str, Any]]) -> bool:
     """Put a breakpoint on the last block that can carry one; True if one was placed. The marked
     message is replaced by a copy (the dicts may be an AnthropicHistory's, shared between requests)."""
@@ -407,11 +425,18 @@ def build_anthropic_request(
     # The builder leaves room for these two; a prompt built with more keeps its last ones.
     allowed = MAX_CACHE_BREAKPOINTS - used
     system_points = set(prompt.breakpoints[max(0, len(prompt.breakpoints) - allowed) :])
-    if prompt.blocks:
+    system_blocks = list(prompt.blocks)
+    tail = volatile_tail(prompt)
+    if tail and rendered and rendered[-1].get("role") == "user":
+        # What changes every call (the context status) goes after the conversation's breakpoint:
+        # in the system prompt it would sit before every cached message and rebuild them all.
+        system_blocks = system_blocks[: len(system_blocks) - tail]
+        rendered[-1] = _with_trailing_text(rendered[-1], SECTION_SEPARATOR.join(prompt.blocks[-tail:]))
+    if system_blocks:
         body["system"] = [
             {"type": "text", "text": text}
             | ({"cache_control": dict(EPHEMERAL)} if i in system_points else {})
-            for i, text in enumerate(prompt.blocks)
+            for i, text in enumerate(system_blocks)
         ]
     if sent_tools:
         body["tools"] = sent_tools

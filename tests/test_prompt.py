@@ -371,3 +371,49 @@ def test_a_section_of_unknown_kind_falls_back_too():
 def test_good_sections_build_without_events():
     prompt, events = build_prompt_or_concat([PromptSection("base_instructions", "Base.")], tokenizer=TOK)
     assert (prompt.degraded, events, prompt.breakpoints) == (False, [], (0,))
+
+
+def test_the_context_status_is_sent_after_the_cached_conversation_not_in_the_system_prompt():
+    messages = [*history(), user("Now run the whole suite.")]
+    body = to_anthropic_request(full_prompt(), messages, TOOLS, model="claude-sonnet-4-5", max_tokens=1024)
+    system_text = "\n\n".join(b["text"] for b in body["system"])
+    assert SECTIONS["context_status"] not in system_text and SECTIONS["scratchpad"] not in system_text
+    assert SECTIONS["base_instructions"] in system_text
+    last = body["messages"][-1]["content"]
+    assert last[-1] == {"type": "text", "text": f"{SECTIONS['scratchpad']}\n\n{SECTIONS['context_status']}"}
+    assert "cache_control" in last[-2] and "cache_control" not in last[-1]
+    assert count_cache_breakpoints(body) <= MAX_CACHE_BREAKPOINTS
+
+
+def test_a_changed_context_status_keeps_the_previous_requests_cached_prefix_byte_stable():
+    """What the provider caches ends at the last breakpoint: everything before it must not change
+    when only the status changes between two calls."""
+
+    def body(status: str, messages: list[Message]) -> dict:
+        builder = PromptBuilder(TOK)
+        builder.add("base_instructions", SECTIONS["base_instructions"])
+        builder.add("context_status", status)
+        return to_anthropic_request(builder.build(), messages, TOOLS, model="m", max_tokens=64)
+
+    first_messages = [*history(), user("Now run the whole suite.")]
+    first = body("Context: 41% used.", first_messages)
+    second = body("Context: 57% used.", [*first_messages, assistant("Running."), user("And?")])
+
+    def prefix(request: dict) -> str:
+        # the request serialized up to and including the block that carries the conversation's breakpoint
+        text = json.dumps({"system": request["system"], "tools": request["tools"]}, sort_keys=True)
+        for message in request["messages"]:
+            content = message["content"]  # the API reads a string as one text block: compare them so
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            for block in blocks:
+                clean = (
+                    {k: v for k, v in block.items() if k != "cache_control"}
+                    if isinstance(block, dict)
+                    else block
+                )
+                text += json.dumps(clean, sort_keys=True)
+                if isinstance(block, dict) and "cache_control" in block:
+                    return text
+        return text
+
+    assert prefix(second).startswith(prefix(first))

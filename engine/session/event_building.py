@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.budget import ContextBudget
 from engine.clients import ModelRequest, ModelResponse
+from engine.convert import sent_system_text
 from engine.events import ContextEvent
 from engine.prompt import count_cache_breakpoints
 from engine.session.assembly import RequestView
@@ -62,7 +63,7 @@ def request_event(
         ),
         # what the cache analysis compares between calls (engine.cache_analysis): a changed or
         # reordered tool list, a changed system prompt
-        "system_sha256": hashlib.sha256(request.system.encode("utf-8")).hexdigest(),
+        "system_sha256": hashlib.sha256(_sent_system(request).encode("utf-8")).hexdigest(),
         "tools_sha256": hashlib.sha256(
             json.dumps(list(request.tools), sort_keys=True, separators=(",", ":")).encode("utf-8")
         ).hexdigest(),
@@ -141,3 +142,10 @@ def resume_event(
             "status": status,
         },
     )
+
+
+def _sent_system(request: ModelRequest) -> str:
+    """The system prompt the provider received: the payload's (without the volatile context status,
+    which the Anthropic body sends after the conversation), else the request's own text."""
+    sent = sent_system_text(dict(request.payload)) if request.payload else None
+    return request.system if sent is None else sent
