@@ -69,6 +69,11 @@ ANTHROPIC_TOKENS_PER_CHAR = 0.05
 ANTHROPIC_TOOL_BLOCK_TOKENS = 14
 
 _CACHE_MAX_ENTRIES = 500_000
+#: Characters of text whose counts are kept (tool definitions, system prompts and tool results
+#: come back call after call: three quarters of what an import counts is a repeat).
+_TEXT_CACHE_MAX_CHARS = 64_000_000
+#: Shorter texts are counted each time (a lookup saves little there).
+_TEXT_CACHE_MIN_CHARS = 32
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,8 @@ class Tokenizer:
     """Counts tokens of text, messages and tool definitions with one encoding or estimator.
 
     Counts of messages (and their conversation / tool-result split) are cached by content hash,
-    so counting a history that grew by one message costs one message.
+    so counting a history that grew by one message costs one message; counts of longer texts
+    are cached by the text.
     """
 
     def __init__(self, info: TokenizerInfo, count_text: Callable[[str], int]) -> None:
@@ -93,6 +99,8 @@ class Tokenizer:
         # content hash -> (total, tool-result tokens): one entry serves count_message and
         # count_message_parts, so a message's tool-result blocks are counted once.
         self._message_cache: dict[str, tuple[int, int]] = {}
+        self._text_cache: dict[str, int] = {}
+        self._text_cache_chars = 0
         self._lock = threading.Lock()
 
     @property
@@ -111,7 +119,29 @@ class Tokenizer:
         """Tokens in ``text`` (special-token strings are counted as ordinary text)."""
         if not text:
             return 0
-        return self._count_text(text)
+        if len(text) < _TEXT_CACHE_MIN_CHARS:
+            return self._count_text(text)
+        cached = self._text_cache.get(text)
+        if cached is not None:
+            return cached
+        tokens = self._count_text(text)
+        with self._lock:
+            if self._text_cache_chars + len(text) > _TEXT_CACHE_MAX_CHARS:
+                # Drop the oldest half (insertion order: FIFO), as the message cache does.
+                for old in list(self._text_cache)[: len(self._text_cache) // 2 + 1]:
+                    if self._text_cache.pop(old, None) is not None:
+                        self._text_cache_chars -= len(old)
+            if text not in self._text_cache:
+                self._text_cache[text] = tokens
+                self._text_cache_chars += len(text)
+        return tokens
+
+    def clear_cache(self) -> None:
+        """Forget every cached count (benchmarks measure counting from cold)."""
+        with self._lock:
+            self._message_cache.clear()
+            self._text_cache.clear()
+            self._text_cache_chars = 0
 
     # -- messages --------------------------------------------------------------------------
     def count_message(self, message: Message) -> int:
