@@ -59,8 +59,6 @@ SUB_APIS = (
 KNOWN_CYCLES: set[frozenset[str]] = {
     # result's TYPE_CHECKING import of the Summarizer protocol; summarizers imports is_summary_message.
     frozenset({"engine.compaction.result", "engine.compaction.summarizers"}),
-    # record_event writes a request's cost row (lazy import of costs); costs reads through SessionStore.
-    frozenset({"engine.store.costs", "engine.store.sqlite"}),
 }
 #: Non-public names the dashboard or CLI imports (all paid: keep it empty).
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()

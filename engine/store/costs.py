@@ -1,46 +1,27 @@
 """Per-call costs in a session database: read a session's calls, write and read ``request_costs``.
 
 The numbers come from the pure modules (engine.cost, engine.cache_analysis, engine.rollup);
-this module only holds the SQL. ``session_costs`` works on any database (read-only, or made
+this module only holds the SQL. The rows written as request events are recorded live in
+:mod:`engine.store.cost_writer` (re-exported here). ``session_costs`` works on any database (read-only, or made
 before migration m003): it computes from ``context_events``. ``refresh_request_costs`` stores
 the rows (one transaction per call of it), so SQL users and the dashboard can read them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from engine.cache_analysis import (
-    PREFIX_RESET_EVENTS,
-    TTL_1H_S,
-    TTL_5M_S,
     analyze_cache,
     call_records,
-    classify_call,
-    summarize,
 )
 from engine.model_table import ModelTable
 from engine.rollup import SessionCosts, cost_rows
-from engine.store.sqlite import SessionStore, _event, utc_now
-
-COST_TABLE = "request_costs"
-_COLUMNS = (
-    "event_id", "session_id", "call_index", "call_utc", "day", "model", "priced_as", "price_source",
-    "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_5m_tokens",
-    "cache_write_1h_tokens", "ttl_split_known", "input_usd", "output_usd", "cache_read_usd",
-    "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
-    "lost_usd", "gap_s", "cache_explanation", "computed_utc",
-)  # fmt: skip
-
-
-#: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
-_IN_CHUNK = 500
-
-_INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+from engine.store.cost_writer import COST_TABLE, insert_cost_rows, record_request_cost, record_request_costs
+from engine.store.records import utc_now
+from engine.store.sqlite import SessionStore
 
 
 def _tables(store: SessionStore) -> set[str]:
@@ -103,109 +84,6 @@ def project_costs(store: SessionStore, *, table: ModelTable | None = None) -> li
     return [session_costs(store, s.id, table=table) for s in store.list_sessions()]
 
 
-def record_request_cost(conn: sqlite3.Connection, session_id: str, event_id: int) -> bool:
-    """Price and analyse the request event just inserted, inside the writer's transaction.
-
-    Incremental: it reads the session's previous call (its event and stored row), the compactions
-    since, and the two calls' message times. When earlier calls have no row (a database made
-    before migration m003), nothing is written and ``refresh_request_costs`` fills the gap.
-    Returns True when a row was written.
-    """
-    return record_request_costs(conn, session_id, [event_id]) > 0
-
-
-def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: Sequence[int]) -> int:
-    """``record_request_cost`` for several request events just inserted into one session, in one
-    pass (an import's calls): the rows are those one call per event, in seq order, would write.
-    Returns the number of rows written."""
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    if (
-        not event_ids
-        or not cur.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
-        ).fetchone()
-    ):
-        return 0
-    new: list[Any] = []
-    for chunk in range(0, len(event_ids), _IN_CHUNK):
-        ids = event_ids[chunk : chunk + _IN_CHUNK]
-        rows = cur.execute(
-            f"SELECT * FROM context_events WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
-        ).fetchall()
-        new += [e for e in map(_event, rows) if e.kind == "request" and e.usage is not None]
-    if not new:
-        return 0
-    new.sort(key=lambda e: e.seq)
-    last = cur.execute(
-        f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index DESC LIMIT 1", (session_id,)
-    ).fetchone()
-    before = cur.execute(
-        "SELECT id FROM context_events WHERE session_id = ? AND seq < ? AND kind = 'request'"
-        " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
-        (session_id, new[0].seq),
-    ).fetchone()
-    if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
-        return 0  # earlier calls have no rows (made before m003): refresh_request_costs fills them
-    # the previous call (when it has a row), then the compactions between calls: a compaction
-    # before the session's first call does not mark it
-    events = list(new)
-    prev = None
-    if last is not None:
-        prev = _event(
-            cur.execute("SELECT * FROM context_events WHERE id = ?", (last["event_id"],)).fetchone()
-        )
-        events.append(prev)
-    kinds = sorted(PREFIX_RESET_EVENTS)
-    events += map(
-        _event,
-        cur.execute(
-            "SELECT * FROM context_events WHERE session_id = ? AND seq > ? AND seq < ?"
-            f" AND kind IN ({', '.join('?' for _ in kinds)})",
-            (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
-        ).fetchall(),
-    )
-    seqs = sorted({e.message_seq for e in events if e.kind == "request" and e.message_seq is not None})
-    times: dict[int, str] = {}
-    for chunk in range(0, len(seqs), _IN_CHUNK):
-        part = seqs[chunk : chunk + _IN_CHUNK]
-        for r in cur.execute(
-            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in part)})",
-            (session_id, *part),
-        ).fetchall():
-            meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
-            if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
-                times[int(r["seq"])] = meta["timestamp"]
-    model = cur.execute("SELECT model FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
-    index = last["call_index"] + 1 if last is not None else 0
-    previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
-    if prev is not None:
-        calls = calls[1:]
-    writer = cur.execute(
-        f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
-        " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
-    currents, classified = [], []
-    for offset, call in enumerate(calls):
-        current = dataclasses.replace(call, index=index + offset)
-        classified.append(classify_call(previous, current, ttl=ttl))
-        currents.append(current)
-        if current.cost.cache_write_5m_tokens + current.cost.cache_write_1h_tokens > 0:
-            ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
-        previous = current
-    now = utc_now()
-    values = []
-    for row in cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents))):
-        row = {**row, "session_id": session_id, "computed_utc": now}
-        row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
-        values.append([row[c] for c in _COLUMNS])
-    conn.executemany(_INSERT, values)
-    return len(values)
-
-
 def refresh_request_costs(
     store: SessionStore, session_ids: Iterable[str] | None = None, *, table: ModelTable | None = None
 ) -> int:
@@ -217,13 +95,9 @@ def refresh_request_costs(
     with store.transaction() as conn:
         for s in computed:
             conn.execute(f"DELETE FROM {COST_TABLE} WHERE session_id = ?", (s.session_id,))
-            for row in s.rows:
-                if row["event_id"] is None:
-                    continue
-                values = {**row, "session_id": s.session_id, "computed_utc": now}
-                values["ttl_split_known"] = int(bool(values["ttl_split_known"]))
-                conn.execute(_INSERT, [values[c] for c in _COLUMNS])
-                written += 1
+            written += insert_cost_rows(
+                conn, [r for r in s.rows if r["event_id"] is not None], s.session_id, now
+            )
     return written
 
 
@@ -233,3 +107,16 @@ def stored_request_costs(store: SessionStore, session_id: str) -> list[dict[str,
         return []
     rows = store._read(f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index", (session_id,))
     return [dict(r) for r in rows]
+
+
+__all__ = [
+    "COST_TABLE",
+    "exact_requests",
+    "message_times",
+    "project_costs",
+    "record_request_cost",
+    "record_request_costs",
+    "refresh_request_costs",
+    "session_costs",
+    "stored_request_costs",
+]

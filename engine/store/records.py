@@ -1,8 +1,10 @@
-"""Typed rows of the session database, and the JSON form of messages stored in it."""
+"""Typed rows of the session database, the JSON form of messages stored in it, and the row
+converters both stores (and the cost writer) share."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -159,3 +161,56 @@ class ToolRecord(_Row):
     server: str | None = None
     tokens: int = 0
     definition: dict[str, Any] = {}
+
+
+# -- row converters shared by the stores ---------------------------------------------------------
+
+
+def utc_now() -> str:
+    """Now, as the ``*_utc`` columns store it (ISO-8601, microseconds, ``Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def loads_json(text: str | None, where: str) -> Any:
+    """Parse a stored JSON column; malformed JSON is a StoreError naming ``where``."""
+    if text is None:
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"malformed JSON in {where}: {exc}") from exc
+
+
+def usage_from_row(d: dict[str, Any]) -> ProviderUsage | None:
+    """The provider usage columns of a messages/context_events row (None when all are NULL)."""
+    values = [d.get(f"provider_{k}_tokens") for k in ("input", "output", "cache_read", "cache_creation")]
+    if all(v is None for v in values):
+        return None
+    i, o, r, c = (v or 0 for v in values)
+    return ProviderUsage(
+        input_tokens=i, output_tokens=o, cache_read_input_tokens=r, cache_creation_input_tokens=c
+    )
+
+
+def event_from_row(r: Any) -> StoredEvent:
+    """A ``context_events`` row (sqlite3.Row or the PostgreSQL store's row) as a StoredEvent."""
+    d = dict(r)
+    has_components = d["system_tokens"] is not None
+    components = (
+        ComponentTokens(
+            system=d["system_tokens"] or 0, skills=d["skills_tokens"] or 0, tools=d["tools_tokens"] or 0,
+            summary=d["summary_tokens"] or 0, conversation=d["conversation_tokens"] or 0,
+            tool_results=d["tool_results_tokens"] or 0, offloaded_bytes=d["offloaded_bytes"] or 0,
+        )
+        if has_components
+        else None
+    )  # fmt: skip
+    return StoredEvent(
+        id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
+        trigger=d["trigger"], outcome=d["outcome"], reason=d["reason"], provider=d["provider"], model=d["model"],
+        context_window=d["context_window"], max_output_tokens=d["max_output_tokens"],
+        buffer_tokens=d["buffer_tokens"], limit_tokens=d["limit_tokens"], projected_tokens=d["projected_tokens"],
+        remaining_tokens=d["remaining_tokens"], components=components, usage=usage_from_row(d),
+        message_seq=d["message_seq"], details=loads_json(d["details_json"], f"context_events row {d['id']}") or {},
+        created_utc=d["created_utc"],
+    )  # fmt: skip

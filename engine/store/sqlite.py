@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +47,12 @@ from engine.store.records import (
     ToolRecord,
     content_from_json,
     content_to_json,
+    event_from_row,
+    loads_json,
     message_to_json,
     messages_from_json_text,
+    usage_from_row,
+    utc_now,
 )
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.tokens import Tokenizer
@@ -59,10 +62,6 @@ logger = logging.getLogger(__name__)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
 PREVIEW_CHARS = 200
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def message_kind(message: Message) -> str:
@@ -340,7 +339,7 @@ class SessionStore:
             if self._pending_costs is not None:
                 yield
                 return
-            from engine.store.costs import record_request_costs  # costs builds on this module
+            from engine.store.cost_writer import record_request_costs  # cost analysis loaded on first use
 
             self._pending_costs = {}
             try:
@@ -544,7 +543,9 @@ class SessionStore:
                 if self._pending_costs is not None:  # written at the end of batched_costs
                     self._pending_costs.setdefault(session_id, []).append(int(cur.lastrowid or 0))
                 else:
-                    from engine.store.costs import record_request_cost  # costs builds on this module
+                    from engine.store.cost_writer import (
+                        record_request_cost,  # cost analysis loaded on first use
+                    )
 
                     record_request_cost(conn, session_id, int(cur.lastrowid or 0))
         return int(cur.lastrowid or 0)
@@ -555,7 +556,7 @@ class SessionStore:
         if kind:
             sql += " AND kind = ?"
             params.append(kind)
-        return [_event(r) for r in self._read(sql + " ORDER BY seq", params)]
+        return [event_from_row(r) for r in self._read(sql + " ORDER BY seq", params)]
 
     # -- snapshots -----------------------------------------------------------------------
     def write_snapshot(
@@ -791,7 +792,7 @@ class SessionStore:
         return [
             ToolRecord(
                 name=r["name"], category=r["category"], server=r["server"], tokens=r["tokens"],
-                definition=_loads(r["definition_json"], "session_tools.definition_json"),
+                definition=loads_json(r["definition_json"], "session_tools.definition_json"),
             )
             for r in rows
         ]  # fmt: skip
@@ -804,68 +805,26 @@ def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _loads(text: str | None, where: str) -> Any:
-    if text is None:
-        return {}
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"malformed JSON in {where}: {exc}") from exc
-
-
 def _session(r: sqlite3.Row) -> SessionRecord:
     d = dict(r)
-    d["settings"] = _loads(d.pop("settings_json"), f"sessions.settings_json ({d['id']})") or {}
-    d["metadata"] = _loads(d.pop("metadata_json"), f"sessions.metadata_json ({d['id']})") or {}
+    d["settings"] = loads_json(d.pop("settings_json"), f"sessions.settings_json ({d['id']})") or {}
+    d["metadata"] = loads_json(d.pop("metadata_json"), f"sessions.metadata_json ({d['id']})") or {}
     d["tokens_exact"] = bool(d["tokens_exact"])
     return SessionRecord(**d)
-
-
-def _usage(d: dict[str, Any]) -> ProviderUsage | None:
-    values = [d.get(f"provider_{k}_tokens") for k in ("input", "output", "cache_read", "cache_creation")]
-    if all(v is None for v in values):
-        return None
-    i, o, r, c = (v or 0 for v in values)
-    return ProviderUsage(
-        input_tokens=i, output_tokens=o, cache_read_input_tokens=r, cache_creation_input_tokens=c
-    )
 
 
 def _stored_message(r: sqlite3.Row, path: Path) -> StoredMessage:
     d = dict(r)
     where = f"messages row {d['id']} ({path.name})"
     content = content_from_json(d["content_json"], where=where)
-    meta = _loads(d["meta_json"], where) if d["meta_json"] else {}
+    meta = loads_json(d["meta_json"], where) if d["meta_json"] else {}
     message = Message(
         role=d["role"], content=content, id=d["message_uid"], pinned=bool(d["pinned"]), meta=meta
     )
     return StoredMessage(
         id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
         tokens=d["tokens"], tool_result_tokens=d["tool_result_tokens"], tokenizer=d["tokenizer"], message=message,
-        usage=_usage(d), created_utc=d["created_utc"],
-    )  # fmt: skip
-
-
-def _event(r: sqlite3.Row) -> StoredEvent:
-    d = dict(r)
-    has_components = d["system_tokens"] is not None
-    components = (
-        ComponentTokens(
-            system=d["system_tokens"] or 0, skills=d["skills_tokens"] or 0, tools=d["tools_tokens"] or 0,
-            summary=d["summary_tokens"] or 0, conversation=d["conversation_tokens"] or 0,
-            tool_results=d["tool_results_tokens"] or 0, offloaded_bytes=d["offloaded_bytes"] or 0,
-        )
-        if has_components
-        else None
-    )  # fmt: skip
-    return StoredEvent(
-        id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
-        trigger=d["trigger"], outcome=d["outcome"], reason=d["reason"], provider=d["provider"], model=d["model"],
-        context_window=d["context_window"], max_output_tokens=d["max_output_tokens"],
-        buffer_tokens=d["buffer_tokens"], limit_tokens=d["limit_tokens"], projected_tokens=d["projected_tokens"],
-        remaining_tokens=d["remaining_tokens"], components=components, usage=_usage(d),
-        message_seq=d["message_seq"], details=_loads(d["details_json"], f"context_events row {d['id']}") or {},
-        created_utc=d["created_utc"],
+        usage=usage_from_row(d), created_utc=d["created_utc"],
     )  # fmt: skip
 
 

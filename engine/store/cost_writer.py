@@ -1,0 +1,149 @@
+"""The ``request_costs`` rows of request events as they are recorded (migration m003).
+
+``SessionStore.record_event`` (and ``batched_costs`` for an import's calls) calls
+:func:`record_request_costs` inside its own transaction: the connection is all it needs, so the
+store does not depend on :mod:`engine.store.costs` (which reads and refreshes through a store).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from engine.cache_analysis import (
+    PREFIX_RESET_EVENTS,
+    TTL_1H_S,
+    TTL_5M_S,
+    call_records,
+    classify_call,
+    summarize,
+)
+from engine.rollup import cost_rows
+from engine.store.records import event_from_row, utc_now
+
+COST_TABLE = "request_costs"
+_COLUMNS = (
+    "event_id", "session_id", "call_index", "call_utc", "day", "model", "priced_as", "price_source",
+    "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_5m_tokens",
+    "cache_write_1h_tokens", "ttl_split_known", "input_usd", "output_usd", "cache_read_usd",
+    "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
+    "lost_usd", "gap_s", "cache_explanation", "computed_utc",
+)  # fmt: skip
+
+
+#: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
+_IN_CHUNK = 500
+
+_INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+
+
+def insert_cost_rows(conn: Any, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
+    """Insert cost rows (as :func:`engine.rollup.cost_rows` gives them) of one session; rows written."""
+    values = []
+    for row in rows:
+        row = {**row, "session_id": session_id, "computed_utc": now}
+        row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
+        values.append([row[c] for c in _COLUMNS])
+    if values:
+        conn.executemany(_INSERT, values)
+    return len(values)
+
+
+def record_request_cost(conn: sqlite3.Connection, session_id: str, event_id: int) -> bool:
+    """Price and analyse the request event just inserted, inside the writer's transaction.
+
+    Incremental: it reads the session's previous call (its event and stored row), the compactions
+    since, and the two calls' message times. When earlier calls have no row (a database made
+    before migration m003), nothing is written and ``refresh_request_costs`` fills the gap.
+    Returns True when a row was written.
+    """
+    return record_request_costs(conn, session_id, [event_id]) > 0
+
+
+def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: Sequence[int]) -> int:
+    """``record_request_cost`` for several request events just inserted into one session, in one
+    pass (an import's calls): the rows are those one call per event, in seq order, would write.
+    Returns the number of rows written."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    if (
+        not event_ids
+        or not cur.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
+        ).fetchone()
+    ):
+        return 0
+    new: list[Any] = []
+    for chunk in range(0, len(event_ids), _IN_CHUNK):
+        ids = event_ids[chunk : chunk + _IN_CHUNK]
+        rows = cur.execute(
+            f"SELECT * FROM context_events WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
+        ).fetchall()
+        new += [e for e in map(event_from_row, rows) if e.kind == "request" and e.usage is not None]
+    if not new:
+        return 0
+    new.sort(key=lambda e: e.seq)
+    last = cur.execute(
+        f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index DESC LIMIT 1", (session_id,)
+    ).fetchone()
+    before = cur.execute(
+        "SELECT id FROM context_events WHERE session_id = ? AND seq < ? AND kind = 'request'"
+        " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
+        (session_id, new[0].seq),
+    ).fetchone()
+    if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
+        return 0  # earlier calls have no rows (made before m003): refresh_request_costs fills them
+    # the previous call (when it has a row), then the compactions between calls: a compaction
+    # before the session's first call does not mark it
+    events = list(new)
+    prev = None
+    if last is not None:
+        prev = event_from_row(
+            cur.execute("SELECT * FROM context_events WHERE id = ?", (last["event_id"],)).fetchone()
+        )
+        events.append(prev)
+    kinds = sorted(PREFIX_RESET_EVENTS)
+    events += map(
+        event_from_row,
+        cur.execute(
+            "SELECT * FROM context_events WHERE session_id = ? AND seq > ? AND seq < ?"
+            f" AND kind IN ({', '.join('?' for _ in kinds)})",
+            (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
+        ).fetchall(),
+    )
+    seqs = sorted({e.message_seq for e in events if e.kind == "request" and e.message_seq is not None})
+    times: dict[int, str] = {}
+    for chunk in range(0, len(seqs), _IN_CHUNK):
+        part = seqs[chunk : chunk + _IN_CHUNK]
+        for r in cur.execute(
+            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in part)})",
+            (session_id, *part),
+        ).fetchall():
+            meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
+            if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+                times[int(r["seq"])] = meta["timestamp"]
+    model = cur.execute("SELECT model FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
+    index = last["call_index"] + 1 if last is not None else 0
+    previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
+    if prev is not None:
+        calls = calls[1:]
+    writer = cur.execute(
+        f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
+        " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
+    currents, classified = [], []
+    for offset, call in enumerate(calls):
+        current = dataclasses.replace(call, index=index + offset)
+        classified.append(classify_call(previous, current, ttl=ttl))
+        currents.append(current)
+        if current.cost.cache_write_5m_tokens + current.cost.cache_write_1h_tokens > 0:
+            ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
+        previous = current
+    rows = cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
+    return insert_cost_rows(conn, rows, session_id, utc_now())
