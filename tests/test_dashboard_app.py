@@ -167,7 +167,11 @@ def test_compaction_preview_writes_nothing_and_apply_writes_a_snapshot(db: Path)
     assert rows == [("sliding_window",)]
     at.run()
     assert "Past compactions" in [s.value for s in at.subheader]
-    assert list(at.dataframe[-2].value["trigger"]) == ["manual"]
+    past = next(d.value for d in at.dataframe if "trigger" in d.value.columns)
+    assert list(past["trigger"]) == ["manual"]
+    # Message by message: what the applied sliding window removed, the rest kept.
+    changed = next(d.value for d in at.dataframe if {"change", "text_preview"} <= set(d.value.columns))
+    assert set(changed["change"]) == {"removed or summarized"} and len(changed) == 16 - 4
 
 
 def test_restore_writes_a_restore_snapshot(db: Path) -> None:

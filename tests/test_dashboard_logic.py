@@ -606,3 +606,22 @@ def test_no_suggestion_asks_for_an_offload_threshold_already_in_force() -> None:
         "result_offload_threshold below 16,384 bytes (now 16,384): the output of about 4,891 tokens stayed "
         "under it; offloaded, it would have saved about 4,851 tokens"
     ]
+
+
+def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer_and_reserve() -> None:
+    components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
+    fig = charts.context_now_bar(
+        components, context_window=16_000, max_output_tokens=4_096, buffer_tokens=256, limit=11_648,
+        compact_threshold=0.95,
+    )  # fmt: skip
+    parts = {t.name: t.x[0] for t in fig.data}
+    assert sum(parts.values()) == 16_000
+    assert parts["Free space"] == int(11_648 * 0.95) - 9_000
+    assert parts["Auto-compact headroom"] == 11_648 - int(11_648 * 0.95)
+    assert parts["Output reserve"] == 4_096 and parts["Safety buffer"] == 256
+    unknown = charts.context_now_bar(
+        components, context_window=None, max_output_tokens=None, buffer_tokens=None, limit=None,
+        compact_threshold=0.95,
+    )  # fmt: skip
+    assert "no window recorded" in unknown.layout.title.text
+    assert {t.name for t in unknown.data} == {charts.COMPONENT_LABELS[c] for c in components}

@@ -53,6 +53,38 @@ def strategy_settings(name: str) -> dict[str, Any]:
     return values
 
 
+def message_diff(details: dict[str, Any]) -> None:
+    """Message by message, what a compaction (ours or the agent's own) did: removed or summarized,
+    cleared to a placeholder, and what it kept; with token counts before and after."""
+    removed = [int(s) for s in details.get("removed_message_seqs") or []]
+    cleared = [int(s) for s in details.get("cleared_message_seqs") or []]
+    before, after = details.get("before_tokens"), details.get("after_tokens")
+    if before is not None and after is not None:
+        st.text(f"Tokens: {int(before):,} before -> {int(after):,} after ({int(after) - int(before):+,}).")
+    if not removed and not cleared:
+        st.caption("This compaction recorded no message-level changes.")
+        return
+    rows = state.query("messages_by_seq", ref.db, ref.session_id, tuple(sorted({*removed, *cleared})))
+    if rows.empty:
+        return
+    what = {s: "removed or summarized" for s in removed} | {s: "cleared to a placeholder" for s in cleared}
+    rows = rows.assign(change=[what.get(int(s), "") for s in rows["seq"]])
+    st.markdown(
+        f"**Messages: {len(removed)} removed or summarized, {len(cleared)} cleared**"
+        " (every message after them was kept as it was)"
+    )
+    st.dataframe(
+        display.for_table(rows), hide_index=True, key="cmp_past_messages",
+        column_order=["seq", "turn", "change", "role", "kind", "tokens", "tool_names", "text_preview"],
+        column_config={
+            "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
+            "change": st.column_config.TextColumn("Change", width=170),
+            "tokens": st.column_config.NumberColumn("Tokens", format="localized"),
+            "text_preview": st.column_config.TextColumn("Preview", width="large"),
+        },
+    )  # fmt: skip
+
+
 def snapshot_label(snap: Any) -> str:
     what = "restored" if snap.strategy == "restore" else snap.strategy
     return (
@@ -252,5 +284,7 @@ else:
             diff.assign(change=diff["after"] - diff["before"]), hide_index=True,
             column_config={c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "after", "change")},
         )  # fmt: skip
+    message_diff(details)
     if details.get("summary"):
+        st.markdown("**Summary that replaced them**")
         st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)

@@ -9,7 +9,7 @@ import streamlit as st
 from dashboard import analysis, charts, display, state
 from engine.errors import ContextDeskError
 from engine.findings import Finding
-from engine.settings import resolve_model_settings
+from engine.settings import DEFAULT_COMPACT_THRESHOLD, resolve_model_settings
 
 TURN_KEY = "timeline_turn"
 CALL_KEY = "timeline_call"
@@ -49,6 +49,11 @@ def edited_projection(turns, unit):
     checks = state.query("events", ref.db, ref.session_id, ("guard", "request"))
     demand = analysis.step_demand(checks, turns, unit)
     return analysis.project_timeline(turns, resolved, unit=unit, demand=demand)
+
+
+def _whole(value: object) -> int | None:
+    value = display.value_or_none(value)
+    return None if value is None else int(value)
 
 
 def _step_picked() -> None:
@@ -122,6 +127,17 @@ def timeline_panel() -> None:
     if all(v == v and v is not None for v in prompt):
         cols[2].metric("Provider prompt", f"{int(sum(prompt)):,}", help="input + cache reads + cache writes")
     cols[3].metric("Model calls in turn", int(r["requests"]))
+    recorded = analysis.settings_for_model(
+        state.query("session_settings", ref.db, ref.session_id), display.value_or_none(r.get("model"))
+    )
+    window = {f: _whole(r.get(f)) for f in ("context_window", "max_output_tokens", "buffer_tokens")}
+    st.plotly_chart(
+        charts.context_now_bar(
+            {c: int(r[c]) for c in charts.COMPONENT_LABELS}, **window, limit=_whole(r.get("limit_tokens")),
+            compact_threshold=float(recorded.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
+        ),
+        key=f"timeline_now_{unit}",
+    )  # fmt: skip
     sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
     st.subheader(f"What was sent at turn {turn}" + (f" (call {step})" if by_call else ""))
     show_findings(found, turn)
