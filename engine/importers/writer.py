@@ -9,7 +9,6 @@ provider's usage sits beside it, so the timeline shows estimate and truth togeth
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -225,28 +224,13 @@ def _appended_to(
         for row in tail
     ):
         return None
-    with store.transaction() as conn:
-        sizes = conn.execute(
-            "SELECT seq, turn_index, tokens, tool_result_tokens FROM messages WHERE session_id = ? ORDER BY seq",
-            (session_id,),
-        ).fetchall()
-    return [_KeptRow(store, session_id, *row) for row in sizes]
+    return [_KeptRow(store, session_id, *row) for row in store.message_sizes(session_id)]
 
 
 def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
     """Drop transcript rows from ``from_seq`` on, with the events an import recorded for them."""
-    with store.transaction() as conn:  # plain SQL both SQLite and the PostgreSQL backend speak
-        conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, from_seq))
-        events = conn.execute(
-            "SELECT id, details_json FROM context_events WHERE session_id = ? AND message_seq >= ?",
-            (session_id, from_seq),
-        ).fetchall()
-        for event_id, details_json in events:
-            details = json.loads(details_json) if details_json else {}
-            if isinstance(details, dict) and str(details.get("source", "")).startswith("import:"):
-                # with its exact request (Claude Code 2.1.3xx, rebuilt by the parser)
-                conn.execute("DELETE FROM model_requests WHERE event_id = ?", (event_id,))
-                conn.execute("DELETE FROM context_events WHERE id = ?", (event_id,))
+    # an import's events go with their exact requests (Claude Code 2.1.3xx, rebuilt by the parser)
+    store.truncate_messages(session_id, from_seq, event_source="import:")
 
 
 def _record_requests(

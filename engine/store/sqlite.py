@@ -506,6 +506,29 @@ class SessionStore:
     def message_count(self, session_id: str) -> int:
         return int(self._read("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,))[0][0])
 
+    def message_sizes(self, session_id: str) -> list[tuple[int, int, int, int]]:
+        """(seq, turn_index, tokens, tool_result_tokens) of every message, in order (no content read)."""
+        rows = self._read(
+            "SELECT seq, turn_index, tokens, tool_result_tokens FROM messages WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def truncate_messages(self, session_id: str, from_seq: int, *, event_source: str) -> None:
+        """Drop the transcript from ``from_seq`` on, with the events about those messages whose
+        ``details.source`` starts with ``event_source`` (and their exact requests); other events stay."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, from_seq))
+            events = conn.execute(
+                "SELECT id, details_json FROM context_events WHERE session_id = ? AND message_seq >= ?",
+                (session_id, from_seq),
+            ).fetchall()
+            for event_id, details_json in events:
+                details = json.loads(details_json) if details_json else {}
+                if isinstance(details, dict) and str(details.get("source", "")).startswith(event_source):
+                    conn.execute("DELETE FROM model_requests WHERE event_id = ?", (event_id,))
+                    conn.execute("DELETE FROM context_events WHERE id = ?", (event_id,))
+
     # -- events --------------------------------------------------------------------------
     def record_event(self, session_id: str, event: ContextEvent) -> int:
         c = event.components or ComponentTokens()
