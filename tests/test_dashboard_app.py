@@ -465,3 +465,17 @@ def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(db: Path
     assert _field(at, "context_window").value == str(wanted)
     assert any("unsaved change" in str(c.value) for c in at.caption)
     assert not (tmp_path / "config" / "settings.toml").exists()  # nothing written until Save
+
+
+def test_session_filters_live_in_the_url_both_ways(db: Path) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["q"] = "quarterly"
+    at.query_params["sort"] = "turns"
+    at.run()
+    _ok(at)
+    assert list(at.dataframe[0].value["session_id"]) == ["sess-report"]
+    assert at.selectbox(key="sessions_sort").value == "turns"
+    at.text_input(key="sessions_search").input("").run()
+    at.toggle(key="sessions_stopped").set_value(True).run()
+    assert "q" not in at.query_params
+    assert at.query_params["stopped"] in ("1", ["1"])

@@ -19,6 +19,30 @@ c2.metric("Messages", f"{int(df['messages'].sum()):,}")
 c3.metric("Forced final turns", f"{int(df['forced_final'].sum()):,}")
 c4.metric("Offloaded", f"{int(df['offloaded_bytes'].sum()) / 1024:,.1f} KiB")
 
+SORT_OPTIONS = [
+    "updated_utc", "peak_usage_pct", "turns", "messages", "compactions", "forced_final", "offloaded_bytes", "title",
+]  # fmt: skip
+# Filters live in the URL (?q=...&model=...&status=...&db=...&sort=...&stopped=1), so a view can be
+# shared; the link sets them once, later edits write them back.
+URL_FILTERS = {"sessions_search": "q", "sessions_models": "model", "sessions_status": "status",
+               "sessions_dbs": "db", "sessions_sort": "sort", "sessions_stopped": "stopped"}  # fmt: skip
+if not st.session_state.get("_sessions_url_read"):
+    st.session_state["_sessions_url_read"] = True
+    for key, param in URL_FILTERS.items():
+        values = st.query_params.get_all(param)
+        if not values:
+            continue
+        if key in ("sessions_models", "sessions_status", "sessions_dbs"):
+            column = {"sessions_models": "model", "sessions_status": "status", "sessions_dbs": "db"}[key]
+            st.session_state[key] = [v for v in values if v in set(df[column].dropna())]
+        elif key == "sessions_stopped":
+            st.session_state[key] = values[0] in ("1", "true")
+        elif key == "sessions_sort":
+            if values[0] in SORT_OPTIONS:
+                st.session_state[key] = values[0]
+        else:
+            st.session_state[key] = values[0]
+
 with st.container(border=True):
     f1, f2, f3, f4 = st.columns([3, 2, 2, 2])
     text = f1.text_input("Search title or id", key="sessions_search")
@@ -26,24 +50,18 @@ with st.container(border=True):
     statuses = f3.multiselect("Status", sorted(df["status"].dropna().unique()), key="sessions_status")
     dbs = f4.multiselect("Database", sorted(df["db"].unique()), key="sessions_dbs")
     s1, s2, s3 = st.columns([3, 2, 2])
-    sort_by = s1.selectbox(
-        "Sort by",
-        [
-            "updated_utc",
-            "peak_usage_pct",
-            "turns",
-            "messages",
-            "compactions",
-            "forced_final",
-            "offloaded_bytes",
-            "title",
-        ],
-        key="sessions_sort",
-    )
+    sort_by = s1.selectbox("Sort by", SORT_OPTIONS, key="sessions_sort")
     descending = s2.toggle("Descending", value=True, key="sessions_desc")
     only_stopped = s3.toggle("Only sessions that stopped", key="sessions_stopped")
     s3.toggle("Sub-agents under their parent", value=True, key="sessions_tree")
 
+for key, param in URL_FILTERS.items():
+    value = st.session_state.get(key)
+    default = {"sessions_sort": "updated_utc", "sessions_stopped": False}.get(key)
+    if value in (None, "", [], default):
+        st.query_params.pop(param, None)
+    else:
+        st.query_params[param] = ("1" if value is True else value) if not isinstance(value, list) else value
 view = data.filter_sessions(
     df,
     data.SessionFilter(text, tuple(models), tuple(statuses), tuple(dbs), only_stopped),
