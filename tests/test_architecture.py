@@ -37,8 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "decisions",
         (
-            "engine.compaction", "engine.offload", "engine.deferral", "engine.prompt", "engine.clients",
-            "engine.clients_openai",
+            "engine.compaction", "engine.offload", "engine.deferral", "engine.tool_ranking", "engine.prompt",
+            "engine.clients", "engine.clients_openai",
         ),
     ),
     ("guard", ("engine.guard",)),
@@ -73,7 +73,6 @@ KNOWN_LARGE: set[str] = {
     "engine/compaction/offline.py",
     "engine/compaction/operations.py",
     "engine/compaction/strategies.py",
-    "engine/deferral.py",
     "engine/importers/claude_code.py",
     "engine/importers/detect.py",
     "engine/importers/writer.py",
