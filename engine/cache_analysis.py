@@ -9,6 +9,10 @@ counted as lost), a model switch, TTL expiry (gap since the previous call >= its
 prefix change (which part changed first: system prompt, tool definitions, an earlier message or
 tool result), else breakpoint placement. A call that re-sent the previous prompt as uncached
 input instead is an ``uncached_prefix`` (no breakpoint covered it).
+
+One concept over ~400 lines: why each call did or did not read the cache. The call record, the
+classification rules and their explanations, and the reading of call records from events are
+kept together because each cause is defined by the fields the record carries.
 """
 
 from __future__ import annotations
