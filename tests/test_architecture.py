@@ -74,7 +74,6 @@ KNOWN_LARGE: set[str] = {
     "engine/compaction/strategies.py",
     "engine/importers/claude_code.py",
     "engine/importers/detect.py",
-    "engine/importers/writer.py",
     "engine/offload.py",
     "engine/prompt.py",
     "engine/proxy/apis.py",
