@@ -75,7 +75,6 @@ KNOWN_LARGE: set[str] = {
     "engine/importers/claude_code.py",
     "engine/importers/detect.py",
     "engine/offload.py",
-    "engine/prompt.py",
     "engine/proxy/apis.py",
     "engine/proxy/policies.py",
     "engine/proxy/recorder.py",
