@@ -40,7 +40,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 START_TIMEOUT_S = 60
 UI_TIMEOUT_MS = 60_000
 MAX_SHOT_HEIGHT = 8_000
-PAGES = ("", "timeline", "why_stop", "compaction", "offloaded", "tools", "model_settings")
+PAGES = (
+    "",
+    "timeline",
+    "why_stop",
+    "compaction",
+    "offloaded",
+    "tools",
+    "requests",
+    "data_browser",
+    "model_settings",
+)
 FINDINGS_FILL = "242, 183, 1"  # charts.FINDINGS_STYLE colour as the browser reports it
 
 
@@ -103,11 +113,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
         yield {**server, "db": db}
 
 
-@pytest.fixture(scope="module")
-def served_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    """The app over a copy of the bundled sample data in data/ (what `ctxdesk dashboard` opens)."""
-    base = tmp_path_factory.mktemp("browser_sample")
-    data_dir = base / "data"
+def _copy_sample_data(data_dir: Path) -> Path:
+    """A copy of the bundled sample databases in ``data_dir``."""
     data_dir.mkdir()
     for sample in sorted(SAMPLE_DATA.glob("*.db")):
         # Through SQLite's backup, so commits still in the sample's WAL come along.
@@ -117,6 +124,14 @@ def served_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
             closing(sqlite3.connect(data_dir / sample.name)) as dst,
         ):
             src.backup(dst)
+    return data_dir
+
+
+@pytest.fixture(scope="module")
+def served_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The app over a copy of the bundled sample data in data/ (what `ctxdesk dashboard` opens)."""
+    base = tmp_path_factory.mktemp("browser_sample")
+    data_dir = _copy_sample_data(base / "data")
     with _serve([data_dir], base) as server:
         yield {**server, "data": data_dir}
 
@@ -165,11 +180,15 @@ def _open(page: object, url: str) -> None:
 
 
 def _settle(page: object) -> None:
-    """Wait until the script run finishes (Streamlit shows a status widget while running)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=UI_TIMEOUT_MS
+    """Wait until the script run finishes: no status widget (shown while a run is going) and no
+    spinner (a fragment or a cached query still working), twice in a row a moment apart."""
+    idle = (
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('[data-testid=\"stSpinner\"]')"
     )
+    for _ in range(2):
+        page.wait_for_timeout(300)
+        page.wait_for_function(idle, timeout=UI_TIMEOUT_MS)
 
 
 #: How long a clicked action may take to show its outcome (a click that was dropped never does).
@@ -440,9 +459,13 @@ def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(
     box = diamonds[-1].bounding_box()
     page.mouse.move(box["x"] - 60, box["y"] + 80)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=10)
-    hover = page.locator(".hoverlayer").get_by_text(re.compile("read 2 times with identical output"))
+    hover = (
+        page.locator(".js-plotly-plot")
+        .first.locator(".hoverlayer")
+        .get_by_text(re.compile("read 2 times with identical output"))
+    )
     hover.first.wait_for()
-    assert "&quot;" not in page.locator(".hoverlayer").text_content()
+    assert "&quot;" not in page.locator(".js-plotly-plot").first.locator(".hoverlayer").text_content()
     _shot(page, "timeline_findings_hover")
     turn = page.get_by_label("Turn", exact=True)
     turn.fill("3")
@@ -662,15 +685,7 @@ def test_why_did_it_stop_and_the_what_if_agree_with_what_the_demo_did(
     tmp_path_factory: pytest.TempPathFactory, page: object
 ) -> None:
     base = tmp_path_factory.mktemp("browser_demo_settings")
-    data_dir = base / "data"
-    data_dir.mkdir()
-    for sample in sorted(SAMPLE_DATA.glob("*.db")):
-        source = f"{sample.resolve().as_uri()}?mode=ro"
-        with (
-            closing(sqlite3.connect(source, uri=True)) as src,
-            closing(sqlite3.connect(data_dir / sample.name)) as dst,
-        ):
-            src.backup(dst)
+    data_dir = _copy_sample_data(base / "data")
     settings = base / "demo-settings.toml"
     settings.write_text((SAMPLE_DATA / "demo-settings.toml").read_text())
     with closing(sqlite3.connect(data_dir / "demo-guard-limits.db")) as conn:
@@ -685,8 +700,10 @@ def test_why_did_it_stop_and_the_what_if_agree_with_what_the_demo_did(
         # them finds the final turn the session recorded.
         page.get_by_text("Resolved for claude-haiku-4-5").wait_for()
         assert _field_value(page, "context_window") == "16000"
-        page.get_by_text(re.compile(r"Under these settings: limit 11,648, .*final turn at turn 1")).wait_for()
-        page.get_by_text(re.compile(r"Recorded: .*final turn forced at turn 1")).wait_for()
+        page.get_by_text(
+            re.compile(r"Under these settings: limit 11,648, .*final turn at turn 1")
+        ).first.wait_for()
+        page.get_by_text(re.compile(r"Recorded: .*final turn forced at turn 1")).first.wait_for()
         _shot_whole_page(page, "demo-model_settings")
 
 
