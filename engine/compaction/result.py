@@ -21,7 +21,7 @@ from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 from engine.turns import safe_cut_points, snap_to_cut
 
 if TYPE_CHECKING:
-    from engine.compaction.summarizers import Summarizer
+    from engine.compaction.protocols import Summarizer
 
 #: ``Message.meta`` key that marks a message built only to hand an earlier summary to a summarizer.
 SUMMARY_META_KEY = "ctxdesk_summary"

@@ -1,4 +1,4 @@
-"""Summarizers: the protocol, the Anthropic summarizer, and how a transcript is shown to a model.
+"""Summarizers: the protocol (defined in ``protocols``), the Anthropic summarizer, and how a transcript is shown to a model.
 
 A summarizer turns messages into text that keeps decisions, facts, user requirements,
 commitments and next steps. Failures raise :class:`SummarizerUnavailableError` (with the HTTP
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
+from engine.compaction.protocols import Summarizer  # noqa: F401  (defined there for result.py; re-exported)
 from engine.compaction.result import is_summary_message
 from engine.convert import anthropic_error_detail as _error_detail
 from engine.errors import SummarizerUnavailableError, ValidationError
@@ -73,22 +74,6 @@ headings, omitting empty ones: """
     + ", ".join(f"## {title}" for title in SUMMARY_SECTIONS)
     + "."
 )
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Anything that can summarize messages. ``name`` is recorded with every cached summary."""
-
-    @property
-    def name(self) -> str: ...
-
-    def summarize(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
-    ) -> str: ...
 
 
 def check_summarize_args(messages: Sequence[Message], max_tokens: int) -> None:
