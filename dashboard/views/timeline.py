@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, display, state
+from dashboard import analysis, charts, display, downsample, state
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, resolve_model_settings
@@ -90,8 +90,15 @@ def timeline_panel() -> None:
         st.caption(analysis.recorded_stops(marks).text(unit))
     show_usage = st.toggle("Show the provider's own usage", value=True, key="timeline_usage")
     steps = [int(t) for t in turns["turn"]]
+    kept = [*marks["turn"].dropna().astype(int), int(st.session_state.get(key) or 0)]
+    drawn = turns if projection is not None else downsample.peak_steps(turns, keep=kept)
+    if len(drawn) < len(turns):
+        st.caption(
+            f"{len(turns):,} {unit}s: the chart draws {len(drawn):,} of them, the peak of each run of "
+            f"consecutive {unit}s and every marked one (type a {unit} number below to open any)."
+        )
     fig = charts.timeline_figure(
-        turns, marks, show_usage=show_usage, projection=projection, unit=unit,
+        drawn, marks, show_usage=show_usage, projection=projection, unit=unit,
         selected_turn=st.session_state.get(key), title=row["title"] or ref.session_id, findings=flagged,
     )  # fmt: skip
     event = st.plotly_chart(fig, key=f"timeline_chart_{unit}", on_select="rerun", selection_mode=("points",))
