@@ -70,7 +70,6 @@ KNOWN_LARGE: set[str] = {
     "engine/compaction/operations.py",
     "engine/compaction/strategies.py",
     "engine/importers/claude_code.py",
-    "engine/importers/detect.py",
     "engine/offload.py",
     "engine/proxy/apis.py",
     "engine/proxy/policies.py",
