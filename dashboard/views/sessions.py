@@ -154,14 +154,16 @@ def findings_section(ref: state.SessionRef) -> None:
         f"input tokens{money}. Select a row for the details."
     )
     pick = st.dataframe(
-        table, key="sessions_findings", on_select="rerun", selection_mode="single-row", hide_index=True,
+        # A finding without a price reads "price unknown", not a bare None.
+        table.assign(usd=[analysis.money_text(display.value_or_none(v)) for v in table["usd"]]),
+        key="sessions_findings", on_select="rerun", selection_mode="single-row", hide_index=True,
         column_order=["turn", "kind", "title", "tokens", "usd", "fix"],
         column_config={
             "turn": st.column_config.NumberColumn("Turn", width=45),
             "kind": st.column_config.TextColumn("Kind", width=140),
             "title": st.column_config.TextColumn("Finding", width=320),
             "tokens": st.column_config.NumberColumn("Tokens saved", format="localized", width=95),
-            "usd": st.column_config.NumberColumn("USD saved", format="$%.4f", width=80),
+            "usd": st.column_config.TextColumn("USD saved", width=95),
             "fix": st.column_config.TextColumn("Fix", width=330),
         },
     )  # fmt: skip

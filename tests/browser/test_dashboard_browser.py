@@ -185,6 +185,7 @@ def _settle(page: object) -> None:
     idle = (
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
         " && !document.querySelector('[data-testid=\"stSpinner\"]')"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')"
     )
     for _ in range(2):
         page.wait_for_timeout(300)
