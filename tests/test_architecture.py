@@ -75,7 +75,6 @@ KNOWN_LARGE: set[str] = {
     "engine/proxy/policies.py",
     "engine/proxy/recorder.py",
     "engine/proxy/recorder.py::Recorder",
-    "engine/settings.py",
 }
 
 
