@@ -26,8 +26,12 @@ else:
     st.subheader("Cost against use")
     st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
     st.dataframe(
-        display.for_table(tools), hide_index=True,
-        column_config={"tokens_per_call": st.column_config.NumberColumn("Tokens per call", format="%.1f")},
+        # A tool never called has no per-call cost: it says so instead of an empty None cell.
+        display.for_table(tools).assign(
+            tokens_per_call=[f"{v:,.1f}" if display.value_or_none(v) is not None else "never called"
+                             for v in tools["tokens_per_call"]]
+        ), hide_index=True,
+        column_config={"tokens_per_call": st.column_config.TextColumn("Tokens per call")},
     )  # fmt: skip
 
 st.subheader("Deferred vs loaded, turn by turn")
