@@ -225,3 +225,27 @@ def test_error_line_picks_the_telling_line(output, expected):
 )  # fmt: skip
 def test_is_failure_output(output, failed):
     assert is_failure_output(output) is failed
+
+
+def test_a_long_history_is_read_in_full_only_at_its_end_but_keeps_the_first_request_and_old_constraints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine.compaction import offline as offline_module
+
+    monkeypatch.setattr(offline_module, "FULL_READ_MESSAGES", 4)
+    messages = [
+        user("Port the billing service to Go."),
+        assistant("Looking at the code."),
+        user("Never touch the ledger schema."),
+        assistant("We decided to use sqlc for the queries."),  # old assistant text: not read
+        user("Carry on."),
+        assistant("Done with the handlers."),
+        user("Now the tests."),
+        assistant("Writing them."),
+    ]
+    summary = OfflineSummarizer(get_tokenizer("o200k_base")).summarize(messages)
+    assert "Port the billing service to Go." in summary
+    assert "Never touch the ledger schema." in summary
+    assert "sqlc" not in summary
+    assert "Now the tests." in summary
+    assert "(8 messages" in summary

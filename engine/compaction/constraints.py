@@ -67,16 +67,21 @@ _CONSTRAINT = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]{2,}")
 #: Each phrase's first word, lower case: a text holding none of them cannot hold a constraint.
-_NEEDLES = tuple(sorted({p.split()[0].split("-")[0].replace("'", "") for p in CONSTRAINT_PHRASES}))
+_NEEDLES = tuple(sorted({p.split()[0].split("-")[0].replace("'", "").lower() for p in CONSTRAINT_PHRASES}))
 
 
 def is_constraint(sentence: str) -> bool:
     """True when the sentence states a constraint (one of ``CONSTRAINT_PHRASES``)."""
     if sentence.isascii():
         low = sentence.lower().replace("'", "")
-        if not any(needle.replace("'", "") in low for needle in _NEEDLES):
+        if not any(needle in low for needle in _NEEDLES):
             return False
     return _CONSTRAINT.search(sentence) is not None
+
+
+def holds_constraint(text: str) -> bool:
+    """True when some sentence of ``text`` may state a constraint (one search of the whole text)."""
+    return _CONSTRAINT.search(text) is not None
 
 
 def constraint_sentences(text: str) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
-from engine.compaction.constraints import STOPWORDS, is_constraint, words
+from engine.compaction.constraints import STOPWORDS, holds_constraint, is_constraint, words
 from engine.compaction.extract import (
     CHANGES,
     LINE_CHARS,
@@ -91,6 +91,12 @@ PASTED_REQUEST_CHARS = 120
 PASTED_CHARS = 600
 #: Facts from tool output collected at most (newest first): more than any summary budget holds.
 MAX_FACT_LINES = 400
+#: A summary reads every message of the newest this-many in full. Older ones are read for what
+#: could still outrank the newer lines of their section when trimmed (the first request, the
+#: user's constraints, carried summaries): at 100,000 messages everything else an old message
+#: adds (commands, files, outputs, resolved errors) is dropped by newer lines of equal rank, and
+#: reading it all made cold planning ~10x slower.
+FULL_READ_MESSAGES = 3_000
 #: Shorter "I'll ..." sentences are chatter ("I will look at it."), not commitments.
 WEAK_TASK_MIN_CHARS = 30
 
@@ -346,6 +352,22 @@ class _Extractor:
             elif section and line.startswith("- "):
                 self.add(section, line[2:], SECTION_PRIORITY[section] - CARRIED_PENALTY)
 
+    def old_user_text(self, text: str) -> None:
+        """A user message older than the fully read ones: the first request and constraints."""
+        text = user_words(text)
+        if not text:
+            return
+        if self.last_request is None:
+            self.user_text(text)
+            return
+        pasted = len(text) > PASTED_CHARS
+        if not holds_constraint(text):  # one search of the whole text; most hold none
+            return
+        for sentence in _sentences(text):
+            if is_constraint(sentence):
+                line = _clip(sentence, LINE_CHARS)
+                self.add(CONSTRAINTS, line, SECTION_PRIORITY[CONSTRAINTS] - (2.5 if pasted else 0))
+
     def user_text(self, text: str) -> None:
         text = user_words(text)
         if not text:
@@ -568,13 +590,22 @@ class OfflineSummarizer:
         check_summarize_args(messages, max_tokens)
         extractor = _Extractor()
         covered = 0
-        for message in messages:
+        first_full = len(messages) - FULL_READ_MESSAGES
+        for position, message in enumerate(messages):
             if is_summary_message(message) or message.text.startswith(HEADER_PREFIX):
                 extractor.carried_summary(message.text)
                 counted = _COVERED.search(message.text)
                 covered += int(counted.group(1).replace(",", "")) if counted else 0
                 continue
             covered += 1
+            if position < first_full:
+                if (
+                    message.role == "user"
+                    and is_user_input(message)
+                    and not is_observation(text := message.text)
+                ):
+                    extractor.old_user_text(text)
+                continue
             for block in message.blocks:
                 if isinstance(block, TextBlock):
                     if is_user_input(message) and is_observation(block.text):
