@@ -176,6 +176,11 @@ def run(quick: bool = False) -> Table:
         table.notes.append(
             "tokenizers: exact tiktoken for OpenAI models, the anthropic estimator for Claude, chars/4 for unknown models"
         )
+        table.notes.append(
+            "formats whose samples are a few KB (aider, anthropic, cline, langchain, ...) measure a per-file cost "
+            "(a transaction, the session row, path checks: a few ms), not a rate; every row counts from cold "
+            "(tokenizer caches cleared before it)"
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return table
