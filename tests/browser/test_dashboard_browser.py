@@ -273,6 +273,7 @@ def _shot_whole_page(page: object, name: str) -> None:
     width = page.viewport_size["width"]
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 800), MAX_SHOT_HEIGHT)})
+    _settle(page)  # charts and tables newly in view draw themselves (skeletons until then)
     page.wait_for_timeout(500)
     _shot(page, name)
     page.set_viewport_size({"width": width, "height": 1000})
