@@ -52,7 +52,7 @@ CATEGORIES = (
 )
 
 #: How each fact's phrasing relates to the summarizer's tuning (see the module docstring).
-SPLITS = ("dev", "held_out", "blind", "blind 2")
+SPLITS = ("dev", "held_out", "blind", "blind 2", "blind 3")
 
 # -- facts ------------------------------------------------------------------------------------------
 # Each template: (split, text pieces...) filled from one value tuple; keys say what must survive.
@@ -310,7 +310,60 @@ def _facts_for(rng: random.Random, dialect: str, session: int) -> list[Fact]:
     )))  # fmt: skip
     facts += _blind_facts(rng, calls, session)
     facts += _blind_facts_2(rng, calls, session)
+    facts += _blind_facts_3(rng, calls, session)
     return facts
+
+
+def _blind_facts_3(rng: random.Random, calls: Callable[[], Dialect], session: int) -> list[Fact]:
+    """A third blind set (2026-11-24), written with its keys before any run and before the
+    extraction changes of that day; first run untuned, then run once more at the end."""
+    lib, area, service = rng.choice(_LIBS), rng.choice(_AREAS), rng.choice(_SERVICES)
+    folder, module, person = rng.choice(_DIRS), rng.choice(_MODULES), rng.choice(_PEOPLE)
+    moved = f"lib/{folder}/{module}_v{session}{rng.randint(10, 99)}.rb"
+    n, chunk = rng.randint(100, 999), rng.randint(1200, 4800)
+    version = f"{rng.randint(2, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}"
+    setting = f"{module}_{rng.randint(10, 99)}"
+    return [
+        Fact("decision", "blind 3", (lib,), (
+            assistant(f"After weighing both, I'm going ahead with {lib} for {area}; callers keep the same API."),
+        )),
+        Fact("file path", "blind 3", (moved,), (
+            *calls()["shell"](f"git mv lib/{folder}/{module}.rb {moved}", "", 0),
+            assistant("Moved it."),
+        )),
+        Fact("error + fix", "blind 3", (f"test_rollover_{n}", "settings loader"), (
+            *calls()["shell"](
+                f"pytest tests/test_{module}.py -q",
+                f"F.\nFAILED tests/test_{module}.py::test_rollover_{n} - KeyError: '{setting}'\n"
+                "1 failed, 1 passed in 0.31s",
+                1,
+            ),
+            assistant(f"test_rollover_{n} broke on a missing '{setting}' default in the settings loader; "
+                      "gave it one and the suite is green."),
+        )),
+        Fact("constraint", "blind 3", (f"dependencies to {folder}",), (
+            user(f"Please don't add new dependencies to {folder}: security only cleared the current set."),
+        )),
+        Fact("tool output", "blind 3", (version,), (
+            *calls()["shell"](
+                f"pip list 2>/dev/null | grep -i {lib}",
+                f"Package      Version\n------------ -------\n{lib:<12} {version}",
+                0,
+            ),
+            assistant("That's what is installed."),
+        )),
+        Fact("todo", "blind 3", (f"{folder} docs page",), (
+            user(f"Before we call it done, the {folder} docs page needs a refresh too."),
+        )),
+        Fact("number/config", "blind 3", (f"{chunk} kib",), (
+            user(f"Upload chunks of {chunk} KiB keep {service} under its rate limit."),
+            assistant("Right."),
+        )),
+        Fact("name", "blind 3", (person.lower(),), (
+            *calls()["shell"]("git log -1 --format='%an <%ae>'",
+                              f"{person} <{person.split()[0].lower()}@example.org>", 0),
+        )),
+    ]  # fmt: skip
 
 
 def _blind_facts_2(rng: random.Random, calls: Callable[[], Dialect], session: int) -> list[Fact]:
