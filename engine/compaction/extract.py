@@ -446,6 +446,13 @@ _FACT_WORDS = re.compile(
     r"schema|region|branch|release|max|min)\b",
     re.IGNORECASE,
 )
+#: A row of a columnar listing (``pip list``, ``kubectl get``, ``docker ps``): a name, then columns
+#: set apart by two spaces or a tab.
+_TABLE_ROW = re.compile(r"^[\w.@/+:-]+(?: {2,}|\t)\S")
+_TABLE_ROW_3 = re.compile(r"^[\w.@/+:-]+(?: {2,}|\t)\S+(?: {2,}|\t)\S")
+SHORT_VALUE_CHARS = 40
+#: A version stated in a line this short is the line's fact.
+SHORT_VERSION_LINE_CHARS = 100
 _FILE_LISTING = re.compile(r"^(?:[dlcbps-][rwxsStT-]{9}[.+@]?\s|total \d+$)")
 _CODE_START = (
     "def ", "class ", "import ", "from ", "#", "//", "/*", "*", "}", "{", ")", "]", "return ", "if ", "for ",
@@ -459,11 +466,15 @@ def _fact_score(line: str) -> float:
     score = 0.0
     match = _KEY_VALUE.match(line)
     if match and not match.group("value").rstrip().endswith((";", "{", "(", ",")):
+        value = match.group("value").strip()
         score += 2.5 if _IDENTIFIER_KEY.search(match.group("key")) else 1.5
+        score += 0.5 if len(value) <= SHORT_VALUE_CHARS else 0  # a listing's "Replicas: 3"
+    elif _TABLE_ROW.match(line):
+        score += 2.0 + (0.5 if _TABLE_ROW_3.match(line) else 0)  # a row of columns: name, version, state
     if _HOST_PORT.search(line):
         score += 2
     if _VERSION.search(line):
-        score += 1
+        score += 2.5 if len(line) <= SHORT_VERSION_LINE_CHARS else 1  # "3.12.4", "orjson 3.10.2"
     if _DIGIT.search(line):
         score += 0.5
     if _FACT_WORDS.search(line):
@@ -493,7 +504,12 @@ def _salient_lines(text: str, limit: int) -> tuple[str, ...]:
             continue
         if line.startswith(_CODE_START) or _FILE_LISTING.match(line):
             continue
-        if len(_NOT_LETTERS.sub("", line)) < len(line) * 0.4 or line.count(" ") > 30:
+        if line.count(" ") > 30:
+            continue
+        solid = len(line) - line.count(" ")  # a table's padding is not content
+        if len(_NOT_LETTERS.sub("", line)) < solid * 0.4 and not (
+            len(line) <= SHORT_VERSION_LINE_CHARS and _VERSION.search(line)
+        ):
             continue
         score = _fact_score(line)
         if score >= FACT_MIN_SCORE:

@@ -105,14 +105,16 @@ _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|\n+")
 _DECISION = re.compile(
     r"\b(decided|decide to|decision|go with|going with|went with|chose|choose|chosen|opted|opt for|"
     r"settled on|will use|we'll use|i'll use|let's use|use \S+ instead|instead of|switch(?:ed|ing)? to|"
-    r"moving to|migrat(?:e|ed|ing) to|the plan is|approach is|agreed)\b",
+    r"moving to|migrat(?:e|ed|ing) to|the plan is|approach is|agreed|picked|selected|stick(?:ing)? with|"
+    r"in fav(?:ou)?r of|wins for|the winner)\b",
     re.IGNORECASE,
 )
 _DECISION_WORDS = Prefiltered(
     _DECISION,
     *("decided", "decide to", "decision", "go with", "going with", "went with", "chose", "choose"),
     *("opted", "opt for", "settled on", "will use", "we'll use", "i'll use", "let's use", "instead"),
-    *("switch", "moving to", "migrat", "the plan is", "approach is", "agreed"),
+    *("switch", "moving to", "migrat", "the plan is", "approach is", "agreed", "picked", "selected"),
+    *("stick with", "sticking with", "in favor of", "in favour of", "wins for", "the winner"),
 )
 _STRONG_TASK = re.compile(
     r"((?-i:\bTODO\b|\bFIXME\b)|\btodo:|\bnext steps?\b|\bstill (?:need|have) to\b|\bstill to do\b|\bleft to do\b|"
