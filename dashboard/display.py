@@ -14,6 +14,7 @@ import pandas as pd
 #: What a missing value reads as.
 MISSING = "—"
 #: ASCII punctuation CommonMark lets a backslash escape; every one that could start markup.
+_BARE_URL = re.compile(r"(?i)(?:\\:/|www(?=\\\.)|@)")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$:~&=\"'])")
 
 
@@ -52,7 +53,14 @@ def number(value: Any, missing: str = "n/a") -> str:
 
 def md(value: Any, missing: str = MISSING) -> str:
     """Recorded text made inert for markdown-rendering elements (st.title, st.error, labels...)."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text(value, missing)).replace("\n", " ")
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text(value, missing)).replace("\n", " ")
+    # GFM links bare URLs after escapes are resolved: a zero-width space keeps them plain text.
+    return _BARE_URL.sub(_unlink, escaped)
+
+
+def _unlink(m: re.Match[str]) -> str:
+    found = m.group(0)
+    return {"\\:/": "\\:\u200b/", "@": "\u200b@"}.get(found, found + "\u200b")
 
 
 def session_line(title: Any, session_id: str, model: Any, db: str) -> str:

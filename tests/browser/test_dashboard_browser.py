@@ -735,6 +735,9 @@ def test_markup_in_session_ids_and_models_is_shown_as_text_and_fetches_nothing(
             assert page.locator("img[src*='evil.example']").count() == 0, name
             assert page.locator("[data-testid='stException']").count() == 0, name
         _nav(page, "Model settings")
-        page.get_by_text("Resolved for ![m](http://evil.example/model.png)").wait_for()
+        page.get_by_text(
+            re.compile(r"Resolved for !\[m\]\(http:\u200b?//evil\.example/model\.png\)")
+        ).wait_for()
+        assert page.locator("a[href*='evil.example']").count() == 0  # shown as text, not even a link
         _shot_whole_page(page, "hostile_ids")
     # The page fixture fails the test if anything beyond 127.0.0.1 was requested.
