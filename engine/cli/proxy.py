@@ -26,6 +26,9 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     from engine.settings import settings_path
 
     check_host(args.host, allow_remote=args.allow_remote)
+    # the recorder thread parses big bodies while the event loop relays: hand the GIL back to the
+    # loop within 0.5 ms (default 5 ms) so a request never waits long behind a recording
+    sys.setswitchinterval(0.0005)
     settings_file = settings_path(args.proxy_settings or args.settings)  # read (and followed) by the proxy
     upstreams = Upstreams(
         anthropic=args.anthropic_upstream or ANTHROPIC_UPSTREAM,

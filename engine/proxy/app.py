@@ -86,6 +86,13 @@ def create_app(
         await asyncio.to_thread(recorder.flush, SHUTDOWN_FLUSH_S)
 
     async def forward(request: Request) -> Response:
+        recorder.hold()  # the writer thread waits until the upstream has answered
+        try:
+            return await _forward(request)
+        finally:
+            recorder.release()
+
+    async def _forward(request: Request) -> Response:
         started = time.perf_counter()
         body = await request.body()
         path = request.url.path

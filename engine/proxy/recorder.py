@@ -42,6 +42,8 @@ WRITE_ATTEMPTS = 4
 RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 #: Exchanges waiting for the writer before new ones are dropped (and counted as degraded).
 QUEUE_LIMIT = 10_000
+#: Longest the writer defers an exchange while requests wait for their first upstream byte.
+DEFER_LIMIT_S = 0.5
 
 
 @dataclass
@@ -105,6 +107,8 @@ class Recorder:
         self._queue: queue.Queue[Exchange | None] = queue.Queue()
         self._in_flight = 0
         self._in_flight_changed = threading.Condition()
+        self._forwarding = 0  # requests not yet answered by the upstream: the writer waits for them
+        self._forwarding_changed = threading.Condition()
         self._store = open_store(self.db_path)
         self._thread = threading.Thread(target=self._run, name="ctxdesk-proxy-recorder", daemon=True)
         self._thread.start()
@@ -114,6 +118,18 @@ class Recorder:
         """A request arrived: :meth:`flush` waits for its exchange to be submitted too."""
         with self._in_flight_changed:
             self._in_flight += 1
+
+    def hold(self) -> None:
+        """A request is on its way to the upstream: the writer keeps off the GIL until :meth:`release`."""
+        with self._forwarding_changed:
+            self._forwarding += 1
+
+    def release(self) -> None:
+        """The upstream answered (or failed): the writer may parse and record again."""
+        with self._forwarding_changed:
+            self._forwarding = max(0, self._forwarding - 1)
+            if not self._forwarding:
+                self._forwarding_changed.notify_all()
 
     def submit(self, exchange: Exchange) -> None:
         """Queue an exchange for writing; never blocks, never raises."""
@@ -149,6 +165,10 @@ class Recorder:
             if isinstance(item, _Marker):
                 item.done.set()
                 continue
+            # parsing a ~200k-token body holds the GIL for milliseconds: not while a request is
+            # being forwarded (the relay's time to first byte), unless requests never stop coming
+            with self._forwarding_changed:
+                self._forwarding_changed.wait_for(lambda: self._forwarding == 0, DEFER_LIMIT_S)
             self._write_with_retries(item)
 
     def _write_with_retries(self, exchange: Exchange) -> None:
