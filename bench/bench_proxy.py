@@ -194,15 +194,24 @@ def policy_table(calls: int) -> Table:
     resolved = resolve_model_settings("claude-sonnet-4-6", "anthropic")
     table = Table(
         f"Proxy policies: clear_tool_results over a {calls}-call tool session",
-        ["policy", "prompt tokens sent", "saved %", "cache-read share", "uncached tokens"],
+        [
+            "policy",
+            "prompt tokens sent",
+            "saved %",
+            "cache-read share",
+            "uncached tokens",
+            "input cost vs off",
+        ],
         baseline="the same requests forwarded unchanged",
     )
     settings = [
         ("off", None),
         ("trigger 20k, keep 2", ClearToolResultsPolicy(trigger=20_000, keep=2)),
         ("trigger 20k, keep 2, clear_at_least 10k", ClearToolResultsPolicy(trigger=20_000, keep=2, clear_at_least=10_000)),
+        ("trigger 20k, keep 1, clear_at_least 15k", ClearToolResultsPolicy(trigger=20_000, keep=1, clear_at_least=15_000)),
         ("trigger 40k, keep 3, clear_at_least 20k", ClearToolResultsPolicy(trigger=40_000, keep=3, clear_at_least=20_000)),
     ]  # fmt: skip
+    base_cost = None
     baseline = None
     for label, policy in settings:
         state, previous, cached, total = SessionPolicyState(), None, 0, 0
@@ -225,13 +234,25 @@ def policy_table(calls: int) -> Table:
             cached += sum(tokens[:shared])
             previous = texts
         baseline = baseline or total
+        # Anthropic list-price ratios: uncached input written to the cache x1.25, cache reads x0.1
+        cost = (total - cached) * 1.25 + cached * 0.1
+        base_cost = base_cost or cost
         table.add(
-            label, total, round(100 * (1 - total / baseline), 1), round(cached / total, 3), total - cached
-        )
+            label, total, round(100 * (1 - total / baseline), 1), round(cached / total, 3), total - cached,
+            round(cost / base_cost, 2),
+        )  # fmt: skip
     table.notes.append(
         "Each clearing changes the history from the oldest newly cleared result on, so the next request misses "
         "the cache from there; cleared results stay cleared (same bytes), so clearing in large batches "
         "(clear_at_least) keeps the share near the unedited one while sending far fewer tokens."
+    )
+    table.notes.append(
+        "Clearing lands in batches: nothing is cleared until clear_at_least tokens can go, then every result "
+        "older than `keep` at once, and cleared results keep the same placeholder bytes; so the uncached tokens "
+        "exceed the unedited run's only by about the `keep` results re-sent after each batch. The share itself "
+        "is a ratio over a smaller prompt: the same new tool output each call is a larger part of a bounded "
+        "prompt, so with any saving it stays below the unedited share (#17's 'share at least that without it' "
+        "is not met by this measure); the input cost (uncached x1.25, cache reads x0.1) is what drops."
     )
     return table
 
