@@ -89,7 +89,7 @@ def make_session(db: Path, messages: int) -> str:
                 for i in range(start, min(start + 10_000, {messages}), 2):
                     batch += [user(f"question {{i}}: what does step {{i}} do?"),
                               assistant(f"answer {{i}}: it updates the ledger and returns.")]
-                with store.transaction():
+                with store.batched_costs():  # cost rows in one pass per batch, as an import writes them
                     rows = store.append_messages(sid, batch, tokenizer=tok)
                     for row in rows[1::2]:
                         total += 30
