@@ -74,3 +74,33 @@ def test_a_compaction_applied_to_a_live_session_rewrites_the_next_requests_until
         time.sleep(SNAPSHOT_CHECK_S + 0.1)
         ask(client, history, "Step 8: undone?")
         assert server.requests[-1].body["messages"] == history[:-1]
+
+
+def test_compact_live_compacts_the_proxy_database_session_and_the_proxy_sends_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import io
+
+    from engine.cli import main
+
+    db = tmp_path / "p.db"
+    monkeypatch.setenv("CTXDESK_DB", str(db))
+    server = A.install(ScriptedServer(default=A.text("Noted. " * 40)))
+    with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
+        client = opened(
+            anthropic.Anthropic(
+                base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+                default_headers={"X-Ctxdesk-Session": "cli-live"},
+            )
+        )  # fmt: skip
+        history: list[dict[str, Any]] = []
+        for i in range(12):
+            ask(client, history, f"Step {i}: remember fact {i} about the parser. " * 20)
+        assert proxy.recorder.flush()
+        out = io.StringIO()
+        assert main(["compact", "--live", "cli-live", "--strategy", "sliding_window"], out=out) == 0
+        assert "snapshot" in out.getvalue() and "live:" in out.getvalue()
+        time.sleep(SNAPSHOT_CHECK_S + 0.1)
+        ask(client, history, "Step 12: go on.")
+        sent = server.requests[-1].body["messages"]
+        assert len(sent) < len(history) - 1  # the model got the compacted history

@@ -24,10 +24,15 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     from engine.compaction import force_compact
     from engine.store.factory import is_database_url, open_store
 
-    if not is_database_url(args.db) and not Path(args.db).is_file():
-        raise UsageError(f"no such database file: {args.db}")
-    with open_store(args.db, read_only=args.dry_run) as store:
-        session = find_session(store, args.session)
+    db, session_ref = args.db, args.session
+    if session_ref is None:
+        if not args.live or db is None:
+            raise UsageError("usage: ctxdesk compact DB SESSION, or ctxdesk compact --live [DB] SESSION")
+        db, session_ref = _proxy_database(args), db
+    if not is_database_url(db) and not Path(db).is_file():
+        raise UsageError(f"no such database file: {db}")
+    with open_store(db, read_only=args.dry_run) as store:
+        session = find_session(store, session_ref)
         report = force_compact(
             store,
             session.id,
@@ -51,15 +56,35 @@ def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"snapshot {report.snapshot_id} written (event {report.event_id}); transcript untouched", file=out
         )
+        if args.live:
+            print(
+                "live: a `ctxdesk proxy` recording into this database sends the compacted history in place of "
+                "the one the agent re-sends, from the agent's next request on (until the transcript is restored)",
+                file=out,
+            )
     return EXIT_OK
+
+
+def _proxy_database(args: argparse.Namespace) -> str:
+    """The database ``ctxdesk proxy`` records into by default ($CTXDESK_DB, settings, ctxdesk-proxy.db)."""
+    from engine.cli.proxy import DEFAULT_PROXY_DB
+    from engine.settings import settings_path
+    from engine.store.factory import configured_database
+
+    return configured_database(settings_path(getattr(args, "settings", None))) or DEFAULT_PROXY_DB
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "compact", help="compact a stored session (writes a snapshot; transcript untouched)"
     )
-    p.add_argument("db", metavar="DB")
-    p.add_argument("session", metavar="SESSION")
+    p.add_argument("db", metavar="DB", nargs="?", help="the database (with --live: default the proxy's)")
+    p.add_argument("session", metavar="SESSION", nargs="?")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="a session `ctxdesk proxy` is serving: the proxy sends the compacted history from its next request on",
+    )
     p.add_argument(
         "--strategy", default=None, help="strategy or comma-separated chain (default: the configured chain)"
     )
