@@ -28,6 +28,8 @@ DEMO_SETTINGS: dict[str, Any] = {
             "context_window": 32_000,
             "max_output_tokens": 4_096,
             "result_offload_threshold": 16_384,
+            # room between compaction and the hard block for one large tool output
+            "compact_threshold": 0.9,
         },
         SMALL_MODEL: {
             "context_window": 16_000,
