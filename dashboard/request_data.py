@@ -145,3 +145,30 @@ def edit_diff(original: dict[str, Any], sent: dict[str, Any], *, context: int = 
             lines(original), lines(sent), "agent sent", "model received", n=context, lineterm=""
         )
     )
+
+
+def edited_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """The session's proxied calls a policy or a live compaction edited: the call (what the model
+    received) with ``original_id`` (what the agent sent); empty when none (or no exact requests)."""
+    if not has_requests(con, db):
+        return pd.DataFrame(columns=["id", "seq", "original_id", "request_bytes"])
+    calls = session_calls(con, db, session_id)
+    return calls[calls["original_id"].notna()].reset_index(drop=True)
+
+
+def edit_savings(original: dict[str, Any], sent: dict[str, Any]) -> dict[str, int]:
+    """Messages, bytes and tokens (our count of the messages' text) the agent sent vs the model received."""
+    from engine.tokens import get_tokenizer
+
+    tokenizer = get_tokenizer("anthropic")
+
+    def tokens(detail: dict[str, Any]) -> int:
+        return sum(tokenizer.count(part_text(m)) for m in detail["messages"])
+
+    agent, model = tokens(original), tokens(sent)
+    return {
+        "agent_messages": len(original["messages"]), "model_messages": len(sent["messages"]),
+        "agent_bytes": int(original["row"].get("request_bytes") or 0),
+        "model_bytes": int(sent["row"].get("request_bytes") or 0),
+        "agent_tokens": agent, "model_tokens": model, "tokens_saved": agent - model,
+    }  # fmt: skip

@@ -159,3 +159,14 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
     assert not at.exception, [e.value for e in at.exception]
     assert any("A ctxdesk policy edited this call" in w.value for w in at.warning)
     assert any("SECRET-LOOKING OUTPUT" in c.value and "ctxdesk cleared" in c.value for c in at.code)
+    savings = request_data.edit_savings(
+        request_data.call_detail(con, label, int(call.original_id)),
+        request_data.call_detail(con, label, int(call.id)),
+    )
+    assert savings["tokens_saved"] > 0 and savings["agent_bytes"] > savings["model_bytes"]
+    # the Compaction page shows the same diff beside the tokens saved, and links to the Requests page
+    at.switch_page("views/compaction.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(s.value == "Proxied calls: agent sent vs model received" for s in at.subheader)
+    assert any("ctxdesk cleared" in c.value for c in at.code)
+    assert any(m.label == "Tokens saved (messages, our count)" for m in at.metric)

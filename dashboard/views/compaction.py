@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, charts, data, display, state
+from dashboard import actions, charts, data, display, request_data, state
 from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
 
@@ -288,3 +288,19 @@ else:
     if details.get("summary"):
         st.markdown("**Summary that replaced them**")
         st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)
+
+# -- proxied calls: what the agent sent beside what the model received (ctxdesk proxy) ------------
+edited = request_data.edited_calls(state.connection(), ref.db, ref.session_id)
+if not edited.empty:
+    st.subheader("Proxied calls: agent sent vs model received")
+    call_seq = st.selectbox("Edited call", list(edited["seq"]), index=len(edited) - 1, key="cmp_proxied")
+    picked = edited[edited["seq"] == call_seq].iloc[0]
+    sent_detail = request_data.call_detail(state.connection(), ref.db, int(picked["id"]))
+    agent_detail = request_data.call_detail(state.connection(), ref.db, int(picked["original_id"]))
+    savings = request_data.edit_savings(agent_detail, sent_detail)
+    p1, p2, p3 = st.columns(3)
+    p1.metric("Messages (agent → model)", f"{savings['agent_messages']} → {savings['model_messages']}")
+    p2.metric("Tokens saved (messages, our count)", f"{savings['tokens_saved']:,}")
+    p3.metric("Bytes saved", f"{savings['agent_bytes'] - savings['model_bytes']:,}")
+    st.code(request_data.edit_diff(agent_detail, sent_detail) or "(no difference)", language="diff")
+    st.page_link("views/requests.py", label="Every call in full on the Requests page", icon=":material/http:")
