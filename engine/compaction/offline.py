@@ -97,6 +97,9 @@ MAX_FACT_LINES = 400
 #: adds (commands, files, outputs, resolved errors) is dropped by newer lines of equal rank, and
 #: reading it all made cold planning ~10x slower.
 FULL_READ_MESSAGES = 3_000
+#: Of an older user message, the start is read for constraints (what follows is pasted material,
+#: whose constraints rank low).
+OLD_USER_CHARS = 2_000
 #: Shorter "I'll ..." sentences are chatter ("I will look at it."), not commitments.
 WEAK_TASK_MIN_CHARS = 30
 
@@ -363,6 +366,7 @@ class _Extractor:
             self.user_text(text)
             return
         pasted = len(text) > PASTED_CHARS
+        text = text[:OLD_USER_CHARS]
         if not holds_constraint(text):  # one search of the whole text; most hold none
             return
         for sentence in _sentences(text):
@@ -594,6 +598,9 @@ class OfflineSummarizer:
         covered = 0
         first_full = len(messages) - FULL_READ_MESSAGES
         for position, message in enumerate(messages):
+            if position < first_full and message.role != "user" and not _may_be_summary(message):
+                covered += 1  # an old agent or tool message: nothing in it could outrank newer lines
+                continue
             if is_summary_message(message) or message.text.startswith(HEADER_PREFIX):
                 extractor.carried_summary(message.text)
                 counted = _COVERED.search(message.text)
@@ -669,6 +676,14 @@ class OfflineSummarizer:
         if count(text) > max_tokens:
             text = _cut_to_tokens(text, max_tokens, count)
         return text
+
+
+def _may_be_summary(message: Message) -> bool:
+    """True when the message may carry an earlier summary (its text starts with the header)."""
+    if isinstance(message.content, str):
+        return message.content.startswith(HEADER_PREFIX)
+    first = message.content[0] if message.content else None
+    return isinstance(first, TextBlock) and first.text.startswith(HEADER_PREFIX)
 
 
 def _render(header: str, items: Sequence[_Item]) -> str:
