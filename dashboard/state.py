@@ -308,3 +308,21 @@ def prefill_setting(model: str, field: str, value: int | float) -> None:
     st.session_state["ms_model"] = model
     st.session_state[SETTINGS_SESSION_KEY] = st.session_state.get(SELECTED_KEY)  # keep this model picked
     st.session_state[GOTO_SETTINGS_KEY] = True
+
+
+@st.cache_data(max_entries=8, show_spinner="Pricing model calls…")
+def _call_costs(_conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...]) -> pd.DataFrame:
+    # ``signature`` (the database files and their WALs) is only the cache key.
+    from dashboard import cost_data
+
+    cursor = _conn.cursor()
+    try:
+        return cost_data.call_costs(cursor)
+    finally:
+        cursor.close()
+
+
+def call_costs() -> pd.DataFrame:
+    """Every loaded model call priced, with its cache cause (dashboard.cost_data.call_costs), cached
+    until a database file changes."""
+    return _call_costs(connection(), signature())

@@ -106,7 +106,7 @@ def test_timeline_charts_components_and_shows_what_a_turn_sent(db: Path) -> None
     at.number_input(key="timeline_turn").set_value(4).run()
     _ok(at)
     assert at.subheader[0].value == "What was sent at turn 4"
-    sent = at.dataframe[0].value
+    sent = next(df.value for df in at.dataframe if "tokens" in df.value.columns)
     assert list(sent["tokens"]) == sorted(sent["tokens"], reverse=True)
     assert at.selectbox(key="timeline_message").value == int(sent.iloc[0]["seq"])
     assert "auth/part3.py" in at.code[0].value  # the largest message, read in full
@@ -479,3 +479,14 @@ def test_session_filters_live_in_the_url_both_ways(db: Path) -> None:
     at.toggle(key="sessions_stopped").set_value(True).run()
     assert "q" not in at.query_params
     assert at.query_params["stopped"] in ("1", ["1"])
+
+
+def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(db: Path) -> None:
+    at = _app(page="timeline")
+    labels = {m.label: m.value for m in at.metric}
+    cost_label = next((label for label in labels if label.startswith("Cost of turn")), None)
+    assert cost_label is not None, sorted(labels)
+    assert labels[cost_label].startswith("$") and float(labels[cost_label][1:]) > 0
+    assert float(labels["Session so far"][1:]) >= float(labels[cost_label][1:])
+    every = next(df.value for df in at.dataframe if "total_usd" in df.value.columns)
+    assert len(every) > 1 and (every["total_usd"] > 0).all()

@@ -198,21 +198,13 @@ if len(view) > 1:
 # -- cost (dashboard/cost_data.py): totals, filters by project, model and day, roll-ups ------------------
 
 
-@st.cache_data(max_entries=8, show_spinner="Pricing model calls…")
-def _call_costs(_conn, signature: tuple) -> object:  # type: ignore[no-untyped-def]
-    # ``signature`` (the database files and their WALs) is only the cache key.
-    from dashboard import cost_data
-
-    return cost_data.call_costs(_conn.cursor())
-
-
 @st.fragment
 def cost_section() -> None:
     """What the loaded sessions cost at list prices, by project, day and model, and what cache rebuilds lost."""
     from dashboard import cost_data
 
     st.subheader("Cost")
-    calls = _call_costs(state.connection(), data.files_signature(state.paths()))
+    calls = state.call_costs()
     if calls.empty:
         st.info("No model calls with provider usage in the loaded databases.")
         return

@@ -60,6 +60,43 @@ def _step_picked() -> None:
     st.session_state["_timeline_step_auto"] = False  # the user's choice now holds for every session
 
 
+def call_cost_panel(ref: state.SessionRef, event_seq: int | None, turn: int) -> None:
+    """What the selected call (or the turn's calls) cost at list prices, and why a cache was rebuilt."""
+    calls = state.call_costs()
+    calls = calls[(calls["db"] == ref.db) & (calls["session_id"] == ref.session_id)]
+    if calls.empty:
+        return
+    chosen = (
+        calls[calls["event_seq"] == event_seq]
+        if event_seq is not None
+        else calls[calls["turn_index"] == turn]
+    )
+    if chosen.empty:
+        return
+    what = "this call" if event_seq is not None else f"turn {turn}'s {len(chosen)} call(s)"
+    lost = float(chosen["lost_usd"].fillna(0).sum())
+    causes = sorted({str(c) for c in chosen["cache_cause"].dropna()})
+    cols = st.columns(4)
+    cols[0].metric(f"Cost of {what}", f"${float(chosen['total_usd'].sum()):.4f}")
+    cols[1].metric("Of which cache reads / writes", f"${float(chosen['cache_read_usd'].sum()):.4f} / "
+                   f"${float((chosen['cache_write_5m_usd'] + chosen['cache_write_1h_usd']).sum()):.4f}")  # fmt: skip
+    cols[2].metric("Lost to cache rebuilds", f"${lost:.4f}")
+    cols[3].metric(
+        "Session so far",
+        f"${float(calls[calls['event_seq'] <= chosen['event_seq'].max()]['total_usd'].sum()):.4f}",
+    )
+    for text in chosen["cache_explanation"].dropna():
+        if causes and causes != ["cold_start"]:
+            st.caption(display.md(text))
+    with st.expander("Cost of every call in this session"):
+        shown = calls[["call_index", "turn_index", "model", "total_usd", "cache_read_tokens", "cache_write_5m_tokens",
+                       "cache_write_1h_tokens", "cache_cause", "lost_usd", "cache_explanation"]]  # fmt: skip
+        st.dataframe(
+            display.for_table(shown), hide_index=True,
+            column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in ("total_usd", "lost_usd")},
+        )  # fmt: skip
+
+
 @st.fragment
 def timeline_panel() -> None:
     if st.session_state.get("_timeline_step_for") != ref.key:
@@ -145,6 +182,7 @@ def timeline_panel() -> None:
         ),
         key=f"timeline_now_{unit}",
     )  # fmt: skip
+    call_cost_panel(ref, int(r["event_seq"]) if by_call else None, turn)
     sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
     st.subheader(f"What was sent at turn {turn}" + (f" (call {step})" if by_call else ""))
     show_findings(found, turn)
