@@ -239,6 +239,7 @@ class ResultStore:
         reason: str | None = None,
     ) -> OffloadResult:
         """Store ``content`` whole (bytes exactly as given, text as UTF-8) and describe it."""
+        # Text goes to the store as text: it is encoded there a piece at a time, never copied whole.
         head: str | bytes = (
             content[:PREVIEW_CHARS] if isinstance(content, str) else bytes(content[:HEAD_BYTES])
         )
