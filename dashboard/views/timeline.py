@@ -76,15 +76,14 @@ def call_cost_panel(ref: state.SessionRef, event_seq: int | None, turn: int) -> 
     what = "this call" if event_seq is not None else f"turn {turn}'s {len(chosen)} call(s)"
     lost = float(chosen["lost_usd"].fillna(0).sum())
     causes = sorted({str(c) for c in chosen["cache_cause"].dropna()})
-    cols = st.columns(4)
+    cols = st.columns(5)
     cols[0].metric(f"Cost of {what}", f"${float(chosen['total_usd'].sum()):.4f}")
-    cols[1].metric("Of which cache reads / writes", f"${float(chosen['cache_read_usd'].sum()):.4f} / "
-                   f"${float((chosen['cache_write_5m_usd'] + chosen['cache_write_1h_usd']).sum()):.4f}")  # fmt: skip
-    cols[2].metric("Lost to cache rebuilds", f"${lost:.4f}")
-    cols[3].metric(
-        "Session so far",
-        f"${float(calls[calls['event_seq'] <= chosen['event_seq'].max()]['total_usd'].sum()):.4f}",
-    )
+    cols[1].metric("Of which cache reads", f"${float(chosen['cache_read_usd'].sum()):.4f}")
+    writes = chosen["cache_write_5m_usd"] + chosen["cache_write_1h_usd"]
+    cols[2].metric("Of which cache writes", f"${float(writes.sum()):.4f}")
+    cols[3].metric("Lost to cache rebuilds", f"${lost:.4f}")
+    so_far = calls[calls["event_seq"] <= chosen["event_seq"].max()]["total_usd"].sum()
+    cols[4].metric("Session so far", f"${float(so_far):.4f}")
     for text in chosen["cache_explanation"].dropna():
         if causes and causes != ["cold_start"]:
             st.caption(display.md(text))
