@@ -492,7 +492,8 @@ def project_timeline(
 
 
 #: Compaction triggers the thresholds decide (the others: manual, the agent's tool, a provider error).
-THRESHOLD_TRIGGERS = ("compact_threshold", "hard_block")
+#: Compactions the threshold projection predicts; one at the hard block is the projection's "block" step.
+THRESHOLD_TRIGGERS = ("compact_threshold",)
 
 
 @dataclass(frozen=True)
@@ -503,6 +504,12 @@ class RecordedStops:
     other_compactions: tuple[tuple[int, str], ...]
     final_turns: tuple[int, ...]
     skipped: tuple[int, ...]
+
+    @property
+    def hard_block_turns(self) -> tuple[int, ...]:
+        """Steps that reached the hard block: compacted there, or forced the final turn."""
+        at_block = {step for step, trigger in self.other_compactions if trigger == "hard_block"}
+        return tuple(sorted(at_block | set(self.final_turns)))
 
     def text(self, unit: str = "turn") -> str:
         parts = [
@@ -523,6 +530,7 @@ class RecordedStops:
 
 
 OTHER_TRIGGERS = {
+    "hard_block": "at the hard block",
     "manual": "by hand",
     "tool": "by the agent's compact_context tool",
     "provider_error": "after the provider refused the request as too long",
