@@ -165,12 +165,15 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
     companion = COMPANION_FILES.get(path.name)
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
+    try:
+        _sniff_head(path)  # before anything reads the file whole (the line cache included)
+    except OSError as exc:
+        raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
     if cache is not None:
         appended = cache.read(path, live=live)
         if appended is not None:
             return appended
     try:
-        _sniff_head(path)
         raw = path.read_bytes()
     except OSError as exc:
         raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
