@@ -19,9 +19,11 @@ MB = 1 << 20
 
 def _run_measured(*args: str, cwd: Path) -> tuple[int, str, int]:
     """(exit code, stderr, peak RSS in bytes) of ``python -m engine.cli ARGS``."""
+    repo = str(Path(__file__).resolve().parents[1])  # this checkout's engine, installed or not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", *args],
-        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     with proc.stderr as pipe:  # type: ignore[union-attr]
         stderr = pipe.read()
