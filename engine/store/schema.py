@@ -425,6 +425,24 @@ TABLES_M003: tuple[Table, ...] = (
 )
 
 
+def _content_last(table: Table) -> Table:
+    """``table`` with its ``content`` column moved to the end."""
+    columns = tuple(c for c in table.columns if c.name != "content")
+    return Table(
+        table.name,
+        table.doc,
+        columns + tuple(c for c in table.columns if c.name == "content"),
+        table.constraints,
+        table.indexes,
+    )
+
+
+#: tool_result_blobs as m004 leaves it: ``content`` last, so a row inserted with ``zeroblob(n)``
+#: is not materialized (SQLite only defers a zeroblob at the end of a record) and is then filled
+#: in pieces through incremental blob I/O.
+TABLES_M004 = tuple(_content_last(t) for t in TABLES_V1 if t.name == "tool_result_blobs")
+
+
 def m001_initial(conn: sqlite3.Connection) -> None:
     """Create every table of schema version 1."""
     for table in TABLES_V1:
@@ -449,11 +467,35 @@ def m003_request_costs(conn: sqlite3.Connection) -> None:
             conn.execute(index)
 
 
+def m004_blob_content_last(conn: sqlite3.Connection) -> None:
+    """Rebuild tool_result_blobs with ``content`` as its last column (rows and rowids kept).
+
+    With ``content`` before other columns, inserting ``zeroblob(n)`` built the whole n bytes in
+    memory: offloading a 200 MB output peaked at 2x its size. PostgreSQL binds bytea as a value
+    whatever its position, so there the migration changes nothing.
+    """
+    if not isinstance(conn, sqlite3.Connection):
+        return
+    (table,) = TABLES_M004
+    current = [r[1] for r in conn.execute(f"PRAGMA table_info({table.name})")]
+    if current[-1:] == ["content"]:
+        return
+    staging = f"_{table.name}_m004"
+    conn.execute(table.create_sql().replace(f"EXISTS {table.name} (", f"EXISTS {staging} (", 1))
+    names = ", ".join(c.name for c in table.columns)
+    conn.execute(f"INSERT INTO {staging} (rowid, {names}) SELECT rowid, {names} FROM {table.name}")
+    conn.execute(f"DROP TABLE {table.name}")
+    conn.execute(f"ALTER TABLE {staging} RENAME TO {table.name}")
+    for index in table.indexes:
+        conn.execute(index)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_request_payloads", m002_request_payloads),
     ("m003_request_costs", m003_request_costs),
+    ("m004_blob_content_last", m004_blob_content_last),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
