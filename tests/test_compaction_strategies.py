@@ -506,6 +506,32 @@ def test_chain_cuts_inside_a_last_turn_that_alone_exceeds_the_target():
     assert dropped.fits and not has_orphans(dropped.messages)
 
 
+def test_chain_summarizes_a_last_turns_request_that_alone_exceeds_the_target():
+    # A pasted continuation summary opens the last turn and is alone over the target: the cut
+    # inside the turn drops it into the summary instead of keeping it and starving the summary.
+    messages = [
+        *history(4),
+        user(
+            "Carry on from here. "
+            + " ".join(f"note{k} the exporter uses port {8000 + k}" for k in range(400))
+        ),
+        assistant("reading", tool_use("last", "read_file", path="util.py")),
+        tool_result("last", "def helper(x): return x * 2"),
+        assistant("util.py doubles x."),
+    ]
+    target = 1_500
+    assert tokens(messages[-4:-3]) > target
+    result = plan(messages, "chain", target=target, summarizer=OfflineSummarizer(TOKENIZER))
+    check_result(messages, result)
+    assert result.fits
+    assert messages[-4] not in result.messages
+    assert result.messages[-3:] == tuple(messages[-3:])  # the tool pair stays together
+    assert "Carry on from here" in result.summary
+    recording = RecordingSummarizer()
+    plan(messages, "chain", target=target, summarizer=recording)
+    assert recording.calls[-1][2] > target // 2  # the summary gets what the tail leaves, not a floor
+
+
 # -- compact() -----------------------------------------------------------------------------------------
 
 

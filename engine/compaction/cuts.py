@@ -118,12 +118,16 @@ def choose_cut(
     starts = [start for start, _ in turn_spans(messages)]
     held_inner = pinned_tokens_before(messages, inner, tokens)
     choice = last
-    for c, held in zip(inner, held_inner, strict=True):
-        anchor = turn_anchor(messages, starts, c)
-        cost = suffix[c] + held + fixed + (tokens[anchor] if anchor is not None else 0)
-        choice = Cut(c, cost, anchor)
-        if cost <= target:
-            return choice
+    # First with the turn's opening message kept beside the cut; when that never fits (the
+    # request alone is over the target), without it: the summary then carries the request.
+    for keep_anchor in (True, False):
+        for c, held in zip(inner, held_inner, strict=True):
+            anchor = turn_anchor(messages, starts, c) if keep_anchor else None
+            cost = suffix[c] + held + fixed + (tokens[anchor] if anchor is not None else 0)
+            if cost <= target:
+                return Cut(c, cost, anchor)
+            if keep_anchor:
+                choice = Cut(c, cost, anchor)
     return choice
 
 
