@@ -1,628 +1,79 @@
-"""Pure explanations for the dashboard (no streamlit, no I/O): why a session stopped, and what
-the timeline would have done under edited settings.
+"""Pure explanations for the dashboard (no streamlit, no I/O): the names the pages use, re-exported
+from ``analysis_stops`` (why a session stopped, and the settings that would have avoided it),
+``analysis_timeline`` (the timeline re-projected under edited settings, beside what was recorded)
+and ``analysis_findings`` (findings as frames and markers).
 
 Inputs are plain dicts/frames from dashboard.data; outputs are frozen values the pages render.
 """
 
-from __future__ import annotations
-
-import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import Any
-
-import pandas as pd
-
-from engine.budget import reproject
-from engine.events import COMPONENTS, ComponentTokens
-from engine.findings import Finding
-from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD, DEFAULT_NOTE_THRESHOLD
-
-#: Tokens the reference left in context takes once an output is offloaded (a one-line stub).
-OFFLOAD_STUB_TOKENS = 40
-#: Bytes per token assumed when an output's size was not recorded (English text and code).
-BYTES_PER_TOKEN_ESTIMATE = 4
-LIMIT_FIELDS = ("context_window", "max_output_tokens", "buffer_tokens")
-
-
-@dataclass(frozen=True)
-class Projection:
-    """The timeline re-projected under edited settings: where it would compact or block."""
-
-    limit: int
-    thresholds: tuple[float, float, float]
-    compact_turns: tuple[int, ...]
-    block_turns: tuple[int, ...]
-    label: str = "edited settings"
-    unit: str = "turn"
-
-    @property
-    def headline(self) -> str:
-        parts = [f"limit {self.limit:,}"]
-        more = len(self.compact_turns) - 1
-        parts.append(
-            f"would compact at {self.unit} {self.compact_turns[0]}" + (f" (and {more} more)" if more else "")
-            if self.compact_turns
-            else "would not compact"
-        )
-        parts.append(
-            f"final turn at {self.unit} {self.block_turns[0]}" if self.block_turns else "no forced final turn"
-        )
-        return f"Under {self.label}: " + ", ".join(parts)
-
-
-def _int(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def components_of(row: Mapping[str, Any]) -> dict[str, int]:
-    """Component tokens of an event row (``system_tokens`` ... or already-short names)."""
-    out = {}
-    for name in COMPONENTS:
-        value = row.get(f"{name}_tokens", row.get(name))
-        out[name] = _int(value) or 0
-    return out
-
-
-#: Guard threshold names (``details.thresholds``) -> the setting each one is.
-THRESHOLD_SETTINGS = {
-    "note": "note_threshold",
-    "compact": "compact_threshold",
-    "hard_block": "hard_block_threshold",
-}
-
-
-@dataclass(frozen=True)
-class LimitLine:
-    """One setting in force at a stop: its value and where it came from.
-
-    ``value`` None with ``unset`` means the setting is recorded as not set (e.g. no
-    ``tool_response_max_bytes``); None without it means nothing recorded its value.
-    """
-
-    field: str
-    value: int | float | str | None
-    source: str
-    unset: bool = False
-
-    @property
-    def text(self) -> str:
-        if self.value is None:
-            return "not set" if self.unset else "not recorded"
-        if isinstance(self.value, bool):
-            return str(self.value).lower()
-        if isinstance(self.value, int):
-            return f"{self.value:,}"
-        if isinstance(self.value, float):
-            return f"{self.value:g}"
-        return self.value
-
-
-@dataclass(frozen=True)
-class Growth:
-    component: str
-    before: int
-    after: int
-
-    @property
-    def delta(self) -> int:
-        return self.after - self.before
-
-
-@dataclass(frozen=True)
-class StopExplanation:
-    """Everything the "Why did it stop?" page shows for one guard stop."""
-
-    outcome: str
-    turn: int | None
-    model: str | None
-    provider: str | None
-    limit_lines: tuple[LimitLine, ...]
-    limit: int | None
-    projected: int | None
-    hard_block_threshold: float
-    growth: tuple[Growth, ...]
-    growth_estimated: bool
-    first_request: bool
-    tipping_seq: int | None
-    tipping_component: str | None
-    tipping_tokens: int | None
-    suggestions: tuple[str, ...]
-
-    @property
-    def over_by(self) -> int | None:
-        if self.limit is None or self.projected is None:
-            return None
-        return self.projected - math.floor(self.limit * self.hard_block_threshold)
-
-    @property
-    def formula(self) -> str:
-        values = {line.field: line.value for line in self.limit_lines}
-        if any(values.get(f) is None for f in LIMIT_FIELDS):
-            return f"limit = {self.limit:,}" if self.limit is not None else "limit not recorded"
-        w, o, b = (int(values[f]) for f in LIMIT_FIELDS)
-        text = f"limit = context_window {w:,} - max_output_tokens {o:,} - buffer_tokens {b:,} = {w - o - b:,}"
-        if self.limit is not None and self.limit != w - o - b:
-            text += f" (capped by context_budget to {self.limit:,})"
-        return text
-
-
-def stop_events(guards: pd.DataFrame) -> pd.DataFrame:
-    """The guard events that stopped a session: skipped providers, tool results refused with the
-    final turn forced (the cause), and forced final turns not already explained by such a refusal."""
-    if guards.empty:
-        return guards
-    details = guards["details"]
-    refused = (guards["outcome"] == "rejected") & details.map(
-        lambda d: bool(d.get("final_forced") or d.get("tipping"))
-    )
-    explained_turns = set(guards.loc[refused, "turn_index"])
-    forced = (guards["outcome"] == "forced_final") & ~guards["turn_index"].isin(explained_turns)
-    return guards[refused | forced | (guards["outcome"] == "skipped_provider")]
-
-
-def settings_for_model(settings: Mapping[str, Any], model: str | None) -> Mapping[str, Any]:
-    """The settings a session recorded for ``model``: its own, or the fallback model's."""
-    if model and settings.get("model") not in (None, model):
-        for fallback in settings.get("fallbacks") or []:
-            if isinstance(fallback, Mapping) and fallback.get("model") == model:
-                return fallback
-        return {}
-    return settings
-
-
-def _setting_line(
-    name: str, source: str, settings: Mapping[str, Any], thresholds: Mapping[str, Any]
-) -> LimitLine:
-    """A setting the guard named a source for: its value from the event's thresholds, else from the
-    settings the session recorded (a recorded null is "not set")."""
-    for short, full in THRESHOLD_SETTINGS.items():
-        if full == name and thresholds.get(short, thresholds.get(full)) is not None:
-            return LimitLine(name, float(thresholds.get(short, thresholds.get(full))), source)
-    if name in settings:
-        value = settings[name]
-        if value is None:
-            return LimitLine(name, None, source, unset=True)
-        if isinstance(value, int | float | str) and not isinstance(value, bool):
-            return LimitLine(name, value, source)
-        return LimitLine(name, str(value), source)
-    return LimitLine(name, None, source)
-
-
-def explain_stop(
-    event: Mapping[str, Any],
-    previous_request: Mapping[str, Any] | None,
-    *,
-    tipping_bytes: int | None = None,
-    settings: Mapping[str, Any] | None = None,
-) -> StopExplanation:
-    """Explain one guard event (forced_final, skipped_provider, or a refused tool result).
-
-    ``event`` is a context_events row with ``details`` parsed; ``previous_request`` the last
-    request event before it (for growth); ``tipping_bytes`` the size of the tipping output;
-    ``settings`` what the session recorded (``sessions.settings_json``), for values the event
-    only names a source for (tokenizer, note_threshold, ...).
-    """
-    details = event.get("details") or {}
-    sources = details.get("sources") or {}
-    thresholds = details.get("thresholds") or {}
-    recorded = settings_for_model(settings or {}, event.get("model"))
-    # The guard records thresholds as {"note", "compact", "hard_block"}; accept the settings' names too.
-    hard = float(
-        thresholds.get("hard_block", thresholds.get("hard_block_threshold", DEFAULT_HARD_BLOCK_THRESHOLD))
-    )
-    compact = float(thresholds.get("compact", thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD)))
-    derived = {
-        "limit_tokens": "context_window - max_output_tokens - buffer_tokens (capped by context_budget)",
-        "projected_tokens": "the guard's estimate of the request",
-    }
-    lines = [
-        LimitLine(
-            f,
-            _int(event.get(f)) if _int(event.get(f)) is not None else _int(recorded.get(f)),
-            str(sources.get(f, derived.get(f, "not recorded"))),
-        )
-        for f in (*LIMIT_FIELDS, "limit_tokens", "projected_tokens")
-    ]
-    lines += [
-        LimitLine(
-            name,
-            value,
-            str(sources.get(name, "recorded with the event" if thresholds else "built-in default")),
-        )
-        for name, value in (("compact_threshold", compact), ("hard_block_threshold", hard))
-    ]
-    for name, source in sources.items():
-        if name not in {line.field for line in lines}:
-            lines.append(_setting_line(name, str(source), recorded, thresholds))
-    tipping = details.get("tipping") or {}
-    before = components_of(previous_request) if previous_request is not None else dict.fromkeys(COMPONENTS, 0)
-    # A tool-result check records no breakdown: "now" is then the previous request plus the output.
-    estimated = not any(_int(event.get(f"{n}_tokens", event.get(n))) is not None for n in COMPONENTS)
-    after = components_of(event)
-    if estimated:
-        after = dict(before)
-        component = tipping.get("component") or ("tool_results" if tipping.get("tool_name") else None)
-        if component in after and _int(tipping.get("tokens")):
-            after[component] += _int(tipping.get("tokens")) or 0
-    growth = tuple(
-        sorted((Growth(n, before[n], after[n]) for n in COMPONENTS), key=lambda g: (-g.delta, g.component))
-    )
-    first_request = previous_request is None
-    # Before the first request nothing grew: the request as a whole did not fit, no message tipped it.
-    grew = not first_request and bool(growth) and growth[0].delta > 0
-    tipping_seq = _int(tipping.get("message_seq", None if first_request else event.get("message_seq")))
-    tipping_component = tipping.get("component") or (
-        "tool_results" if tipping.get("tool_name") else growth[0].component if grew else None
-    )
-    tipping_tokens = _int(tipping.get("tokens"))
-    if tipping_tokens is None and grew:
-        tipping_tokens = growth[0].delta
-    limit = _int(event.get("limit_tokens"))
-    projected = _int(event.get("projected_tokens"))
-    suggestions = suggest_settings(
-        projected=projected,
-        context_window=_int(event.get("context_window")),
-        max_output_tokens=_int(event.get("max_output_tokens")),
-        buffer_tokens=_int(event.get("buffer_tokens")),
-        limit=limit,
-        hard_block_threshold=hard,
-        compact_threshold=compact,
-        previous_total=sum(before.values()) if previous_request is not None else None,
-        tipping_component=tipping_component,
-        tipping_tokens=tipping_tokens,
-        tipping_bytes=tipping_bytes,
-        result_offload_threshold=_int(recorded.get("result_offload_threshold")),
-    )
-    return StopExplanation(
-        outcome=str(event.get("outcome")), turn=_int(event.get("turn_index")), model=event.get("model"),
-        provider=event.get("provider"), limit_lines=tuple(lines), limit=limit, projected=projected,
-        hard_block_threshold=hard, growth=growth, growth_estimated=estimated, first_request=first_request,
-        tipping_seq=tipping_seq, tipping_component=tipping_component,
-        tipping_tokens=tipping_tokens, suggestions=suggestions,
-    )  # fmt: skip
-
-
-def min_limit_for(projected: int, hard_block_threshold: float) -> int:
-    """The smallest limit whose hard-block point, floor(limit * threshold), lies above ``projected``."""
-    limit = max(math.ceil(projected / hard_block_threshold), 1)
-    while math.floor(limit * hard_block_threshold) <= projected:
-        limit += 1
-    while limit > 1 and math.floor((limit - 1) * hard_block_threshold) > projected:
-        limit -= 1
-    return limit
-
-
-def suggest_settings(
-    *,
-    projected: int | None,
-    context_window: int | None,
-    max_output_tokens: int | None,
-    buffer_tokens: int | None,
-    limit: int | None,
-    hard_block_threshold: float,
-    compact_threshold: float,
-    previous_total: int | None,
-    tipping_component: str | None,
-    tipping_tokens: int | None,
-    tipping_bytes: int | None,
-    result_offload_threshold: int | None = None,
-) -> tuple[str, ...]:
-    """Settings that would have avoided the stop, each as ``"name ≥ N"`` / ``"name ≤ M"`` plus why."""
-    if projected is None:
-        return ()
-    out: list[str] = []
-    if context_window is not None and max_output_tokens is not None and buffer_tokens is not None:
-        needed_limit = min_limit_for(projected, hard_block_threshold)
-        needed = needed_limit + max_output_tokens + buffer_tokens
-        out.append(
-            f"context_window ≥ {needed:,} (now {context_window:,}): the request of {projected:,} tokens "
-            f"stays under {hard_block_threshold:.0%} of the limit"
-        )
-        room = context_window - buffer_tokens - needed_limit
-        if 0 < room < max_output_tokens:
-            out.append(
-                f"max_output_tokens ≤ {room:,} (now {max_output_tokens:,}): less reserved for the reply"
-            )
-    if limit:
-        block_at = math.floor(limit * hard_block_threshold)
-        if tipping_component == "tool_results" and tipping_tokens:
-            saved = tipping_tokens - OFFLOAD_STUB_TOKENS
-            if projected - saved < block_at:
-                if tipping_bytes:
-                    size = f"the {tipping_bytes:,}-byte output"
-                else:  # a refused output never reached the transcript: estimate its size
-                    tipping_bytes = tipping_tokens * BYTES_PER_TOKEN_ESTIMATE
-                    size = f"the output (about {tipping_bytes:,} bytes)"
-                if result_offload_threshold is not None and result_offload_threshold < tipping_bytes:
-                    # The threshold in force is already below the estimate: the output stayed under it
-                    # (the estimate is high), so only a lower threshold than the one in force helps.
-                    out.append(
-                        f"result_offload_threshold below {result_offload_threshold:,} bytes (now "
-                        f"{result_offload_threshold:,}): the output of about {tipping_tokens:,} tokens stayed under "
-                        f"it; offloaded, it would have saved about {saved:,} tokens"
-                    )
-                else:
-                    out.append(
-                        f"result_offload_threshold ≤ {max(tipping_bytes - 1, 1):,} bytes: {size} would have been "
-                        f"offloaded, saving about {saved:,} tokens"
-                    )
-        if previous_total is not None and previous_total > 0:
-            share = previous_total / limit
-            if share < compact_threshold:
-                proposed = max(math.floor(share * 20) / 20, 0.05)
-                out.append(
-                    f"compact_threshold {proposed:.2f} (now {compact_threshold:.2f}): the previous request "
-                    f"was at {share:.0%}, so compaction would have run before this turn"
-                )
-    return tuple(out)
-
-
-_SUGGESTED = re.compile(
-    r"^(?P<field>[a-z_]+) (?:(?P<op>[≥≤]) |(?P<below>below) )?(?P<value>[\d,]+(?:\.\d+)?)"
+from dashboard.analysis_findings import (
+    FINDING_COLUMNS,
+    FINDING_LABELS,
+    findings_frame,
+    findings_markers,
+    findings_per_call,
+    money_text,
+    savings_text,
+)
+from dashboard.analysis_stops import (
+    BYTES_PER_TOKEN_ESTIMATE,
+    LIMIT_FIELDS,
+    OFFLOAD_STUB_TOKENS,
+    THRESHOLD_SETTINGS,
+    Growth,
+    LimitLine,
+    StopExplanation,
+    components_of,
+    explain_stop,
+    min_limit_for,
+    settings_for_model,
+    stop_events,
+    suggest_settings,
+    suggestion_edit,
+)
+from dashboard.analysis_timeline import (
+    OTHER_TRIGGERS,
+    THRESHOLD_TRIGGERS,
+    Projection,
+    RecordedStops,
+    components_list,
+    per_call,
+    project_timeline,
+    recorded_budget,
+    recorded_stops,
+    step_demand,
 )
 
-
-def suggestion_edit(suggestion: str) -> tuple[str, int | float] | None:
-    """The (setting, value) a suggestion of :func:`suggest_settings` asks for, ready to put into
-    the settings: ``context_window ≥ 9,323`` gives 9323; ``below 16,384`` gives 16383."""
-    m = _SUGGESTED.match(suggestion)
-    if m is None:
-        return None
-    text = m["value"].replace(",", "")
-    value: int | float = float(text) if "." in text else int(text)
-    if m["below"]:
-        value = value - 1
-    return m["field"], value
-
-
-def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
-    return [
-        ComponentTokens(**{n: max(_int(row[n]) or 0, 0) for n in COMPONENTS}) for _, row in turns.iterrows()
-    ]
-
-
-def per_call(calls: pd.DataFrame, marks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The timeline by model call instead of by turn: ``calls`` (dashboard.data.requests) numbered
-    0.. in column ``turn`` (the real turn kept in ``real_turn``), and markers moved to the first
-    call after their event."""
-    frame = calls.reset_index(drop=True).rename(columns={"turn": "real_turn"})
-    frame["turn"] = range(len(frame))
-    frame["requests"] = 1
-    if marks.empty or frame.empty:
-        return frame, marks
-    positions = frame["event_seq"].searchsorted(marks["event_seq"].to_numpy())
-    moved = marks.assign(turn=[min(int(p), len(frame) - 1) for p in positions])
-    return frame, moved
-
-
-def step_demand(checks: pd.DataFrame, steps: pd.DataFrame, unit: str = "turn") -> list[int | None]:
-    """Per step of ``steps`` (dashboard.data.timeline, or :func:`per_call`), the most tokens any
-    guard check or request of that step projected: what the guard compared with the thresholds,
-    *before* a compaction made the request fit (the request events alone show the after).
-
-    ``checks`` are the session's guard and request events (``dashboard.data.events``). By model
-    call, a check belongs to the next request after it (a check after the last request, such as
-    a refused tool result, to the last call).
-    """
-    if steps.empty:
-        return []
-    rows = checks[checks["projected_tokens"].notna()] if not checks.empty else checks
-    if rows.empty:
-        return [None] * len(steps)
-    if unit == "turn":
-        peak = rows.groupby("turn_index")["projected_tokens"].max()
-        return [_int(peak.get(t)) for t in steps["turn"].astype(int)]
-    calls = steps["event_seq"].astype(int).to_numpy()
-    position = calls.searchsorted(rows["seq"].astype(int).to_numpy())
-    out: list[int | None] = [None] * len(steps)
-    for index, projected in zip(position, rows["projected_tokens"], strict=True):
-        i = min(int(index), len(steps) - 1)
-        value = _int(projected)
-        if value is not None and (out[i] is None or value > out[i]):
-            out[i] = value
-    return out
-
-
-def recorded_budget(settings: Mapping[str, Any]) -> Any | None:
-    """The budget settings a session recorded (``sessions.settings_json``) as an object
-    :func:`project_timeline` takes; None when the window fields were not recorded."""
-    if any(_int(settings.get(f)) is None for f in LIMIT_FIELDS):
-        return None
-    return SimpleNamespace(
-        context_window=_int(settings["context_window"]),
-        max_output_tokens=_int(settings["max_output_tokens"]),
-        buffer_tokens=_int(settings["buffer_tokens"]),
-        context_budget=_int(settings.get("context_budget")),
-        note_threshold=float(settings.get("note_threshold") or DEFAULT_NOTE_THRESHOLD),
-        compact_threshold=float(settings.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
-        hard_block_threshold=float(settings.get("hard_block_threshold") or DEFAULT_HARD_BLOCK_THRESHOLD),
-    )
-
-
-def project_timeline(
-    turns: pd.DataFrame,
-    settings: Any,
-    *,
-    label: str = "edited settings",
-    unit: str = "turn",
-    demand: Sequence[int | None] | None = None,
-) -> Projection | None:
-    """Where the recorded turns would compact / force a final turn under ``settings``.
-
-    ``settings`` is a ResolvedModelSettings (anything with the budget fields). Each step is
-    judged by what the guard saw before any compaction (``demand``, :func:`step_demand`) when
-    given, else by the breakdown that was sent; the judgement itself is engine.budget.reproject.
-    What a compaction would then have freed is not simulated: under the settings the session
-    ran with, the compactions and final turns it recorded come out where they happened.
-    """
-    if turns.empty:
-        return None
-    sent = components_list(turns)
-    if demand is not None:
-        sent = [
-            ComponentTokens(conversation=max(c.total, d)) if d is not None and d > c.total else c
-            for c, d in zip(sent, demand, strict=True)
-        ]
-    points = reproject(sent, settings)
-    turn_numbers = turns["turn"].astype(int).tolist()
-    return Projection(
-        limit=points[0].limit,
-        thresholds=(
-            float(getattr(settings, "note_threshold", DEFAULT_NOTE_THRESHOLD)),
-            float(settings.compact_threshold),
-            float(settings.hard_block_threshold),
-        ),
-        # At the hard-block point the guard forces the final turn (a compaction may run first):
-        # such steps are listed as final turns, not as compactions.
-        compact_turns=tuple(
-            t for t, p in zip(turn_numbers, points, strict=True) if p.would_compact and not p.would_block
-        ),
-        block_turns=tuple(t for t, p in zip(turn_numbers, points, strict=True) if p.would_block),
-        label=label,
-        unit=unit,
-    )
-
-
-#: Compaction triggers the thresholds decide (the others: manual, the agent's tool, a provider error).
-#: Compactions the threshold projection predicts; one at the hard block is the projection's "block" step.
-THRESHOLD_TRIGGERS = ("compact_threshold",)
-
-
-@dataclass(frozen=True)
-class RecordedStops:
-    """What a session recorded, per step, to set beside a projection."""
-
-    threshold_compactions: tuple[int, ...]
-    other_compactions: tuple[tuple[int, str], ...]
-    final_turns: tuple[int, ...]
-    skipped: tuple[int, ...]
-
-    @property
-    def hard_block_turns(self) -> tuple[int, ...]:
-        """Steps that reached the hard block: compacted there, or forced the final turn."""
-        at_block = {step for step, trigger in self.other_compactions if trigger == "hard_block"}
-        return tuple(sorted(at_block | set(self.final_turns)))
-
-    def text(self, unit: str = "turn") -> str:
-        parts = [
-            f"compacted at {unit} {', '.join(map(str, self.threshold_compactions))} by threshold"
-            if self.threshold_compactions
-            else "no threshold compaction"
-        ]
-        for step, trigger in self.other_compactions:
-            parts.append(f"compacted at {unit} {step} ({OTHER_TRIGGERS.get(trigger, trigger)})")
-        parts.append(
-            f"final turn forced at {unit} {self.final_turns[0]}"
-            if self.final_turns
-            else "no forced final turn"
-        )
-        if self.skipped:
-            parts.append(f"a fallback provider skipped at {unit} {', '.join(map(str, self.skipped))}")
-        return "Recorded: " + ", ".join(parts)
-
-
-OTHER_TRIGGERS = {
-    "hard_block": "at the hard block",
-    "manual": "by hand",
-    "tool": "by the agent's compact_context tool",
-    "provider_error": "after the provider refused the request as too long",
-}
-
-
-def recorded_stops(marks: pd.DataFrame) -> RecordedStops:
-    """Compactions, forced final turns and skipped providers a session recorded, by step of the
-    markers' axis (``marks`` from dashboard.data.markers, or moved by :func:`per_call`)."""
-    compacted = marks[marks["kind"] == "compaction"] if not marks.empty else marks
-    threshold = sorted({int(t) for t, trig in zip(compacted["turn"], compacted["trigger"], strict=True)
-                        if trig in THRESHOLD_TRIGGERS}) if not compacted.empty else []  # fmt: skip
-    other = tuple(
-        (int(t), str(trig))
-        for t, trig in zip(compacted["turn"], compacted["trigger"], strict=True)
-        if trig not in THRESHOLD_TRIGGERS
-    ) if not compacted.empty else ()  # fmt: skip
-    finals = (
-        sorted({int(t) for t in marks[marks["outcome"] == "forced_final"]["turn"]}) if not marks.empty else []
-    )
-    skipped = (
-        sorted({int(t) for t in marks[marks["outcome"] == "skipped_provider"]["turn"]})
-        if not marks.empty
-        else []
-    )
-    return RecordedStops(tuple(threshold), other, tuple(finals), tuple(skipped))
-
-
-# -- findings ---------------------------------------------------------------------------------
-
-#: How the dashboard names each kind of finding.
-FINDING_LABELS = {
-    "repeated_read": "Repeated read",
-    "stale_result": "Stale result",
-    "unused_result": "Unused result",
-    "unused_tools": "Unused tools",
-    "uncached_prefix": "Uncached prefix",
-    "stale_thinking": "Stale thinking",
-    "ineffective_compaction": "Ineffective compaction",
-    "lost_constraint": "Lost constraint",
-    "cache_rebuild": "Cache rebuild",
-}
-FINDING_COLUMNS = ("turn", "kind", "title", "tokens", "usd", "fix", "detail", "requests", "exact", "messages")
-
-
-def money_text(usd: float | None) -> str:
-    if usd is None:
-        return "price unknown"
-    return f"${usd:,.4f}" if usd < 1 else f"${usd:,.2f}"
-
-
-def savings_text(finding: Finding) -> str:
-    """What fixing a finding would save, in one line."""
-    if finding.tokens == 0:
-        return "Nothing to save in tokens: the fix keeps more in context"
-    estimate = "" if finding.exact else " (estimated)"
-    text = f"Would save {finding.tokens:,} input tokens{estimate} over {finding.requests:,} request(s)"
-    if finding.money is not None:
-        text += f", about {money_text(finding.money)}"
-    return text
-
-
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row per finding, largest savings first (``tokens`` desc, then turn)."""
-    rows = [
-        (
-            f.turn_index, FINDING_LABELS.get(f.kind, f.kind), f.title, f.tokens, f.money, f.fix, f.detail,
-            f.requests, f.exact, ", ".join(f"#{s}" for s in f.message_seqs),
-        )
-        for f in findings
-    ]  # fmt: skip
-    frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
-    return frame.sort_values(["tokens", "turn"], ascending=[False, True], kind="stable").reset_index(
-        drop=True
-    )
-
-
-def findings_markers(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per turn with findings: ``turn``, ``count``, ``tokens`` and ``titles`` (raw, not escaped)."""
-    if frame.empty:
-        return pd.DataFrame(columns=["turn", "count", "tokens", "titles"])
-    grouped = frame.sort_values("tokens", ascending=False, kind="stable").groupby("turn", sort=True)
-    return grouped.agg(
-        count=("title", "size"), tokens=("tokens", "sum"), titles=("title", list)
-    ).reset_index()
-
-
-def findings_per_call(markers: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Finding markers moved onto the model-call axis of :func:`per_call`: each at the first call of
-    its turn (markers for turns without a call are dropped)."""
-    if markers.empty or calls.empty:
-        return markers.iloc[0:0]
-    first = calls.groupby("real_turn")["turn"].min()
-    moved = markers[markers["turn"].isin(first.index)]
-    return moved.assign(turn=[int(first[t]) for t in moved["turn"]]).reset_index(drop=True)
+__all__ = [
+    "BYTES_PER_TOKEN_ESTIMATE",
+    "FINDING_COLUMNS",
+    "FINDING_LABELS",
+    "LIMIT_FIELDS",
+    "OFFLOAD_STUB_TOKENS",
+    "OTHER_TRIGGERS",
+    "THRESHOLD_SETTINGS",
+    "THRESHOLD_TRIGGERS",
+    "Growth",
+    "LimitLine",
+    "Projection",
+    "RecordedStops",
+    "StopExplanation",
+    "components_list",
+    "components_of",
+    "explain_stop",
+    "findings_frame",
+    "findings_markers",
+    "findings_per_call",
+    "min_limit_for",
+    "money_text",
+    "per_call",
+    "project_timeline",
+    "recorded_budget",
+    "recorded_stops",
+    "savings_text",
+    "settings_for_model",
+    "step_demand",
+    "stop_events",
+    "suggest_settings",
+    "suggestion_edit",
+]

@@ -1,0 +1,151 @@
+"""What a session left besides its timeline: compactions and snapshots, offloaded results (blobs),
+the tools it offered with their costs, deferral states and tool searches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from dashboard.data_connect import _df, _rows, _session_rows, _sql_string
+from dashboard.data_timeline import events
+from engine.errors import NotFoundError
+
+
+def compactions(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Compaction events with their before/after component dicts parsed."""
+    df = events(con, db, session_id, ["compaction"])
+    return df[["seq", "turn_index", "trigger", "outcome", "reason", "created_utc", "details"]].reset_index(
+        drop=True
+    )
+
+
+def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Snapshots of a session, newest first, without their message payloads."""
+    src, params = _session_rows(
+        con, db, "session_snapshots", session_id, "",
+        ["id", "through_seq", "message_count", "tokens", "strategy", "event_id", "summary", "created_utc"],
+    )  # fmt: skip
+    snaps = _df(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
+    # The event is shown by its number within the session (``seq``), as every other page does.
+    ids = sorted({int(i) for i in snaps["event_id"].dropna()})
+    seqs: dict[int, int] = {}
+    if ids:
+        ev, ev_params = _session_rows(
+            con, db, "context_events", session_id, f"id IN ({', '.join(map(str, ids))})", ["id", "seq"]
+        )
+        seqs = dict(con.execute(f"SELECT id, seq FROM {ev}", ev_params).fetchall())
+    snaps["event"] = [seqs.get(int(i)) if i == i and i is not None else None for i in snaps["event_id"]]
+    snaps["event"] = snaps["event"].astype("float64")
+    return snaps
+
+
+# -- offloaded results ------------------------------------------------------------------------
+
+
+def blobs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    db: str | None = None,
+    session_id: str | None = None,
+    tool: str | None = None,
+    min_bytes: int = 0,
+) -> pd.DataFrame:
+    """Offloaded outputs (no content), largest first."""
+    where, params = ["size_bytes >= ?"], [min_bytes]
+    for column, value in (("db", db), ("session_id", session_id), ("tool_name", tool)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return _df(
+        con,
+        f"""SELECT db, session_id, ref_id, tool_name, tool_use_id, size_bytes, is_text, line_count, tokens,
+            preview, created_utc FROM tool_result_blobs WHERE {" AND ".join(where)}
+        ORDER BY size_bytes DESC, ref_id""",
+        params,
+    )
+
+
+def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
+    """The exact bytes of one offloaded output (looked up by its primary key inside SQLite)."""
+    src, params = _rows(con, db, "tool_result_blobs", f"ref_id = {_sql_string(ref_id)}", ["content"])
+    row = con.execute(f"SELECT content FROM {src}", params).fetchone()
+    if row is None:
+        raise NotFoundError(f"no stored result {ref_id!r} in {db}")
+    return bytes(row[0])
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+def tool_costs(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Each tool offered: its definition tokens, category, server, and how often it was called."""
+    uses, p1 = _session_rows(
+        con, db, "messages", session_id, "kind = 'tool_use' AND tool_names IS NOT NULL", ["tool_names"]
+    )
+    tools, p2 = _session_rows(
+        con, db, "session_tools", session_id, "", ["name", "category", "server", "tokens"]
+    )
+    return _df(
+        con,
+        f"""WITH uses AS (
+            SELECT trim(name) AS name, count(*) AS calls
+            FROM (SELECT unnest(string_split(tool_names, ',')) AS name FROM {uses})
+            GROUP BY 1)
+        SELECT t.name, t.category, t.server, t.tokens, coalesce(u.calls, 0)::BIGINT AS calls,
+            CASE WHEN coalesce(u.calls, 0) = 0 THEN NULL ELSE round(t.tokens / u.calls, 1) END AS tokens_per_call
+        FROM {tools} t LEFT JOIN uses u ON u.name = t.name
+        ORDER BY t.tokens DESC, t.name""",
+        [*p1, *p2],
+    )
+
+
+def server_costs(tools: pd.DataFrame) -> pd.DataFrame:
+    """Tokens per MCP server (builtin and skill tools grouped by their category)."""
+    if tools.empty:
+        return pd.DataFrame(columns=["server", "tools", "tokens", "calls"])
+    key = tools["server"].where(tools["server"].notna(), "(" + tools["category"] + ")")
+    out = (
+        tools.assign(server=key)
+        .groupby("server", as_index=False)
+        .agg(tools=("name", "count"), tokens=("tokens", "sum"), calls=("calls", "sum"))
+    )
+    return out.sort_values("tokens", ascending=False).reset_index(drop=True)
+
+
+def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """Turn by turn, per tool: 'loaded' or 'deferred' as of the latest deferral event of that turn.
+
+    Columns: turn, tool, state. States carry forward to later turns until the next deferral event.
+    """
+    ev = events(con, db, session_id, ["deferral"])
+    src, params = _session_rows(con, db, "messages", session_id, "", ["turn_index"])
+    last_turn = con.execute(f"SELECT max(turn_index) FROM {src}", params).fetchone()[0]
+    if ev.empty:
+        return pd.DataFrame(columns=["turn", "tool", "state"])
+    by_turn: dict[int, dict[str, str]] = {}
+    for turn, details in zip(ev["turn_index"].fillna(0).astype(int), ev["details"], strict=True):
+        states = {_tool_name(t): "deferred" for t in details.get("deferred", [])}
+        states.update({_tool_name(t): "loaded" for t in details.get("loaded", details.get("active", []))})
+        by_turn[turn] = states
+    rows, current = [], {}
+    for turn in range(min(by_turn), max(max(by_turn), int(last_turn or 0)) + 1):
+        current = by_turn.get(turn, current)
+        rows += [(turn, tool, state) for tool, state in sorted(current.items())]
+    return pd.DataFrame(rows, columns=["turn", "tool", "state"])
+
+
+def _tool_name(item: Any) -> str:
+    """A tool named in event details: a plain name, or a dict with ``name`` (search hits)."""
+    return str(item.get("name")) if isinstance(item, dict) else str(item)
+
+
+def tool_searches(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
+    """tool_search queries with their hits; ``hit`` is False for a search that found nothing."""
+    ev = events(con, db, session_id, ["tool_search"])
+    rows = []
+    for turn, details in zip(ev["turn_index"], ev["details"], strict=True):
+        hits = [_tool_name(h) for h in details.get("hits", [])]
+        rows.append((turn, str(details.get("query", "")), ", ".join(hits), len(hits), bool(hits)))
+    return pd.DataFrame(rows, columns=["turn", "query", "hits", "hit_count", "hit"])

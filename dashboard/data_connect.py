@@ -1,0 +1,212 @@
+"""The DuckDB connection over the session databases and the query helpers every reader uses.
+
+:func:`connect` attaches every SQLite file READ_ONLY with the sqlite scanner loaded offline
+from the ``duckdb-extension-sqlite-scanner`` package (or a PostgreSQL server, dashboard.pg_source),
+and defines one view per schema table that unions the files with a ``db`` label column.
+:func:`_rows` builds a typed subquery filtered inside SQLite, so its indexes serve per-session reads."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import duckdb_extensions
+import pandas as pd
+
+from dashboard import pg_source
+from dashboard.data_files import db_labels
+from engine.errors import NotADatabaseError, NotFoundError
+from engine.store import TABLE_NAMES, column_types
+from engine.store.factory import redact_url
+
+#: Tables every attached file must have (docs/schema.md).
+TABLES = TABLE_NAMES
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
+    """Install the scanner from the local wheel (no download) and load it."""
+    duckdb_extensions.import_extension("sqlite_scanner", con=con)
+    con.execute("LOAD sqlite_scanner")
+
+
+def connect(
+    paths: Sequence[str | os.PathLike[str]], *, skip_invalid: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with each file attached READ_ONLY and a union view per table.
+
+    A file lacking ctxdesk tables raises NotADatabaseError naming it; with ``skip_invalid`` it
+    is left out instead and listed in the ``skipped`` table (path, reason), so one junk file in
+    a folder does not hide the others. ``databases`` lists (db, alias, path). Use
+    ``con.cursor()`` per thread.
+    """
+    resolved = [str(p) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths]
+    labels = db_labels(resolved)  # type: ignore[arg-type]
+    con = duckdb.connect(":memory:")
+    load_sqlite_scanner(con)
+    if any(isinstance(p, str) for p in resolved):
+        pg_source.load_postgres_extension(con)
+    con.execute("CREATE TABLE databases (db VARCHAR, alias VARCHAR, path VARCHAR)")
+    con.execute("CREATE TABLE skipped (path VARCHAR, reason VARCHAR)")
+    attached: list[tuple[str, str]] = []
+    for i, (label, path) in enumerate(zip(labels, resolved, strict=True)):
+        alias = f"db_{i}"
+        try:
+            _attach(con, path, alias)
+        except (NotADatabaseError, NotFoundError) as exc:
+            if not skip_invalid:
+                raise
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+            con.execute("INSERT INTO skipped VALUES (?, ?)", [redact_url(str(path)), str(exc)])
+            continue
+        con.execute("INSERT INTO databases VALUES (?, ?, ?)", [label, alias, str(path)])
+        attached.append((label, alias))
+    for table in TABLES:
+        if not attached:
+            continue
+        parts = [f"SELECT {_sql_string(label)} AS db, * FROM {alias}.{table}" for label, alias in attached]
+        con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+    return con
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: str | Path, alias: str) -> None:
+    """Attach one SQLite file (or postgresql:// URL) as ``alias``; NotADatabaseError when it is
+    not a ctxdesk session database."""
+    if isinstance(path, Path) and not path.is_file():
+        raise NotFoundError("database file does not exist", path=str(path))
+    try:
+        if isinstance(path, str):  # a postgresql:// URL
+            pg_source.attach_postgres(con, path, alias)
+        else:
+            con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+        present = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]
+            ).fetchall()
+        }
+    except duckdb.Error as exc:
+        kind = "PostgreSQL" if isinstance(path, str) else "SQLite"
+        raise NotADatabaseError(
+            f"cannot attach as {kind} ({redact_url(str(exc))})", path=redact_url(str(path))
+        ) from exc
+    missing = set(TABLES) - present
+    if missing:
+        raise NotADatabaseError(f"missing ctxdesk tables {sorted(missing)}", path=str(path))
+
+
+def skipped_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(path, reason) of each file :func:`connect` left out (``skip_invalid``)."""
+    return [(str(p), str(r)) for p, r in con.execute("SELECT path, reason FROM skipped").fetchall()]
+
+
+def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:
+    """db label -> file path (or postgresql:// URL, a str) of every attached database."""
+    return {
+        db: path if pg_source.is_database_url(path) else Path(path)
+        for db, path in con.execute("SELECT db, path FROM databases").fetchall()
+    }
+
+
+def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    return plain_nulls(con.execute(sql, list(params)).df())
+
+
+def plain_nulls(df: pd.DataFrame) -> pd.DataFrame:
+    """Nullable integer columns (DuckDB gives ``Int64`` when a column holds NULL) as float64 with
+    NaN: ``pd.NA`` raises on ``bool()``, so ``x == x`` tests and chart arithmetic crash on it
+    (imported sessions record no limit, no provider usage on some calls)."""
+    nullable = [c for c, t in df.dtypes.items() if isinstance(t, pd.api.extensions.ExtensionDtype)
+                and t.kind in "iuf"]  # fmt: skip
+    return df.astype(dict.fromkeys(nullable, "float64")) if nullable else df
+
+
+def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM databases").fetchone()[0])
+
+
+def _duck_type(sqlite_type: str) -> str:
+    return {"INTEGER": "BIGINT", "TEXT": "VARCHAR", "BLOB": "BLOB", "REAL": "DOUBLE"}[sqlite_type.split()[0]]
+
+
+#: table -> column -> DuckDB type, from the documented schema.
+SCHEMA_TYPES = {t: {c: _duck_type(kind) for c, kind in cols.items()} for t, cols in column_types().items()}
+
+
+def _alias(con: duckdb.DuckDBPyConnection, db: str) -> str:
+    return _attached(con, db)[0]
+
+
+def _attached(con: duckdb.DuckDBPyConnection, db: str) -> tuple[str, str]:
+    """(alias, path or URL) of a loaded database."""
+    row = con.execute("SELECT alias, path FROM databases WHERE db = ?", [db]).fetchone()
+    if row is None:
+        raise NotFoundError(f"no database labelled {db!r} is loaded")
+    return str(row[0]), str(row[1])
+
+
+def _rows(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    table: str,
+    where: str,
+    columns: Sequence[str] | None = None,
+) -> tuple[str, list[Any]]:
+    """A typed subquery over one table of one file, filtered inside SQLite (so its indexes serve
+    per-session lookups; the scanner alone would read the whole table). ``where`` is SQLite SQL
+    built only from quoted literals and integers; returns (sql, params)."""
+    types = SCHEMA_TYPES[table]
+    cols = list(columns or types)
+    alias, path = _attached(con, db)  # SQLite file or PostgreSQL (pg_source): same SQL inside
+    inner = ", ".join(f"{pg_source.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c for c in cols)
+    outer = ", ".join(
+        f"from_hex({c}) AS {c}" if types[c] == "BLOB" else f"CAST({c} AS {types[c]}) AS {c}" for c in cols
+    )
+    return f"(SELECT {outer} FROM {pg_source.query_function(path)}(?, ?))", [
+        alias,
+        f"SELECT {inner} FROM {table} WHERE {where}",
+    ]
+
+
+def _each_db(
+    con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str], *, postgres_sql: str | None = None
+) -> tuple[str, list[Any]]:
+    """``sql`` run inside every attached database (``postgres_sql`` instead in a PostgreSQL one, when
+    given), unioned with a ``db`` label; (subquery, params)."""
+    casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
+    parts, params = [], []
+    for db, alias, path in con.execute("SELECT db, alias, path FROM databases ORDER BY alias").fetchall():
+        parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM {pg_source.query_function(path)}(?, ?)")
+        params += [alias, postgres_sql if postgres_sql and pg_source.is_database_url(path) else sql]
+    return "(" + " UNION ALL ".join(parts) + ")", params
+
+
+def _session_rows(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    table: str,
+    session_id: str,
+    where: str = "",
+    columns: Sequence[str] | None = None,
+) -> tuple[str, list[Any]]:
+    condition = f"session_id = {_sql_string(session_id)}" + (f" AND ({where})" if where else "")
+    return _rows(con, db, table, condition, columns)
+
+
+def _parse_details(text: Any) -> dict[str, Any]:
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"unparsed": text}
+    return value if isinstance(value, dict) else {"value": value}

@@ -1,0 +1,172 @@
+"""The sessions list: one row per session across every database (aggregated in SQL), the links,
+filters and parent/sub-agent tree of the Sessions page, a session's settings and findings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from dashboard.data_connect import _df, _each_db, _has_data, _parse_details, _rows, _sql_string
+from engine.errors import ValidationError
+from engine.findings import Finding
+from engine.store import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
+
+#: DuckDB types of the per-session totals that are not BIGINT.
+ROLLUP_TYPES = {"peak_usage_pct": "DOUBLE"}
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+SESSION_COLUMNS = (
+    "db", "session_id", "title", "model", "provider", "status", "source", "turns", "messages",
+    "peak_usage_pct", "peak_tokens", "limit_tokens", "compactions", "forced_final", "skipped_provider",
+    "offloaded_bytes", "blobs", "created_utc", "updated_utc", "parent_session_id",
+)  # fmt: skip
+
+
+def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per session across every database, aggregated in SQL (no message content read)."""
+    if not _has_data(con):
+        return pd.DataFrame(columns=list(SESSION_COLUMNS))
+    # Per-session totals (engine.store.pg_rollups): grouped inside each SQLite file, where indexes
+    # cover them; read from the totals a PostgreSQL server keeps (10,000 rows, not millions).
+    parts, params = [], []
+    for table in SESSION_TOTALS:
+        types = {"session_id": "VARCHAR"} | {c: ROLLUP_TYPES.get(c, "BIGINT") for c in SESSION_TOTALS[table]}
+        sql, p = _each_db(con, totals_sql(table), types, postgres_sql=rollup_sql(table))
+        parts.append(sql)
+        params += p
+    m, e, b = parts
+    return _df(
+        con,
+        f"""
+        WITH m AS (
+            SELECT db, session_id, messages, last_turn + 1 AS turns FROM {m}),
+        e AS (
+            SELECT db, session_id, peak_usage_pct, peak_tokens, last_limit % {LIMIT_BASE} AS limit_tokens,
+                compactions, forced_final, skipped_provider FROM {e}),
+        b AS (SELECT db, session_id, offloaded_bytes, blobs FROM {b})
+        SELECT s.db, s.id AS session_id, s.title, s.model, s.provider, s.status, s.source,
+            coalesce(m.turns, 0)::BIGINT AS turns, coalesce(m.messages, 0)::BIGINT AS messages,
+            round(e.peak_usage_pct, 1) AS peak_usage_pct, e.peak_tokens, e.limit_tokens,
+            coalesce(e.compactions, 0)::BIGINT AS compactions,
+            coalesce(e.forced_final, 0)::BIGINT AS forced_final,
+            coalesce(e.skipped_provider, 0)::BIGINT AS skipped_provider,
+            coalesce(b.offloaded_bytes, 0)::BIGINT AS offloaded_bytes, coalesce(b.blobs, 0)::BIGINT AS blobs,
+            s.created_utc, s.updated_utc, s.parent_session_id
+        FROM sessions s
+        LEFT JOIN m ON m.db = s.db AND m.session_id = s.id
+        LEFT JOIN e ON e.db = s.db AND e.session_id = s.id
+        LEFT JOIN b ON b.db = s.db AND b.session_id = s.id
+        ORDER BY s.updated_utc DESC, s.db, s.id
+        """,
+        params,
+    )
+
+
+def resolve_session_link(link: str, overview: pd.DataFrame) -> tuple[str, str] | None:
+    """The (db, session_id) a ``?session=`` link names: ``db::id``, or a plain id that is unique
+    across the loaded databases. None when nothing (or more than one session) matches."""
+    db, sep, sid = link.partition("::")
+    if sep:
+        match = overview[(overview["db"] == db) & (overview["session_id"] == sid)]
+    else:
+        match = overview[overview["session_id"] == link]
+    if len(match) != 1:
+        return None
+    return str(match.iloc[0]["db"]), str(match.iloc[0]["session_id"])
+
+
+def session_settings(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> dict[str, Any]:
+    """The resolved settings a session recorded when it was created (``sessions.settings_json``)."""
+    src, params = _rows(con, db, "sessions", f"id = {_sql_string(session_id)}", ["settings_json"])
+    row = con.execute(f"SELECT settings_json FROM {src}", params).fetchone()
+    return _parse_details(row[0]) if row is not None else {}
+
+
+def session_findings(
+    db_path: str | os.PathLike[str], session_id: str, settings_file: str | os.PathLike[str] | None = None
+) -> list[Finding]:
+    """``engine.findings.find_waste`` over one session, its database opened read-only.
+
+    ``settings_file`` is the user's settings (what the fixes are phrased against); a path that
+    does not exist yet means no user settings. Runs in a child process (dashboard.actions): the
+    store's sqlite3 must not share a process with DuckDB's bundled SQLite.
+    """
+    from dashboard import actions
+
+    return actions.findings(db_path, session_id, settings_file)
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What the Sessions page filters on; empty fields match everything."""
+
+    text: str = ""
+    models: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    dbs: tuple[str, ...] = ()
+    only_stopped: bool = False
+
+
+def filter_sessions(
+    df: pd.DataFrame, f: SessionFilter, sort_by: str = "updated_utc", descending: bool = True
+) -> pd.DataFrame:
+    """Filter and sort the overview frame (pure; the frame is small: one row per session)."""
+    if sort_by not in df.columns:
+        raise ValidationError(f"cannot sort by {sort_by!r}", field="sort_by", value=sort_by)
+    out = df
+    if f.text:
+        needle = f.text.lower()
+        hay = (out["title"].fillna("") + " " + out["session_id"].fillna("")).str.lower()
+        out = out[hay.str.contains(needle, regex=False)]
+    if f.models:
+        out = out[out["model"].isin(f.models)]
+    if f.statuses:
+        out = out[out["status"].isin(f.statuses)]
+    if f.dbs:
+        out = out[out["db"].isin(f.dbs)]
+    if f.only_stopped:
+        out = out[(out["forced_final"] > 0) | (out["skipped_provider"] > 0)]
+    return out.sort_values(sort_by, ascending=not descending, na_position="last", kind="stable").reset_index(
+        drop=True
+    )
+
+
+def as_tree(df: pd.DataFrame) -> pd.DataFrame:
+    """The (filtered, sorted) overview with each sub-agent session right under its parent (in the
+    order given) and ``depth`` set (0 for a top-level session); a sub-agent whose parent is not in
+    the frame stays where it is, at depth 0. Pure; the frame has one row per session."""
+    if df.empty or "parent_session_id" not in df:
+        return df.assign(depth=0)
+    keys = list(zip(df["db"], df["session_id"], strict=True))
+    present = set(keys)
+    children: dict[tuple[str, str], list[int]] = {}
+    roots: list[int] = []
+    for i, (db, parent) in enumerate(zip(df["db"], df["parent_session_id"], strict=True)):
+        if isinstance(parent, str) and parent and (db, parent) in present and (db, parent) != keys[i]:
+            children.setdefault((db, parent), []).append(i)
+        else:
+            roots.append(i)
+    order: list[int] = []
+    depth: list[int] = []
+    seen: set[int] = set()
+
+    def visit(i: int, level: int) -> None:
+        if i in seen:  # a cycle in recorded parents: show each session once
+            return
+        seen.add(i)
+        order.append(i)
+        depth.append(level)
+        for child in children.get(keys[i], []):
+            visit(child, level + 1)
+
+    for i in roots:
+        visit(i, 0)
+    for i in range(len(df)):  # rows only reachable through a cycle
+        visit(i, 0)
+    return df.iloc[order].assign(depth=depth).reset_index(drop=True)
