@@ -37,6 +37,13 @@ _COLUMNS = (
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
 _IN_CHUNK = 500
 
+#: The session's last call that wrote the prompt cache (its TTL judges the next call): one step of
+#: the partial index ``request_costs_cache_writes`` (m005), however many calls wrote nothing.
+LAST_CACHE_WRITER_SQL = (
+    f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
+    " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1"
+)
+
 _INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 
 
@@ -131,11 +138,7 @@ def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: S
     previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
     if prev is not None:
         calls = calls[1:]
-    writer = cur.execute(
-        f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
-        " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
+    writer = cur.execute(LAST_CACHE_WRITER_SQL, (session_id,)).fetchone()
     ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
     currents, classified = [], []
     for offset, call in enumerate(calls):

@@ -359,6 +359,13 @@ TABLES_M002: tuple[Table, ...] = (
 
 
 #: Tables of migration m003_request_costs: what each model call cost and why it rebuilt the prompt cache.
+#: The calls of a session that wrote the prompt cache: the cost writer's "last cache writer" (whose
+#: TTL the next call is judged by) is one index step, not a walk back over every call (m005).
+_COST_WRITES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS request_costs_cache_writes ON request_costs(session_id, call_index)"
+    " WHERE cache_write_5m_tokens + cache_write_1h_tokens > 0"
+)
+
 TABLES_M003: tuple[Table, ...] = (
     Table(
         "request_costs",
@@ -420,6 +427,7 @@ TABLES_M003: tuple[Table, ...] = (
         indexes=(
             "CREATE INDEX IF NOT EXISTS request_costs_session ON request_costs(session_id, call_index)",
             "CREATE INDEX IF NOT EXISTS request_costs_day ON request_costs(day, model)",
+            _COST_WRITES_INDEX,
         ),
     ),
 )
@@ -490,12 +498,18 @@ def m004_blob_content_last(conn: sqlite3.Connection) -> None:
         conn.execute(index)
 
 
+def m005_request_costs_writer_index(conn: sqlite3.Connection) -> None:
+    """Index the calls that wrote the prompt cache (request_costs made by m003 before it had it)."""
+    conn.execute(_COST_WRITES_INDEX)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_request_payloads", m002_request_payloads),
     ("m003_request_costs", m003_request_costs),
     ("m004_blob_content_last", m004_blob_content_last),
+    ("m005_request_costs_writer_index", m005_request_costs_writer_index),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
