@@ -46,6 +46,11 @@ class ClearToolResultsPolicy(_Policy):
     clear_at_least: int = Field(0, ge=0, description="Clear only when this many tokens can be freed at once.")
     exclude_tools: tuple[str, ...] = Field((), description="Tools whose results are never cleared.")
     clear_tool_inputs: bool = Field(False, description="Also clear the inputs of the cleared calls.")
+    cache_aware: bool = Field(
+        False,
+        description="Clear only in batches that pay for the prompt-cache rebuild they cause "
+        "(engine.prompt.cache_policy); the window still forces clearing.",
+    )
 
 
 class OffloadPolicy(_Policy):

@@ -369,6 +369,22 @@ def _compaction(
     return Edit("compaction", reason, before, after, changes), compacted
 
 
+def _clearing_pays(messages: list[Any], candidates: list[_Result], tokenizer: Tokenizer,
+                   body: Mapping[str, Any], must: bool) -> bool:  # fmt: skip
+    """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy)."""
+    from engine.prompt.cache_policy import CacheRates, plan_request_clearing
+
+    if not candidates:
+        return False
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    first = min(r.location[0] for r in candidates)
+    freed = sum(r.tokens for r in candidates)
+    decision = plan_request_clearing(
+        messages, first, freed, count=tokenizer.count, rates=CacheRates.for_model(model), must_clear=must
+    )
+    return decision.clear
+
+
 def too_long_error(api: str, tokens: int, maximum: int) -> tuple[int, dict[str, Any]]:
     """The provider's own 400 for a prompt over the window (agents already handle it)."""
     message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
@@ -426,7 +442,9 @@ def plan_edits(
             if r.tool_use_id not in state.cleared and r.tool_use_id not in keep_ids
             and (r.name or "") not in clear.exclude_tools and r.tokens > MIN_CLEAR_TOKENS
         ]  # fmt: skip
-        if sum(r.tokens for r in candidates) >= clear.clear_at_least:
+        if sum(r.tokens for r in candidates) >= clear.clear_at_least and (
+            not clear.cache_aware or _clearing_pays(messages, candidates, tokenizer, body, over_window)
+        ):
             newly = candidates
     for r in newly:
         ref = result_ref(r.content)

@@ -1,0 +1,162 @@
+"""Whether clearing old tool results pays for the prompt-cache rebuild it causes (pure).
+
+Clearing a tool result changes the prompt from that result on: the next call reads the
+unchanged head from the cache and writes everything after the edit point again. The tokens
+cleared are then not read again on every later call. ``plan_cache_clearing`` weighs the two in
+units of the uncached input price and clears only when the saving over the calls expected to
+follow exceeds the rebuild, and in batches: each rebuild has a fixed cost while uncleared
+tokens cost a cache read per call, so the batch that minimises the cost per call is the
+economic-order quantity ``sqrt(2 x rebuild cost x growth per call / read price)``
+(``batch_tokens``). ``expected_remaining_calls`` estimates the calls to come from the calls
+made so far. No I/O, clock or model call here: callers measure, this decides.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.cost import Prices, prices_for
+
+#: A session that has made n calls is expected to make about n more (the median of a
+#: scale-free length distribution), at least this many and at most ``MAX_EXPECTED_CALLS``.
+MIN_EXPECTED_CALLS = 1.0
+MAX_EXPECTED_CALLS = 200.0
+
+
+@dataclass(frozen=True)
+class CacheRates:
+    """Cache prices relative to the uncached input price (1.0)."""
+
+    read: float = 0.1  # a cache read (Anthropic: 0.1x input)
+    write: float = 1.25  # a cache write (Anthropic 5-minute cache: 1.25x input)
+
+    @classmethod
+    def from_prices(cls, prices: Prices | None) -> CacheRates:
+        """The model table's prices as ratios; Anthropic's list ratios when unknown or uncached."""
+        if prices is None or prices.input <= 0 or not prices.cache_read < prices.input:
+            return ANTHROPIC_RATES
+        write = prices.cache_write_5m / prices.input if prices.cache_write_5m > 0 else 1.0
+        return cls(read=prices.cache_read / prices.input, write=write)
+
+    @classmethod
+    def for_model(cls, model: str | None) -> CacheRates:
+        return cls.from_prices(prices_for(model)) if model else ANTHROPIC_RATES
+
+
+ANTHROPIC_RATES = CacheRates()
+#: OpenAI bills no cache writes (a miss costs the input price) and reads at a discount.
+OPENAI_RATES = CacheRates(read=0.1, write=1.0)
+
+
+@dataclass(frozen=True)
+class ClearingDecision:
+    """Clear now or not, and the arithmetic behind it (token counts; gain in input-price tokens)."""
+
+    clear: bool
+    reason: str
+    freed_tokens: int
+    rebuild_tokens: int  # tokens written to the cache again because of the edit
+    expected_calls: float  # calls expected after this one
+    gain: float  # saving minus the rebuild's extra cost; > 0 means clearing pays
+
+
+def expected_remaining_calls(calls_so_far: int) -> float:
+    """Calls expected after this one, from the calls the session has made (this one included)."""
+    return min(MAX_EXPECTED_CALLS, max(MIN_EXPECTED_CALLS, float(calls_so_far)))
+
+
+def batch_tokens(rebuild_tokens: int, growth_per_call: float, rates: CacheRates = ANTHROPIC_RATES) -> int:
+    """Tokens worth clearing at once: the batch size that minimises rebuild plus read cost per
+    call when ``growth_per_call`` clearable tokens arrive each call."""
+    if growth_per_call <= 0 or rates.read <= 0:
+        return 0
+    fixed = rebuild_tokens * max(0.0, rates.write - rates.read)
+    return int((2 * fixed * growth_per_call / rates.read) ** 0.5)
+
+
+def plan_cache_clearing(
+    *,
+    suffix_tokens: int,
+    freed_tokens: int,
+    calls_so_far: int,
+    rates: CacheRates = ANTHROPIC_RATES,
+    remaining_calls: float | None = None,
+    growth_per_call: float | None = None,
+    must_clear: bool = False,
+) -> ClearingDecision:
+    """Whether clearing ``freed_tokens`` is worth the cache rebuild it causes.
+
+    ``suffix_tokens``: the tokens the previous call sent from the first edit point on (read from
+    the cache if nothing is cleared). Without clearing this call reads that suffix from the
+    cache and every later call reads the freed tokens again; with clearing this call writes the
+    shorter suffix. With ``growth_per_call`` (tokens the prompt grows per call) clearing also
+    waits for a batch of ``batch_tokens``. ``must_clear`` (the prompt would not fit otherwise)
+    clears whatever the arithmetic says.
+    """
+    freed = max(0, min(freed_tokens, suffix_tokens))
+    rebuild = suffix_tokens - freed
+    calls = remaining_calls if remaining_calls is not None else expected_remaining_calls(calls_so_far)
+    keep_cost = suffix_tokens * rates.read + freed * rates.read * calls
+    clear_cost = rebuild * rates.write
+    gain = keep_cost - clear_cost
+    numbers = f"{freed:,} tokens freed over ~{calls:g} more calls vs {rebuild:,} tokens rebuilt in the cache"
+    if freed == 0:
+        return ClearingDecision(False, "nothing to clear", 0, 0, calls, 0.0)
+    if must_clear:
+        return ClearingDecision(True, f"the prompt must shrink: {numbers}", freed, rebuild, calls, gain)
+    if gain <= 0:
+        return ClearingDecision(
+            False, f"not worth a cache rebuild yet: {numbers}", freed, rebuild, calls, gain
+        )
+    batch = batch_tokens(rebuild, growth_per_call or 0.0, rates)
+    if freed < batch:
+        return ClearingDecision(
+            False, f"waiting for a batch of {batch:,} tokens: {numbers}", freed, rebuild, calls, gain
+        )
+    return ClearingDecision(True, f"pays for the cache rebuild: {numbers}", freed, rebuild, calls, gain)
+
+
+def _is_model_item(message: object) -> bool:
+    if not isinstance(message, dict):
+        return False
+    return message.get("role") == "assistant" or message.get("type") in (
+        "function_call",
+        "custom_tool_call",
+        "reasoning",
+    )
+
+
+def calls_in_history(messages: list[object]) -> int:
+    """Model calls a request's history shows (runs of assistant messages or items), this one included."""
+    calls, previous = 1, False
+    for message in messages:
+        current = _is_model_item(message)
+        calls += current and not previous
+        previous = current
+    return calls
+
+
+def plan_request_clearing(
+    messages: list[object],
+    first_index: int,
+    freed_tokens: int,
+    *,
+    count: Callable[[str], int],
+    rates: CacheRates = ANTHROPIC_RATES,
+    must_clear: bool = False,
+) -> ClearingDecision:
+    """``plan_cache_clearing`` over one request's history (Anthropic Messages, OpenAI Chat or
+    Responses items): the edit starts at message ``first_index``; the last message is new in this
+    call (never cached), so the rebuilt suffix runs from the edit point to the one before it."""
+    sizes = [count(json.dumps(m, ensure_ascii=False, sort_keys=True)) for m in messages]
+    calls = calls_in_history(messages)
+    return plan_cache_clearing(
+        suffix_tokens=sum(sizes[first_index:-1]),
+        freed_tokens=freed_tokens,
+        calls_so_far=calls,
+        rates=rates,
+        growth_per_call=sum(sizes) / calls,
+        must_clear=must_clear,
+    )

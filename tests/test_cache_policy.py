@@ -1,0 +1,134 @@
+"""engine.prompt.cache_policy: clear tool results only in batches that pay for the cache rebuild."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.cost import Prices
+from engine.policy_settings import ClearToolResultsPolicy, Policies
+from engine.prompt.cache_policy import (
+    ANTHROPIC_RATES,
+    OPENAI_RATES,
+    CacheRates,
+    batch_tokens,
+    calls_in_history,
+    expected_remaining_calls,
+    plan_cache_clearing,
+    plan_request_clearing,
+)
+from engine.proxy.policies import SessionPolicyState, plan_edits
+from engine.settings import resolve_model_settings
+from engine.tokens import get_tokenizer
+
+
+@pytest.mark.parametrize(
+    ("name", "suffix", "freed", "calls", "must", "clear"),
+    [
+        ("large batch early in a long session pays", 20_000, 17_000, 20, False, True),
+        ("small gain over a long cached suffix does not", 30_000, 1_000, 3, False, False),
+        ("nothing freed never clears", 10_000, 0, 50, True, False),
+        ("over the window clears even at a loss", 30_000, 1_000, 1, True, True),
+        ("the same batch pays once more calls are expected", 12_000, 4_000, 30, False, True),
+    ],
+)
+def test_plan_cache_clearing_weighs_saving_against_rebuild(name, suffix, freed, calls, must, clear):
+    decision = plan_cache_clearing(
+        suffix_tokens=suffix, freed_tokens=freed, calls_so_far=calls, must_clear=must
+    )
+    assert decision.clear is clear, (name, decision.reason)
+    if freed:
+        assert decision.rebuild_tokens == suffix - freed
+        expected = suffix * 0.1 + freed * 0.1 * calls - (suffix - freed) * 1.25
+        assert decision.gain == pytest.approx(expected)
+
+
+def test_gain_grows_with_expected_calls_and_the_break_even_is_where_it_turns_positive():
+    # keep cost: 10k*0.1 + 2k*0.1*R; clear cost: 8k*1.25 = 10k -> break even at R = 45
+    below = plan_cache_clearing(suffix_tokens=10_000, freed_tokens=2_000, calls_so_far=1, remaining_calls=44)
+    above = plan_cache_clearing(suffix_tokens=10_000, freed_tokens=2_000, calls_so_far=1, remaining_calls=46)
+    assert not below.clear and below.gain < 0 and "not worth" in below.reason
+    assert above.clear and above.gain > 0 and "pays" in above.reason
+
+
+def test_batching_waits_for_the_economic_batch_then_clears():
+    size = batch_tokens(3_000, 1_000)  # sqrt(2 * 3000 * 1.15 * 1000 / 0.1) = 8,306
+    assert size == 8_306
+    small = plan_cache_clearing(
+        suffix_tokens=9_000, freed_tokens=6_000, calls_so_far=40, growth_per_call=1_000
+    )
+    large = plan_cache_clearing(
+        suffix_tokens=12_000, freed_tokens=9_000, calls_so_far=40, growth_per_call=1_000
+    )
+    assert not small.clear and "batch of" in small.reason
+    assert large.clear
+
+
+def test_rates_from_model_prices_and_expected_calls_bounds():
+    rates = CacheRates.from_prices(Prices(model="m", input=3e-6, output=15e-6, cache_read=0.3e-6, cache_write_5m=3.75e-6,
+                                          cache_write_1h=6e-6, source="test"))  # fmt: skip
+    assert rates.read == pytest.approx(0.1) and rates.write == pytest.approx(1.25)
+    assert CacheRates.from_prices(None) == ANTHROPIC_RATES
+    assert OPENAI_RATES.write == 1.0  # no write premium: clearing pays sooner
+    assert batch_tokens(3_000, 1_000, OPENAI_RATES) < batch_tokens(3_000, 1_000)
+    assert expected_remaining_calls(0) == 1.0 and expected_remaining_calls(10_000) == 200.0
+
+
+def test_calls_in_history_counts_runs_of_model_items():
+    anthropic = [
+        {"role": "user"},
+        {"role": "assistant"},
+        {"role": "user"},
+        {"role": "assistant"},
+        {"role": "user"},
+    ]
+    responses = [{"role": "user"}, {"type": "reasoning"}, {"type": "function_call"}, {"type": "function_call"},
+                 {"type": "function_call_output"}, {"type": "function_call_output"}]  # fmt: skip
+    assert calls_in_history(anthropic) == 3
+    assert calls_in_history(responses) == 2
+
+
+def _session(rounds: int, lines: int) -> dict:
+    messages = [{"role": "user", "content": "Fix the parser."}]
+    for i in range(rounds):
+        text = "\n".join(f"src/p{i}.py:{n}: v_{i}_{n} = f({n})" for n in range(lines))
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": text}]},
+        ]
+    return {"model": "claude-sonnet-4-6", "max_tokens": 1000, "messages": messages}
+
+
+def test_request_clearing_measures_the_suffix_from_the_edit_point_without_the_new_message():
+    tokenizer = get_tokenizer("anthropic")
+    body = _session(6, 30)
+    messages = body["messages"]
+    decision = plan_request_clearing(messages, 2, 100, count=tokenizer.count)
+    import json
+
+    expected = sum(tokenizer.count(json.dumps(m, ensure_ascii=False, sort_keys=True)) for m in messages[2:-1])
+    assert decision.rebuild_tokens == expected - 100
+    assert decision.expected_calls == 7.0
+
+
+def test_cache_aware_policy_clears_in_fewer_larger_batches_than_eager_clearing():
+    tokenizer = get_tokenizer("anthropic")
+    resolved = resolve_model_settings("claude-sonnet-4-6", "anthropic")
+
+    def batches(policy: ClearToolResultsPolicy) -> list[int]:
+        state, out = SessionPolicyState(), []
+        for rounds in range(1, 41):
+            outcome = plan_edits("anthropic_messages", _session(rounds, 30), Policies(clear_tool_results=policy),
+                                 tokenizer=tokenizer, resolved=resolved, state=state)  # fmt: skip
+            new = sum(1 for e in outcome.edits for c in e.changes if c.get("new"))
+            if new:
+                out.append(new)
+        return out
+
+    eager = batches(ClearToolResultsPolicy(trigger=5_000, keep=2))
+    aware = batches(ClearToolResultsPolicy(trigger=5_000, keep=2, cache_aware=True))
+    assert aware and len(aware) < len(eager)
+    assert min(aware) > 1  # never a one-result re-edit of the cached prefix
+    assert sum(aware) <= sum(eager)
