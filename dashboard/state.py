@@ -17,12 +17,16 @@ from dashboard import data, display
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import DEFAULT_SETTINGS_PATH, settings_path
+from engine.settings.watch import FileChangeWatcher
 from engine.store.factory import redact_url
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
 EDITED_SETTINGS_KEY = "edited_settings"
 LIVE_INTERVAL_S = 1.0
+#: How often the page looks at the settings file's change count (kept by an OS watch, so a look is
+#: an attribute read): a disk edit shows within this plus one page run.
+SETTINGS_CHECK_S = 0.25
 #: The Model settings page's state: the draft, the file as read, the widgets' generation, and the
 #: session the model picker last followed.
 SETTINGS_DRAFT_KEY = "settings_draft"
@@ -31,6 +35,8 @@ SETTINGS_GENERATION_KEY = "settings_generation"
 SETTINGS_SESSION_KEY = "_ms_session"
 GOTO_SETTINGS_KEY = "_goto_model_settings"
 SIGNATURE_KEY = "_files_signature"
+SETTINGS_SEEN_KEY = "_settings_generation_seen"
+TICKS_KEY = "_live_ticks"
 ACTION_KEY = "_pending_action"
 
 
@@ -218,6 +224,7 @@ def sidebar() -> None:
     # This full run shows the files as they are now: the watch below compares against that, so
     # running it inline never restarts the run that carries a click.
     st.session_state[SIGNATURE_KEY] = watched_signature()
+    st.session_state[SETTINGS_SEEN_KEY] = settings_generation()
     if live and not action_pending():
         _watch_files()
 
@@ -228,14 +235,35 @@ def watched_signature() -> tuple[Any, ...]:
     return signature() + data.files_signature([settings_file] if settings_file is not None else [])
 
 
-@st.fragment(run_every=LIVE_INTERVAL_S)
+@st.cache_resource(show_spinner=False)
+def _settings_watcher(path: str) -> FileChangeWatcher:
+    # One OS watch per settings file for the whole server: every open page reads its count.
+    return FileChangeWatcher(path)
+
+
+def settings_generation() -> int:
+    """How many times the settings file has changed on disk since the server started watching it."""
+    settings_file = settings_path() or DEFAULT_SETTINGS_PATH.expanduser()
+    return _settings_watcher(str(Path(settings_file).expanduser().absolute())).generation
+
+
+@st.fragment(run_every=SETTINGS_CHECK_S)
 def _watch_files() -> None:
+    # Each run reads the settings file's change count (no I/O); the databases are stat'ed once per
+    # LIVE_INTERVAL_S. A change reruns the whole page at once.
     if action_pending():
+        return
+    generation = settings_generation()
+    changed = st.session_state.get(SETTINGS_SEEN_KEY, generation) != generation
+    st.session_state[SETTINGS_SEEN_KEY] = generation
+    ticks = st.session_state.get(TICKS_KEY, 0) + 1
+    st.session_state[TICKS_KEY] = ticks
+    if not changed and ticks % round(LIVE_INTERVAL_S / SETTINGS_CHECK_S):
         return
     current = watched_signature()
     previous = st.session_state.get(SIGNATURE_KEY)
     st.session_state[SIGNATURE_KEY] = current
-    if previous is not None and previous != current:
+    if changed or (previous is not None and previous != current):
         st.rerun(scope="app")
 
 

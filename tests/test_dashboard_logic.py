@@ -14,6 +14,7 @@ from dashboard import analysis, charts, settings_form, textview
 from engine.errors import ConfigError
 from engine.findings import FINDING_KINDS, Finding
 from engine.settings import ModelSettings, Settings, resolve_model_settings
+from engine.settings.watch import FileChangeWatcher
 from tests.dashboard_fixture import HOSTILE_TEXT
 
 # -- why did it stop -------------------------------------------------------------------------
@@ -629,3 +630,27 @@ def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer
     )  # fmt: skip
     assert "no window recorded" in unknown.layout.title.text
     assert {t.name for t in unknown.data} == {charts.COMPONENT_LABELS[c] for c in components}
+
+
+def test_the_settings_file_watcher_counts_each_edit_replace_and_delete(tmp_path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text("[defaults]\ncontext_window = 1000\n")
+
+    def replace() -> None:  # how editors and save_settings write: a new file renamed over it
+        (tmp_path / "new.toml").write_text("x = 1\n")
+        (tmp_path / "new.toml").replace(path)
+
+    with FileChangeWatcher(path) as watcher:
+        assert watcher.generation == 0
+        seen = 0
+        for change in (
+            lambda: path.write_text("[defaults]\ncontext_window = 2000\n"),  # edited in place
+            replace,
+            path.unlink,
+        ):
+            change()
+            now = watcher.wait(seen, timeout=30)
+            assert now > seen, "a change of the file was not counted"
+            seen = watcher.wait(now + 1, timeout=0.2)  # the rest of the same burst
+        (tmp_path / "other.toml").write_text("x = 1\n")  # another file in the folder is not ours
+        assert watcher.wait(seen, timeout=0.5) == seen

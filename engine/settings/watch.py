@@ -1,5 +1,6 @@
 """Live reload: :class:`SettingsWatcher` keeps the last valid settings of one file and reloads
-them when the file changes.
+them when the file changes; :class:`FileChangeWatcher` only counts a file's changes, as they
+happen (for a page that rereads the file itself).
 """
 
 from __future__ import annotations
@@ -118,3 +119,64 @@ class SettingsWatcher:
                 self.reload_now()
             except Exception:  # the thread's boundary: an on_change failure must not end watching
                 logger.exception("settings watcher: on_change callback failed for %s", self.path)
+
+
+class FileChangeWatcher:
+    """Counts changes of one file as the OS reports them (inotify through watchfiles).
+
+    ``generation`` grows by one for each batch of changes (an edit, a replace by rename, a delete);
+    a reader compares it with the value it last saw, an attribute read with no I/O, so it can look
+    as often as it likes. ``wait(since, timeout)`` blocks until the generation passes ``since``.
+    The parent directory is watched, so editors that replace the file are followed; a stat check on
+    each idle ``poll_ms`` catches what the OS watch cannot see (a symlink's target elsewhere).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, debounce_ms: int = 30, poll_ms: int = 500) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.generation = 0
+        self._signature = _file_signature(self.path)
+        self._changed = threading.Condition()
+        self._stop_event = threading.Event()
+        self._debounce_ms, self._poll_ms = debounce_ms, poll_ms
+        self._thread = threading.Thread(target=self._run, name=f"file-watcher:{self.path.name}", daemon=True)
+        self._thread.start()
+
+    def wait(self, since: int, timeout: float) -> int:
+        """The generation once it is past ``since``, or as it is after ``timeout`` seconds."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.generation > since, timeout)
+            return self.generation
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop_event.set()
+        self._thread.join(timeout)
+
+    def __enter__(self) -> FileChangeWatcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _bump(self) -> None:
+        with self._changed:
+            self.generation += 1
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        if not self.path.parent.is_dir():
+            return  # nothing to watch: a page that rereads the file still sees it appear
+        for changes in watchfiles.watch(
+            self.path.parent,
+            watch_filter=lambda _change, path: Path(path) == self.path,
+            debounce=self._debounce_ms,
+            step=10,
+            rust_timeout=self._poll_ms,
+            yield_on_timeout=True,
+            stop_event=self._stop_event,
+            raise_interrupt=False,
+            recursive=False,
+        ):
+            signature = _file_signature(self.path)
+            if changes or signature != self._signature:
+                self._signature = signature
+                self._bump()
