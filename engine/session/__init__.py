@@ -1,4 +1,6 @@
-"""The session manager and its parts: ``manager`` (the turn loop and the state it mutates),
+"""The session manager and its parts: ``manager`` (the turn loop), ``history`` (the history the
+next request sends and every write to the transcript), ``guarding`` (the session's one guard and
+its lifecycle), ``calls`` (model calls: fallbacks, the emergency retry, request events),
 ``assembly`` (pure request assembly: prompt, tools, component tokens), ``tools`` (tool
 execution, built-in tools), ``targets`` (the models and their live settings), ``compacting``
 (when and how it compacts), ``event_building`` (the request, note and resume events)."""

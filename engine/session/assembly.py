@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.budget import ContextBudget, HistoryTotals
 from engine.events import ComponentTokens, ContextEvent
+from engine.guard import FINAL_REPORT_TOOL
 from engine.prompt import SUMMARY_TITLE, AssembledPrompt, PromptSection, build_prompt_or_concat
 from engine.settings import ResolvedModelSettings
 from engine.tokens import Tokenizer
@@ -53,6 +54,17 @@ class ToolTokens:
         return tokens
 
 
+def prompt_sections(
+    system_prompt: str, sections: Sequence[PromptSection], skills: Sequence[str]
+) -> list[PromptSection]:
+    """A session's fixed prompt: its base instructions, further sections, then each skill."""
+    return [
+        *([PromptSection("base_instructions", system_prompt)] if system_prompt else []),
+        *sections,
+        *(PromptSection("skills", text) for text in skills),
+    ]
+
+
 def assemble_request(
     sections: Sequence[PromptSection],
     *,
@@ -90,3 +102,30 @@ def assemble_request(
     )
     budget = ContextBudget.from_settings(settings, components)
     return RequestView(prompt, tools, components, budget, note, final, tuple(events))
+
+
+def assemble_view(
+    sections: Sequence[PromptSection],
+    *,
+    final: bool,
+    plan_note: str | None,
+    active_tools: Sequence[dict[str, Any]],
+    **measure: Any,
+) -> RequestView:
+    """The next request: the active tools and the deferral plan's note, or only final_report in a
+    final turn; assembled again with the context-status note when its budget says one is due.
+    ``measure`` are :func:`assemble_request`'s summary, tool_tokens, totals, offloaded_bytes and
+    settings."""
+
+    def assemble(note: str | None) -> RequestView:
+        return assemble_request(
+            sections,
+            status=[line for line in (note, None if final else plan_note) if line],
+            tools=(FINAL_REPORT_TOOL,) if final else tuple(active_tools),
+            note=note,
+            final=final,
+            **measure,
+        )
+
+    view = assemble(None)
+    return view if view.budget.note_text is None else assemble(view.budget.note_text)

@@ -12,6 +12,7 @@ from engine.compaction import CompactionReport, Summarizer, force_compact
 from engine.errors import SummarizerUnavailableError
 from engine.events import ContextEvent, degraded_event
 from engine.session.assembly import RequestView
+from engine.session.targets import Target
 from engine.store import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -33,9 +34,23 @@ def compaction_target(view: RequestView) -> int:
     return max(1, int(view.budget.effective_window * COMPACTION_TARGET_SHARE) - fixed)
 
 
+def compaction_event_fields(target: Target, turn_index: int) -> dict[str, Any]:
+    """The turn and window a compaction happens in, for force_compact to write with its event."""
+    s = target.settings
+    return {
+        "turn_index": turn_index if turn_index >= 0 else None,
+        "provider": target.provider,
+        "model": s.model,
+        "context_window": s.context_window,
+        "max_output_tokens": s.max_output_tokens,
+        "buffer_tokens": s.buffer_tokens,
+    }
+
+
 class Compactor:
     """Runs ``force_compact`` on one session with its summarizer and the event fields of the
-    moment (turn, model, window); ``record`` persists a fallback's ``degraded`` event first."""
+    moment (turn, model, window); ``record`` persists a fallback's ``degraded`` event first;
+    ``compacted`` is told of each compaction that ran (the session's history follows the store)."""
 
     def __init__(
         self,
@@ -45,15 +60,17 @@ class Compactor:
         summarizer: Summarizer,
         event_fields: Callable[[], dict[str, Any]],
         record: Callable[[Sequence[ContextEvent]], Any],
+        compacted: Callable[[CompactionReport], Any] | None = None,
     ) -> None:
         self.store, self.session_id = store, session_id
         self.summarizer, self.event_fields, self.record = summarizer, event_fields, record
+        self.compacted = compacted
 
     def run(
         self, strategy: Any, *, trigger: str, target_tokens: int | None, instructions: str | None = None
     ) -> CompactionReport:
         try:
-            return self._run(strategy, trigger, target_tokens, instructions)
+            report = self._run(strategy, trigger, target_tokens, instructions)
         except SummarizerUnavailableError as exc:
             if trigger in REQUESTED_TRIGGERS:
                 raise
@@ -62,7 +79,21 @@ class Compactor:
             self.record(
                 [degraded_event("compaction", exc, fallback=SUMMARIZER_FALLBACK_STRATEGY, trigger=trigger)]
             )
-            return self._run(SUMMARIZER_FALLBACK_STRATEGY, trigger, target_tokens, instructions)
+            report = self._run(SUMMARIZER_FALLBACK_STRATEGY, trigger, target_tokens, instructions)
+        if self.compacted is not None:
+            self.compacted(report)
+        return report
+
+    def at_threshold(self, strategy: Any, level: str, view: RequestView) -> CompactionReport:
+        """The compaction the guard's ``level`` (compact or hard_block) calls for before ``view`` is
+        sent; at the hard block, when ``strategy`` made no room enough, the default chain too
+        (blocking is worse than losing detail: it ends in truncate). Returns the last report."""
+        trigger = "hard_block" if level == "hard_block" else "compact_threshold"
+        target = compaction_target(view)
+        report = self.run(strategy, trigger=trigger, target_tokens=target)
+        if level == "hard_block" and not report.noop and not report.fits:
+            report = self.run("chain", trigger=trigger, target_tokens=target)
+        return report
 
     def _run(
         self, strategy: Any, trigger: str, target_tokens: int | None, instructions: str | None

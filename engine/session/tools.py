@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.compaction import COMPACT_CONTEXT_TOOL, Summarizer, run_compact_context_tool
-from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, run_tool_search_tool
+from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, run_tool_search_tool
 from engine.errors import SummarizerUnavailableError, ValidationError
 from engine.events import ContextEvent
-from engine.guard import FINAL_REPORT_TOOL_NAME, REASON_TOKEN_BUDGET, ContextGuard
+from engine.guard import FINAL_REPORT_TOOL, FINAL_REPORT_TOOL_NAME, REASON_TOKEN_BUDGET, ContextGuard
 from engine.messages import Message, ToolResultBlock, ToolUseBlock
 from engine.offload import READ_RESULT_TOOL, ResultStore, offload_or_inline, run_read_result_tool
 from engine.settings import ResolvedModelSettings
-from engine.store import SessionStore
+from engine.store import SessionStore, ToolRecord
+from engine.tokens import Tokenizer
 
 logger = logging.getLogger("engine.session")
 
@@ -38,6 +39,39 @@ BUILTIN_TOOL_NAMES = (
 ToolHandler = Callable[[dict[str, Any]], Any]
 ToolOutcome = tuple[str, bool, list[ContextEvent]]
 _EMPTY_RESULT = ToolResultBlock(tool_use_id="framing", content="")
+
+
+def check_handlers(handlers: Mapping[str, ToolHandler] | None) -> dict[str, ToolHandler]:
+    """The agent's tool handlers; ValidationError when one would replace a built-in tool."""
+    out = dict(handlers or {})
+    clash = sorted(set(out) & set(BUILTIN_TOOL_NAMES))
+    if clash:
+        raise ValidationError(f"tool handlers may not replace built-in tools {clash}", field="tool_handlers")
+    return out
+
+
+def tool_registry(
+    tools: Sequence[dict[str, Any] | ToolSpec], tokenizer: Tokenizer, budget_tokens: int | None
+) -> ToolRegistry:
+    """The session's tools (definitions or :class:`ToolSpec`) and the built-ins every session has."""
+    specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_definition(t) for t in tools]
+    builtin = [ToolSpec(definition=READ_RESULT_TOOL), ToolSpec(definition=COMPACT_CONTEXT_TOOL)]
+    return ToolRegistry([*specs, *builtin], tokenizer=tokenizer, budget_tokens=budget_tokens)
+
+
+def tool_records(registry: ToolRegistry, tokenizer: Tokenizer) -> list[ToolRecord]:
+    """What the store keeps of every tool a session may offer (``session_tools``)."""
+    specs = [*registry.tools, ToolSpec(definition=TOOL_SEARCH_TOOL), ToolSpec(definition=FINAL_REPORT_TOOL)]
+    return [
+        ToolRecord(
+            name=s.name,
+            category=s.category,
+            server=s.server,
+            tokens=tokenizer.count_tool(s.definition),
+            definition=s.definition,
+        )
+        for s in specs
+    ]
 
 
 @dataclass(frozen=True)
@@ -64,13 +98,8 @@ class ToolExecutor:
         summarizer: Summarizer,
         compaction_fields: Callable[[], dict[str, Any]],
     ) -> None:
-        clash = sorted(set(handlers) & set(BUILTIN_TOOL_NAMES))
-        if clash:
-            raise ValidationError(
-                f"tool handlers may not replace built-in tools {clash}", field="tool_handlers"
-            )
         self.store, self.session_id = store, session_id
-        self.registry, self.results, self.handlers = registry, results, dict(handlers)
+        self.registry, self.results, self.handlers = registry, results, check_handlers(handlers)
         self.summarizer = summarizer
         self.compaction_fields = compaction_fields
         #: Bytes of tool output held in the result store instead of the context.
