@@ -1,6 +1,8 @@
 """``ctxdesk proxy`` overhead beside direct calls to the same local upstream, in the same run.
 
-``python -m bench --only proxy``. The proxy runs as the real command (``python -m engine.cli
+``python -m bench --only proxy``; ``python -m bench.bench_proxy [--quick] [--ttfb]
+[--baseline-root=DIR]`` (``--ttfb``: only the time-to-first-byte table; ``--baseline-root``: also
+the proxy of another checkout, e.g. ``git archive`` of an older commit, in the same run). The proxy runs as the real command (``python -m engine.cli
 proxy``, its own process, recording into a scratch database); the upstream is a minimal
 local Messages server in this process that answers a short SSE stream as soon as it has read
 the body. Measured:
@@ -112,12 +114,16 @@ def _cpu_ms(pid: int) -> float:
 
 
 class _Proxy:
-    def __init__(self, upstream: str, db: Path) -> None:
+    """``ctxdesk proxy`` as its own process; ``root``: the checkout whose engine it runs."""
+
+    def __init__(self, upstream: str, db: Path, settings: Path | None = None, root: Path = ROOT) -> None:
         self.port = _free_port()
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(root)}
         cmd = [sys.executable, "-m", "engine.cli", "proxy", "--port", str(self.port), "--db", str(db),
-               "--anthropic-upstream", upstream]  # fmt: skip
-        self.process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+               "--anthropic-upstream", upstream, *(["--settings", str(settings)] if settings else [])]  # fmt: skip
+        self.process = subprocess.Popen(
+            cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -344,7 +350,96 @@ def real_replay_table() -> Table:
     return table
 
 
-def run(quick: bool = False) -> list[Table]:
+#: Policies on but not editing a request (trigger far above the body): the proxy reads the body
+#: whole and parses it before forwarding, as any policy must.
+POLICIES_ON = """[policies]
+clear_tool_results = { trigger = 10000000, keep = 2 }
+"""
+
+
+def ttfb_table(
+    upstream: str,
+    proxy: _Proxy,
+    scratch: Path,
+    calls: int,
+    headers: dict[str, str],
+    baseline_root: Path | None = None,
+) -> Table:
+    """Time to first byte with ~200k-token bodies: direct, proxied (policies off), proxied with a
+    policy on (the body parsed before forwarding), and optionally the proxy of another checkout
+    (``baseline_root``), calls interleaved so each row shares the machine's load."""
+    settings = scratch / "policies.toml"
+    settings.write_text(POLICIES_ON, encoding="utf-8")
+    proxies = [("policies off", proxy)]
+    extra = [_Proxy(upstream, scratch / "policies.db", settings)]
+    proxies.append(("policies on (clear_tool_results, not triggered)", extra[0]))
+    if baseline_root is not None:
+        extra.append(_Proxy(upstream, scratch / "baseline.db", root=baseline_root))
+        proxies.append((f"policies off, baseline checkout {baseline_root}", extra[-1]))
+    body = _body(BIG_TOKENS, 0)
+    ttfb = Table(
+        "Proxy: time to first byte, ~200k-token requests",
+        ["calls", "proxy", "pause between calls ms", "requests", "body MB", "direct p50 ms", "proxied p50 ms",
+         "added p50 ms", "direct p95 ms", "proxied p95 ms", "added p95 ms", "direct p99 ms", "proxied p99 ms",
+         "added p99 ms", "proxy CPU ms per call"],
+        baseline="direct calls to the same local upstream, interleaved with the proxied ones",
+    )  # fmt: skip
+    try:
+        with httpx.Client(timeout=60) as client:
+            for warm in range(3):
+                _ttfb(client, upstream, body, headers)
+                for _, each in proxies:
+                    _ttfb(client, each.url, body, headers | {"x-ctxdesk-session": f"warm{warm}"})
+            for label, pause in (("agent-paced", AGENT_PAUSE_S), ("back to back", 0.0)):
+                direct: list[float] = []
+                proxied: dict[str, list[float]] = {name: [] for name, _ in proxies}
+                cpu_before = {}
+                for name, each in proxies:
+                    each.flush_idle()
+                    cpu_before[name] = _cpu_ms(each.process.pid)
+                for _ in range(calls):
+                    for name, each in proxies:
+                        time.sleep(pause)
+                        direct.append(_ttfb(client, upstream, body, headers))
+                        time.sleep(pause)
+                        proxied[name].append(
+                            _ttfb(client, each.url, body, headers | {"x-ctxdesk-session": "bench"})
+                        )
+                d50, d95, d99 = _pct(direct, 50), _pct(direct, 95), _pct(direct, 99)
+                for name, each in proxies:
+                    each.flush_idle()
+                    cpu = (_cpu_ms(each.process.pid) - cpu_before[name]) / calls  # relaying and recording
+                    times = proxied[name]
+                    p50, p95, p99 = _pct(times, 50), _pct(times, 95), _pct(times, 99)
+                    ttfb.add(label, name, round(pause * 1000), calls, round(len(body) / 1e6, 2), round(d50, 2),
+                             round(p50, 2), round(p50 - d50, 2), round(d95, 2), round(p95, 2), round(p95 - d95, 2),
+                             round(d99, 2), round(p99, 2), round(p99 - d99, 2), round(cpu, 1))  # fmt: skip
+    finally:
+        for each in extra:
+            each.stop()
+    ttfb.notes.append(
+        "Target: added p50 <= 2 ms, p99 <= 10 ms. With no policy that could edit the request (policies off, no "
+        "live compaction of the session) the proxy streams the body upstream chunk by chunk as it arrives, teed "
+        "into the recorder; with a policy on it must read the whole body and parse it first (JSON and a token "
+        "count of the ~200k-token prompt), which is that row's added time. Agent-paced leaves a pause between "
+        "calls, as a model's answer time does. Recording (parsing, counting and writing) runs in the proxy's "
+        "writer thread, which waits while any request is being forwarded (up to 0.5 s) and gives the GIL back "
+        "to the event loop within 0.5 ms. On a loaded machine the agent-paced rows also carry the wake-up of an "
+        "idle proxy process (scheduler latency), which back to back does not."
+    )
+    ttfb.notes.append(
+        "Proxy CPU ms per call: the proxy process's user + system CPU time over the proxied calls of the row "
+        "(relaying ~0.6 MB each way and recording: parsing, counting, writing), measured after its writer is "
+        "idle; a loaded machine stretches wall-clock times but not this."
+    )
+    ttfb.notes.append(
+        f"Load average during the run: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
+        f"on {os.cpu_count()} CPUs (three processes per proxied call: client, proxy, upstream)."
+    )
+    return ttfb
+
+
+def run(quick: bool = False, ttfb_only: bool = False, baseline_root: Path | None = None) -> list[Table]:
     calls = 20 if quick else 300
     concurrent_rounds = 1 if quick else 10
     memory_requests = 500 if quick else 10_000
@@ -356,54 +451,15 @@ def run(quick: bool = False) -> list[Table]:
     upstream = f"http://127.0.0.1:{server.server_address[1]}"
     scratch = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     proxy = _Proxy(upstream, scratch / "proxy.db")
-    tables: list[Table] = [policy_table(30 if quick else 80)]
-    if REAL_CLIENT_LOGS.is_dir():
-        tables.append(real_replay_table())
+    tables: list[Table] = []
+    if not ttfb_only:
+        tables.append(policy_table(30 if quick else 80))
+        if REAL_CLIENT_LOGS.is_dir():
+            tables.append(real_replay_table())
     try:
-        # -- TTFB with ~200k-token bodies -----------------------------------------------------
-        body = _body(BIG_TOKENS, 0)
-        ttfb = Table(
-            "Proxy: time to first byte, ~200k-token requests",
-            ["calls", "pause between calls ms", "requests", "body MB", "direct p50 ms", "proxied p50 ms",
-             "added p50 ms", "direct p99 ms", "proxied p99 ms", "added p99 ms", "proxy CPU ms per call"],
-            baseline="direct calls to the same local upstream, interleaved with the proxied ones",
-        )  # fmt: skip
-        with httpx.Client(timeout=60) as client:
-            for warm in range(3):
-                _ttfb(client, upstream, body, headers)
-                _ttfb(client, proxy.url, body, headers | {"x-ctxdesk-session": f"warm{warm}"})
-            for label, pause in (("agent-paced", AGENT_PAUSE_S), ("back to back", 0.0)):
-                direct, proxied = [], []
-                proxy.flush_idle()
-                cpu_before = _cpu_ms(proxy.process.pid)
-                for _ in range(calls):
-                    time.sleep(pause)
-                    direct.append(_ttfb(client, upstream, body, headers))
-                    time.sleep(pause)
-                    proxied.append(_ttfb(client, proxy.url, body, headers | {"x-ctxdesk-session": "bench"}))
-                proxy.flush_idle()
-                cpu = (_cpu_ms(proxy.process.pid) - cpu_before) / calls  # relaying and recording
-                d50, p50, d99, p99 = _pct(direct, 50), _pct(proxied, 50), _pct(direct, 99), _pct(proxied, 99)
-                ttfb.add(label, round(pause * 1000), calls, round(len(body) / 1e6, 2), round(d50, 2), round(p50, 2),
-                         round(p50 - d50, 2), round(d99, 2), round(p99, 2), round(p99 - d99, 2), round(cpu, 1))  # fmt: skip
-        ttfb.notes.append(
-            "Target: added p50 <= 2 ms, p99 <= 10 ms. Agent-paced leaves a pause between calls, as a model's "
-            "answer time does. Recording (about 13 ms of parsing, counting and writing per ~200k-token call) runs "
-            "in the proxy's writer thread, which waits while any request is being forwarded (up to 0.5 s) and "
-            "gives the GIL back to the event loop within 0.5 ms. On a loaded machine the agent-paced rows also "
-            "carry the wake-up of an idle proxy process (scheduler latency), which back to back does not."
-        )
-        ttfb.notes.append(
-            "Proxy CPU ms per call: the proxy process's user + system CPU time over the proxied calls of the row "
-            "(relaying ~0.6 MB each way and recording: parsing, counting, writing), measured after its writer is "
-            "idle; a loaded machine stretches wall-clock times but not this."
-        )
-        ttfb.notes.append(
-            f"Load average during the run: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
-            f"on {os.cpu_count()} CPUs (three processes per proxied call: client, proxy, upstream)."
-        )
-        tables.append(ttfb)
-
+        tables.append(ttfb_table(upstream, proxy, scratch, calls, headers, baseline_root))
+        if ttfb_only:
+            return tables
         # -- 50 concurrent streams -----------------------------------------------------------------
         _Upstream.chunk_delay = 0.005
         small = _body(2_000, 1)
@@ -449,7 +505,13 @@ def run(quick: bool = False) -> list[Table]:
 def main() -> None:
     from bench.report import render_table
 
-    for table in run(quick="--quick" in sys.argv):
+    baseline = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--baseline-root=")), None)
+    tables = run(
+        quick="--quick" in sys.argv,
+        ttfb_only="--ttfb" in sys.argv,
+        baseline_root=Path(baseline) if baseline else None,
+    )
+    for table in tables:
         print(render_table(table))
         print()
 

@@ -67,10 +67,6 @@ KNOWN_LARGE: set[str] = {
     "engine/compaction/offline.py",
     "engine/compaction/operations.py",
     "engine/compaction/strategies.py",
-    "engine/proxy/apis.py",
-    "engine/proxy/policies.py",
-    "engine/proxy/recorder.py",
-    "engine/proxy/recorder.py::Recorder",
 }
 
 

@@ -8,6 +8,7 @@ never take the proxy down; the API key is nowhere in the database or the logs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import socket
@@ -282,6 +283,82 @@ def test_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "x"}]
             )
         assert down.value.status_code == 502
+        with flushed(proxy) as store:
+            (session,) = store.list_sessions()
+            (request,) = store.list_requests(session.id, with_body=True)
+    # the body streamed towards an upstream that never took it is still recorded whole
+    assert request.body == {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    assert request.error_type == "upstream_unreachable"
+
+
+def _raw_upstream(answer: bytes, half: int) -> tuple[str, threading.Event, bytearray, threading.Thread]:
+    """A one-shot HTTP upstream on a raw socket: it notes when ``half`` body bytes have arrived."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    arrived, received = threading.Event(), bytearray()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, rest = data.split(b"\r\n\r\n", 1)
+            received.extend(rest)
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))  # fmt: skip
+            while len(received) < length:
+                if len(received) >= half:
+                    arrived.set()
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                received.extend(chunk)
+            arrived.set()
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                         + f"content-length: {len(answer)}\r\n\r\n".encode() + answer)  # fmt: skip
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", arrived, received, thread
+
+
+def test_the_request_body_streams_upstream_as_it_arrives_and_is_recorded_whole(tmp_path: Path) -> None:
+    body = json.dumps(
+        {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "lorem ipsum " * 200_000}]}
+    ).encode()
+    half = len(body) // 2
+    answer = json.dumps({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": MODEL, "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 3, "output_tokens": 1},
+    }).encode()  # fmt: skip
+    base, arrived, received, thread = _raw_upstream(answer, half)
+    seen_before_the_rest: list[bool] = []
+
+    def agent_body() -> Iterator[bytes]:
+        for start in range(0, half, 65536):
+            yield body[start : min(half, start + 65536)]
+        # the upstream must already hold the first half: the proxy forwards as the body arrives
+        seen_before_the_rest.append(arrived.wait(10))
+        yield body[half:]
+
+    with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=base)) as proxy:
+        reply = httpx.post(
+            proxy.base_url + "/v1/messages", content=agent_body(), timeout=30,
+            headers={"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json",
+                     "content-length": str(len(body))},
+        )  # fmt: skip
+        thread.join(10)
+        assert reply.status_code == 200 and reply.json()["content"][0]["text"] == "ok"
+        assert seen_before_the_rest == [True]
+        assert bytes(received) == body
+        with flushed(proxy) as store:
+            (session,) = store.list_sessions()
+            (request,) = store.list_requests(session.id, with_body=True)
+    assert request.request_bytes == len(body)
+    assert request.request_sha256 == hashlib.sha256(body).hexdigest()
+    assert request.body == json.loads(body) and request.stop_reason == "end_turn"
 
 
 def test_a_failing_database_write_is_retried_then_degraded_and_the_agent_is_answered(

@@ -10,6 +10,7 @@ shape. Each finished exchange goes to the recorder's queue; nothing is written o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,12 +19,13 @@ from dataclasses import dataclass
 
 import httpx
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.proxy import apis
-from engine.proxy.policies import READ_RESULT_NAME, Controller, read_stored
+from engine.proxy.controller import Controller
+from engine.proxy.read_result import READ_RESULT_NAME, read_stored
 from engine.proxy.recorder import Exchange, Recorder, new_exchange
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -35,6 +37,8 @@ HOP_BY_HOP = frozenset(
         "proxy-connection", "proxy-authenticate", "proxy-authorization",
     }
 )  # fmt: skip
+#: Forwarding a body as it arrives keeps the agent's own Content-Length (the upstream gets the same framing).
+STREAMED_HOP_BY_HOP = HOP_BY_HOP - {"content-length"}
 RESPONSE_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
 #: Longest the proxy waits at shutdown for answered requests to be recorded.
 SHUTDOWN_FLUSH_S = 15.0
@@ -94,16 +98,34 @@ def create_app(
 
     async def _forward(request: Request) -> Response:
         started = time.perf_counter()
-        body = await request.body()
         path = request.url.path
         api = apis.detect_api(request.method, path)
         kind = apis.upstream_kind(api, request.headers, path)
         base = upstreams.anthropic if kind == "anthropic" else upstreams.openai
         query = request.url.query
+        recorder.begin()
+        if "content-length" in request.headers and (
+            controller is None or not controller.needs_body(api, request.headers)
+        ):
+            # nothing edits this request: its body goes upstream chunk by chunk as it arrives,
+            # teed into the exchange for the recorder (joined in the writer thread, not here)
+            exchange = new_exchange(
+                api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
+            )
+            exchange.request_chunks = []
+            headers = [
+                (k, v)
+                for k, v in request.headers.raw
+                if k.decode("latin-1").lower() not in STREAMED_HOP_BY_HOP
+            ]
+            return await _send(
+                recorder, state["client"], exchange, started, kind, request.method, upstream_url(base, path, query),
+                headers, _tee(request, exchange.request_chunks),
+            )  # fmt: skip
+        body = await request.body()
         exchange = new_exchange(
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )
-        recorder.begin()
         if controller is not None:
             outcome = controller.apply(api, body, request.headers)
             exchange.policy = outcome
@@ -122,29 +144,10 @@ def create_app(
                 body = json.dumps(outcome.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
                 exchange.sent_body = body
         headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
-        client = state["client"]
-        upstream_request = client.build_request(
-            request.method, upstream_url(base, path, query), headers=headers, content=body
-        )
-        try:
-            upstream = await client.send(upstream_request, stream=True)
-        except httpx.TimeoutException as exc:
-            return _fail(recorder, exchange, started, kind, 504, "upstream_timeout", exc)
-        except httpx.HTTPError as exc:
-            return _fail(recorder, exchange, started, kind, 502, "upstream_unreachable", exc)
-        exchange.status = upstream.status_code
-        exchange.ttfb_ms = (time.perf_counter() - started) * 1000
-        exchange.response_headers = {k.lower(): v for k, v in upstream.headers.items()}
-        response_headers = {
-            k.decode("latin-1"): v.decode("latin-1")
-            for k, v in upstream.headers.raw
-            if k.decode("latin-1").lower() not in RESPONSE_HOP_BY_HOP
-        }
-        return StreamingResponse(
-            _relay(recorder, exchange, upstream, started),
-            status_code=upstream.status_code,
-            headers=response_headers,
-        )
+        return await _send(
+            recorder, state["client"], exchange, started, kind, request.method, upstream_url(base, path, query),
+            headers, body,
+        )  # fmt: skip
 
     routes = [
         Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
@@ -152,6 +155,55 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.recorder = recorder
     return app
+
+
+async def _tee(request: Request, chunks: list[bytes]) -> AsyncIterator[bytes]:
+    """The request body as it arrives, each chunk kept for the recorder as it is forwarded."""
+    async for chunk in request.stream():
+        if chunk:
+            chunks.append(chunk)
+            yield chunk
+
+
+async def _drain(content: bytes | AsyncIterator[bytes]) -> None:
+    """Read the rest of a streamed body the upstream did not take, so the recorded request is whole."""
+    if isinstance(content, bytes):
+        return
+    with contextlib.suppress(ClientDisconnect, RuntimeError):
+        async for _ in content:
+            pass
+
+
+async def _send(
+    recorder: Recorder, client: httpx.AsyncClient, exchange: Exchange, started: float, kind: str, method: str,
+    url: str, headers: list[tuple[bytes, bytes]], content: bytes | AsyncIterator[bytes],
+) -> Response:  # fmt: skip
+    """Forward one request and relay the answer as it streams (502/504 when the upstream fails)."""
+    try:
+        upstream = await client.send(
+            client.build_request(method, url, headers=headers, content=content), stream=True
+        )
+    except httpx.TimeoutException as exc:
+        await _drain(content)
+        return _fail(recorder, exchange, started, kind, 504, "upstream_timeout", exc)
+    except httpx.HTTPError as exc:
+        await _drain(content)
+        return _fail(recorder, exchange, started, kind, 502, "upstream_unreachable", exc)
+    except ClientDisconnect as exc:  # the agent went away while sending its body
+        return _fail(recorder, exchange, started, kind, 499, "client_disconnected", exc)
+    exchange.status = upstream.status_code
+    exchange.ttfb_ms = (time.perf_counter() - started) * 1000
+    exchange.response_headers = {k.lower(): v for k, v in upstream.headers.items()}
+    response_headers = {
+        k.decode("latin-1"): v.decode("latin-1")
+        for k, v in upstream.headers.raw
+        if k.decode("latin-1").lower() not in RESPONSE_HOP_BY_HOP
+    }
+    return StreamingResponse(
+        _relay(recorder, exchange, upstream, started),
+        status_code=upstream.status_code,
+        headers=response_headers,
+    )
 
 
 async def _relay(

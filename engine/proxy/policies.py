@@ -10,26 +10,19 @@ Settings shape (a public interface)::
 returns the body to forward (or a refusal in the provider's own error shape) and every edit
 with tokens before and after. Cleared tool results stay cleared on later requests, with the
 same placeholder bytes, so the forwarded prefix stays byte-stable and provider caching keeps
-hitting. ``PolicyFile`` re-reads the settings file when it changes (the last valid policies
-stay in force when an edit is invalid). Implemented: guard, clear_tool_results (Anthropic
-Messages and OpenAI Chat Completions). ``offload`` and ``compaction`` are accepted and
-reported as not applied yet.
+hitting. What differs by API is looked up per API: :data:`COMPACTION_PLANNERS` (compaction)
+and :data:`READ_RESULT_ADDERS` (the read_result tool offload adds, in the API's shape); an API
+without an entry reports that policy as not applied. Anthropic Messages' are here, OpenAI's in
+:mod:`engine.proxy.openai_policies`. The settings file is read by
+:mod:`engine.proxy.policy_file`, the request path runs :mod:`engine.proxy.controller`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import threading
-import time
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import ConfigError, ContextDeskError
 from engine.policy_settings import (  # noqa: F401  (re-exported: the proxy's policy names)
     POLICY_NAMES,
     ClearToolResultsPolicy,
@@ -41,127 +34,33 @@ from engine.policy_settings import (  # noqa: F401  (re-exported: the proxy's po
     split_policies,
 )
 from engine.proxy import apis
-from engine.settings import ResolvedModelSettings, Settings
+from engine.proxy.edits import (
+    Edit,
+    PolicyOutcome,
+    SessionPolicyState,
+    content_text,
+    messages_key_of,
+    placeholder,
+    prompt_tokens,
+    result_ref,
+)
+from engine.proxy.policy_file import PolicyFile, load_policy_file, policy_config, without_policies  # noqa: F401
+from engine.proxy.read_result import (  # noqa: F401  (re-exported)
+    OFFLOAD_PREVIEW_CHARS,
+    READ_RESULT_NAME,
+    READ_RESULT_TOOL,
+    offload_note,
+    read_stored,
+)
+from engine.settings import ResolvedModelSettings
 from engine.tokens import Tokenizer
 
-#: APIs whose requests policies edit (offload and compaction: Anthropic Messages only, for now).
+#: APIs whose requests policies edit.
 POLICY_APIS = (apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT, apis.OPENAI_RESPONSES)
 #: Tool results this small are never cleared: the placeholder would cost about as much.
 MIN_CLEAR_TOKENS = 64
-#: Agent sessions whose sticky decisions are remembered (least recently used forgotten first).
-MAX_SESSION_STATES = 2_000
-#: Offloaded results kept in memory for read_result (older ones are read from the database).
-MAX_CACHED_RESULTS = 256
-#: How often (seconds) the request path may stat the settings file for changes.
-RELOAD_CHECK_S = 0.5
-
-
-def policy_config(data: Mapping[str, Any], *, source: str | None = None) -> PolicyConfig:
-    """The policies of parsed settings TOML (``policies`` tables at the top, per provider, per model)."""
-    return split_policies(data, source=source)[1]
-
-
-def load_policy_file(path: str | os.PathLike[str]) -> tuple[Settings, PolicyConfig]:
-    """Settings and policies of one file (ConfigError naming the field when invalid)."""
-    source = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read settings: {exc}", source=source) from exc
-    settings = Settings.from_dict(data, source=source)
-    return settings, settings.policies
-
-
-def without_policies(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings TOML without its ``policies`` tables."""
-    return split_policies(data)[0]
-
-
-class PolicyFile:
-    """The settings file's policies, re-read when the file changes (checked at most every 0.5 s)."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, settings: Settings | None = None) -> None:
-        self.path = Path(path) if path else None
-        self.settings = settings
-        self.config = PolicyConfig()
-        self.error: str | None = None
-        self._signature: tuple[int, int] | None = None
-        self._checked = 0.0
-        self._lock = threading.Lock()
-        if self.path is not None:
-            self.settings, self.config = load_policy_file(self.path)
-            self._signature = self._stat()
-
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            st = self.path.stat() if self.path else None
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size) if st else None
-
-    def current(self) -> PolicyConfig:
-        if self.path is None:
-            return self.config
-        now = time.monotonic()
-        if now - self._checked < RELOAD_CHECK_S:
-            return self.config
-        with self._lock:
-            self._checked = now
-            signature = self._stat()
-            if signature != self._signature:
-                self._signature = signature
-                try:
-                    self.settings, self.config = load_policy_file(self.path)
-                    self.error = None
-                except ConfigError as exc:  # keep the last valid policies
-                    self.error = str(exc)
-        return self.config
-
-
-# -- planning edits (pure) ------------------------------------------------------------------------
-
-
-@dataclass
-class SessionPolicyState:
-    """What stays decided for one agent session: tool results cleared (by tool_use id) and their refs."""
-
-    cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> placeholder text
-    offloaded: set[str] = field(default_factory=set)  # tool_use ids whose result is a preview + ref
-    compacted_keys: list[Any] = field(default_factory=list)  # message keys the compacted prefix replaces
-    compacted: list[Any] = field(default_factory=list)  # that prefix, rendered once (same bytes each time)
-
-
-@dataclass(frozen=True)
-class Edit:
-    policy: str
-    reason: str
-    before_tokens: int
-    after_tokens: int
-    changes: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class PolicyOutcome:
-    """The body to forward (None: unchanged), a refusal to answer instead, and what was done."""
-
-    body: dict[str, Any] | None = None
-    refusal: tuple[int, dict[str, Any]] | None = None
-    edits: tuple[Edit, ...] = ()
-    blobs: tuple[tuple[str, str, str | None], ...] = ()  # (ref, original content, tool name) to keep
-    skipped: tuple[str, ...] = ()
-    serve_read_result: bool = False  # the request offers read_result: the proxy answers its calls
-
-    @property
-    def changed(self) -> bool:
-        return self.body is not None
-
-
-def result_ref(content: Any) -> str:
-    """A tool result's reference: stable for the same content, so placeholders are byte-stable."""
-    return (
-        "res_"
-        + hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
-    )
+#: Older name of :func:`engine.proxy.edits.prompt_tokens` (bench and planners of other APIs).
+_prompt_tokens = prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -171,16 +70,6 @@ class _Result:
     location: tuple[int, int | None]  # (message index, block index or None for a whole chat message)
     content: Any
     tokens: int
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return json.dumps(content, ensure_ascii=False)
-
-
-def messages_key_of(api: str) -> str:
-    return "input" if api == apis.OPENAI_RESPONSES else "messages"
 
 
 def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_Result]:
@@ -196,7 +85,7 @@ def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_
             elif kind in ("function_call_output", "custom_tool_call_output") and message.get("call_id"):
                 content = message.get("output")
                 found.append(_Result(message["call_id"], names.get(message["call_id"]), (i, None), content,
-                                     tokenizer.count(_content_text(content))))  # fmt: skip
+                                     tokenizer.count(content_text(content))))  # fmt: skip
             continue
         if api == apis.OPENAI_CHAT:
             for call in message.get("tool_calls") or []:
@@ -205,7 +94,7 @@ def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_
             if message.get("role") == "tool" and message.get("tool_call_id"):
                 content = message.get("content")
                 found.append(_Result(message["tool_call_id"], names.get(message["tool_call_id"]), (i, None),
-                                     content, tokenizer.count(_content_text(content))))  # fmt: skip
+                                     content, tokenizer.count(content_text(content))))  # fmt: skip
             continue
         blocks = message.get("content")
         if not isinstance(blocks, list):
@@ -218,67 +107,8 @@ def _tool_results(api: str, messages: list[Any], tokenizer: Tokenizer) -> list[_
             elif block.get("type") == "tool_result" and block.get("tool_use_id"):
                 content = block.get("content")
                 found.append(_Result(block["tool_use_id"], names.get(block["tool_use_id"]), (i, j), content,
-                                     tokenizer.count(_content_text(content))))  # fmt: skip
+                                     tokenizer.count(content_text(content))))  # fmt: skip
     return found
-
-
-#: The tool the proxy adds when it has offloaded results, and answers itself.
-READ_RESULT_NAME = "read_result"
-READ_RESULT_TOOL: dict[str, Any] = {
-    "name": READ_RESULT_NAME,
-    "description": (
-        "Read a tool result that ctxdesk stored because it was too large. Pass the ref_id from the "
-        "note. Returns `limit` characters (default 20,000) from character `offset`, or with `pattern` "
-        "(a case-insensitive regular expression) the matching lines with their line numbers."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "ref_id": {"type": "string", "description": "The stored result's reference."},
-            "offset": {"type": "integer", "minimum": 0, "description": "Character offset to start at."},
-            "limit": {"type": "integer", "minimum": 1, "description": "Characters to read."},
-            "pattern": {"type": "string", "description": "Return only the lines matching this."},
-        },
-        "required": ["ref_id"],
-    },
-}
-#: Characters of an offloaded result kept inline as its preview.
-OFFLOAD_PREVIEW_CHARS = 1_500
-
-
-def offload_note(name: str | None, text: str, ref: str) -> str:
-    """An offloaded result in the context: its start, then where the rest is."""
-    size = len(text.encode("utf-8"))
-    return (
-        f"{text[:OFFLOAD_PREVIEW_CHARS]}\n[Tool result stored by ctxdesk ({name or 'tool'}, {size:,} bytes): "
-        f'this is its start. Call read_result with ref_id="{ref}" (offset and limit, or pattern) to read the rest.]'
-    )
-
-
-def read_stored(text: str, tool_input: Mapping[str, Any]) -> str:
-    """Answer one read_result call over a stored text (errors as ``Error: ...`` for the model)."""
-    import re
-
-    pattern = tool_input.get("pattern")
-    if isinstance(pattern, str) and pattern:
-        try:
-            regex = re.compile(pattern, re.IGNORECASE)
-        except re.error as exc:
-            return f"Error: invalid pattern ({exc})"
-        hits = [f"{n}: {line}" for n, line in enumerate(text.splitlines(), 1) if regex.search(line)]
-        return "\n".join(hits[:500]) or "(no matching lines)"
-    offset = tool_input.get("offset") or 0
-    limit = tool_input.get("limit") or 20_000
-    if not isinstance(offset, int) or not isinstance(limit, int) or offset < 0 or limit < 1:
-        return "Error: offset must be >= 0 and limit >= 1"
-    end = min(len(text), offset + min(limit, 100_000))
-    more = f"next offset={end}" if end < len(text) else "end of result"
-    return f"[characters {offset:,} to {end:,} of {len(text):,}; {more}]\n{text[offset:end]}"
-
-
-def placeholder(name: str | None, content: Any, ref: str) -> str:
-    size = len(_content_text(content).encode("utf-8"))
-    return f"[ctxdesk cleared this tool result ({name or 'tool'}, {size:,} bytes, ref {ref}) to save context]"
 
 
 def _apply_cleared(api: str, messages: list[Any], results: list[_Result], state: SessionPolicyState,
@@ -316,15 +146,6 @@ def _apply_cleared(api: str, messages: list[Any], results: list[_Result], state:
             messages[i] = {**message, "content": blocks}
 
 
-def _prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> int:
-    from engine.budget import measure_components
-
-    view = apis.request_view(api, body)
-    return measure_components(
-        tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
-    ).total
-
-
 def _compaction(
     api: str, body: dict[str, Any], policy: CompactionPolicy, tokenizer: Tokenizer,
     resolved: ResolvedModelSettings, state: SessionPolicyState,
@@ -340,12 +161,12 @@ def _compaction(
     if len(converted) != len(raw):
         return None, body
     keys = [message_key(m) for m in converted]
-    before = _prompt_tokens(api, body, tokenizer)
+    before = prompt_tokens(api, body, tokenizer)
     current, reused = body, False
     n = len(state.compacted_keys)
     if n and keys[:n] == state.compacted_keys:
         current, reused = {**body, "messages": [*state.compacted, *raw[n:]]}, True
-    tokens = _prompt_tokens(api, current, tokenizer) if reused else before
+    tokens = prompt_tokens(api, current, tokenizer) if reused else before
     threshold = int(resolved.budget_tokens * policy.trigger)
     if tokens <= threshold:
         if not reused:
@@ -361,7 +182,7 @@ def _compaction(
     state.compacted_keys = keys
     state.compacted = render(api, list(result.messages), result.summary, keep_meta=True)
     compacted = {**body, "messages": list(state.compacted)}
-    after = _prompt_tokens(api, compacted, tokenizer)
+    after = prompt_tokens(api, compacted, tokenizer)
     reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
     changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
                 "replaced_messages": len(raw), "sent_messages": len(state.compacted),
@@ -385,6 +206,33 @@ def _clearing_pays(messages: list[Any], candidates: list[_Result], tokenizer: To
     return decision.clear
 
 
+#: (api, body, policy, tokenizer, resolved, state) -> (the edit or None, the body to send).
+CompactionPlanner = Callable[
+    [str, dict[str, Any], CompactionPolicy, Tokenizer, ResolvedModelSettings, SessionPolicyState],
+    tuple[Edit | None, dict[str, Any]],
+]
+#: (api, the request's tools) -> the tools with read_result added (unchanged when already offered).
+ReadResultAdder = Callable[[str, list[Any] | None], list[Any]]
+
+
+def with_anthropic_read_result(api: str, tools: list[Any] | None) -> list[Any]:
+    """Anthropic's tools with read_result added (unchanged when it is already offered)."""
+    tools = list(tools or [])
+    if any(isinstance(t, dict) and t.get("name") == READ_RESULT_NAME for t in tools):
+        return tools
+    return [*tools, READ_RESULT_TOOL]
+
+
+#: How each API's compaction is planned; an API not here reports compaction as not applied.
+COMPACTION_PLANNERS: dict[str, CompactionPlanner] = {
+    apis.ANTHROPIC_MESSAGES: _compaction,
+}
+#: The read_result tool offload adds, per API; an API not here reports offload as not applied.
+READ_RESULT_ADDERS: dict[str, ReadResultAdder] = {
+    apis.ANTHROPIC_MESSAGES: with_anthropic_read_result,
+}
+
+
 def too_long_error(api: str, tokens: int, maximum: int) -> tuple[int, dict[str, Any]]:
     """The provider's own 400 for a prompt over the window (agents already handle it)."""
     message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
@@ -406,15 +254,15 @@ def plan_edits(
     """The edits the policies make to one request (pure apart from updating ``state``)."""
     if api not in POLICY_APIS or not policies.active:
         return PolicyOutcome()
-    offload = policies.offload if api == apis.ANTHROPIC_MESSAGES else None
-    compaction = policies.compaction if api == apis.ANTHROPIC_MESSAGES and resolved is not None else None
+    offload = policies.offload if api in READ_RESULT_ADDERS else None
+    compaction = policies.compaction if api in COMPACTION_PLANNERS and resolved is not None else None
     skipped = tuple(
         n for n, applied in (("offload", offload), ("compaction", compaction))
         if getattr(policies, n) is not None and applied is None
     )  # fmt: skip
     messages_key = messages_key_of(api)
     messages = list(body.get(messages_key) or [])
-    before = _prompt_tokens(api, body, tokenizer)
+    before = prompt_tokens(api, body, tokenizer)
     edits: list[Edit] = []
     blobs: list[tuple[str, str, str | None]] = []
     results = _tool_results(api, messages, tokenizer)
@@ -427,7 +275,7 @@ def plan_edits(
     offloaded_now: list[_Result] = []
     if offload is not None:
         for r in results:
-            text = _content_text(r.content)
+            text = content_text(r.content)
             if r.tool_use_id not in state.cleared and len(text.encode("utf-8")) > offload.threshold_bytes:
                 ref = result_ref(r.content)
                 state.cleared[r.tool_use_id] = offload_note(r.name, text, ref)
@@ -449,7 +297,7 @@ def plan_edits(
     for r in newly:
         ref = result_ref(r.content)
         state.cleared[r.tool_use_id] = placeholder(r.name, r.content, ref)
-        blobs.append((ref, _content_text(r.content), r.name))
+        blobs.append((ref, content_text(r.content), r.name))
     sticky = any(r.tool_use_id in state.cleared for r in results)
     serve = any(r.tool_use_id in state.offloaded for r in results)
     new_body: dict[str, Any] | None = None
@@ -457,11 +305,9 @@ def plan_edits(
     if sticky:
         _apply_cleared(api, messages, results, state, bool(clear and clear.clear_tool_inputs))
         new_body = {**body, messages_key: messages}
-        if serve and not any(
-            isinstance(t, dict) and t.get("name") == READ_RESULT_NAME for t in body.get("tools") or []
-        ):
-            new_body["tools"] = [*(body.get("tools") or []), READ_RESULT_TOOL]
-        after = _prompt_tokens(api, new_body, tokenizer)
+        if serve:
+            new_body["tools"] = READ_RESULT_ADDERS[api](api, body.get("tools"))
+        after = prompt_tokens(api, new_body, tokenizer)
         if offloaded_now or any(r.tool_use_id in state.offloaded for r in results):
             offloaded = [r for r in results if r.tool_use_id in state.offloaded]
             edits.append(Edit(
@@ -486,7 +332,9 @@ def plan_edits(
             edits.append(Edit("clear_tool_results", reason, before, after, changes))
     if compaction is not None:
         source = new_body or body
-        compact_edit, compacted_body = _compaction(api, source, compaction, tokenizer, resolved, state)
+        compact_edit, compacted_body = COMPACTION_PLANNERS[api](
+            api, source, compaction, tokenizer, resolved, state
+        )
         if compact_edit is not None:
             new_body, after = compacted_body, compact_edit.after_tokens
             edits.append(compact_edit)
@@ -504,104 +352,3 @@ def plan_edits(
     return PolicyOutcome(
         body=new_body, edits=tuple(edits), blobs=tuple(blobs), skipped=skipped, serve_read_result=serve
     )
-
-
-class Controller:
-    """Applies the settings file's policies to requests on the proxy's request path.
-
-    Keeps each agent session's sticky decisions (by the agent's own id, else by its first
-    message); never raises for a body it cannot read (that request is forwarded unchanged).
-    """
-
-    def __init__(self, policy_file: PolicyFile, live: Any = None) -> None:
-        self.policy_file = policy_file
-        self.live = live  # engine.proxy.live.LiveCompactions, or None
-        self._states: dict[str, SessionPolicyState] = {}
-        self._lock = threading.Lock()
-        self._contents: dict[str, str] = {}  # ref -> offloaded text, for read_result (newest kept)
-
-    def stored_text(self, ref: str) -> str | None:
-        """An offloaded result's text: from memory, else from the database (written by the recorder)."""
-        with self._lock:
-            if ref in self._contents:
-                return self._contents[ref]
-        store = self.live._open() if self.live is not None else None
-        if store is None:
-            return None
-        try:
-            blob = store.get_blob(ref)
-        except (ContextDeskError, OSError):  # the model is told the ref is unknown
-            return None
-        return blob.content.decode("utf-8", "replace") if blob.content is not None else None
-
-    def apply(self, api: str, raw: bytes, headers: Mapping[str, str]) -> PolicyOutcome:
-        """What to do with one request; cheap (no parsing) when no policy or live compaction applies."""
-        from engine.errors import ContextDeskError
-        from engine.settings import resolve_model_settings
-        from engine.tokens import get_tokenizer
-
-        if api not in POLICY_APIS:
-            return PolicyOutcome()
-        config = self.policy_file.current()
-        live_session = self.live.session_of(headers) if self.live is not None else None
-        live_state = self.live.current(live_session) if live_session else None
-        has_live = live_state is not None and live_state.snapshot is not None
-        if not config.active and not has_live:
-            return PolicyOutcome()
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return PolicyOutcome()
-        if not isinstance(body, dict) or not isinstance(body.get(messages_key_of(api)), list):
-            return PolicyOutcome()
-        provider = apis.PROVIDERS[api]
-        model = body.get("model") if isinstance(body.get("model"), str) else None
-        policies = config.for_model(model, provider)
-        try:
-            resolved = resolve_model_settings(model or "unknown", provider, self.policy_file.settings)
-        except ContextDeskError:
-            resolved = None
-        tokenizer = get_tokenizer(resolved.tokenizer if resolved else "anthropic")
-        live_edit: Edit | None = None
-        if has_live:
-            rewrite = self.live.rewrite(api, body, live_session)
-            if rewrite is not None:
-                before = _prompt_tokens(api, body, tokenizer)
-                body = {**body, "messages": rewrite.messages}
-                after = _prompt_tokens(api, body, tokenizer)
-                live_edit = Edit(
-                    "live_compaction",
-                    f"history through transcript seq {rewrite.through_seq} sent as snapshot {rewrite.snapshot_id}",
-                    before,
-                    after,
-                    ({"snapshot_id": rewrite.snapshot_id, "replaced_messages": rewrite.replaced,
-                      "sent_messages": len(rewrite.messages)},),
-                )  # fmt: skip
-        outcome = PolicyOutcome()
-        if policies.active:
-            key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
-            with self._lock:
-                state = self._states.pop(key, None) or SessionPolicyState()
-                self._states[key] = state  # most recently used last
-                while len(self._states) > MAX_SESSION_STATES:
-                    self._states.pop(next(iter(self._states)))
-                outcome = plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
-                for ref, text, _ in outcome.blobs:
-                    self._contents[ref] = text
-                while len(self._contents) > MAX_CACHED_RESULTS:
-                    self._contents.pop(next(iter(self._contents)))
-        if live_edit is None:
-            return outcome
-        return PolicyOutcome(
-            body=outcome.body if outcome.body is not None else body,
-            refusal=outcome.refusal,
-            edits=(live_edit, *outcome.edits),
-            blobs=outcome.blobs,
-            skipped=outcome.skipped,
-            serve_read_result=outcome.serve_read_result,
-        )
-
-
-def _first_message_key(body: Mapping[str, Any]) -> str:
-    first = (body.get("messages") or body.get("input") or [None])[0]
-    return "first:" + hashlib.sha256(json.dumps(first, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -11,8 +11,9 @@ import uvicorn
 
 from engine.errors import ConfigError
 from engine.proxy.app import Upstreams, create_app
+from engine.proxy.controller import Controller
 from engine.proxy.live import LiveCompactions
-from engine.proxy.policies import Controller, PolicyFile
+from engine.proxy.policy_file import PolicyFile
 from engine.proxy.recorder import Recorder
 from engine.settings import Settings
 

@@ -1,0 +1,62 @@
+"""One request through the proxy and what came back, as the relay hands it to the recorder.
+
+Built on the request path (``new_exchange``: secret headers dropped, key-like query parameters
+masked), filled in as the answer streams, read by the writer thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.proxy.sessions import Assignment
+from engine.store.payloads import is_secret_header, safe_headers
+
+
+@dataclass
+class Exchange:
+    """One request through the proxy and what came back; headers already without secrets."""
+
+    api: str
+    method: str
+    path: str
+    request_headers: dict[str, str]
+    request_body: bytes
+    started_utc: str
+    status: int | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_chunks: list[bytes] = field(default_factory=list)
+    ttfb_ms: float | None = None
+    latency_ms: float | None = None
+    proxy_error: str | None = None  # upstream_unreachable, upstream_timeout, client_disconnected
+    proxy_error_detail: str | None = None
+    assignment: Assignment | None = None
+    sent_body: bytes | None = None  # the body forwarded, when a policy edited it
+    policy: Any = None  # engine.proxy.policies.PolicyOutcome of the request, when policies ran
+    agent_answer: dict[str, Any] | None = (
+        None  # the answer the agent got, when it differs from the upstream's
+    )
+    parent: Exchange | None = None  # set on the proxy's own follow-up calls (read_result rounds)
+    #: the body's chunks as they were forwarded, when it was streamed upstream (joined by the writer)
+    request_chunks: list[bytes] | None = None
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_exchange(api: str, method: str, path: str, headers: Any, body: bytes) -> Exchange:
+    """An exchange as recorded: secret headers dropped, secret query parameters (``?key=``) masked."""
+    kept = safe_headers({k.lower(): v for k, v in headers.items()}) or {}
+    return Exchange(api, method, redact_query(path), kept, body, utc_now())
+
+
+def redact_query(path: str) -> str:
+    """``path?query`` with the values of key/token/secret-like parameters replaced by ``***``."""
+    if "?" not in path:
+        return path
+    base, query = path.split("?", 1)
+    pairs = [p.split("=", 1) for p in query.split("&")]
+    masked = [f"{p[0]}=***" if len(p) == 2 and is_secret_header(p[0]) else "=".join(p) for p in pairs]
+    return base + "?" + "&".join(masked)

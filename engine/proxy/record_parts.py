@@ -1,0 +1,188 @@
+"""The pieces of a proxied call's records, built from its parsed request and answer: the
+provider's usage, the request event's details, each policy edit as an event, the session's
+title and tools. Used by :mod:`engine.proxy.writer`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from engine.errors import ContextDeskError
+from engine.events import ContextEvent, ProviderUsage
+from engine.messages import Message
+from engine.proxy import apis
+from engine.proxy.responses import ParsedResponse
+from engine.settings import Settings, resolve_model_settings
+from engine.store import ToolRecord
+from engine.tokens import tool_parts
+
+
+def provider_usage(parsed: ParsedResponse, fields: dict[str, int | None]) -> ProviderUsage | None:
+    """The provider's usage as ours (None when the answer carried none)."""
+    if not parsed.usage:
+        return None
+    return ProviderUsage(
+        input_tokens=fields["input_tokens"] or 0,
+        output_tokens=fields["output_tokens"] or 0,
+        cache_read_input_tokens=fields["cache_read_input_tokens"] or 0,
+        cache_creation_input_tokens=fields["cache_creation_input_tokens"] or 0,
+    )
+
+
+def call_details(
+    exchange: Any, api: str, view: apis.RequestView, body: dict[str, Any], parsed: ParsedResponse,
+    fields: dict[str, int | None], *, new_messages: int, tokenizer_id: str, components_total: int,
+    usage: ProviderUsage | None, rewritten: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """The ``details`` of a proxied call's request event."""
+    system_value = body.get("system", body.get("instructions"))
+    details: dict[str, Any] = {
+        "api": api,
+        "path": exchange.path,
+        "status": exchange.status,
+        "stream": view.stream,
+        "agent_session_id": view.agent_session_id,
+        "request_messages": len(view.raw_messages),
+        "new_messages": new_messages,
+        "history_rewritten": rewritten,
+        "stop_reason": parsed.stop_reason,
+        "ttfb_ms": exchange.ttfb_ms,
+        "latency_ms": exchange.latency_ms,
+        "call_utc": exchange.started_utc,
+        "tokenizer": tokenizer_id,
+        "tools_sent": [tool_parts(t)[0] for t in view.tools],
+        "system_sha256": hashlib.sha256(json.dumps(system_value, ensure_ascii=False).encode()).hexdigest()
+        if system_value is not None
+        else None,
+        "tools_sha256": hashlib.sha256(json.dumps(body.get("tools"), ensure_ascii=False).encode()).hexdigest()
+        if body.get("tools") is not None
+        else None,
+    }
+    for key, column in (
+        ("cache_write_5m_tokens", "cache_creation_5m_tokens"),
+        ("cache_write_1h_tokens", "cache_creation_1h_tokens"),
+        ("reasoning_tokens", "reasoning_tokens"),
+    ):
+        if fields[column] is not None:
+            details[key] = fields[column]
+    if parsed.error_type:
+        details["error_type"] = parsed.error_type
+    if usage is not None and usage.prompt_tokens and components_total:
+        details["provider_over_estimate"] = round(usage.prompt_tokens / components_total, 4)
+    return details
+
+
+def record_policy_events(
+    store: Any, exchange: Any, session_id: str, message_seq: int | None, provider: str, model: str
+) -> list[int]:
+    """Record each policy edit (and keep what it cleared as a blob); returns the event ids."""
+    policy = exchange.policy
+    if policy is None or not (policy.edits or policy.skipped):
+        return []
+    for ref, content, tool_name in policy.blobs:
+        try:
+            store.get_blob(ref, with_content=False)
+        except ContextDeskError:
+            store.put_blob(session_id, content.encode("utf-8"), tool_name=tool_name, ref_id=ref)
+    ids = []
+    for edit in policy.edits:
+        guard = edit.policy == "guard"
+        trigger = "manual" if edit.policy == "live_compaction" else "proxy_policy"
+        ids.append(
+            store.record_event(
+                session_id,
+                ContextEvent(
+                    kind="guard" if guard else "compaction",
+                    trigger=trigger,
+                    outcome="rejected" if guard else "compacted",
+                    reason=edit.reason,
+                    provider=provider,
+                    model=model,
+                    projected_tokens=edit.after_tokens,
+                    message_seq=message_seq,
+                    details={
+                        "policy": edit.policy, "before_tokens": edit.before_tokens,
+                        "after_tokens": edit.after_tokens, "changes": list(edit.changes),
+                        "strategies_run": [edit.policy], "path": exchange.path,
+                    },
+                ),
+            )
+        )  # fmt: skip
+    if policy.skipped:
+        ids.append(
+            store.record_event(
+                session_id,
+                ContextEvent(
+                    kind="note", trigger="proxy_policy", outcome="note", provider=provider, model=model,
+                    reason=f"policies configured but not applied by this proxy yet: {', '.join(policy.skipped)}",
+                ),
+            )
+        )  # fmt: skip
+    return ids
+
+
+def json_object(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data) if data else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def exists(store: Any, session_id: str) -> bool:
+    try:
+        store.get_session(session_id)
+    except ContextDeskError:
+        return False
+    return True
+
+
+def resolve(model: str, provider: str, settings: Settings | None) -> Any:
+    try:
+        return resolve_model_settings(model, provider, settings)
+    except ContextDeskError:
+        return None
+
+
+def settings_dict(resolved: Any) -> dict[str, Any] | None:
+    if resolved is None:
+        return None
+    return resolved.model_dump(mode="json", exclude={"model_info"})
+
+
+def max_tokens(body: dict[str, Any]) -> int | None:
+    for key in ("max_tokens", "max_output_tokens", "max_completion_tokens"):
+        if isinstance(body.get(key), int):
+            return int(body[key])
+    return None
+
+
+def title(messages: list[Message]) -> str:
+    """The first user words that are not an agent's injected reminder."""
+    for message in messages:
+        if message.role != "user":
+            continue
+        texts = (
+            [message.content]
+            if isinstance(message.content, str)
+            else [getattr(b, "text", "") for b in message.content]
+        )
+        for text in texts:
+            text = text.strip()
+            if text and not text.startswith("<"):
+                return text.splitlines()[0][:100]
+    return "proxied session"
+
+
+def tool_record(tool: dict[str, Any], tokenizer: Any) -> ToolRecord:
+    name = tool_parts(tool)[0] or str(tool.get("type", "tool"))
+    category, server = "builtin", None
+    if name.startswith("mcp__"):
+        category, server = "mcp", name.split("__")[1] if name.count("__") >= 2 else None
+    elif name == "Skill":
+        category = "skill"
+    return ToolRecord(
+        name=name, category=category, server=server, tokens=tokenizer.count_tool(tool), definition=tool
+    )

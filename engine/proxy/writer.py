@@ -1,0 +1,295 @@
+"""Writing one proxied exchange into the session database (the recorder's writer thread).
+
+:class:`ExchangeWriter` parses an exchange and writes it in one transaction: new transcript
+messages, a ``request`` event with per-component tokens beside the provider's usage, each
+policy edit as its own event, and the exact request in ``model_requests`` (the agent's own
+request beside it when a policy edited it). It raises on a store failure; the recorder retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from typing import Any
+
+from engine.budget import measure_components
+from engine.errors import ContextDeskError
+from engine.events import ContextEvent
+from engine.proxy import apis
+from engine.proxy.exchange import Exchange
+from engine.proxy.record_parts import (
+    call_details,
+    exists,
+    json_object,
+    max_tokens,
+    provider_usage,
+    record_policy_events,
+    resolve,
+    settings_dict,
+    title,
+    tool_record,
+)
+from engine.proxy.responses import ParsedResponse, decode_body, parse_response
+from engine.proxy.sessions import SessionResolver, identity_hash
+from engine.settings import Settings
+from engine.store import RequestRecord
+from engine.tokens import get_tokenizer
+
+#: Session that holds requests the proxy could not parse (not JSON, unknown paths).
+UNPARSED_SESSION = "proxy-unparsed"
+
+
+class ExchangeWriter:
+    """Writes exchanges into one store; ``resolver`` keeps which session each agent's calls go to."""
+
+    def __init__(self, store: Any, resolver: SessionResolver, settings: Settings | None = None) -> None:
+        self._store = store
+        self.resolver = resolver
+        self.settings = settings
+
+    def record_degraded(self, exchange: Exchange, error: Exception | None, attempts: int) -> None:
+        """A ``degraded`` event: the exchange could not be recorded after ``attempts`` tries."""
+        session_id = self.ensure_unparsed_session()
+        self._store.record_event(
+            session_id,
+            ContextEvent(
+                kind="degraded",
+                trigger="proxy_record",
+                outcome="failed",
+                reason=f"could not record {exchange.method} {exchange.path}: {type(error).__name__}: {error}",
+                details={"path": exchange.path, "status": exchange.status, "attempts": attempts},
+            ),
+        )
+
+    def ensure_unparsed_session(self) -> str:
+        try:
+            self._store.get_session(UNPARSED_SESSION)
+        except ContextDeskError:
+            self._store.create_session(
+                session_id=UNPARSED_SESSION,
+                title="Requests the proxy passed through without parsing",
+                source="proxy",
+            )
+        return UNPARSED_SESSION
+
+    def write(self, exchange: Exchange) -> None:
+        """Parse and store one exchange (raises on a store failure; the caller retries)."""
+        if exchange.request_chunks is not None:
+            exchange.request_body, exchange.request_chunks = b"".join(exchange.request_chunks), None
+        agent_body = json_object(exchange.request_body)
+        sent_bytes = exchange.sent_body if exchange.sent_body is not None else exchange.request_body
+        body = json_object(sent_bytes) if exchange.sent_body is not None else agent_body
+        api = exchange.api
+        raw = b"".join(exchange.response_chunks)
+        content_type = exchange.response_headers.get("content-type")
+        try:
+            data = decode_body(raw, exchange.response_headers.get("content-encoding"))
+        except (zlib.error, ValueError):  # recorded without a parsed answer, never fatal
+            data = b""
+        parsed = parse_response(api, exchange.status, content_type, data)
+        if exchange.proxy_error:
+            parsed.error_type = parsed.error_type or exchange.proxy_error
+            parsed.error_message = parsed.error_message or exchange.proxy_error_detail
+        record = RequestRecord(
+            api=api,
+            method=exchange.method,
+            path=exchange.path,
+            body=body,
+            raw_body=None if body is not None else sent_bytes,
+            request_bytes=len(sent_bytes),
+            request_sha256=hashlib.sha256(sent_bytes).hexdigest(),
+            headers=exchange.request_headers,
+            status_code=exchange.status,
+            error_type=parsed.error_type,
+            error_message=parsed.error_message,
+            response=parsed.as_record() if (parsed.content or parsed.response_id) else None,
+            stop_reason=parsed.stop_reason,
+            usage=parsed.usage,
+            latency_ms=exchange.latency_ms,
+            ttfb_ms=exchange.ttfb_ms,
+            started_utc=exchange.started_utc,
+            **parsed.usage_fields(api),
+        )
+        if body is None or api not in apis.PROVIDERS:
+            with self._store.transaction():
+                self._store.record_request(self.ensure_unparsed_session(), record)
+            return
+        if api == apis.ANTHROPIC_COUNT_TOKENS:
+            agent_id = apis.agent_session_id(api, exchange.request_headers, body)
+            session_id = self.resolver.main_session(agent_id) or self.ensure_unparsed_session()
+            with self._store.transaction():
+                self._store.record_request(
+                    session_id, record.model_copy(update={"agent_session_id": agent_id})
+                )
+            return
+        if exchange.parent is not None:
+            self._write_follow_up(exchange, api, body, parsed, record)
+            return
+        self._write_model_call(exchange, api, agent_body or body, body, parsed, record)
+
+    def _write_follow_up(
+        self,
+        exchange: Exchange,
+        api: str,
+        body: dict[str, Any],
+        parsed: ParsedResponse,
+        record: RequestRecord,
+    ) -> None:
+        """A call the proxy made itself (answering read_result): a request row and event, no transcript."""
+        parent = exchange.parent
+        session_id = (
+            parent.assignment.session_id if parent and parent.assignment else self.ensure_unparsed_session()
+        )
+        view = apis.request_view(api, body, exchange.request_headers)
+        tokenizer = get_tokenizer("anthropic" if apis.PROVIDERS.get(api) == "anthropic" else "o200k_base")
+        components = measure_components(
+            tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
+        )
+        usage = provider_usage(parsed, parsed.usage_fields(api))
+        with self._store.transaction():
+            event_id = self._store.record_event(
+                session_id,
+                ContextEvent(
+                    kind="request", trigger="proxy_read_result", outcome="ok" if exchange.status == 200 else "provider_error",
+                    provider=apis.PROVIDERS.get(api), model=view.model, projected_tokens=components.total,
+                    components=components, usage=usage,
+                    details={"api": api, "status": exchange.status, "served_by_proxy": "read_result",
+                             "stop_reason": parsed.stop_reason, "request_messages": len(view.raw_messages)},
+                ),
+            )  # fmt: skip
+            self._store.record_request(
+                session_id, record.model_copy(update={"source": "proxy:read_result", "event_id": event_id})
+            )
+
+    def _write_model_call(
+        self,
+        exchange: Exchange,
+        api: str,
+        agent_body: dict[str, Any],
+        body: dict[str, Any],
+        parsed: ParsedResponse,
+        record: RequestRecord,
+    ) -> None:
+        """``agent_body``: what the agent sent (sessions, transcript); ``body``: what the model got."""
+        view = apis.request_view(api, agent_body, exchange.request_headers)
+        sent_view = view if body is agent_body else apis.request_view(api, body, exchange.request_headers)
+        provider = apis.PROVIDERS[api]
+        model = view.model or parsed.model or "unknown"
+        resolved = resolve(model, provider, self.settings)
+        tokenizer = get_tokenizer(
+            resolved.tokenizer if resolved else ("anthropic" if provider == "anthropic" else "o200k_base")
+        )
+        system_value = body.get("system", body.get("instructions"))
+        fingerprint = identity_hash([system_value, body.get("tools")])
+        hashes = [identity_hash(m) for m in view.raw_messages]
+        if exchange.assignment is None:  # resolved once: a retried write must not re-resolve
+            exchange.assignment = self.resolver.resolve(
+                agent_id=view.agent_session_id, fingerprint=fingerprint, hashes=hashes
+            )
+        assignment = exchange.assignment
+        components = measure_components(
+            tokenizer=tokenizer, system=sent_view.system, tools=sent_view.tools, messages=sent_view.messages
+        )
+        fields = parsed.usage_fields(api)
+        usage = provider_usage(parsed, fields)
+        ok = exchange.status is not None and 200 <= exchange.status < 300 and not parsed.error_type
+        outcome = "ok" if ok else "context_length_exceeded" if parsed.prompt_too_long else "provider_error"
+        if exchange.proxy_error:
+            outcome = exchange.proxy_error
+        policy = exchange.policy
+        refused = policy is not None and policy.refusal is not None
+        new_messages = apis.convert_messages(api, view.raw_messages[assignment.new_from :])
+        if (
+            assignment.continued
+            and new_messages
+            and new_messages[0].role == "assistant"
+            and assignment.new_from
+        ):
+            new_messages = new_messages[1:]  # our own record of the previous answer is already there
+        answer = apis.response_message(api, parsed) if ok else None
+        if ok and exchange.agent_answer is not None:  # read_result rounds served: what the agent got
+            answer = apis.response_message(
+                api, ParsedResponse(content=list(exchange.agent_answer["content"]))
+            )
+        details = call_details(
+            exchange, api, view, body, parsed, fields, new_messages=len(new_messages), tokenizer_id=tokenizer.id,
+            components_total=components.total, usage=usage, rewritten=assignment.rewritten,
+        )  # fmt: skip
+        store = self._store
+        with store.transaction():
+            if not exists(store, assignment.session_id):
+                store.create_session(
+                    session_id=assignment.session_id,
+                    title=title(view.messages),
+                    model=model,
+                    provider=provider,
+                    tokenizer=tokenizer.id,
+                    tokens_exact=tokenizer.exact,
+                    source="proxy",
+                    parent_session_id=assignment.parent_session_id,
+                    settings=settings_dict(resolved),
+                    metadata={
+                        "agent_session_id": view.agent_session_id,
+                        "api": api,
+                        "user_agent": exchange.request_headers.get("user-agent"),
+                        "sub_agent": assignment.parent_session_id is not None,
+                    },
+                )
+                store.upsert_tools(assignment.session_id, [tool_record(t, tokenizer) for t in view.tools])
+            stored = store.append_messages(assignment.session_id, new_messages, tokenizer=tokenizer)
+            if answer is not None:
+                stored += store.append_messages(
+                    assignment.session_id, [answer], tokenizer=tokenizer, usages=[usage]
+                )
+            last_seq = stored[-1].seq if stored else None
+            event = ContextEvent(
+                kind="request",
+                trigger="proxy",
+                outcome=outcome,
+                reason=parsed.error_message if not ok else None,
+                provider=provider,
+                model=model,
+                turn_index=stored[-1].turn_index if stored else None,
+                context_window=resolved.context_window if resolved else None,
+                max_output_tokens=max_tokens(body) or (resolved.max_output_tokens if resolved else None),
+                buffer_tokens=resolved.buffer_tokens if resolved else None,
+                limit_tokens=resolved.effective_window if resolved else None,
+                projected_tokens=components.total,
+                remaining_tokens=(resolved.effective_window - components.total) if resolved else None,
+                components=components,
+                usage=usage,
+                message_seq=last_seq,
+                details=details,
+            )
+            policy_events = record_policy_events(
+                store, exchange, assignment.session_id, last_seq, provider, model
+            )
+            agent_id = view.agent_session_id
+            if refused:  # the model never saw it: a guard event and the agent's request, no request event
+                store.record_request(
+                    assignment.session_id,
+                    record.model_copy(
+                        update={
+                            "source": "proxy:refused",
+                            "event_id": policy_events[-1],
+                            "agent_session_id": agent_id,
+                        }
+                    ),
+                )
+                return
+            event_id = store.record_event(assignment.session_id, event)
+            store.record_request(
+                assignment.session_id,
+                record.model_copy(update={"event_id": event_id, "agent_session_id": agent_id}),
+            )
+            if exchange.sent_body is not None:  # the agent's own request, as it sent it, beside what was sent
+                store.record_request(
+                    assignment.session_id,
+                    record.model_copy(
+                        update={
+                            "source": "proxy:original", "body": agent_body, "event_id": policy_events[0],
+                            "agent_session_id": agent_id, "request_bytes": len(exchange.request_body),
+                            "request_sha256": hashlib.sha256(exchange.request_body).hexdigest(),
+                        }
+                    ),
+                )  # fmt: skip
