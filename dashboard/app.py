@@ -29,6 +29,7 @@ PAGES = [
     st.Page("views/offloaded.py", title="Offloaded results", icon=":material/inventory_2:"),
     st.Page("views/tools.py", title="Tools", icon=":material/build:"),
     st.Page("views/requests.py", title="Requests", icon=":material/http:"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("views/data_browser.py", title="Data", icon=":material/table:"),
     st.Page("views/model_settings.py", title="Model settings", icon=":material/tune:"),
 ]

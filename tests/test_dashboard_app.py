@@ -490,3 +490,31 @@ def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(db: Path) 
     assert float(labels["Session so far"][1:]) >= float(labels[cost_label][1:])
     every = next(df.value for df in at.dataframe if "total_usd" in df.value.columns)
     assert len(every) > 1 and (every["total_usd"] > 0).all()
+
+
+def test_compare_shows_two_sessions_and_two_calls_side_by_side_with_what_differs(db: Path) -> None:
+    at = _app(page="compare")
+    assert at.selectbox(key="cmp_a").value == "sample::sess-refactor"  # the selected session is A
+    at.selectbox(key="cmp_b").set_value("sample::sess-small").run()
+    _ok(at)
+    table = at.dataframe[0].value
+    assert list(table.columns[:3]) == ["figure", "A", "B"]
+    models = table[table["figure"] == "Model"].iloc[0]
+    assert (models["A"], models["B"], bool(models["differs"])) == ("claude-sonnet-4-20250514", "gpt-4.1-mini", True)
+    assert not table.isin(["None", "nan"]).any().any()
+    texts = _texts(at)
+    assert "**What differs**" in [m.value for m in at.markdown]
+    assert "Model: claude-sonnet-4-20250514 in A, gpt-4.1-mini in B." in texts
+    assert at.query_params["b"] == "sample::sess-small"
+    # Two calls of the same session: the per-component difference is spelled out.
+    at.selectbox(key="cmp_b").set_value("sample::sess-refactor").run()
+    at.radio(key="cmp_mode").set_value("Two calls").run()
+    _ok(at)
+    calls = at.selectbox(key="cmp_call_a").options
+    first = int(re.search(r"#(\d+)", calls[0]).group(1))
+    at.selectbox(key="cmp_call_a").set_value(first).run()
+    _ok(at)
+    table = at.dataframe[0].value
+    sent = table[table["figure"] == "Sent (tokens, our count)"].iloc[0]
+    assert sent["A"] != sent["B"] and sent["differs"]
+    assert "Tool results:" in _texts(at)

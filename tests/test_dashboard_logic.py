@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard import analysis, charts, settings_form, textview
+from dashboard import analysis, charts, compare_data, settings_form, textview
 from engine.errors import ConfigError
 from engine.findings import FINDING_KINDS, Finding
 from engine.settings import ModelSettings, Settings, resolve_model_settings
@@ -654,3 +654,47 @@ def test_the_settings_file_watcher_counts_each_edit_replace_and_delete(tmp_path)
             seen = watcher.wait(now + 1, timeout=0.2)  # the rest of the same burst
         (tmp_path / "other.toml").write_text("x = 1\n")  # another file in the folder is not ours
         assert watcher.wait(seen, timeout=0.5) == seen
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kind", "shown", "delta"),
+    [
+        (1000, 1500, "tokens", ("1,000", "1,500"), "+500, +50%"),
+        (None, 1500, "tokens", ("—", "1,500"), "only one recorded"),
+        (None, float("nan"), "tokens", ("—", "—"), ""),
+        (0.01, 0.0125, "usd", ("$0.0100", "$0.0125"), "+0.0025"),
+        (40.0, 55.5, "pct", ("40.0%", "55.5%"), "+15.5 pts"),
+        ("gpt-4o", "gpt-4o", "text", ("gpt-4o", "gpt-4o"), ""),
+    ],
+)
+def test_a_comparison_shows_both_values_the_difference_and_never_none(a, b, kind, shown, delta) -> None:
+    result = compare_data.compare({"x": a}, {"x": b}, (("x", "X", kind),))
+    row = result.table.iloc[0]
+    assert (row["A"], row["B"], row["difference (B − A)"], row["differs"]) == (*shown, delta, bool(delta))
+    assert len(result.differences) == (1 if delta else 0)
+
+
+def test_component_differences_are_told_largest_first_and_empty_components_left_out() -> None:
+    result = compare_data.compare_components(
+        {"system": 900, "tool_results": 6000, "summary": 0},
+        {"system": 1000, "tool_results": 2000, "summary": 0},
+    )
+    assert list(result.table["component"]) == ["System prompt", "Tool results"]
+    assert result.differences[0].startswith(charts.COMPONENT_LABELS["tool_results"])
+    assert "-4,000, -67%" in result.differences[0]
+
+
+def test_session_figures_price_and_cache_from_the_calls_and_leave_unknowns_missing() -> None:
+    requests = pd.DataFrame({"seq": [1, 2], "projected_tokens": [100, 300], "tool_results_tokens": [0, 200]})
+    calls = pd.DataFrame(
+        {"event_seq": [1, 2], "input_tokens": [100, 20], "cache_read_tokens": [0, 280],
+         "cache_write_5m_tokens": [100, 0], "cache_write_1h_tokens": [0, 0], "output_tokens": [10, 10],
+         "total_usd": [0.01, 0.002], "lost_usd": [0.0, 0.0], "cache_cause": ["cold_start", None]}
+    )  # fmt: skip
+    figures = compare_data.session_figures({"model": "m", "turns": 2}, requests, calls)
+    assert figures["calls"] == 2 and figures["cache_read_tokens"] == 280 and figures["cache_write_tokens"] == 100
+    assert figures["cache_hit_pct"] == round(100 * 280 / 500, 1) and figures["cache_rebuilds"] == 0
+    assert figures["total_usd"] == pytest.approx(0.012)
+    unpriced = compare_data.session_figures({"model": "m"}, requests, calls.iloc[0:0])
+    assert unpriced["total_usd"] is None and unpriced["cache_hit_pct"] is None and unpriced["peak_tokens"] is None
+    assert compare_data.components_of(compare_data.peak_request(requests))["tool_results"] == 200
