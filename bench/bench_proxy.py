@@ -1,8 +1,9 @@
 """``ctxdesk proxy`` overhead beside direct calls to the same local upstream, in the same run.
 
-``python -m bench --only proxy``; ``python -m bench.bench_proxy [--quick] [--ttfb]
-[--baseline-root=DIR]`` (``--ttfb``: only the time-to-first-byte table; ``--baseline-root``: also
-the proxy of another checkout, e.g. ``git archive`` of an older commit, in the same run). The proxy runs as the real command (``python -m engine.cli
+``python -m bench --only proxy``; ``python -m bench.bench_proxy [--quick] [--ttfb] [--calls=N]
+[--baseline-root=DIR]`` (``--ttfb``: only the time-to-first-byte table; ``--calls``: calls per
+row; ``--baseline-root``: also the proxy of another checkout, e.g. ``git archive`` of an older
+commit, in the same run). The proxy runs as the real command (``python -m engine.cli
 proxy``, its own process, recording into a scratch database); the upstream is a minimal
 local Messages server in this process that answers a short SSE stream as soon as it has read
 the body. Measured:
@@ -441,6 +442,7 @@ def ttfb_table(
 
 def run(quick: bool = False, ttfb_only: bool = False, baseline_root: Path | None = None) -> list[Table]:
     calls = 20 if quick else 300
+    calls = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--calls=")), calls)
     concurrent_rounds = 1 if quick else 10
     memory_requests = 500 if quick else 10_000
     headers = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01", "content-type": "application/json"}
