@@ -39,6 +39,16 @@ def tool_session(rounds: int, *, seed: int, sizes: tuple[int, int]) -> list[dict
     return bodies
 
 
+def shared_prefix(previous: list[str] | None, texts: list[str]) -> int:
+    """Messages a request shares with the previous one from the start: what a prefix cache reads."""
+    shared = 0
+    while (
+        previous is not None and shared < min(len(previous), len(texts)) and previous[shared] == texts[shared]
+    ):
+        shared += 1
+    return shared
+
+
 def replay(bodies: list[dict[str, Any]], policy: Any) -> dict[str, float]:
     """Tokens sent, read from the cache, newly appended and rebuilt over one session."""
     from engine.proxy.policies import Policies, SessionPolicyState, plan_edits
@@ -58,13 +68,7 @@ def replay(bodies: list[dict[str, Any]], policy: Any) -> dict[str, float]:
             body = outcome.body or body
         texts = [json.dumps(m, sort_keys=True) for m in body["messages"]]
         tokens = [tokenizer.count(t) for t in texts]
-        shared = 0
-        while (
-            previous is not None
-            and shared < min(len(previous), len(texts))
-            and previous[shared] == texts[shared]
-        ):
-            shared += 1
+        shared = shared_prefix(previous, texts)
         total += sum(tokens)
         cached += sum(tokens[:shared])
         new += sum(tokens[len(previous or []) :])  # appended since the previous call: never cached

@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.proxy import apis
+from engine.proxy import apis, openai_policies
 from engine.proxy.controller import Controller
 from engine.proxy.read_result import READ_RESULT_NAME, read_stored
 from engine.proxy.recorder import Exchange, Recorder, new_exchange
@@ -136,7 +136,8 @@ def create_app(
                     (k, v) for k, v in request.headers.raw
                     if k.decode("latin-1").lower() not in HOP_BY_HOP | {b"accept-encoding".decode()}
                 ]  # fmt: skip
-                return await _serve_reads(
+                serve = _serve_reads if api == apis.ANTHROPIC_MESSAGES else openai_policies.serve_reads
+                return await serve(
                     state["client"], recorder, controller, exchange, started, kind,
                     upstream_url(base, path, query), headers, outcome.body,
                 )  # fmt: skip

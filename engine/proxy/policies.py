@@ -44,6 +44,10 @@ from engine.proxy.edits import (
     prompt_tokens,
     result_ref,
 )
+
+# OpenAI's shapes; engine.proxy.openai_policies takes the names it shares with this module from
+# engine.proxy.edits and engine.proxy.read_result (importing them from here would be a cycle)
+from engine.proxy.openai_policies import plan_openai_compaction, with_read_result
 from engine.proxy.policy_file import PolicyFile, load_policy_file, policy_config, without_policies  # noqa: F401
 from engine.proxy.read_result import (  # noqa: F401  (re-exported)
     OFFLOAD_PREVIEW_CHARS,
@@ -226,10 +230,14 @@ def with_anthropic_read_result(api: str, tools: list[Any] | None) -> list[Any]:
 #: How each API's compaction is planned; an API not here reports compaction as not applied.
 COMPACTION_PLANNERS: dict[str, CompactionPlanner] = {
     apis.ANTHROPIC_MESSAGES: _compaction,
+    apis.OPENAI_CHAT: plan_openai_compaction,  # OpenAI's shapes
+    apis.OPENAI_RESPONSES: plan_openai_compaction,  # OpenAI's shapes
 }
 #: The read_result tool offload adds, per API; an API not here reports offload as not applied.
 READ_RESULT_ADDERS: dict[str, ReadResultAdder] = {
     apis.ANTHROPIC_MESSAGES: with_anthropic_read_result,
+    apis.OPENAI_CHAT: with_read_result,  # OpenAI's shapes
+    apis.OPENAI_RESPONSES: with_read_result,  # OpenAI's shapes
 }
 
 
