@@ -50,7 +50,7 @@ class Recorder:
         self._forwarding = 0  # requests not yet answered by the upstream: the writer waits for them
         self._forwarding_changed = threading.Condition()
         self._store = open_store(self.db_path)
-        self.writer = ExchangeWriter(self._store, self.resolver, settings)
+        self.writer = ExchangeWriter(self._store, self.resolver, settings, pause=self._wait_for_idle)
         self._thread = threading.Thread(target=self._run, name="ctxdesk-proxy-recorder", daemon=True)
         self._thread.start()
 
@@ -106,11 +106,15 @@ class Recorder:
             if isinstance(item, _Marker):
                 item.done.set()
                 continue
-            # parsing a ~200k-token body holds the GIL for milliseconds: not while a request is
-            # being forwarded (the relay's time to first byte), unless requests never stop coming
-            with self._forwarding_changed:
-                self._forwarding_changed.wait_for(lambda: self._forwarding == 0, DEFER_LIMIT_S)
+            self._wait_for_idle()
             self._write_with_retries(item)
+
+    def _wait_for_idle(self) -> None:
+        """Parsing a ~200k-token body holds the GIL for milliseconds: not while a request is being
+        forwarded (the relay's time to first byte), unless requests never stop coming. Called
+        before each write and between its steps (the writer's ``pause``)."""
+        with self._forwarding_changed:
+            self._forwarding_changed.wait_for(lambda: self._forwarding == 0, DEFER_LIMIT_S)
 
     def _write_with_retries(self, exchange: Exchange) -> None:
         error: Exception | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from engine.budget import measure_components
@@ -42,10 +43,20 @@ UNPARSED_SESSION = "proxy-unparsed"
 class ExchangeWriter:
     """Writes exchanges into one store; ``resolver`` keeps which session each agent's calls go to."""
 
-    def __init__(self, store: Any, resolver: SessionResolver, settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        resolver: SessionResolver,
+        settings: Settings | None = None,
+        *,
+        pause: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``pause`` is called between the steps of a write (parse, count, store): the recorder
+        waits there while a request is being forwarded, so a write never holds it up for long."""
         self._store = store
         self.resolver = resolver
         self.settings = settings
+        self._pause = pause
 
     def record_degraded(self, exchange: Exchange, error: Exception | None, attempts: int) -> None:
         """A ``degraded`` event: the exchange could not be recorded after ``attempts`` tries."""
@@ -86,6 +97,7 @@ class ExchangeWriter:
             data = decode_body(raw, exchange.response_headers.get("content-encoding"))
         except (zlib.error, ValueError):  # recorded without a parsed answer, never fatal
             data = b""
+        self._pause()
         parsed = parse_response(api, exchange.status, content_type, data)
         if exchange.proxy_error:
             parsed.error_type = parsed.error_type or exchange.proxy_error
@@ -173,6 +185,7 @@ class ExchangeWriter:
         """``agent_body``: what the agent sent (sessions, transcript); ``body``: what the model got."""
         view = apis.request_view(api, agent_body, exchange.request_headers)
         sent_view = view if body is agent_body else apis.request_view(api, body, exchange.request_headers)
+        self._pause()
         provider = apis.PROVIDERS[api]
         model = view.model or parsed.model or "unknown"
         resolved = resolve(model, provider, self.settings)
@@ -190,6 +203,7 @@ class ExchangeWriter:
         components = measure_components(
             tokenizer=tokenizer, system=sent_view.system, tools=sent_view.tools, messages=sent_view.messages
         )
+        self._pause()
         fields = parsed.usage_fields(api)
         usage = provider_usage(parsed, fields)
         ok = exchange.status is not None and 200 <= exchange.status < 300 and not parsed.error_type
@@ -216,6 +230,7 @@ class ExchangeWriter:
             components_total=components.total, usage=usage, rewritten=assignment.rewritten,
         )  # fmt: skip
         store = self._store
+        self._pause()
         with store.transaction():
             if not exists(store, assignment.session_id):
                 store.create_session(
