@@ -74,7 +74,9 @@ def peak_request(requests: pd.DataFrame) -> pd.Series | None:
     return requests.loc[sizes.idxmax()]
 
 
-def session_figures(overview_row: pd.Series | dict[str, Any], requests: pd.DataFrame, calls: pd.DataFrame) -> dict[str, Any]:
+def session_figures(
+    overview_row: pd.Series | dict[str, Any], requests: pd.DataFrame, calls: pd.DataFrame
+) -> dict[str, Any]:
     """A session's figures (``METRICS`` keys) from its overview row, request events and priced calls."""
     row = dict(overview_row)
     read = _sum(calls, "cache_read_tokens")
@@ -97,18 +99,24 @@ def session_figures(overview_row: pd.Series | dict[str, Any], requests: pd.DataF
         "cache_write_tokens": written,
         "output_tokens": _sum(calls, "output_tokens"),
         "cache_hit_pct": _hit_pct(read, written, uncached),
-        "cache_rebuilds": int(causes.notna().sum() - (causes == "cold_start").sum()) if not calls.empty else None,
+        "cache_rebuilds": int(causes.notna().sum() - (causes == "cold_start").sum())
+        if not calls.empty
+        else None,
         "total_usd": _sum(calls, "total_usd"),
         "lost_usd": _sum(calls, "lost_usd"),
     }
 
 
-def call_figures(request: pd.Series | dict[str, Any], cost: pd.Series | dict[str, Any] | None) -> dict[str, Any]:
+def call_figures(
+    request: pd.Series | dict[str, Any], cost: pd.Series | dict[str, Any] | None
+) -> dict[str, Any]:
     """One call's figures: what was sent, what the provider reported, what it cost and why."""
     request, cost = dict(request), dict(cost) if cost is not None else {}
     written = None
     if cost:
-        written = (_num(cost.get("cache_write_5m_tokens")) or 0) + (_num(cost.get("cache_write_1h_tokens")) or 0)
+        written = (_num(cost.get("cache_write_5m_tokens")) or 0) + (
+            _num(cost.get("cache_write_1h_tokens")) or 0
+        )
     read = _num(cost.get("cache_read_tokens")) if cost else _num(request.get("provider_cache_read_tokens"))
     uncached = _num(cost.get("input_tokens")) if cost else _num(request.get("provider_input_tokens"))
     return {
@@ -119,7 +127,9 @@ def call_figures(request: pd.Series | dict[str, Any], cost: pd.Series | dict[str
         "input_tokens": uncached,
         "cache_read_tokens": read,
         "cache_write_tokens": written if cost else _num(request.get("provider_cache_creation_tokens")),
-        "output_tokens": _num(cost.get("output_tokens")) if cost else _num(request.get("provider_output_tokens")),
+        "output_tokens": _num(cost.get("output_tokens"))
+        if cost
+        else _num(request.get("provider_output_tokens")),
         "cache_hit_pct": _hit_pct(read, written, uncached),
         "total_usd": _num(cost.get("total_usd")),
         "lost_usd": _num(cost.get("lost_usd")),
@@ -162,7 +172,7 @@ def _shown(value: Any, kind: str) -> str:
         return f"${number:,.4f}"
     if kind == "pct":
         return f"{number:.1f}%"
-    return f"{int(round(number)):,}"
+    return f"{round(number):,}"
 
 
 def _delta(a: Any, b: Any, kind: str) -> str:
@@ -177,11 +187,16 @@ def _delta(a: Any, b: Any, kind: str) -> str:
         return f"{y - x:+,.4f}"
     if kind == "pct":
         return f"{y - x:+.1f} pts"
-    change = f"{int(round(y - x)):+,}"
+    change = f"{round(y - x):+,}"
     return f"{change}, {100 * (y - x) / x:+.0f}%" if x else change
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], metrics: tuple[tuple[str, str, str], ...], names: tuple[str, str] = ("A", "B")) -> Comparison:
+def compare(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    metrics: tuple[tuple[str, str, str], ...],
+    names: tuple[str, str] = ("A", "B"),
+) -> Comparison:
     """``a`` beside ``b`` (figures from :func:`session_figures` or :func:`call_figures`): every value
     as text (a missing one as an em-dash), the difference B - A, and sentences for what differs."""
     rows, words = [], []
@@ -196,7 +211,9 @@ def compare(a: dict[str, Any], b: dict[str, Any], metrics: tuple[tuple[str, str,
     return Comparison(pd.DataFrame(rows), tuple(words))
 
 
-def compare_components(a: dict[str, int], b: dict[str, int], names: tuple[str, str] = ("A", "B")) -> Comparison:
+def compare_components(
+    a: dict[str, int], b: dict[str, int], names: tuple[str, str] = ("A", "B")
+) -> Comparison:
     """Tokens per component side by side, largest change first in the sentences."""
     rows, changes = [], []
     for component, label in COMPONENT_LABELS.items():
@@ -204,7 +221,9 @@ def compare_components(a: dict[str, int], b: dict[str, int], names: tuple[str, s
         if x == 0 and y == 0:
             continue
         delta = _delta(x, y, "tokens")
-        rows.append({"component": label, names[0]: x, names[1]: y, "difference (B − A)": y - x, "differs": x != y})
+        rows.append(
+            {"component": label, names[0]: x, names[1]: y, "difference (B − A)": y - x, "differs": x != y}
+        )
         if x != y:
             changes.append((abs(y - x), f"{label}: {x:,} → {y:,} tokens ({delta})."))
     changes.sort(key=lambda c: -c[0])

@@ -14,10 +14,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from dashboard import data, display
+from engine import FileChangeWatcher
 from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import DEFAULT_SETTINGS_PATH, settings_path
-from engine.settings.watch import FileChangeWatcher
 from engine.store.factory import redact_url
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"

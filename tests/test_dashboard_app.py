@@ -500,7 +500,11 @@ def test_compare_shows_two_sessions_and_two_calls_side_by_side_with_what_differs
     table = at.dataframe[0].value
     assert list(table.columns[:3]) == ["figure", "A", "B"]
     models = table[table["figure"] == "Model"].iloc[0]
-    assert (models["A"], models["B"], bool(models["differs"])) == ("claude-sonnet-4-20250514", "gpt-4.1-mini", True)
+    assert (models["A"], models["B"], bool(models["differs"])) == (
+        "claude-sonnet-4-20250514",
+        "gpt-4.1-mini",
+        True,
+    )
     assert not table.isin(["None", "nan"]).any().any()
     texts = _texts(at)
     assert "**What differs**" in [m.value for m in at.markdown]

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dashboard import analysis, charts, compare_data, settings_form, textview
+from engine import FileChangeWatcher
 from engine.errors import ConfigError
 from engine.findings import FINDING_KINDS, Finding
 from engine.settings import ModelSettings, Settings, resolve_model_settings
-from engine.settings.watch import FileChangeWatcher
 from tests.dashboard_fixture import HOSTILE_TEXT
 
 # -- why did it stop -------------------------------------------------------------------------
@@ -692,9 +692,15 @@ def test_session_figures_price_and_cache_from_the_calls_and_leave_unknowns_missi
          "total_usd": [0.01, 0.002], "lost_usd": [0.0, 0.0], "cache_cause": ["cold_start", None]}
     )  # fmt: skip
     figures = compare_data.session_figures({"model": "m", "turns": 2}, requests, calls)
-    assert figures["calls"] == 2 and figures["cache_read_tokens"] == 280 and figures["cache_write_tokens"] == 100
+    assert (
+        figures["calls"] == 2 and figures["cache_read_tokens"] == 280 and figures["cache_write_tokens"] == 100
+    )
     assert figures["cache_hit_pct"] == round(100 * 280 / 500, 1) and figures["cache_rebuilds"] == 0
     assert figures["total_usd"] == pytest.approx(0.012)
     unpriced = compare_data.session_figures({"model": "m"}, requests, calls.iloc[0:0])
-    assert unpriced["total_usd"] is None and unpriced["cache_hit_pct"] is None and unpriced["peak_tokens"] is None
+    assert (
+        unpriced["total_usd"] is None
+        and unpriced["cache_hit_pct"] is None
+        and unpriced["peak_tokens"] is None
+    )
     assert compare_data.components_of(compare_data.peak_request(requests))["tool_results"] == 200

@@ -98,11 +98,14 @@ if mode == "Two sessions":
         )  # fmt: skip
         show_parts = parts.table.rename(columns={"component": "figure"})
         show(compare_data.Comparison(show_parts, parts.differences), key="cmp_sessions_parts")
-    what_differs(figures.differences + parts.differences, same="Nothing: the two sessions' figures are equal.")
+    what_differs(
+        figures.differences + parts.differences, same="Nothing: the two sessions' figures are equal."
+    )
 else:
     choices = []
-    for column, (ref, requests, calls, widget) in zip(
-        (left, right), ((ref_a, requests_a, calls_a, "cmp_call_a"), (ref_b, requests_b, calls_b, "cmp_call_b")),
+    for column, (requests, calls, widget) in zip(
+        (left, right),
+        ((requests_a, calls_a, "cmp_call_a"), (requests_b, calls_b, "cmp_call_b")),
         strict=True,
     ):
         if requests.empty:
@@ -111,7 +114,8 @@ else:
             continue
         seqs = [int(s) for s in requests["seq"]]
         names = {
-            int(r["seq"]): compare_data.call_label(r, cost_of(calls, int(r["seq"]))) for _, r in requests.iterrows()
+            int(r["seq"]): compare_data.call_label(r, cost_of(calls, int(r["seq"])))
+            for _, r in requests.iterrows()
         }
         if st.session_state.get(widget) not in names:
             st.session_state[widget] = seqs[-1]
@@ -132,7 +136,11 @@ else:
         st.plotly_chart(charts.components_bar({"A": comps_a, "B": comps_b}), key="cmp_calls_bar")
         if not parts.table.empty:
             show(
-                compare_data.Comparison(parts.table.rename(columns={"component": "figure"}), parts.differences),
+                compare_data.Comparison(
+                    parts.table.rename(columns={"component": "figure"}), parts.differences
+                ),
                 key="cmp_calls_parts",
             )
-        what_differs(figures.differences + parts.differences, same="Nothing: the two calls' figures are equal.")
+        what_differs(
+            figures.differences + parts.differences, same="Nothing: the two calls' figures are equal."
+        )

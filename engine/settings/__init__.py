@@ -41,6 +41,7 @@ from engine.settings.resolve import (
     resolve_model_settings,
 )
 from engine.settings.watch import (
+    FileChangeWatcher,
     SettingsWatcher,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "SETTINGS_ENV_VAR",
     "TABLE_FIELDS",
     "TOP_LEVEL_KEYS",
+    "FileChangeWatcher",
     "ModelSettings",
     "ResolvedModelSettings",
     "Settings",
