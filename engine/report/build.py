@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import Any
 
 from engine.findings import SessionView, analyze, load_session_view
 from engine.report.costs import project_cost_report, session_cost_report
@@ -60,12 +61,32 @@ def session_report(
     store: SessionStore, session_id: str, *, settings: Settings | None = None
 ) -> SessionReport:
     view = load_session_view(store, session_id, settings=settings)
-    session = view.session
-    resolved = view.settings or resolve_model_settings(UNKNOWN_MODEL, settings=settings)
     events = list(view.events)
-    recorded = [e.limit_tokens for e in events if e.kind == "request" and e.limit_tokens]
-    limit = Limit(
-        limit_tokens=recorded[-1] if recorded else resolved.budget_tokens,
+    limit = session_limit(view, settings)
+    sent = sent_counts(view)
+    requests = [
+        request_point(e, limit.limit_tokens, messages_sent=sent.get(e.seq))
+        for e in events
+        if e.kind == "request"
+    ]
+    peak = max(requests, key=peak_key, default=None)
+    return SessionReport(
+        **session_fields(view, limit, analyze(view), peak, len(requests)),
+        turns=turn_points(requests),
+        requests=requests,
+        events=[report_event(e) for e in events if e.kind != "request"],
+    )
+
+
+def session_limit(view: SessionView, settings: Settings | None) -> Limit:
+    """The limit a session's percentages use: the last request event's, else the settings'."""
+    resolved = view.settings or resolve_model_settings(UNKNOWN_MODEL, settings=settings)
+    events = view.events
+    recorded = next(
+        (e.limit_tokens for e in reversed(events) if e.kind == "request" and e.limit_tokens), None
+    )
+    return Limit(
+        limit_tokens=recorded or resolved.budget_tokens,
         context_window=next((e.context_window for e in reversed(events) if e.context_window), None)
         or resolved.context_window,
         source="request events"
@@ -76,16 +97,20 @@ def session_report(
         compact_threshold=resolved.compact_threshold,
         hard_block_threshold=resolved.hard_block_threshold,
     )
-    sent = sent_counts(view)
-    requests = [
-        request_point(e, limit.limit_tokens, messages_sent=sent.get(e.seq))
-        for e in events
-        if e.kind == "request"
-    ]
-    findings = analyze(view)
-    peak = max(requests, key=lambda r: (r.used_pct or 0, r.used_tokens), default=None)
+
+
+def peak_key(point: RequestPoint) -> tuple[float, int]:
+    """The order that picks a session's peak request (highest percentage, then tokens)."""
+    return (point.used_pct or 0, point.used_tokens)
+
+
+def session_fields(
+    view: SessionView, limit: Limit, findings: list[Any], peak: RequestPoint | None, request_count: int
+) -> dict[str, Any]:
+    """A :class:`SessionReport`'s fields but its lists (turns, requests, events) and costs."""
+    session = view.session
     priced = [f.money for f in findings if f.money is not None]
-    return SessionReport(
+    return dict(
         id=session.id,
         parent_session_id=session.parent_session_id,
         title=session.title,
@@ -95,11 +120,8 @@ def session_report(
         tokenizer=view.tokenizer.id,
         exact=view.tokenizer.exact,
         message_count=len(view.messages),
-        request_count=len(requests),
+        request_count=request_count,
         limit=limit,
-        turns=turn_points(requests),
-        requests=requests,
-        events=[report_event(e) for e in events if e.kind != "request"],
         findings=findings,
         peak_usage_pct=peak.used_pct if peak else None,
         peak_used_tokens=peak.used_tokens if peak else None,

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.report.jsonstream import Streamed
 from engine.rollup import ProjectCosts, Rebuild, SessionCosts, rollup_project, sum_rows
 from engine.textfmt import format_table
 
@@ -114,13 +115,15 @@ class ProjectCostReport(_Frozen):
 # -- building ---------------------------------------------------------------------------------------
 
 
-def session_cost_report(costs: SessionCosts) -> SessionCostReport:
+def session_cost_report(costs: SessionCosts, *, stream_calls: bool = False) -> SessionCostReport:
+    """The session's cost section; with ``stream_calls`` its calls are made one at a time as the
+    JSON writer reaches them (:class:`engine.report.jsonstream.Streamed`), never held as a list."""
     rows = costs.rows
     by_cause: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         if r.get("cache_cause"):
             by_cause.setdefault(r["cache_cause"], []).append(r)
-    return SessionCostReport(
+    fields: dict[str, Any] = dict(
         totals=CostTotals.of(sum_rows(rows)),
         price_sources=sorted({f"{r['priced_as']} ({r['price_source']})" for r in rows if r.get("priced_as")}),
         by_cause=[
@@ -133,8 +136,14 @@ def session_cost_report(costs: SessionCosts) -> SessionCostReport:
             )
             for c, rs in sorted(by_cause.items(), key=lambda kv: (-sum(r["lost_usd"] for r in kv[1]), kv[0]))
         ],
-        calls=[CallCostPoint(**{k: r.get(k) for k in CallCostPoint.model_fields}) for r in rows],
     )
+    if stream_calls:
+        return SessionCostReport.model_construct(**fields, calls=Streamed(lambda: map(_call_point, rows)))
+    return SessionCostReport(**fields, calls=[_call_point(r) for r in rows])
+
+
+def _call_point(row: Mapping[str, Any]) -> CallCostPoint:
+    return CallCostPoint(**{k: row.get(k) for k in CallCostPoint.model_fields})
 
 
 def project_cost_report(sessions: Sequence[SessionCosts]) -> ProjectCostReport:

@@ -4,11 +4,29 @@ without building it as one string (a report of a 200k-message session is hundred
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["json_pieces"]
+__all__ = ["Deferred", "Streamed", "json_pieces"]
+
+
+class Streamed:
+    """A list-of-models field (in a ``model_construct``-ed model) written element by element as
+    ``items()`` produces them, never held as a list."""
+
+    def __init__(self, items: Callable[[], Iterable[BaseModel]]) -> None:
+        self.items = items
+
+
+class Deferred:
+    """A field (in a ``model_construct``-ed model) whose value is computed when the writer
+    reaches it, after every field before it is written."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
 
 _INDENT = 2
 
@@ -26,22 +44,36 @@ def json_pieces(model: BaseModel, *, depth: int = 0) -> Iterator[str]:
     for i, name in enumerate(names):
         value = getattr(model, name)
         yield ("\n" if i == 0 else ",\n") + f'{pad}"{name}": '
+        if isinstance(value, Deferred):
+            value = value.make()
+            if not isinstance(value, BaseModel | list | Streamed):
+                yield _field_text(model.model_copy(update={name: value}), name, depth + 1)
+                continue
         if isinstance(value, BaseModel):
             yield from json_pieces(value, depth=depth + 1)
-        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
-            yield "["
-            for j, item in enumerate(value):
-                yield ("\n" if j == 0 else ",\n") + pad + " " * _INDENT
-                yield from json_pieces(item, depth=depth + 2)
-            yield "\n" + pad + "]"
+        elif isinstance(value, Streamed) or (
+            isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value)
+        ):
+            yield from _list_pieces(value.items() if isinstance(value, Streamed) else value, pad, depth)
         else:
             yield _field_text(model, name, depth + 1)
     yield ("\n" + " " * (_INDENT * depth) + "}") if names else "}"
 
 
+def _list_pieces(items: Iterable[BaseModel], pad: str, depth: int) -> Iterator[str]:
+    empty = True
+    for item in items:
+        yield ("[\n" if empty else ",\n") + pad + " " * _INDENT
+        yield from json_pieces(item, depth=depth + 2)
+        empty = False
+    yield "[]" if empty else "\n" + pad + "]"
+
+
 def _has_model_lists(model: BaseModel) -> bool:
     for name in type(model).model_fields:
         value = getattr(model, name)
+        if isinstance(value, Streamed | Deferred):
+            return True
         if isinstance(value, BaseModel) and _has_model_lists(value):
             return True
         if isinstance(value, list) and value and isinstance(value[0], BaseModel):

@@ -12,8 +12,9 @@ from engine.report.build import build_report, gate_failure
 from engine.report.diff import diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.jsonstream import json_pieces
 from engine.report.lookup import open_target, read_store
-from engine.report.models import Report
+from engine.report.models import Report, SessionReport
 from engine.report.output import write_output
+from engine.report.stream import report_json_pieces, summary_report
 from engine.report.text import render_diff_text, render_text
 from engine.settings import load_settings
 
@@ -63,8 +64,17 @@ def run_report(
         raise ValidationError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}", field="format")
     settings = load_settings(settings_path)
     with open_target(target, db=db) as (store, session_ids, label):
-        report = build_report(store, session_ids, source=label, settings=settings)
-    write_output(render_pieces(report, fmt), out_path, stdout or sys.stdout)
+        if fmt == "json":  # written while read (engine.report.stream): a large session is never held
+            summaries: list[SessionReport] = []
+            pieces = report_json_pieces(
+                store, session_ids, source=label, settings=settings, summaries=summaries
+            )
+            write_output(pieces, out_path, stdout or sys.stdout)
+            report = summary_report(summaries, source=label)
+        else:
+            report = build_report(store, session_ids, source=label, settings=settings)
+    if fmt != "json":
+        write_output(render_pieces(report, fmt), out_path, stdout or sys.stdout)
     reason = gate_failure(report, fail_over=fail_over, fail_on_findings=fail_on_findings)
     if reason is None:
         return 0

@@ -51,6 +51,7 @@ from engine.store.records import (
     loads_json,
     message_to_json,
     messages_from_json_text,
+    share_fields_set,
     usage_from_row,
     utc_now,
 )
@@ -844,11 +845,14 @@ def _stored_message(r: sqlite3.Row, path: Path) -> StoredMessage:
     message = Message(
         role=d["role"], content=content, id=d["message_uid"], pinned=bool(d["pinned"]), meta=meta
     )
-    return StoredMessage(
+    stored = StoredMessage(
         id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
-        tokens=d["tokens"], tool_result_tokens=d["tool_result_tokens"], tokenizer=d["tokenizer"], message=message,
-        usage=usage_from_row(d), created_utc=d["created_utc"],
+        tokens=d["tokens"], tool_result_tokens=d["tool_result_tokens"], tokenizer=d["tokenizer"],
+        message=share_fields_set(message), usage=usage_from_row(d), created_utc=d["created_utc"],
     )  # fmt: skip
+    if stored.usage is not None:
+        share_fields_set(stored.usage)
+    return share_fields_set(stored)
 
 
 def _snapshot(r: sqlite3.Row) -> Snapshot:
