@@ -133,7 +133,12 @@ def call_figures(
         "cache_hit_pct": _hit_pct(read, written, uncached),
         "total_usd": _num(cost.get("total_usd")),
         "lost_usd": _num(cost.get("lost_usd")),
-        "cache_cause": cost.get("cache_cause") if isinstance(cost.get("cache_cause"), str) else None,
+        # A priced call with no cause read what it expected from the cache.
+        "cache_cause": cost.get("cache_cause")
+        if isinstance(cost.get("cache_cause"), str)
+        else "none"
+        if cost
+        else None,
     }
 
 

@@ -49,10 +49,13 @@ def cost_of(calls: pd.DataFrame, seq: int) -> pd.Series | None:
 
 def show(comparison: compare_data.Comparison, *, key: str) -> None:
     st.dataframe(
-        comparison.table, hide_index=True, key=key, placeholder=display.MISSING,
+        comparison.table, hide_index=True, key=key, placeholder=display.MISSING, height="content",
         column_config={
             "figure": st.column_config.TextColumn("", width="medium"),
             "differs": st.column_config.CheckboxColumn("Differs", width="small"),
+        } | {  # the per-component tables hold numbers
+            c: st.column_config.NumberColumn(c, format="localized")
+            for c in ("A", "B", "difference (B − A)") if comparison.table[c].dtype.kind in "if"
         },
     )  # fmt: skip
 
@@ -64,8 +67,6 @@ def what_differs(lines: tuple[str, ...], *, same: str) -> None:
 
 
 (ref_a, row_a, requests_a, calls_a), (ref_b, row_b, requests_b, calls_b) = side(a_key), side(b_key)
-left.text(display.session_line(row_a["title"], ref_a.session_id, row_a["model"], ref_a.db))
-right.text(display.session_line(row_b["title"], ref_b.session_id, row_b["model"], ref_b.db))
 if a_key == b_key:
     st.info("A and B are the same session: pick another one on either side (or compare two of its calls).")
 

@@ -56,6 +56,7 @@ PAGES = (
     "tools",
     "requests",
     "data_browser",
+    "compare",
     "model_settings",
 )
 FINDINGS_FILL = "242, 183, 1"  # charts.FINDINGS_STYLE colour as the browser reports it
@@ -431,6 +432,27 @@ def test_editing_a_model_window_reprojects_the_timeline(served: dict[str, object
     page.wait_for_selector(".js-plotly-plot .main-svg")
     page.locator(".js-plotly-plot").get_by_text(re.compile(r"would compact \(turn 5\)")).first.wait_for()
     _shot(page, "timeline_reprojected")
+
+
+def test_two_sessions_and_two_calls_compare_side_by_side(served: dict[str, object], page: object) -> None:
+    # A shared link opens the same pair; a writer reruns the page while it is read.
+    with _writer(Path(served["db"])):
+        _open(page, f"{served['url']}/compare?a=sample::sess-refactor&b=sample::sess-small")
+        page.get_by_role("heading", name="Compare", exact=True).wait_for()
+        page.get_by_text("What differs").wait_for()
+        main = page.locator("[data-testid='stMain']")
+        main.get_by_text(re.compile(r"Model: claude-sonnet-4-20250514 in A, gpt-4\.1-mini in B")).wait_for()
+        page.locator(".js-plotly-plot .main-svg").first.wait_for()  # tokens per component, A beside B
+        _check_page(page, "compare sessions")
+        _shot_whole_page(page, "compare_sessions")
+        page.get_by_text("Two calls", exact=True).click()
+        _settle(page)
+        page.get_by_role("heading", name="Tokens per component sent").wait_for()
+        picked = main.locator("[data-testid='stSelectbox'] input[role='combobox']")
+        calls = [picked.nth(i).input_value() for i in range(picked.count())]
+        assert sum(bool(re.match(r"Event #\d+ · turn \d+", c)) for c in calls) == 2, calls  # one per side
+        _check_page(page, "compare calls")
+        _shot_whole_page(page, "compare_calls")
 
 
 def test_a_session_being_written_follows_on_screen(served: dict[str, object], page: object) -> None:
