@@ -120,6 +120,14 @@ def headroom_rewrite(frozen: bool) -> Callable[[], Rewrite]:
     return make
 
 
+def kompress_available() -> bool:
+    """Whether headroom's ML text compressor (its Kompress model) is in the local model cache."""
+    from pathlib import Path
+
+    home = Path.home() / ".cache" / "huggingface" / "hub"
+    return (home / "models--chopratejas--kompress-v2-base").is_dir()
+
+
 def headroom_status() -> str | None:
     """None when headroom imports, else why not."""
     try:
@@ -221,8 +229,11 @@ def run(quick: bool = False) -> list[Table]:
 
         table.notes.append(
             f"headroom-ai {headroom.__version__} (`compress`, default config; the frozen-prefix row passes "
-            "frozen_message_count = the previous request's message count, as its proxy does)."
-        )
+            "frozen_message_count = the previous request's message count, as its proxy does). "
+            + ("Its Kompress model was in the local cache." if kompress_available() else
+               "Offline, without its Kompress model (chopratejas/kompress-v2-base, not in the local cache and not "
+               "downloaded here): its ML text compression did not run, its rule-based transforms did.")
+        )  # fmt: skip
     table.notes.append(
         "facts kept: planted facts (bench.real_facts, 40 per session) whose match keys all survive in the last "
         "request sent; readable adds what offload stored and read_result returns. The unedited requests exceed "

@@ -15,6 +15,8 @@ from engine.prompt.cache_policy import (
     expected_remaining_calls,
     plan_cache_clearing,
     plan_request_clearing,
+    rebuild_start,
+    recent_growth,
 )
 from engine.proxy.policies import SessionPolicyState, plan_edits
 from engine.settings import resolve_model_settings
@@ -132,3 +134,25 @@ def test_cache_aware_policy_clears_in_fewer_larger_batches_than_eager_clearing()
     assert aware and len(aware) < len(eager)
     assert min(aware) > 1  # never a one-result re-edit of the cached prefix
     assert sum(aware) <= sum(eager)
+
+
+def test_an_anthropic_edit_behind_the_agents_breakpoints_rebuilds_every_message():
+    marked = {
+        "role": "user",
+        "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}],
+    }
+    plain = {"role": "user", "content": "x"}
+    answer = {"role": "assistant", "content": "y"}
+    assert rebuild_start([plain, answer, plain, answer, plain], 2) == 2  # no markers: any prefix is cached
+    assert rebuild_start([plain, answer, plain, answer, marked], 2) == 0  # only the tail is marked
+    assert rebuild_start([marked, answer, plain, answer, marked], 2) == 1  # a marker before the edit holds
+
+
+def test_recent_growth_is_the_mean_of_the_last_calls_new_tokens():
+    messages = [{"role": "user"}]
+    for _ in range(7):
+        messages += [{"role": "assistant"}, {"role": "user"}]
+    sizes = [100] + [10, 50] * 5 + [10, 500] + [10, 1000]  # the last two calls grew faster
+    assert recent_growth(sizes, messages, calls=2) == (510 + 1010) / 2
+    assert recent_growth(sizes, messages, calls=5) == (60 * 3 + 510 + 1010) / 5
+    assert recent_growth([5, 7], [{"role": "user"}, {"role": "assistant"}], calls=5) == 12

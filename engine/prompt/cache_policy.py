@@ -128,6 +128,27 @@ def _is_model_item(message: object) -> bool:
     )
 
 
+#: Recent calls whose new messages estimate how fast clearable tokens arrive.
+GROWTH_WINDOW_CALLS = 5
+
+
+def recent_growth(sizes: list[int], messages: list[object], calls: int = GROWTH_WINDOW_CALLS) -> float:
+    """Tokens the history gained per call over its last ``calls`` calls (each call's answer and
+    what followed it)."""
+    seen, previous, start = 0, False, 0
+    for index in range(len(messages) - 1, -1, -1):
+        current = _is_model_item(messages[index])
+        if previous and not current:
+            seen += 1
+            start = index + 1
+            if seen == calls:
+                break
+        previous = current
+    else:
+        start, seen = 0, max(seen, 1)
+    return sum(sizes[start:]) / max(seen, 1)
+
+
 def calls_in_history(messages: list[object]) -> int:
     """Model calls a request's history shows (runs of assistant messages or items), this one included."""
     calls, previous = 1, False
@@ -136,6 +157,26 @@ def calls_in_history(messages: list[object]) -> int:
         calls += current and not previous
         previous = current
     return calls
+
+
+def _has_breakpoint(message: object) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("cache_control") for b in content)
+
+
+def rebuild_start(messages: list[object], first_index: int) -> int:
+    """Where an edit at ``first_index`` makes the cache rebuild from.
+
+    Without cache_control markers (OpenAI: any prefix is cached automatically) that is the edit
+    itself. With markers (Anthropic) the cache holds entries only at breakpoints and a lookup
+    reaches back 20 blocks from the request's own breakpoints, which agents put on their last
+    messages: so an older edit rebuilds from just after the last marked message before it (from
+    the first message when there is none; the system prompt and tools stay cached)."""
+    marked = [i for i, m in enumerate(messages) if _has_breakpoint(m)]
+    if not marked:
+        return first_index
+    before = [i for i in marked if i < first_index]
+    return before[-1] + 1 if before else 0
 
 
 def plan_request_clearing(
@@ -149,14 +190,14 @@ def plan_request_clearing(
 ) -> ClearingDecision:
     """``plan_cache_clearing`` over one request's history (Anthropic Messages, OpenAI Chat or
     Responses items): the edit starts at message ``first_index``; the last message is new in this
-    call (never cached), so the rebuilt suffix runs from the edit point to the one before it."""
+    call (never cached), so the rebuilt suffix runs from ``rebuild_start`` to the one before it."""
     sizes = [count(json.dumps(m, ensure_ascii=False, sort_keys=True)) for m in messages]
     calls = calls_in_history(messages)
     return plan_cache_clearing(
-        suffix_tokens=sum(sizes[first_index:-1]),
+        suffix_tokens=sum(sizes[rebuild_start(messages, first_index) : -1]),
         freed_tokens=freed_tokens,
         calls_so_far=calls,
         rates=rates,
-        growth_per_call=sum(sizes) / calls,
+        growth_per_call=recent_growth(sizes, messages),
         must_clear=must_clear,
     )
