@@ -156,3 +156,14 @@ def test_recent_growth_is_the_mean_of_the_last_calls_new_tokens():
     assert recent_growth(sizes, messages, calls=2) == (510 + 1010) / 2
     assert recent_growth(sizes, messages, calls=5) == (60 * 3 + 510 + 1010) / 5
     assert recent_growth([5, 7], [{"role": "user"}, {"role": "assistant"}], calls=5) == 12
+
+
+def test_cache_aware_is_read_from_the_settings_toml():
+    import tomllib
+
+    from engine.proxy.policies import policy_config
+
+    toml = "[policies]\nclear_tool_results = { trigger = 30000, keep = 2, cache_aware = true }\n"
+    config = policy_config(tomllib.loads(toml))
+    assert config.for_model("claude-sonnet-4-6", "anthropic").clear_tool_results.cache_aware is True
+    assert ClearToolResultsPolicy().cache_aware is False  # off unless asked for

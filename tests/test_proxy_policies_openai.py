@@ -252,3 +252,36 @@ def test_chat_compaction_through_the_proxy_is_recorded_and_the_upstream_gets_the
         ]
         assert event.details["after_tokens"] < event.details["before_tokens"]
         assert sorted(r.source for r in store.list_requests("cc")) == ["proxy", "proxy:original"]
+
+
+def test_responses_compaction_through_the_proxy_keeps_the_developer_head_and_records_the_edit(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        f'[models."{MODEL}"]\ncontext_window = 8000\nmax_output_tokens = 500\nbuffer_tokens = 0\n'
+        '[policies]\ncompaction = { strategy = "chain", trigger = 0.5 }\n',
+        encoding="utf-8",
+    )
+    server, db = R.install(ScriptedServer(default="ok")), tmp_path / "p.db"
+    items = _responses_history(12)
+    with (
+        server,
+        ProxyServer(db, upstreams=Upstreams(openai=server.base_url + "/v1"), settings_file=settings) as proxy,
+    ):
+        client = opened(openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-x", max_retries=0,
+                                      default_headers={"X-Ctxdesk-Session": "rc"}))  # fmt: skip
+        events = list(client.responses.create(model=MODEL, input=items, stream=True))
+        assert events[-1].response.output_text == "ok"
+        assert proxy.recorder.flush()
+    (sent,) = (r.body["input"] for r in server.requests)
+    assert (
+        sent[0] == items[0] and sent[-1] == items[-1] and len(json.dumps(sent)) < len(json.dumps(items)) / 2
+    )
+    calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
+    assert calls == {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
+    with SessionStore(db, read_only=True) as store:
+        (event,) = [
+            e for e in store.list_events("rc", kind="compaction") if e.details["policy"] == "compaction"
+        ]
+        assert event.details["after_tokens"] < event.details["before_tokens"]
