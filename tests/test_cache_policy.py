@@ -167,3 +167,11 @@ def test_cache_aware_is_read_from_the_settings_toml():
     config = policy_config(tomllib.loads(toml))
     assert config.for_model("claude-sonnet-4-6", "anthropic").clear_tool_results.cache_aware is True
     assert ClearToolResultsPolicy().cache_aware is False  # off unless asked for
+
+
+def test_results_cleared_earlier_count_as_their_placeholders_in_the_rebuild():
+    tokenizer = get_tokenizer("anthropic")
+    messages = _session(6, 30)["messages"]
+    whole = plan_request_clearing(messages, 2, 100, count=tokenizer.count)
+    sent = plan_request_clearing(messages, 2, 100, count=tokenizer.count, already_saved=[(2, 200), (4, 150)])
+    assert sent.rebuild_tokens == whole.rebuild_tokens - 350

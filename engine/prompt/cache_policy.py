@@ -14,7 +14,7 @@ made so far. No I/O, clock or model call here: callers measure, this decides.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.cost import Prices, prices_for
@@ -187,11 +187,15 @@ def plan_request_clearing(
     count: Callable[[str], int],
     rates: CacheRates = ANTHROPIC_RATES,
     must_clear: bool = False,
+    already_saved: Sequence[tuple[int, int]] = (),
 ) -> ClearingDecision:
     """``plan_cache_clearing`` over one request's history (Anthropic Messages, OpenAI Chat or
     Responses items): the edit starts at message ``first_index``; the last message is new in this
-    call (never cached), so the rebuilt suffix runs from ``rebuild_start`` to the one before it."""
+    call (never cached), so the rebuilt suffix runs from ``rebuild_start`` to the one before it.
+    ``already_saved``: (message index, tokens) that earlier clearing already took out of what is sent."""
     sizes = [count(json.dumps(m, ensure_ascii=False, sort_keys=True)) for m in messages]
+    for index, saved in already_saved:  # cleared earlier: the history as sent is shorter there
+        sizes[index] = max(0, sizes[index] - saved)
     calls = calls_in_history(messages)
     return plan_cache_clearing(
         suffix_tokens=sum(sizes[rebuild_start(messages, first_index) : -1]),

@@ -194,9 +194,10 @@ def _compaction(
     return Edit("compaction", reason, before, after, changes), compacted
 
 
-def _clearing_pays(messages: list[Any], candidates: list[_Result], tokenizer: Tokenizer,
-                   body: Mapping[str, Any], must: bool) -> bool:  # fmt: skip
-    """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy)."""
+def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list[_Result], state: SessionPolicyState,
+                   tokenizer: Tokenizer, body: Mapping[str, Any], must: bool) -> bool:  # fmt: skip
+    """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy),
+    measured on the history as sent (results cleared earlier count as their placeholders)."""
     from engine.prompt.cache_policy import CacheRates, plan_request_clearing
 
     if not candidates:
@@ -204,9 +205,12 @@ def _clearing_pays(messages: list[Any], candidates: list[_Result], tokenizer: To
     model = body.get("model") if isinstance(body.get("model"), str) else None
     first = min(r.location[0] for r in candidates)
     freed = sum(r.tokens for r in candidates)
+    already = [(r.location[0], r.tokens - tokenizer.count(state.cleared[r.tool_use_id]))
+               for r in results if r.tool_use_id in state.cleared]  # fmt: skip
     decision = plan_request_clearing(
-        messages, first, freed, count=tokenizer.count, rates=CacheRates.for_model(model), must_clear=must
-    )
+        messages, first, freed, count=tokenizer.count, rates=CacheRates.for_model(model), must_clear=must,
+        already_saved=already,
+    )  # fmt: skip
     return decision.clear
 
 
@@ -299,7 +303,8 @@ def plan_edits(
             and (r.name or "") not in clear.exclude_tools and r.tokens > MIN_CLEAR_TOKENS
         ]  # fmt: skip
         if sum(r.tokens for r in candidates) >= clear.clear_at_least and (
-            not clear.cache_aware or _clearing_pays(messages, candidates, tokenizer, body, over_window)
+            not clear.cache_aware
+            or _clearing_pays(messages, candidates, results, state, tokenizer, body, over_window)
         ):
             newly = candidates
     for r in newly:
