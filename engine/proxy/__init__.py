@@ -1,10 +1,12 @@
 """``ctxdesk proxy``: a local HTTP proxy that records exactly what any agent sends its model.
 
-``app`` (routing, forwarding, streaming relay), ``apis`` / ``responses`` (per-API parsing of
-requests and answers), ``sessions`` (which session a request belongs to), ``recorder`` (queue +
-writer thread) with ``writer`` / ``record_parts`` (what is written to the session database),
-``controller`` / ``policies`` / ``policy_file`` / ``edits`` / ``read_result`` (in-flight
-policies), ``live`` (live compactions), ``server`` (uvicorn, foreground or background thread).
+``app`` (routing, forwarding, streaming relay) with ``answers`` (its own 502/504 and
+refusals) and ``anthropic_reads`` / ``openai_reads`` (the read_result rounds it answers
+itself); ``apis`` / ``responses`` (per-API parsing of requests and answers); ``sessions``
+(which session a request belongs to); ``recorder`` (queue + writer thread) with ``writer`` /
+``record_parts`` (what is written to the session database); ``controller`` / ``policies`` /
+``policy_file`` / ``edits`` / ``read_result`` (in-flight policies); ``live`` (live
+compactions); ``server`` (uvicorn, foreground or background thread).
 """
 
 from engine.proxy.app import ANTHROPIC_UPSTREAM, OPENAI_UPSTREAM, Upstreams, create_app

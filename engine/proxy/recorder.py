@@ -60,10 +60,12 @@ class Recorder:
         with self._in_flight_changed:
             self._in_flight += 1
 
-    def hold(self) -> None:
-        """A request is on its way to the upstream: the writer keeps off the GIL until :meth:`release`."""
+    def hold(self) -> Hold:
+        """A request is on its way to the upstream: the writer keeps off the GIL until the returned
+        hold is released (once the answer's headers are on their way to the agent)."""
         with self._forwarding_changed:
             self._forwarding += 1
+        return Hold(self)
 
     def release(self) -> None:
         """The upstream answered (or failed): the writer may parse and record again."""
@@ -138,6 +140,18 @@ class Recorder:
     def write(self, exchange: Exchange) -> None:
         """Parse and store one exchange (raises on a store failure; the writer thread retries)."""
         self.writer.write(exchange)
+
+
+class Hold:
+    """One request's claim on the writer's quiet time; releasing it more than once is harmless."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder: Recorder | None = recorder
+
+    def release(self) -> None:
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.release()
 
 
 class _Marker:

@@ -1,0 +1,47 @@
+"""Answers the proxy gives itself instead of the upstream's: a 502/504 in the provider's own
+error shape when the upstream cannot be reached or stalls (``fail``), and a policy's refusal
+(``refuse``). Each records the exchange as it is answered.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from starlette.responses import Response
+
+from engine.proxy.recorder import Exchange, Recorder
+
+#: Headers of an upstream answer that belong to one hop (RFC 9110 7.6.1) and are not relayed.
+RESPONSE_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
+
+
+def _error_body(kind: str, status: int, message: str) -> bytes:
+    if kind == "anthropic":
+        error = {"type": "error", "error": {"type": "api_error", "message": message}}
+    else:
+        error = {"error": {"message": message, "type": "api_error", "code": f"upstream_{status}"}}
+    return json.dumps(error).encode()
+
+
+def fail(
+    recorder: Recorder, exchange: Exchange, started: float, kind: str, status: int, error: str, exc: Exception
+) -> Response:
+    message = f"ctxdesk proxy: {error.replace('_', ' ')} ({type(exc).__name__}: {exc})"
+    exchange.proxy_error, exchange.proxy_error_detail = error, message
+    exchange.latency_ms = (time.perf_counter() - started) * 1000
+    recorder.submit(exchange)
+    return Response(_error_body(kind, status, message), status_code=status, media_type="application/json")
+
+
+def refuse(
+    recorder: Recorder, exchange: Exchange, started: float, status: int, error: dict[str, object]
+) -> Response:
+    """Answer for the provider (a policy refused the request); the upstream never sees it."""
+    payload = json.dumps(error).encode()
+    exchange.status = status
+    exchange.response_headers = {"content-type": "application/json"}
+    exchange.response_chunks = [payload]
+    exchange.ttfb_ms = exchange.latency_ms = (time.perf_counter() - started) * 1000
+    recorder.submit(exchange)
+    return Response(payload, status_code=status, media_type="application/json")
