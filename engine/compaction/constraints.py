@@ -58,16 +58,34 @@ _STOPWORD_TEXT = """a about above after again all also an and any are as at be b
     will with would you your yours need focus summary summarize keep"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
-_CONSTRAINT = re.compile(
-    r"(?<![\w'’-])(?:"
-    + "|".join(re.escape(p).replace("'", "['’]") for p in sorted(CONSTRAINT_PHRASES, key=len, reverse=True))
-    + r")(?![\w'’-])",
-    re.IGNORECASE,
-)
+
+def _phrase_pattern() -> re.Pattern[str]:
+    """The phrases grouped by first letter, matched in lower-cased text: the scan then tests one
+    branch per letter (the regex engine skips positions whose letter starts no phrase), where one
+    case-insensitive alternation behind a look-behind tried every phrase at every position."""
+    groups: dict[str, list[str]] = {}
+    for phrase in sorted(CONSTRAINT_PHRASES, key=len, reverse=True):
+        groups.setdefault(phrase[0], []).append(re.escape(phrase[1:]).replace("'", "['’]"))
+    branches = "|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in groups.items())
+    return re.compile(f"(?:{branches})(?![\\w'’-])")
+
+
+_CONSTRAINT = _phrase_pattern()
+#: What may not precede a phrase (it must start a word).
+_WORD_CHARS = frozenset("_'’-")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]{2,}")
 #: Each phrase's first word, lower case: a text holding none of them cannot hold a constraint.
 _NEEDLES = tuple(sorted({p.split()[0].split("-")[0].replace("'", "").lower() for p in CONSTRAINT_PHRASES}))
+
+
+def _has_phrase(text: str) -> bool:
+    low = text.lower()
+    for match in _CONSTRAINT.finditer(low):
+        at = match.start()
+        if at == 0 or not (low[at - 1].isalnum() or low[at - 1] in _WORD_CHARS):
+            return True
+    return False
 
 
 def is_constraint(sentence: str) -> bool:
@@ -76,12 +94,12 @@ def is_constraint(sentence: str) -> bool:
         low = sentence.lower().replace("'", "")
         if not any(needle in low for needle in _NEEDLES):
             return False
-    return _CONSTRAINT.search(sentence) is not None
+    return _has_phrase(sentence)
 
 
 def holds_constraint(text: str) -> bool:
-    """True when some sentence of ``text`` may state a constraint (one search of the whole text)."""
-    return _CONSTRAINT.search(text) is not None
+    """True when some sentence of ``text`` may state a constraint (one scan of the whole text)."""
+    return _has_phrase(text)
 
 
 def constraint_sentences(text: str) -> list[str]:
