@@ -76,3 +76,27 @@ def for_table(df: pd.DataFrame, missing: str = "") -> pd.DataFrame:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
             out[column] = [missing if is_missing(v) else v for v in out[column]]
     return out
+
+
+def with_window_limit(steps: pd.DataFrame) -> pd.DataFrame:
+    """Steps (timeline rows or request events) with ``limit_tokens`` filled where the session recorded
+    no limit but did record the model's context window (Codex keeps ``model_context_window``, not
+    a budget): the window less the output reserve and buffer when those are recorded.
+    ``limit_source`` says which: "recorded", "model window" or missing."""
+    out = steps.copy()
+    if out.empty or "limit_tokens" not in out or "context_window" not in out:
+        return out
+    limit = pd.to_numeric(out["limit_tokens"], errors="coerce")
+    window = pd.to_numeric(out["context_window"], errors="coerce")
+    reserve = sum(
+        pd.to_numeric(out[c], errors="coerce").fillna(0)
+        for c in ("max_output_tokens", "buffer_tokens")
+        if c in out
+    )
+    derived = limit.isna() & window.notna() & (window - reserve > 0)
+    out["limit_source"] = [
+        "recorded" if has else "model window" if d else None
+        for has, d in zip(limit.notna(), derived, strict=True)
+    ]
+    out["limit_tokens"] = limit.where(~derived, window - reserve)
+    return out

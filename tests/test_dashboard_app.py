@@ -522,3 +522,52 @@ def test_compare_shows_two_sessions_and_two_calls_side_by_side_with_what_differs
     sent = table[table["figure"] == "Sent (tokens, our count)"].iloc[0]
     assert sent["A"] != sent["B"] and sent["differs"]
     assert "Tool results:" in _texts(at)
+
+
+def test_compaction_page_survives_choices_a_live_rerun_made_stale(db: Path, tmp_path: Path) -> None:
+    # A compaction recorded without details or token counts (an agent's own, imported) in another session.
+    from engine.events import ContextEvent
+    from engine.store import SessionStore
+
+    with SessionStore(db) as store:
+        for _ in range(3):  # its event numbers differ from sess-refactor's
+            store.record_event(
+                "sess-report", ContextEvent(kind="note", trigger="turn_preflight", outcome="ok")
+            )
+        store.record_event(
+            "sess-report", ContextEvent(kind="compaction", trigger="compact_threshold", outcome="compacted")
+        )
+    at = _app(page="compaction")
+    chosen = at.selectbox(key="cmp_past").value
+    # Another session selected (or a live rerun changed the list): its own newest event is shown.
+    at.session_state["selected_session"] = "sample::sess-report"
+    at.run()
+    _ok(at)
+    past = next(d.value for d in at.dataframe if "trigger" in d.value.columns)
+    assert at.selectbox(key="cmp_past").value == int(past["event"].iloc[-1]) != chosen
+    assert past["before_tokens"].isna().iloc[-1] and past["snapshot"].isna().iloc[-1]
+    assert any("—: not recorded" in c.value for c in at.caption)
+    assert "This compaction recorded no message-level changes." in [c.value for c in at.caption]
+
+
+def test_a_codex_session_draws_the_model_window_it_recorded_as_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.importers import import_files
+    from engine.store import SessionStore
+
+    path = tmp_path / "codex.db"
+    fixture = (
+        Path(__file__).resolve().parent / "fixtures" / "real_agents" / "codex" / "tools-resume" / "sessions"
+    )
+    with SessionStore(path) as store:
+        import_files(sorted(fixture.rglob("*.jsonl")), store)
+        assert len(store.list_sessions()) == 1  # one Codex session, opened first
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(path))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = _app(session=None, page="timeline")
+    limit = next(m for m in at.metric if m.label.startswith("Limit"))
+    assert (limit.label, limit.value) == ("Limit (model window)", "258,400")  # model_context_window
+    assert any("recorded the model's context window" in c.value for c in at.caption)

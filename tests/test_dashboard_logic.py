@@ -704,3 +704,19 @@ def test_session_figures_price_and_cache_from_the_calls_and_leave_unknowns_missi
         and unpriced["peak_tokens"] is None
     )
     assert compare_data.components_of(compare_data.peak_request(requests))["tool_results"] == 200
+
+
+def test_a_missing_limit_is_the_recorded_model_window_less_what_is_reserved() -> None:
+    from dashboard import display
+
+    steps = pd.DataFrame(
+        {"limit_tokens": [12_220, None, None, None], "context_window": [13_500, 258_400, 200_000, None],
+         "max_output_tokens": [1_024, None, 8_000, None], "buffer_tokens": [256, None, 2_000, None]}
+    )  # fmt: skip
+    out = display.with_window_limit(steps)
+    assert out["limit_tokens"].tolist()[:3] == [12_220, 258_400, 190_000] and math.isnan(
+        out["limit_tokens"][3]
+    )
+    sources = out["limit_source"].tolist()
+    assert sources[:3] == ["recorded", "model window", "model window"] and display.is_missing(sources[3])
+    assert steps["limit_tokens"].isna().sum() == 3  # the input is left as it was

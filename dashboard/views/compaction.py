@@ -74,7 +74,7 @@ def message_diff(details: dict[str, Any]) -> None:
         " (every message after them was kept as it was)"
     )
     st.dataframe(
-        display.for_table(rows), hide_index=True, key="cmp_past_messages",
+        display.for_table(rows), hide_index=True, placeholder=display.MISSING, key="cmp_past_messages",
         column_order=["seq", "turn", "change", "role", "kind", "tokens", "tool_names", "text_preview"],
         column_config={
             "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
@@ -86,11 +86,17 @@ def message_diff(details: dict[str, Any]) -> None:
 
 
 def snapshot_label(snap: Any) -> str:
-    what = "restored" if snap.strategy == "restore" else snap.strategy
+    what = "restored" if snap.strategy == "restore" else display.text(snap.strategy, "strategy not recorded")
     return (
-        f"Snapshot #{int(snap.id)} · {what} · {int(snap.message_count):,} messages, {int(snap.tokens):,} tokens"
-        f" · through message {int(snap.through_seq)} · {display.text(snap.created_utc)[:19]}"
+        f"Snapshot #{int(snap.id)} · {what} · {display.number(snap.message_count, '?')} messages, "
+        f"{display.number(snap.tokens, '?')} tokens · through message {display.number(snap.through_seq, '?')}"
+        f" · {display.text(snap.created_utc)[:19]}"
     )
+
+
+def details_of(value: Any) -> dict[str, Any]:
+    """An event's details as a dict (an event recorded without details has none)."""
+    return value if isinstance(value, dict) else {}
 
 
 def run_compaction(action: str, params: dict[str, Any]) -> None:
@@ -160,7 +166,7 @@ def show_result(used: dict[str, Any], report: Any, problem: str | None) -> None:
     if report.result.cleared:
         st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
     if not removed.empty:
-        st.dataframe(display.for_table(removed), hide_index=True)
+        st.dataframe(display.for_table(removed), hide_index=True, placeholder=display.MISSING)
     if report.summary:
         st.markdown("**Summary text**")
         st.code(report.summary, language=None, wrap_lines=True)
@@ -200,9 +206,12 @@ restored_note = st.session_state.get(RESTORED_KEY)
 if snaps.empty:
     st.info("No snapshots yet: the session resumes from its full transcript.")
 else:
-    st.caption("The newest snapshot is what the session resumes from; later messages follow it.")
+    st.caption(
+        "The newest snapshot is what the session resumes from; later messages follow it. "
+        "Event —: the snapshot was written without a compaction event (a restore, or an import)."
+    )
     st.dataframe(
-        display.for_table(snaps), hide_index=True,
+        display.for_table(snaps), hide_index=True, placeholder=display.MISSING,
         column_order=["id", "event", "strategy", "through_seq", "message_count", "tokens", "summary", "created_utc"],
         column_config={
             "id": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
@@ -217,6 +226,8 @@ else:
     labels = {int(r.id): snapshot_label(r) for r in snaps.itertuples()}
     labels[FULL_TRANSCRIPT] = "The full transcript (undo every compaction)"
     r1, r2 = st.columns([3, 1])
+    if st.session_state.get("cmp_restore_id") not in labels:
+        st.session_state.pop("cmp_restore_id", None)
     snap_id = r1.selectbox("Restore", list(labels), key="cmp_restore_id", format_func=labels.__getitem__)
     r2.button("Restore", icon=":material/history:", key="cmp_restore",
               on_click=state.request_action, args=("restore", ref.key))  # fmt: skip
@@ -246,19 +257,20 @@ past = state.query("compactions", ref.db, ref.session_id)
 if past.empty:
     st.info("No compactions recorded for this session.")
 else:
+    past = past.assign(details=[details_of(d) for d in past["details"]])
     table = pd.DataFrame(
         {
             "event": past["seq"], "turn": past["turn_index"], "trigger": past["trigger"], "outcome": past["outcome"],
-            "strategies": [", ".join(d.get("strategies_run", [])) for d in past["details"]],
-            "before_tokens": [d.get("before_tokens") for d in past["details"]],
-            "after_tokens": [d.get("after_tokens") for d in past["details"]],
-            "removed": [len(d.get("removed_message_seqs", [])) for d in past["details"]],
+            "strategies": [", ".join(map(str, d.get("strategies_run") or [])) for d in past["details"]],
+            "before_tokens": pd.array([d.get("before_tokens") for d in past["details"]], dtype="float64"),
+            "after_tokens": pd.array([d.get("after_tokens") for d in past["details"]], dtype="float64"),
+            "removed": [len(d.get("removed_message_seqs") or []) for d in past["details"]],
             "snapshot": pd.array([d.get("snapshot_id") for d in past["details"]], dtype="float64"),
             "when": past["created_utc"],
         }
     )  # fmt: skip
     st.dataframe(
-        display.for_table(table), hide_index=True,
+        display.for_table(table), hide_index=True, placeholder=display.MISSING,
         column_config={
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
@@ -266,9 +278,16 @@ else:
             "after_tokens": st.column_config.NumberColumn("After", format="localized"),
         },
     )  # fmt: skip
-    which = st.selectbox(
-        "Compare before / after of event", list(table["event"]), index=len(table) - 1, key="cmp_past"
-    )
+    if table[["before_tokens", "after_tokens", "snapshot"]].isna().to_numpy().any():
+        st.caption(
+            "—: not recorded. An agent's own compaction (imported) or one that failed records no token "
+            "counts; a compaction that wrote no snapshot (nothing to compact, a proxy policy) has no snapshot."
+        )
+    events = [int(e) for e in table["event"]]
+    if st.session_state.get("cmp_past") not in events:
+        # A live rerun can bring a new compaction (or another session): show the newest.
+        st.session_state["cmp_past"] = events[-1]
+    which = st.selectbox("Compare before / after of event", events, key="cmp_past")
     details = past[past["seq"] == which].iloc[0]["details"]
     if details.get("before") and details.get("after"):
         st.plotly_chart(
@@ -281,7 +300,7 @@ else:
         )  # fmt: skip
         diff = diff[(diff["before"] != 0) | (diff["after"] != 0)]
         st.dataframe(
-            diff.assign(change=diff["after"] - diff["before"]), hide_index=True,
+            diff.assign(change=diff["after"] - diff["before"]), hide_index=True, placeholder=display.MISSING,
             column_config={c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "after", "change")},
         )  # fmt: skip
     message_diff(details)

@@ -33,7 +33,7 @@ def _show(result: sql_browser.QueryResult, name: str) -> None:
         f"; only the first {sql_browser.MAX_ROWS:,} are shown" if result.truncated else ""
     )
     st.caption(note)
-    st.dataframe(_shown(rows), hide_index=True, width="stretch")
+    st.dataframe(_shown(rows), hide_index=True, placeholder=display.MISSING, width="stretch")
     c1, c2, _ = st.columns([1, 1, 4])
     c1.download_button("Export CSV", sql_browser.to_csv(rows), f"{name}.csv", "text/csv", key=f"csv_{name}")
     c2.download_button(

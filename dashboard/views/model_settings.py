@@ -206,7 +206,7 @@ if resolved is not None:
         )
         for f, v, s in rows
     ]
-    st.dataframe(table, hide_index=True, height="content")
+    st.dataframe(table, hide_index=True, placeholder=display.MISSING, height="content")
     st.text(f"Effective limit: {resolved.budget_tokens:,} tokens")
     if ref is not None and shown_model == session_model:
         turns = state.query("timeline", ref.db, ref.session_id)

@@ -26,7 +26,7 @@ if view.empty:
     st.stop()
 st.caption(f"{len(view):,} output(s), {int(view['size_bytes'].sum()):,} bytes. Select one to read it.")
 pick = st.dataframe(
-    display.for_table(view), key="blobs_table", on_select="rerun", selection_mode="single-row", hide_index=True,
+    display.for_table(view), key="blobs_table", on_select="rerun", selection_mode="single-row", hide_index=True, placeholder=display.MISSING,
     column_config={"preview": st.column_config.TextColumn("Preview", width="large")},
 )  # fmt: skip
 rows = pick.selection.rows if pick is not None else []

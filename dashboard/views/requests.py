@@ -63,6 +63,7 @@ pick = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     hide_index=True,
+    placeholder=display.MISSING,
 )
 rows = pick.selection.rows if pick is not None else []
 ids = [int(i) for i in calls["id"]]
@@ -100,6 +101,7 @@ st.dataframe(
         pd.DataFrame({"part": list(breakdown), "tokens": [display.text(v) for v in breakdown.values()]})
     ),
     hide_index=True,
+    placeholder=display.MISSING,
 )
 
 original_id = call.get("original_id")

@@ -82,6 +82,7 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     hide_index=True,
+    placeholder=display.MISSING,
     column_order=[
         "title",
         "model",
@@ -156,7 +157,7 @@ def findings_section(ref: state.SessionRef) -> None:
     pick = st.dataframe(
         # A finding without a price reads "price unknown", not a bare None.
         table.assign(usd=[analysis.money_text(display.value_or_none(v)) for v in table["usd"]]),
-        key="sessions_findings", on_select="rerun", selection_mode="single-row", hide_index=True,
+        key="sessions_findings", on_select="rerun", selection_mode="single-row", hide_index=True, placeholder=display.MISSING,
         column_order=["turn", "kind", "title", "tokens", "usd", "fix"],
         column_config={
             "turn": st.column_config.NumberColumn("Turn", width=45),
@@ -224,7 +225,7 @@ def cost_section() -> None:
     by = st.radio("Per", ["project", "root_session_id", "day", "model"], horizontal=True, key="cost_by",
                   format_func=lambda k: {"root_session_id": "session (with sub-agents)"}.get(k, k))  # fmt: skip
     st.dataframe(
-        cost_data.rollup(chosen, by), hide_index=True,
+        cost_data.rollup(chosen, by), hide_index=True, placeholder=display.MISSING,
         column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in cost_data.SUM_COLUMNS if c.endswith("_usd")},
     )  # fmt: skip
     rebuilds = chosen[chosen["lost_usd"] > 0].sort_values("lost_usd", ascending=False).head(20)
@@ -232,7 +233,7 @@ def cost_section() -> None:
         with st.expander(f"Largest cache rebuilds ({len(chosen[chosen['lost_usd'] > 0]):,})"):
             st.dataframe(
                 rebuilds[["session_id", "call_index", "cache_cause", "rebuilt_tokens", "lost_usd", "cache_explanation", "fix"]],
-                hide_index=True,
+                hide_index=True, placeholder=display.MISSING,
             )  # fmt: skip
 
 

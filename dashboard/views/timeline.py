@@ -91,7 +91,7 @@ def call_cost_panel(ref: state.SessionRef, event_seq: int | None, turn: int) -> 
         shown = calls[["call_index", "turn_index", "model", "total_usd", "cache_read_tokens", "cache_write_5m_tokens",
                        "cache_write_1h_tokens", "cache_cause", "lost_usd", "cache_explanation"]]  # fmt: skip
         st.dataframe(
-            display.for_table(shown), hide_index=True,
+            display.for_table(shown), hide_index=True, placeholder=display.MISSING,
             column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in ("total_usd", "lost_usd")},
         )  # fmt: skip
 
@@ -120,6 +120,12 @@ def timeline_panel() -> None:
     if turns.empty:
         st.info("This session has no request events yet.")
         return
+    turns = display.with_window_limit(turns)
+    if (turns["limit_source"] == "model window").any():
+        st.caption(
+            "This session recorded the model's context window but no limit of its own: the limit drawn is "
+            "that window (less the output reserve and buffer where recorded)."
+        )
     projection = edited_projection(turns, unit)
     if projection is not None:
         st.info(projection.headline)
@@ -160,8 +166,11 @@ def timeline_panel() -> None:
     total = int(sum(int(r[c]) for c in charts.COMPONENT_LABELS))
     cols = st.columns(4)
     cols[0].metric("Sent (estimate)", f"{total:,}")
+    from_window = r.get("limit_source") == "model window"
     cols[1].metric(
-        "Limit", f"{int(r['limit_tokens']):,}" if r["limit_tokens"] == r["limit_tokens"] else "n/a"
+        "Limit" + (" (model window)" if from_window else ""),
+        display.number(r["limit_tokens"], missing="not recorded"),
+        help="No limit recorded: the model's context window the session recorded." if from_window else None,
     )
     prompt = [
         r[c]
@@ -189,7 +198,7 @@ def timeline_panel() -> None:
         f"{len(sent)} messages, largest first (previews; select a row or pick below to read one in full)."
     )
     pick = st.dataframe(
-        display.for_table(sent), key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True,
+        display.for_table(sent), key="timeline_sent", on_select="rerun", selection_mode="single-row", hide_index=True, placeholder=display.MISSING,
         column_config={
             "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
             "role": "Role", "kind": "Kind", "tokens": st.column_config.NumberColumn("Tokens", format="localized"),

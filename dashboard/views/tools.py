@@ -22,7 +22,7 @@ else:
     st.subheader("Tokens per tool")
     st.plotly_chart(charts.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")
-    st.dataframe(display.for_table(data.server_costs(tools)), hide_index=True)
+    st.dataframe(display.for_table(data.server_costs(tools)), hide_index=True, placeholder=display.MISSING)
     st.subheader("Cost against use")
     st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
     st.dataframe(
@@ -30,7 +30,7 @@ else:
         display.for_table(tools).assign(
             tokens_per_call=[f"{v:,.1f}" if display.value_or_none(v) is not None else "never called"
                              for v in tools["tokens_per_call"]]
-        ), hide_index=True,
+        ), hide_index=True, placeholder=display.MISSING,
         column_config={"tokens_per_call": st.column_config.TextColumn("Tokens per call")},
     )  # fmt: skip
 
@@ -49,4 +49,4 @@ else:
     c1, c2 = st.columns(2)
     c1.metric("Hits", int(searches["hit"].sum()))
     c2.metric("Misses", int((~searches["hit"]).sum()))
-    st.dataframe(display.for_table(searches), hide_index=True)
+    st.dataframe(display.for_table(searches), hide_index=True, placeholder=display.MISSING)

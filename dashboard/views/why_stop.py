@@ -74,6 +74,7 @@ def render_stop(stop: pd.Series) -> None:
             columns=["setting", "value", "came from"],
         ),
         hide_index=True,
+        placeholder=display.MISSING,
         height="content",
         column_config={"came from": st.column_config.TextColumn("came from", width="large")},
     )
@@ -89,6 +90,7 @@ def render_stop(stop: pd.Series) -> None:
                 columns=["component", "tokens"],
             ),
             hide_index=True,
+            placeholder=display.MISSING,
             column_config={"tokens": st.column_config.NumberColumn("tokens", format="localized")},
         )
     else:
@@ -104,6 +106,7 @@ def render_stop(stop: pd.Series) -> None:
                 columns=["component", "before", "now", "change"],
             ),
             hide_index=True,
+            placeholder=display.MISSING,
             column_config={
                 c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "now", "change")
             },
