@@ -4,6 +4,7 @@ converters both stores (and the cost writer) share."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -198,6 +199,15 @@ _M = TypeVar("_M", bound=BaseModel)
 _FIELDS_SETS: dict[tuple[type, frozenset[str]], set[str]] = {}
 
 
+def intern_columns(row: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``row`` with these text columns interned: values repeated on every row (session id, kind,
+    model) are held once however many rows a reader keeps."""
+    for name in names:
+        if isinstance(row.get(name), str):
+            row[name] = sys.intern(row[name])
+    return row
+
+
 def share_fields_set(model: _M) -> _M:
     """``model`` with its set of given fields replaced by one shared with every equal instance.
 
@@ -214,7 +224,7 @@ def share_fields_set(model: _M) -> _M:
 
 def event_from_row(r: Any) -> StoredEvent:
     """A ``context_events`` row (sqlite3.Row or the PostgreSQL store's row) as a StoredEvent."""
-    d = dict(r)
+    d = intern_columns(dict(r), "session_id", "kind", "trigger", "outcome", "provider", "model")
     has_components = d["system_tokens"] is not None
     components = (
         ComponentTokens(

@@ -48,6 +48,7 @@ from engine.store.records import (
     content_from_json,
     content_to_json,
     event_from_row,
+    intern_columns,
     loads_json,
     message_to_json,
     messages_from_json_text,
@@ -83,6 +84,8 @@ def is_sqlite_file(path: Path) -> bool:
 INTEGRITY_CHECK_BUDGET_S = 2.0
 
 
+#: Rows per query when a session's messages or events are read whole.
+READ_PAGE_ROWS = 5_000
 #: Piece size for writing and checking large blobs without copying them whole.
 BLOB_CHUNK_BYTES = 1 << 20
 #: Bytes of a blob's head kept for its preview.
@@ -494,10 +497,21 @@ class SessionStore:
         return rows
 
     def load_messages(self, session_id: str, *, from_seq: int = 0) -> list[StoredMessage]:
-        rows = self._read(
-            "SELECT * FROM messages WHERE session_id = ? AND seq >= ? ORDER BY seq", (session_id, from_seq)
+        pages = self._pages(
+            "SELECT * FROM messages WHERE session_id = ? AND seq >= ?", [session_id], from_seq
         )
-        return [_stored_message(r, self.path) for r in rows]
+        return [_stored_message(r, self.path) for page in pages for r in page]
+
+    def _pages(self, sql: str, params: list[Any], from_seq: int = 0) -> Iterator[list[Any]]:
+        """The rows of ``sql`` (whose last condition is ``seq >= ?``) in seq order, a page at a
+        time: a reader converting 200k rows never holds all of them raw as well."""
+        while True:
+            page = self._read(f"{sql} ORDER BY seq LIMIT {READ_PAGE_ROWS}", [*params, from_seq])
+            if page:
+                yield page
+            if len(page) < READ_PAGE_ROWS:
+                return
+            from_seq = int(page[-1]["seq"]) + 1
 
     def load_transcript(self, session_id: str) -> list[Message]:
         """The full transcript as messages (never modified by compaction)."""
@@ -580,7 +594,7 @@ class SessionStore:
         if kind:
             sql += " AND kind = ?"
             params.append(kind)
-        return [event_from_row(r) for r in self._read(sql + " ORDER BY seq", params)]
+        return [event_from_row(r) for page in self._pages(sql + " AND seq >= ?", params) for r in page]
 
     # -- snapshots -----------------------------------------------------------------------
     def write_snapshot(
@@ -838,7 +852,7 @@ def _session(r: sqlite3.Row) -> SessionRecord:
 
 
 def _stored_message(r: sqlite3.Row, path: Path) -> StoredMessage:
-    d = dict(r)
+    d = intern_columns(dict(r), "session_id", "kind", "tokenizer", "role")
     where = f"messages row {d['id']} ({path.name})"
     content = content_from_json(d["content_json"], where=where)
     meta = loads_json(d["meta_json"], where) if d["meta_json"] else {}
