@@ -21,7 +21,7 @@ from bench.common import EXACT_ID, fresh_tokenizer
 from bench.corpus import generate_history
 from bench.report import Table, ms
 from engine.clients import ModelRequest, ModelResponse
-from engine.events import ProviderUsage
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.guard import GuardTarget
 from engine.messages import assistant, user
 from engine.session import SessionManager
@@ -88,17 +88,38 @@ def run_turns(db: Path, session_id: str, turns: int) -> tuple[float, float, floa
     return statistics.median(timed), min(timed), resume_s
 
 
-def measure(size: int, corpus: list[Any], turns: int, folder: Path) -> dict[str, Any]:
+def measure(
+    size: int, corpus: list[Any], turns: int, folder: Path, *, seed_calls: bool = False
+) -> dict[str, Any]:
+    """Per-turn figures on a stored session of ``size`` corpus messages; with ``seed_calls``
+    every assistant message of it has its request event and cost row, as a long recorded session
+    has (so each turn's cost row is written after that many earlier calls)."""
     tokenizer = get_tokenizer(MODEL)
     messages = corpus[:size]
-    db = folder / f"turns-{size}.db"
+    db = folder / f"turns-{size}{'-calls' if seed_calls else ''}.db"
+    calls = 0
     with SessionStore(db) as store:
         session_id = store.create_session(model=MODEL, title=f"{size} messages")
         for start in range(0, size, 5_000):
-            store.append_messages(session_id, messages[start : start + 5_000], tokenizer=tokenizer)
+            with store.batched_costs():
+                rows = store.append_messages(session_id, messages[start : start + 5_000], tokenizer=tokenizer)
+                for row in (r for r in rows if seed_calls and r.message.role == "assistant"):
+                    calls += 1
+                    store.record_event(session_id, _seed_request(row.seq, row.turn_index))
     turn_s, best_s, resume_s = run_turns(db, session_id, turns)
     guard_s = guard_only(messages, [user(f"turn {i}: what next?") for i in range(turns)], tokenizer)
-    return {"size": size, "turn_s": turn_s, "best_s": best_s, "guard_s": guard_s, "resume_s": resume_s}
+    return {
+        "size": size, "turn_s": turn_s, "best_s": best_s, "guard_s": guard_s, "resume_s": resume_s, "calls": calls,
+    }  # fmt: skip
+
+
+def _seed_request(seq: int, turn_index: int) -> ContextEvent:
+    """The request event of a seeded reply: its usage priced as the instant client's replies are."""
+    return ContextEvent(
+        kind="request", trigger="user_input", outcome="ok", provider="openai", model=MODEL,
+        turn_index=turn_index, projected_tokens=1_000, components=ComponentTokens(conversation=1_000),
+        usage=ProviderUsage(input_tokens=1_000, output_tokens=3), message_seq=seq,
+    )  # fmt: skip
 
 
 def run(quick: bool = False) -> Table:
@@ -119,11 +140,11 @@ def run(quick: bool = False) -> Table:
         baseline="the guard's own per-turn work on the same history, timed in the same run",
     )
     with tempfile.TemporaryDirectory(prefix="ctxdesk-bench-turns-") as folder:
-        for size in sizes:
-            r = measure(size, corpus, turns, Path(folder))
+        for size, seed_calls in [*((s, False) for s in sizes), (max(sizes), True)]:
+            r = measure(size, corpus, turns, Path(folder), seed_calls=seed_calls)
             overhead = (r["turn_s"] - r["guard_s"]) * 1000
             table.add(
-                f"{size:,}",
+                f"{size:,}" + (f" + {r['calls']:,} priced calls" if seed_calls else ""),
                 ms(r["turn_s"]),
                 ms(r["best_s"]),
                 ms(r["guard_s"]),
@@ -133,7 +154,8 @@ def run(quick: bool = False) -> Table:
             )
     table.notes.append(
         f"median (and best) of {turns} turns after the first, overhead from the median; a turn = one user message, one model call, the reply "
-        "recorded (messages, request event, cost row) in the session's SQLite file"
+        "recorded (messages, request event, cost row) in the session's SQLite file; '+ N priced calls': every "
+        "assistant message of the stored history has its request event and cost row"
     )
     return table
 
