@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.compaction import PlanContext, SummaryCache, extract, offline
+from engine.compaction import PlanContext, SummaryCache, extract, failures, offline_lines
 from engine.compaction.cuts import fitting_cut
 from engine.compaction.operations import history_seqs
 from engine.compaction.result import pinned_in, pinned_tokens_before, snap_head_cut
@@ -192,7 +192,7 @@ def test_history_seqs_takes_the_first_match_after_the_last(
 
 PREFILTERED = {
     f"{module.__name__}.{name}": value
-    for module in (offline, extract)
+    for module in (offline_lines, failures)
     for name, value in vars(module).items()
     if isinstance(value, extract.Prefiltered)
 }
@@ -247,7 +247,7 @@ def test_searching_the_sentences_of_a_text_finds_what_the_regex_finds(
     pattern = PREFILTERED[name]
     text = ". ".join(sentences)
     search = pattern.within(text.lower() if text.isascii() else None)
-    for piece in [*offline._sentences(text), *sentences, text]:
+    for piece in [*offline_lines._sentences(text), *sentences, text]:
         found, expected = search(piece), pattern.regex.search(piece)
         assert (found and found.group()) == (expected and expected.group())
 

@@ -19,16 +19,14 @@ from engine.compaction.config import (
     Truncate,
     parse_strategy,
 )
+from engine.compaction.context_tool import COMPACT_CONTEXT_TOOL, describe_report, run_compact_context_tool
 from engine.compaction.offline import OfflineSummarizer
 from engine.compaction.operations import (
-    COMPACT_CONTEXT_TOOL,
     CompactionReport,
     compact,
     default_summarizer,
-    describe_report,
     force_compact,
     restore_snapshot,
-    run_compact_context_tool,
 )
 from engine.compaction.result import CompactionResult, PlanContext, SummaryCache
 from engine.compaction.strategies import (

@@ -1,11 +1,10 @@
 """Compaction as calls: ``compact`` (pure, no store), ``force_compact`` and ``restore_snapshot``
 (session level: plan, then persist event + snapshot + cached summaries in one transaction;
-the transcript is never modified), and the ``compact_context`` tool the model can call.
+the transcript is never modified). The ``compact_context`` tool is in ``context_tool``.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,9 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from engine.compaction.config import CACHING_STRATEGIES, STRATEGY_NAMES, parse_strategy
+from engine.compaction.config import CACHING_STRATEGIES, parse_strategy
 from engine.compaction.offline import OfflineSummarizer
 from engine.compaction.result import CompactionResult, PlanContext, SummaryCache
+from engine.compaction.stored_history import history_seqs, load_summary_cache
 from engine.compaction.strategies import plan_compaction
 from engine.compaction.summarizers import AnthropicSummarizer, Summarizer
 from engine.errors import NotFoundError, ValidationError
@@ -173,74 +173,6 @@ class CompactionReport:
     @property
     def fits(self) -> bool:
         return self.result.fits
-
-
-def history_seqs(
-    store: SessionStore, session_id: str, history: Sequence[Message], through_seq: int
-) -> list[int | None]:
-    """The transcript seq of each message of a resume history (None where none matches).
-
-    Messages after the snapshot map one to one; snapshot messages are matched in order
-    against the transcript by content, id, or the tool ids a cleared placeholder keeps.
-    """
-    rows = store.load_messages(session_id)
-    if through_seq < 0:
-        return [row.seq for row in rows[: len(history)]]
-    covered = [row for row in rows if row.seq <= through_seq]
-    later = [row.seq for row in rows if row.seq > through_seq]
-    n_snapshot = len(history) - len(later)
-    # Transcript positions by each way a message matches (same content, same id, same role and
-    # tool ids), so each finds its first match at or after the cursor by bisection: a scan would
-    # run to the end of the transcript for every message without a match, quadratic in all.
-    by_hash: dict[str, list[int]] = {}
-    by_id: dict[str, list[int]] = {}
-    by_tools: dict[tuple[str, frozenset[str]], list[int]] = {}
-    for k, row in enumerate(covered):
-        by_hash.setdefault(row.message.content_hash, []).append(k)
-        if row.message.id is not None:
-            by_id.setdefault(row.message.id, []).append(k)
-        if key := _tools_key(row.message):
-            by_tools.setdefault(key, []).append(k)
-    seqs: list[int | None] = []
-    cursor = 0
-    for message in history[:n_snapshot]:
-        candidates = (
-            by_hash.get(message.content_hash, []),
-            by_id.get(message.id, []) if message.id is not None else [],
-            by_tools.get(key, []) if (key := _tools_key(message)) else [],
-        )
-        firsts = [p[at] for p in candidates if (at := bisect.bisect_left(p, cursor)) < len(p)]
-        found = min(firsts, default=None)
-        if found is None:
-            seqs.append(None)
-        else:
-            seqs.append(covered[found].seq)
-            cursor = found + 1
-    return [*seqs, *later]
-
-
-def _tools_key(message: Message) -> tuple[str, frozenset[str]] | None:
-    """(role, tool ids) of a message holding tool uses or results: what a cleared copy keeps."""
-    ids = frozenset({*message.tool_use_ids, *message.tool_result_ids})
-    return (message.role, ids) if ids else None
-
-
-def load_summary_cache(
-    store: SessionStore, session_id: str, strategy_types: Sequence[str], seqs: Sequence[int | None]
-) -> list[SummaryCache]:
-    """Cached summaries (stored with transcript seq ranges) as index ranges of this history."""
-    index_of = {seq: i for i, seq in enumerate(seqs) if seq is not None}
-    entries: list[SummaryCache] = []
-    for strategy in strategy_types:
-        for state in store.list_context_states(session_id, strategy=strategy):
-            start = index_of.get(state.range_start)
-            last = index_of.get(state.range_end - 1)
-            if start is None or last is None or last < start:
-                continue
-            entries.append(
-                SummaryCache(strategy, start, last + 1, state.summary, state.level, state.summarizer)
-            )
-    return entries
 
 
 def _check_event_fields(event_fields: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -444,80 +376,3 @@ def restore_snapshot(store: SessionStore, session_id: str, snapshot_id: int) -> 
         )
         store.link_snapshot_event(new_id, event_id)
     return store.get_snapshot(new_id)
-
-
-# -- the compact_context tool ----------------------------------------------------------------------
-
-COMPACT_CONTEXT_TOOL: dict[str, Any] = {
-    "name": "compact_context",
-    "description": (
-        "Compact the conversation history to free context space: older tool results are cleared "
-        "and older turns are summarized (decisions, facts, user requirements, open tasks are kept; "
-        "the full transcript stays stored). Use it before starting a large new subtask or when told "
-        "the context is nearly full. Returns what was compacted."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "instructions": {
-                "type": "string",
-                "description": 'What the summary should focus on, e.g. "focus on the API changes".',
-            },
-            "strategy": {
-                "type": "string",
-                "enum": [s for s in STRATEGY_NAMES if s != "emergency"],
-                "description": "How to compact (default chain: clear_tool_results, then summarize, then truncate).",
-            },
-        },
-        "additionalProperties": False,
-    },
-}
-
-
-def run_compact_context_tool(
-    store: SessionStore,
-    session_id: str,
-    tool_input: Mapping[str, Any],
-    *,
-    summarizer: Summarizer | None = None,
-    target_tokens: int | None = None,
-    event_fields: Mapping[str, Any] | None = None,
-) -> str:
-    """Handle a ``compact_context`` call: compact the session and say what changed, in one line.
-
-    ``event_fields`` are passed to :func:`force_compact` for its ``compaction`` event."""
-    if not isinstance(tool_input, Mapping):
-        raise ValidationError("compact_context input must be an object", field="input", value=tool_input)
-    unknown = set(tool_input) - set(COMPACT_CONTEXT_TOOL["input_schema"]["properties"])
-    if unknown:
-        raise ValidationError(f"compact_context got unknown fields {sorted(unknown)}", field="input")
-    instructions = tool_input.get("instructions")
-    strategy = tool_input.get("strategy") or "chain"
-    if instructions is not None and not isinstance(instructions, str):
-        raise ValidationError("instructions must be a string", field="instructions", value=instructions)
-    if strategy not in COMPACT_CONTEXT_TOOL["input_schema"]["properties"]["strategy"]["enum"]:
-        raise ValidationError(f"unknown strategy {strategy!r}", field="strategy", value=strategy)
-    report = force_compact(
-        store,
-        session_id,
-        strategy=strategy,
-        instructions=instructions or None,
-        summarizer=summarizer,
-        target_tokens=target_tokens,
-        trigger="tool",
-        event_fields=event_fields,
-    )
-    return describe_report(report)
-
-
-def describe_report(report: CompactionReport) -> str:
-    """``Compacted 48 → 12 messages, 91,204 → 18,330 tokens (clear_tool_results, summarize).``"""
-    if report.noop:
-        return (
-            f"Nothing compacted ({report.before_count} messages, {report.before_tokens:,} tokens): "
-            f"{report.reason}."
-        )
-    return (
-        f"Compacted {report.before_count} → {report.after_count} messages, "
-        f"{report.before_tokens:,} → {report.after_tokens:,} tokens ({', '.join(report.strategies_run)})."
-    )
