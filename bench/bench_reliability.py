@@ -1,6 +1,7 @@
 """Memory and time under load (issue #22's figures), each beside its baseline, in fresh processes.
 
-Peak RSS is the child's own (``os.wait4``), so one step's peak is not hidden by another's:
+Peak RSS is the child's own (VmHWM of its address space, bench.child_peak), so one step's peak is not
+hidden by another's:
 - offloading a 200 MB tool output: peak growth against the output's size (target <= 2x);
 - refusing a 1 GB file that is not a transcript: peak against a bare ``ctxdesk --help`` (the head
   is read, never the file);
@@ -16,16 +17,13 @@ Peak RSS is the child's own (``os.wait4``), so one step's peak is not hidden by 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT
+from bench.child_peak import run_python
 from bench.report import Table
 
 MB = 1 << 20
@@ -37,39 +35,16 @@ TIMELINE_TARGET_S = 3.0
 
 def python_peak(code: str) -> tuple[dict[str, Any], int, float]:
     """Run ``code`` (which prints one JSON object) in a fresh interpreter: (its JSON, peak, s)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    started = time.perf_counter()
-    pid = proc.pid
-    _, status, usage = os.wait4(pid, 0)
-    seconds = time.perf_counter() - started
-    out = proc.stdout.read() if proc.stdout else ""
-    err = proc.stderr.read() if proc.stderr else ""
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe:
-            pipe.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmark child failed ({proc.returncode}): {err[-2000:]}")
-    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss * 1024, seconds
+    run = run_python("-c", code, capture_stdout=True)
+    if run.code != 0:
+        raise RuntimeError(f"benchmark child failed ({run.code}): {run.stderr[-2000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1]), run.peak, run.seconds
 
 
 def cli_peak(*args: str) -> tuple[int, str, int, float]:
     """(exit code, stderr, peak RSS, seconds) of ``python -m engine.cli ARGS``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    started = time.perf_counter()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    err = proc.stderr.read() if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, usage.ru_maxrss * 1024, seconds
+    run = run_python("-m", "engine.cli", *args)
+    return run.code, run.stderr, run.peak, run.seconds
 
 
 def make_session(db: Path, messages: int) -> str:
@@ -243,7 +218,7 @@ def run_turn_row(size: int, folder: Path, *, seed_calls: bool = False) -> list[A
     calls = f" + {r['calls']:,} priced calls" if seed_calls else ""
     return [
         f"run_turn at {size:,} messages{calls} (instant client, median): overhead {overhead:.1f} ms "
-        f"({(r['best_s'] - r['guard_s']) * 1000:.1f} ms best)",
+        f"({(r['best_s'] - r['guard_s']) * 1000:.1f} ms best, {(r['cpu_s'] - r['guard_s']) * 1000:.1f} ms CPU)",
         "ms/turn",
         round(r["turn_s"] * 1000, 2),
         round(r["guard_s"] * 1000, 3),
@@ -274,7 +249,7 @@ def run(quick: bool = False) -> Table:
         table.add(*timeline_row(big, session_id, sizes["messages"]))
         table.add(*run_turn_row(sizes["turns"], folder))
     table.notes.append(
-        "peak RSS from os.wait4 of each child; the 1 GB file is sparse (its head is log text, the rest NUL bytes)"
+        "peak RSS of each child (its own VmHWM); the 1 GB file is sparse (its head is log text, the rest NUL bytes)"
     )
     return table
 

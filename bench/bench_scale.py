@@ -1,7 +1,7 @@
 """Issue #22's scale figures, each beside a baseline measured in the same run, in fresh processes.
 
 - ``report --format json`` of a 200k-message engine-written session (100k calls): peak RSS of the
-  child (``os.wait4``) against the same command on a 2k-message session, and against the database
+  child (its own VmHWM, bench.child_peak) against the same command on a 2k-message session, and against the database
   file's size (the report is written while it is read: engine.report.stream);
 - offloading a 200 MB tool output: peak growth against its size (target <= 2x; m004 put the blob
   column last, so SQLite no longer materializes the zeroblob);
@@ -132,7 +132,7 @@ def run(quick: bool = False) -> Table:
             table.add(*row)
         table.add(*run_turn_row(sizes["turns"], folder, seed_calls=True))
     table.notes.append(
-        f"peak RSS from os.wait4 of each child; sessions written as bench_reliability.make_session writes them "
+        f"peak RSS of each child (its own VmHWM); sessions written as bench_reliability.make_session writes them "
         f"(one request event per reply, cost rows included); {time.perf_counter() - started:.0f} s in all"
     )
     return table

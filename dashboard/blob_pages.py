@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from dashboard import pg_source
-from dashboard.data import _attached, _sql_string
+from dashboard.data import _attached, _sql_string, read
 from engine.errors import NotFoundError
 
 __all__ = ["PAGE_BYTES", "WHOLE_LIMIT", "BlobPage", "BlobReader", "open_blob"]
@@ -121,8 +121,9 @@ class BlobReader:
 
 
 def open_blob(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> BlobReader:
-    """A reader of one output of a loaded database (NotFoundError when it holds no such ref)."""
-    _, path = _attached(con, db)
+    """A reader of one output of a loaded database (NotFoundError when it holds no such ref). ``con`` is
+    the dashboard's shared connection: each read takes a cursor of its own (dashboard.data.read)."""
+    _, path = read(con, _attached, db)
     if pg_source.is_database_url(path):
         return _postgres_reader(con, db, ref_id)
     return _sqlite_reader(Path(path), db, ref_id)
@@ -162,21 +163,22 @@ def _sqlite_reader(path: Path, db: str, ref_id: str) -> BlobReader:
 
 
 def _postgres_reader(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> BlobReader:
-    alias, _ = _attached(con, db)
+    alias, _ = read(con, _attached, db)
     where = f"ref_id = {_sql_string(ref_id)}"
-    row = con.execute(
-        "SELECT n FROM postgres_query(?, ?)",
-        [alias, f"SELECT octet_length(content)::BIGINT AS n FROM tool_result_blobs WHERE {where}"],
-    ).fetchone()
+
+    def fetch_one(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple | None:
+        return cursor.execute("SELECT * FROM postgres_query(?, ?)", [alias, sql]).fetchone()
+
+    row = read(con, fetch_one, f"SELECT octet_length(content)::BIGINT AS n FROM tool_result_blobs WHERE {where}")
     if row is None:
         raise NotFoundError(f"no stored result {ref_id!r} in {db}")
 
-    def read(start: int, length: int) -> bytes:
+    def read_page(start: int, length: int) -> bytes:
         sql = (
             f"SELECT encode(substring(content from {int(start) + 1} for {int(length)}), 'hex') AS c "
             f"FROM tool_result_blobs WHERE {where}"
         )
-        (hexed,) = con.execute("SELECT c FROM postgres_query(?, ?)", [alias, sql]).fetchone() or ("",)
+        (hexed,) = read(con, fetch_one, sql) or ("",)
         return bytes.fromhex(hexed or "")
 
-    return BlobReader(db, ref_id, int(row[0] or 0), read)
+    return BlobReader(db, ref_id, int(row[0] or 0), read_page)

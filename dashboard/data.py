@@ -19,12 +19,14 @@ from dashboard.data_artifacts import (
     tool_searches,
 )
 from dashboard.data_connect import (
+    QUERY_LOCK,
     SCHEMA_TYPES,
     TABLES,
     connect,
     database_paths,
     load_sqlite_scanner,
     plain_nulls,
+    read,
     skipped_files,
 )
 
@@ -75,6 +77,7 @@ __all__ = [
     "DB_PATHS_ENV_VAR",
     "DEFAULT_DATA_DIR",
     "MESSAGE_LIST_COLUMNS",
+    "QUERY_LOCK",
     "ROLLUP_TYPES",
     "SCHEMA_TYPES",
     "SESSION_COLUMNS",
@@ -101,6 +104,7 @@ __all__ = [
     "message",
     "messages_by_seq",
     "plain_nulls",
+    "read",
     "removed_seqs_before",
     "requests",
     "resolve_session_link",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,24 @@ from engine.store.factory import redact_url
 
 #: Tables every attached file must have (docs/schema.md).
 TABLES = TABLE_NAMES
+
+#: Every dashboard read of DuckDB holds this lock, and a connection with a SQLite file attached runs one
+#: DuckDB thread. The sqlite scanner is not safe to use from two threads at once within one process
+#: (duckdb/duckdb-sqlite#82, #176): with browser sessions reading while an agent wrote, the dashboard
+#: process died of a segfault in SQLite's allocator (sqlite3DbMallocRawNN) inside the scanner. The reads
+#: are short; one at a time is the price of never crashing.
+QUERY_LOCK = threading.RLock()
+
+
+def read(con: duckdb.DuckDBPyConnection, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(cursor, *args)`` on a cursor of its own of ``con``, alone in the process (QUERY_LOCK):
+    how every dashboard page reads the shared connection."""
+    with QUERY_LOCK:
+        cursor = con.cursor()
+        try:
+            return function(cursor, *args)
+        finally:
+            cursor.close()
 
 
 def _sql_string(text: str) -> str:
@@ -45,12 +64,19 @@ def connect(
 
     A file lacking ctxdesk tables raises NotADatabaseError naming it; with ``skip_invalid`` it
     is left out instead and listed in the ``skipped`` table (path, reason), so one junk file in
-    a folder does not hide the others. ``databases`` lists (db, alias, path). Use
-    ``con.cursor()`` per thread.
+    a folder does not hide the others. ``databases`` lists (db, alias, path). Read it through
+    :func:`read` (a cursor per call, under QUERY_LOCK).
     """
     resolved = [str(p) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths]
+    with QUERY_LOCK:
+        return _connect(resolved, skip_invalid=skip_invalid)
+
+
+def _connect(resolved: Sequence[str | Path], *, skip_invalid: bool) -> duckdb.DuckDBPyConnection:
     labels = db_labels(resolved)  # type: ignore[arg-type]
     con = duckdb.connect(":memory:")
+    if any(isinstance(p, Path) for p in resolved):
+        con.execute("SET threads = 1")  # no two scanner pipelines at once in one query (QUERY_LOCK)
     load_sqlite_scanner(con)
     if any(isinstance(p, str) for p in resolved):
         pg_source.load_postgres_extension(con)

@@ -69,11 +69,7 @@ def _connection(paths: tuple[str, ...], identity: tuple[Any, ...]) -> duckdb.Duc
 def _query(
     _conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...], name: str, args: tuple[Any, ...]
 ) -> Any:
-    cursor = _conn.cursor()
-    try:
-        return getattr(data, name)(cursor, *args)
-    finally:
-        cursor.close()
+    return data.read(_conn, getattr(data, name), *args)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -87,7 +83,7 @@ def _findings(
 def findings(ref: SessionRef) -> list[Finding]:
     """engine.findings.find_waste of a session, cached until its database or the settings change;
     shows a warning (and returns nothing) when they cannot be computed."""
-    db_path = data.database_paths(connection())[ref.db]
+    db_path = database_paths()[ref.db]
     settings_file = settings_path()
     watched = [db_path] + ([settings_file] if settings_file is not None else [])
     try:
@@ -119,12 +115,22 @@ def connection() -> duckdb.DuckDBPyConnection:
         st.error(f"Cannot open the session databases: {display.md(exc)}")
         st.stop()
         raise  # unreachable: st.stop() ends the run
-    skipped = data.skipped_files(conn)
-    if skipped and not data.database_paths(conn):
+    skipped = data.read(conn, data.skipped_files)
+    if skipped and not data.read(conn, data.database_paths):
         reasons = "; ".join(reason for _, reason in skipped)
         st.error(f"Cannot open the session databases: {display.md(reasons)}")
         st.stop()
     return conn
+
+
+def read(function: Any, *args: Any) -> Any:
+    """``function(cursor, *args)`` on the shared connection, uncached (dashboard.data.read)."""
+    return data.read(connection(), function, *args)
+
+
+def database_paths() -> dict[str, Path]:
+    """db label -> file path (or postgresql:// URL) of every loaded database."""
+    return read(data.database_paths)
 
 
 def query(name: str, *args: Any) -> Any:
@@ -196,7 +202,7 @@ def sidebar() -> None:
                 if count > 1
                 else "The session in the link is not in the loaded databases."
             )
-        for path, reason in data.skipped_files(conn):
+        for path, reason in data.read(conn, data.skipped_files):
             st.warning(f"Skipped {display.md(path)}: {display.md(reason)}", icon=":material/warning:")
         with st.expander("Loaded files", expanded=False):
             for db, path in data.database_paths(conn).items():
@@ -343,11 +349,7 @@ def _call_costs(_conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...]) ->
     # ``signature`` (the database files and their WALs) is only the cache key.
     from dashboard import cost_data
 
-    cursor = _conn.cursor()
-    try:
-        return cost_data.call_costs(cursor)
-    finally:
-        cursor.close()
+    return data.read(_conn, cost_data.call_costs)
 
 
 def call_costs() -> pd.DataFrame:

@@ -127,6 +127,34 @@ def test_connect_rejects_files_that_are_not_session_databases(
         data.connect([path])
 
 
+def test_reads_run_one_at_a_time_on_one_duckdb_thread(db: Path) -> None:
+    """The sqlite scanner is not thread-safe within a process (a segfault seen under a live writer):
+    every read holds QUERY_LOCK on a cursor of its own, and a SQLite connection runs one DuckDB thread."""
+    con = data.connect([db])
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+
+    def inside(cursor: duckdb.DuckDBPyConnection, session_id: str) -> tuple[bool, object]:
+        held = data.QUERY_LOCK._is_owned()  # type: ignore[attr-defined]
+        return held, cursor.execute("SELECT count(*) FROM messages WHERE session_id = ?", [session_id]).fetchone()
+
+    held, count = data.read(con, inside, "sess-refactor")
+    assert held and count is not None and count[0] > 0
+    assert not data.QUERY_LOCK._is_owned()  # type: ignore[attr-defined]
+
+
+def test_no_page_reads_the_shared_connection_past_the_lock() -> None:
+    """Pages and the glue read through dashboard.data.read (state.read / state.query), never on a
+    connection or cursor of their own."""
+    root = Path(__file__).resolve().parents[1] / "dashboard"
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for path in [root / "state.py", *sorted((root / "views").glob("*.py"))]
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ".cursor(" in line or ".execute(" in line or "state.connection()." in line
+    ]
+    assert not offenders, offenders
+
+
 def test_a_new_connection_sees_rows_a_writer_committed_meanwhile(db: Path) -> None:
     con = data.connect([db])
     signature = data.files_signature([db])

@@ -1,15 +1,13 @@
-"""Memory stays bounded on huge inputs, measured on real processes (peak RSS of the child itself,
-through ``os.wait4``): a 1 GB file that is not a transcript is refused from its head."""
+"""Memory stays bounded on huge inputs, measured on real processes (peak RSS of the child itself, its
+own VmHWM through bench.child_peak): a 1 GB file that is not a transcript is refused from its head."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench.child_peak import run_python
 from engine.errors import ImportFormatError
 from engine.importers.api import detect_format
 
@@ -18,18 +16,10 @@ MB = 1 << 20
 
 
 def _run_measured(*args: str, cwd: Path) -> tuple[int, str, int]:
-    """(exit code, stderr, peak RSS in bytes) of ``python -m engine.cli ARGS``."""
-    repo = str(Path(__file__).resolve().parents[1])  # this checkout's engine, installed or not
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", *args],
-        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    with proc.stderr as pipe:  # type: ignore[union-attr]
-        stderr = pipe.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, stderr, usage.ru_maxrss * 1024
+    """(exit code, stderr, peak RSS in bytes) of ``python -m engine.cli ARGS``: the child's own peak
+    (bench.child_peak; ``os.wait4`` would report this pytest process's, carried over the exec)."""
+    run = run_python("-m", "engine.cli", *args, cwd=cwd)
+    return run.code, run.stderr, run.peak
 
 
 def _sparse(path: Path, head: bytes, size: int) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, charts, data, display, request_data, state
+from dashboard import actions, charts, display, request_data, state
 from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
 
@@ -21,7 +21,7 @@ FULL_TRANSCRIPT = -1
 ref, row = state.require_session()
 st.title("Compaction")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
-db_path = data.database_paths(state.connection())[ref.db]
+db_path = state.database_paths()[ref.db]
 
 
 def strategy_settings(name: str) -> dict[str, Any]:
@@ -309,13 +309,13 @@ else:
         st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)
 
 # -- proxied calls: what the agent sent beside what the model received (ctxdesk proxy) ------------
-edited = request_data.edited_calls(state.connection(), ref.db, ref.session_id)
+edited = state.read(request_data.edited_calls, ref.db, ref.session_id)
 if not edited.empty:
     st.subheader("Proxied calls: agent sent vs model received")
     call_seq = st.selectbox("Edited call", list(edited["seq"]), index=len(edited) - 1, key="cmp_proxied")
     picked = edited[edited["seq"] == call_seq].iloc[0]
-    sent_detail = request_data.call_detail(state.connection(), ref.db, int(picked["id"]))
-    agent_detail = request_data.call_detail(state.connection(), ref.db, int(picked["original_id"]))
+    sent_detail = state.read(request_data.call_detail, ref.db, int(picked["id"]))
+    agent_detail = state.read(request_data.call_detail, ref.db, int(picked["original_id"]))
     savings = request_data.edit_savings(agent_detail, sent_detail)
     p1, p2, p3 = st.columns(3)
     p1.metric("Messages (agent → model)", f"{savings['agent_messages']} → {savings['model_messages']}")

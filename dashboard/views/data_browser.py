@@ -11,8 +11,9 @@ from engine.errors import ContextDeskError
 
 
 @st.cache_resource(max_entries=2, show_spinner="Attaching session databases…")
-def _sandbox(paths: tuple[str, ...], signature: tuple) -> object:
+def _sandbox(paths: tuple[str, ...], identity: tuple) -> object:
     # A connection of its own, locked down: user SQL can read the session tables and nothing else.
+    # Like the shared one, it reads the files at each query: only a replaced file needs a new one.
     return sql_browser.lock_down(data.connect(list(paths), skip_invalid=True))
 
 
@@ -47,7 +48,7 @@ st.caption(
     "The address bar keeps what you see: copy it to share this view."
 )
 files = state.paths()
-con = _sandbox(tuple(str(p) for p in files), data.files_signature(files))
+con = _sandbox(tuple(str(p) for p in files), data.files_identity(files))
 params = st.query_params
 mode = st.radio(
     "Mode", ["Browse tables", "SQL"], horizontal=True, index=1 if params.get("mode") == "sql" else 0
@@ -57,7 +58,7 @@ if mode == "Browse tables":
     tables = list(data.TABLES)
     wanted = params.get("table", "sessions")
     table = st.selectbox("Table", tables, index=tables.index(wanted) if wanted in tables else 0)
-    columns = sql_browser.table_columns(con, table, tables)
+    columns = data.read(con, sql_browser.table_columns, table, tables)
     c1, c2, c3 = st.columns([3, 2, 1])
     filter_text = c1.text_area(
         "Filters, one per line: column:op:value (op: eq, ne, gt, lt, contains, null)",
@@ -78,7 +79,7 @@ if mode == "Browse tables":
         sql, sql_params = sql_browser.browse_sql(
             table, columns, filters, order_by=None if order == "(none)" else order, descending=descending
         )
-        result = sql_browser.run_sql(con, sql, sql_params)
+        result = data.read(con, sql_browser.run_sql, sql, sql_params)
     except ContextDeskError as exc:
         st.error(display.md(exc))
         st.stop()
@@ -100,7 +101,7 @@ else:
         )
         submitted = st.form_submit_button("Run", type="primary")
     try:
-        result = sql_browser.run_sql(con, sql)
+        result = data.read(con, sql_browser.run_sql, sql)
     except ContextDeskError as exc:
         st.error(display.md(exc))
         st.stop()

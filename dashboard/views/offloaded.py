@@ -76,7 +76,7 @@ def blob_viewer(db: str, ref_id: str, tool_name: str | None) -> None:
 @st.fragment
 def paged_viewer(db: str, ref_id: str) -> None:
     """An output too large to read whole: byte pages read from the database on demand."""
-    reader = blob_pages.open_blob(state.connection().cursor(), db, ref_id)
+    reader = blob_pages.open_blob(state.connection(), db, ref_id)
     st.caption(
         f"Large output: read {blob_pages.PAGE_BYTES // 1024} KiB at a time from the database, never whole "
         "(no download here: `ctxdesk` reads it with read_result)."

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import display, request_data, state
+from dashboard import data, display, request_data, state
 
 ref, row = state.require_session()
 st.title("Requests")
@@ -19,22 +19,16 @@ st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db)
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _calls(_conn: Any, signature: tuple[Any, ...], db: str, session_id: str) -> Any:
-    cursor = _conn.cursor()
-    try:
-        if not request_data.has_requests(cursor, db):
-            return None
-        return request_data.session_calls(cursor, db, session_id)
-    finally:
-        cursor.close()
+    return data.read(_conn, _session_calls, db, session_id)
+
+
+def _session_calls(cursor: Any, db: str, session_id: str) -> Any:
+    return request_data.session_calls(cursor, db, session_id) if request_data.has_requests(cursor, db) else None
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _detail(_conn: Any, signature: tuple[Any, ...], db: str, request_id: int) -> dict[str, Any]:
-    cursor = _conn.cursor()
-    try:
-        return request_data.call_detail(cursor, db, request_id)
-    finally:
-        cursor.close()
+    return data.read(_conn, request_data.call_detail, db, request_id)
 
 
 conn = state.connection()
