@@ -73,7 +73,8 @@ def figure_lines(name: str, tables: Sequence[Any]) -> list[str]:
     if name == "run_turn":
         return [
             f"`run_turn` at {r['messages']} messages: {r['overhead ms/turn']} ms of ctxdesk overhead per turn "
-            f"beside {r['guard alone ms/turn']} ms for the guard alone (run_turn {r['run_turn ms/turn']} ms)"
+            f"beside {r['guard alone ms/turn']} ms for the guard alone (run_turn {r['run_turn ms/turn']} ms "
+            f"median, {r['best ms/turn']} ms best, {r['CPU ms/turn']} ms CPU)"
             for r in rows
         ]
     if name in ("scale", "reliability"):
