@@ -19,9 +19,9 @@ from engine.compaction.plan_steps import (
 from engine.compaction.result import (
     CompactionResult,
     PlanContext,
-    build_result,
     noop_result,
 )
+from engine.events import ComponentTokens
 from engine.messages import (
     Message,
     TextBlock,
@@ -134,28 +134,65 @@ def plan_clear_tool_results(
         )
     cleared_ids = {b.tool_use_id for blocks in chosen.values() for b in blocks.values()}
     inputs = config.clear_tool_inputs
-    kept: list[tuple[int, Message]] = []
-    changed: set[int] = set(chosen)
-    for i, message in enumerate(messages):
-        if i in chosen:
-            blocks = [chosen[i].get(j, b) for j, b in enumerate(message.content)]
-            message = message.with_content(blocks)
-        elif inputs and not message.pinned and message.role == "assistant":
-            blocks = [_clear_input(b, inputs, cleared_ids) for b in message.blocks]
-            if any(a is not b for a, b in zip(blocks, message.blocks, strict=True)):
-                message = message.with_content(blocks)
-                changed.add(i)
-        kept.append((i, message))
-    return build_result(
+    rewritten = {
+        i: messages[i].with_content([blocks.get(j, b) for j, b in enumerate(messages[i].content)])
+        for i, blocks in chosen.items()
+    }
+    if inputs:
+        for i, message in enumerate(messages):
+            if i in chosen or message.pinned or message.role != "assistant":
+                continue
+            new_blocks = [_clear_input(b, inputs, cleared_ids) for b in message.blocks]
+            if any(a is not b for a, b in zip(new_blocks, message.blocks, strict=True)):
+                rewritten[i] = message.with_content(new_blocks)
+    return _rewrite_result(
         messages,
         ctx,
-        strategy="clear_tool_results",
-        kept=kept,
-        summary=ctx.summary,
-        cleared=changed,
+        rewritten,
         before=before,
         reason=f"cleared {len(cleared_ids)} tool result{'s' if len(cleared_ids) != 1 else ''} "
         f"(kept the {config.keep} most recent tool uses)",
+    )
+
+
+def _rewrite_result(
+    messages: Sequence[Message],
+    ctx: PlanContext,
+    rewritten: dict[int, Message],
+    *,
+    before: ComponentTokens,
+    reason: str,
+) -> CompactionResult:
+    """Every message kept, the ``rewritten`` ones replaced: the after-measure counts only those
+    (``build_result`` would walk all 100,000 kept pairs to find the few that changed)."""
+    out = list(messages)
+    conversation, results = before.conversation, before.tool_results
+    parts = ctx.tokenizer.count_message_parts
+    for i, message in rewritten.items():
+        out[i] = message
+        (old_talk, old_held), (talk, held) = parts(messages[i]), parts(message)
+        conversation, results = conversation + talk - old_talk, results + held - old_held
+    after = ComponentTokens(
+        summary=ctx.tokenizer.count(ctx.summary) if ctx.summary else 0,
+        conversation=conversation,
+        tool_results=results,
+    )
+    return CompactionResult(
+        messages=tuple(out),
+        summary=ctx.summary,
+        before_tokens=before.total,
+        after_tokens=after.total,
+        before_count=len(messages),
+        after_count=len(messages),
+        target_tokens=ctx.target_tokens,
+        strategies_run=("clear_tool_results",),
+        removed=(),
+        cleared=tuple(sorted(rewritten)),
+        source_indices=tuple(range(len(messages))),
+        before_components=before,
+        after_components=after,
+        reason=reason,
+        noop=False,
     )
 
 

@@ -281,6 +281,18 @@ class PostgresSessionStore(SessionStore):
                     pool.putconn(raw)
         raise AssertionError("unreachable")
 
+    @property  # type: ignore[override]
+    def _pending_costs(self) -> dict[str, list[int]] | None:
+        """Request events whose cost rows wait for the end of this thread's ``batched_costs``.
+
+        Per thread, as transactions are: another thread's ``record_event`` meanwhile writes its
+        event's row in its own transaction (a class-wide dict would hand it to this one's)."""
+        return getattr(self._local, "pending_costs", None)
+
+    @_pending_costs.setter
+    def _pending_costs(self, value: dict[str, list[int]] | None) -> None:
+        self._local.pending_costs = value
+
     @staticmethod
     def _session_lock(session_id: str) -> str:
         """Held until the transaction ends: rows numbered within a session get one writer at a time."""
