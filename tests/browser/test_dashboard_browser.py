@@ -101,6 +101,8 @@ def _serve(db_paths: list[Path], base: Path, settings: Path | None = None) -> It
     try:
         _wait_healthy(url, proc, log)
         yield {"url": url, "settings": settings, "log": log}
+        # A dashboard that died meanwhile (a signal: returncode < 0) fails the tests that used it by name.
+        assert proc.poll() is None, f"the dashboard process died ({proc.returncode}):\n{log.read_text()[-3000:]}"
     finally:
         proc.terminate()
         try:
@@ -269,7 +271,8 @@ def _raw_missing(page: object, allowed: Sequence[str] = ()) -> list[str]:
 
 
 def _check_page(page: object, where: object, allowed: Sequence[str] = ()) -> None:
-    assert page.locator("[data-testid='stException']").count() == 0, where
+    exceptions = page.locator("[data-testid='stException']")
+    assert exceptions.count() == 0, (where, [t[:3000] for t in exceptions.all_inner_texts()])
     errors = page.locator("[data-testid='stAlertContentError']")
     assert errors.count() == 0, (where, errors.all_inner_texts(), getattr(page, "failed_loads", []))
     assert not _raw_missing(page, allowed), (where, _raw_missing(page, allowed))
