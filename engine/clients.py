@@ -15,7 +15,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from engine.convert import anthropic_error_detail, sent_system_text
 from engine.errors import ContextLengthExceededError, ProviderError, ValidationError
@@ -88,10 +88,30 @@ class ModelClient(Protocol):
     def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
+class OwnedSdkClient:
+    """The lifecycle of an object wrapping a provider SDK client (``_client``): ``close()``, or a
+    ``with`` block, closes the SDK client's connections only when this object made it
+    (``_owns_client``); a client passed in stays its owner's to close."""
+
+    _client: Any
+    _owns_client: bool
+
+    def close(self) -> None:
+        """Close the SDK client's connections, when this object created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # -- Anthropic -------------------------------------------------------------------------------
 
 
-class AnthropicClient:
+class AnthropicClient(OwnedSdkClient):
     """Calls Anthropic's Messages API through the ``anthropic`` SDK.
 
     ``client`` may be a ready ``anthropic.Anthropic`` (tests, custom transports); otherwise one
@@ -126,17 +146,6 @@ class AnthropicClient:
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"
-
-    def close(self) -> None:
-        """Close the SDK client's connections, when this object created it."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> AnthropicClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         import anthropic

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Literal
 
-from engine.clients import ModelRequest, ModelResponse, provider_error_from_status
+from engine.clients import ModelRequest, ModelResponse, OwnedSdkClient, provider_error_from_status
 from engine.convert import from_openai, to_openai
 from engine.errors import ContextLengthExceededError, ProviderError, ValidationError
 from engine.events import ProviderUsage
@@ -25,7 +25,7 @@ OpenAIApi = Literal["chat", "responses"]
 CONTEXT_LENGTH = re.compile(r"context_length_exceeded|maximum context length|context window", re.IGNORECASE)
 
 
-class OpenAIClient:
+class OpenAIClient(OwnedSdkClient):
     """Calls an OpenAI-compatible API; ``client`` may be a ready ``openai.OpenAI`` (tests)."""
 
     def __init__(
@@ -64,16 +64,6 @@ class OpenAIClient:
 
     def __repr__(self) -> str:
         return f"OpenAIClient(model={self.model!r}, api={self.api!r})"
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> OpenAIClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         import openai

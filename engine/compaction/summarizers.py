@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from engine.clients import OwnedSdkClient
 from engine.compaction.config import DEFAULT_SUMMARY_MAX_TOKENS
 from engine.compaction.protocols import Summarizer  # noqa: F401  (defined there for result.py; re-exported)
 from engine.compaction.result import is_summary_message
@@ -166,7 +167,7 @@ def build_summary_request(
 # -- Anthropic --------------------------------------------------------------------------------------
 
 
-class AnthropicSummarizer:
+class AnthropicSummarizer(OwnedSdkClient):
     """Summarizes with a Claude model through the ``anthropic`` SDK.
 
     Pass ``client`` to reuse one (tests pass a client pointed at a local server), or
@@ -203,17 +204,6 @@ class AnthropicSummarizer:
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer({self.model!r})"
-
-    def close(self) -> None:
-        """Close the HTTP client if this summarizer made it."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> AnthropicSummarizer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def summarize(
         self,
