@@ -7,22 +7,15 @@ and never sees the extra rounds; each round is recorded. (OpenAI's: engine.proxy
 from __future__ import annotations
 
 import json
-import time
+from typing import Any
 
 import httpx
 from starlette.responses import Response
 
-from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail
 from engine.proxy.controller import Controller
-from engine.proxy.read_result import READ_RESULT_NAME, read_stored
-from engine.proxy.recorder import Exchange, Recorder, new_exchange
-
-#: read_result rounds the proxy answers itself before giving the agent the model's answer.
-MAX_READ_ROUNDS = 8
-
-
-def _compact(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+from engine.proxy.read_result import READ_RESULT_NAME
+from engine.proxy.read_rounds import MAX_READ_ROUNDS, ReadCalls, compact_json, serve_read_rounds  # noqa: F401
+from engine.proxy.recorder import Exchange, Recorder
 
 
 def _sse_message(message: dict[str, object]) -> bytes:
@@ -63,6 +56,56 @@ def _sse_message(message: dict[str, object]) -> bytes:
     return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
 
 
+def _parse(reply: httpx.Response) -> dict[str, Any] | None:
+    """A 200 reply's message, or None (an error or a body that is not one: relayed as it is)."""
+    try:
+        answer = json.loads(reply.content) if reply.status_code == 200 else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return answer if isinstance(answer, dict) and answer.get("type") != "error" else None
+
+
+def _blocks(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in answer.get("content") or [] if isinstance(b, dict)]
+
+
+def _is_read(block: dict[str, Any]) -> bool:
+    return block.get("type") == "tool_use" and block.get("name") == READ_RESULT_NAME
+
+
+def read_calls(answer: dict[str, Any]) -> tuple[ReadCalls, bool]:
+    """The model's read_result calls in one message ((tool_use id, input)) and whether it also
+    called any other tool (then the message goes to the agent as it is)."""
+    blocks = _blocks(answer)
+    reads = [
+        (b.get("id"), b["input"] if isinstance(b.get("input"), dict) else {}) for b in blocks if _is_read(b)
+    ]
+    return reads, any(b.get("type") == "tool_use" and not _is_read(b) for b in blocks)
+
+
+def continue_with_reads(
+    body: dict[str, Any], answer: dict[str, Any], answers: list[tuple[Any, str]]
+) -> dict[str, Any]:
+    """The next upstream request: the model's message and the proxy's read_result answers appended."""
+    results = [{"type": "tool_result", "tool_use_id": call_id, "content": text} for call_id, text in answers]
+    return {**body, "messages": [*body["messages"], {"role": "assistant", "content": _blocks(answer)},
+                                 {"role": "user", "content": results}]}  # fmt: skip
+
+
+def final_message(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent gets: one message of every round's content but the read_result calls, the
+    first round's id, the last one's stop reason and usage with the output tokens summed."""
+    usage: dict[str, int] = {}
+    for answer in answers:
+        for key, value in (answer.get("usage") or {}).items():
+            if isinstance(value, int):
+                usage[key] = value if key != "output_tokens" else usage.get(key, 0) + value
+    head = {k: answers[0].get(k) for k in ("id", "type", "role", "model")}
+    merged = [b for answer in answers for b in _blocks(answer) if not _is_read(b)]
+    return {**head, "content": merged, "stop_reason": answers[-1].get("stop_reason"), "stop_sequence": None,
+            "usage": usage}  # fmt: skip
+
+
 async def serve_reads(
     client: httpx.AsyncClient, recorder: Recorder, controller: Controller, exchange: Exchange, started: float,
     kind: str, url: str, headers: list[tuple[bytes, bytes]], body: dict[str, object],
@@ -74,74 +117,14 @@ async def serve_reads(
     agent the way it asked (SSE when it asked to stream): this path buffers each answer.
     """
     wants_stream = bool(body.get("stream"))
-    current = {**body, "stream": False}
-    rounds: list[Exchange] = []
-    merged: list[dict[str, object]] = []
-    usage: dict[str, int] = {}
-    head: dict[str, object] = {}
-    stop_reason: object = None
-    for round_no in range(MAX_READ_ROUNDS + 1):
-        payload = _compact(current)
-        ex = exchange if round_no == 0 else new_exchange(exchange.api, "POST", exchange.path, {}, payload)
-        ex.sent_body = payload if round_no == 0 else None
-        ex.request_headers = exchange.request_headers
-        if round_no:
-            ex.parent = exchange
-            recorder.begin()
-        rounds.append(ex)
-        try:
-            reply = await client.send(client.build_request("POST", url, headers=headers, content=payload))
-        except httpx.HTTPError as exc:
-            for other in rounds[:-1]:
-                recorder.submit(other)
-            status, error = (
-                (504, "upstream_timeout")
-                if isinstance(exc, httpx.TimeoutException)
-                else (502, "upstream_unreachable")
-            )
-            return fail(recorder, ex, started, kind, status, error, exc)
-        ex.status = reply.status_code
-        ex.ttfb_ms = ex.latency_ms = (time.perf_counter() - started) * 1000
-        ex.response_headers = {k.lower(): v for k, v in reply.headers.items()}
-        ex.response_chunks = [reply.content]
-        try:
-            answer = json.loads(reply.content) if reply.status_code == 200 else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            answer = None
-        if not isinstance(answer, dict) or answer.get("type") == "error":
-            for other in rounds:
-                recorder.submit(other)
-            passthrough = {
-                k: v
-                for k, v in reply.headers.items()
-                if k.lower() not in RESPONSE_HOP_BY_HOP | {"content-length", "content-encoding"}
-            }
-            return Response(reply.content, status_code=reply.status_code, headers=passthrough)
-        content = [b for b in answer.get("content") or [] if isinstance(b, dict)]
-        reads = [b for b in content if b.get("type") == "tool_use" and b.get("name") == READ_RESULT_NAME]
-        others = [b for b in content if b.get("type") == "tool_use" and b.get("name") != READ_RESULT_NAME]
-        merged += [b for b in content if b not in reads]
-        head = head or {k: answer.get(k) for k in ("id", "type", "role", "model")}
-        for key, value in (answer.get("usage") or {}).items():
-            if isinstance(value, int):
-                usage[key] = value if key != "output_tokens" else usage.get(key, 0) + value
-        stop_reason = answer.get("stop_reason")
-        if not reads or others or round_no == MAX_READ_ROUNDS:
-            break
-        results = []
-        for call in reads:
-            arguments = call.get("input") if isinstance(call.get("input"), dict) else {}
-            text = controller.stored_text(str(arguments.get("ref_id")))
-            results.append({
-                "type": "tool_result", "tool_use_id": call.get("id"),
-                "content": read_stored(text, arguments) if text is not None else f"Error: no stored result {arguments.get('ref_id')!r}",
-            })  # fmt: skip
-        current = {**current, "messages": [*current["messages"], {"role": "assistant", "content": content},
-                                           {"role": "user", "content": results}]}  # fmt: skip
-    message = {**head, "content": merged, "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
-    exchange.agent_answer = message
-    for ex in rounds:
-        recorder.submit(ex)
-    if wants_stream:
-        return Response(_sse_message(message), media_type="text/event-stream")
-    return Response(_compact(message), media_type="application/json")
+
+    def finish(answers: list[dict[str, Any]]) -> tuple[object, bytes, str]:
+        message = final_message(answers)
+        if wants_stream:
+            return message, _sse_message(message), "text/event-stream"
+        return message, compact_json(message), "application/json"
+
+    return await serve_read_rounds(
+        client, recorder, controller, exchange, started, kind, url, headers, {**body, "stream": False},
+        parse=_parse, read_calls=read_calls, follow=continue_with_reads, finish=finish,
+    )  # fmt: skip

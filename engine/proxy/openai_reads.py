@@ -11,26 +11,22 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from engine.proxy import apis
-from engine.proxy.read_result import READ_RESULT_NAME, read_stored
+from engine.proxy.read_result import READ_RESULT_NAME
+from engine.proxy.read_rounds import (  # noqa: F401  (MAX_READ_ROUNDS, StoredTexts re-exported)
+    MAX_READ_ROUNDS,
+    StoredTexts,
+    compact_json,
+    serve_read_rounds,
+)
 
 if TYPE_CHECKING:  # the proxy's request path imports this module lazily
     import httpx
     from starlette.responses import Response
 
     from engine.proxy.recorder import Exchange, Recorder
-
-
-class StoredTexts(Protocol):
-    """Where read_result finds an offloaded result (the proxy's Controller)."""
-
-    def stored_text(self, ref: str) -> str | None: ...
-
-
-#: read_result rounds the proxy answers itself before giving the agent the model's answer.
-MAX_READ_ROUNDS = 8
 
 
 def read_calls(api: str, content: list[Any]) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
@@ -153,8 +149,7 @@ def answer_payload(api: str, rounds: list[apis.ParsedResponse], content: list[An
     return body, "text/event-stream"
 
 
-def _json(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+_json = compact_json
 
 
 async def serve_reads(
@@ -164,65 +159,26 @@ async def serve_reads(
     """Forward an OpenAI request that offers read_result; answer the model's read_result calls
     here and call the upstream again, so the agent gets one answer and never sees the extra
     rounds (the upstream is asked for whole answers; the agent gets SSE when it asked to stream)."""
-    import httpx
-    from starlette.responses import Response
-
-    from engine.proxy.recorder import new_exchange
-
     api = exchange.api
     wants_stream = bool(body.get("stream"))
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    current = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
-    rounds: list[Exchange] = []
-    parsed_rounds: list[apis.ParsedResponse] = []
-    for round_no in range(MAX_READ_ROUNDS + 1):
-        payload = _json(current)
-        ex = exchange if round_no == 0 else new_exchange(api, "POST", exchange.path, {}, payload)
-        ex.sent_body = payload if round_no == 0 else None
-        ex.request_headers = exchange.request_headers
-        if round_no:
-            ex.parent = exchange
-            recorder.begin()
-        rounds.append(ex)
-        try:
-            reply = await client.send(client.build_request("POST", url, headers=headers, content=payload))
-        except httpx.HTTPError as exc:
-            status, error = (504, "upstream_timeout") if isinstance(exc, httpx.TimeoutException) else (
-                502, "upstream_unreachable")  # fmt: skip
-            message = f"ctxdesk proxy: {error.replace('_', ' ')} ({type(exc).__name__}: {exc})"
-            ex.proxy_error, ex.proxy_error_detail = error, message
-            ex.latency_ms = (time.perf_counter() - started) * 1000
-            for other in rounds:
-                recorder.submit(other)
-            err = {"error": {"message": message, "type": "api_error", "code": f"upstream_{status}"}}
-            return Response(_json(err), status_code=status, media_type="application/json")
-        ex.status = reply.status_code
-        ex.ttfb_ms = ex.latency_ms = (time.perf_counter() - started) * 1000
-        ex.response_headers = {k.lower(): v for k, v in reply.headers.items()}
-        ex.response_chunks = [reply.content]
+
+    def parse(reply: httpx.Response) -> apis.ParsedResponse | None:
         parsed = apis.parse_response(api, reply.status_code, reply.headers.get("content-type"), reply.content)
-        if reply.status_code != 200 or parsed.error_type or not parsed.content:
-            for other in rounds:
-                recorder.submit(other)
-            skip = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-                    "content-length", "content-encoding"}  # fmt: skip
-            passthrough = {k: v for k, v in reply.headers.items() if k.lower() not in skip}
-            return Response(reply.content, status_code=reply.status_code, headers=passthrough)
-        parsed_rounds.append(parsed)
-        reads, others = read_calls(api, parsed.content)
-        if not reads or others or round_no == MAX_READ_ROUNDS:
-            break
-        answers = []
-        for call_id, arguments in reads:
-            text = controller.stored_text(str(arguments.get("ref_id")))
-            answers.append((call_id, read_stored(text, arguments) if text is not None
-                            else f"Error: no stored result {arguments.get('ref_id')!r}"))  # fmt: skip
-        current = continue_with_reads(api, current, parsed.content, answers)
-    content = final_answer(api, parsed_rounds)
-    exchange.agent_answer = {"content": content}
-    for ex in rounds:
-        recorder.submit(ex)
-    data, media_type = answer_payload(
-        api, parsed_rounds, content, stream=wants_stream, include_usage=include_usage
-    )
-    return Response(data, media_type=media_type)
+        return None if reply.status_code != 200 or parsed.error_type or not parsed.content else parsed
+
+    def finish(rounds: list[apis.ParsedResponse]) -> tuple[object, bytes, str]:
+        content = final_answer(api, rounds)
+        data, media_type = answer_payload(
+            api, rounds, content, stream=wants_stream, include_usage=include_usage
+        )
+        return {"content": content}, data, media_type
+
+    return await serve_read_rounds(
+        client, recorder, controller, exchange, started, kind, url, headers,
+        {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False},
+        parse=parse,
+        read_calls=lambda parsed: read_calls(api, parsed.content),
+        follow=lambda current, parsed, answers: continue_with_reads(api, current, parsed.content, answers),
+        finish=finish,
+    )  # fmt: skip
