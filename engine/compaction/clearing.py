@@ -19,6 +19,7 @@ from engine.compaction.plan_steps import (
 from engine.compaction.result import (
     CompactionResult,
     PlanContext,
+    measure_changes,
     noop_result,
 )
 from engine.events import ComponentTokens
@@ -166,16 +167,10 @@ def _rewrite_result(
     """Every message kept, the ``rewritten`` ones replaced: the after-measure counts only those
     (``build_result`` would walk all 100,000 kept pairs to find the few that changed)."""
     out = list(messages)
-    conversation, results = before.conversation, before.tool_results
-    parts = ctx.tokenizer.count_message_parts
     for i, message in rewritten.items():
         out[i] = message
-        (old_talk, old_held), (talk, held) = parts(messages[i]), parts(message)
-        conversation, results = conversation + talk - old_talk, results + held - old_held
-    after = ComponentTokens(
-        summary=ctx.tokenizer.count(ctx.summary) if ctx.summary else 0,
-        conversation=conversation,
-        tool_results=results,
+    after = measure_changes(
+        before, ctx, ctx.summary, rewritten=((messages[i], m) for i, m in rewritten.items())
     )
     return CompactionResult(
         messages=tuple(out),

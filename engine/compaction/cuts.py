@@ -9,7 +9,7 @@ with the cut.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.compaction.config import Sandwich
@@ -21,6 +21,15 @@ from engine.turns import safe_cut_points, turn_spans
 
 def message_tokens(messages: Sequence[Message], ctx: PlanContext) -> list[int]:
     return [ctx.tokenizer.count_message(m) for m in messages]
+
+
+def head_kept_tokens(messages: Sequence[Message], ctx: PlanContext, cut: int, pinned: Iterable[int]) -> int:
+    """What a head cut keeps costs: ``messages[cut:]`` and the ``pinned`` ones before it, reply
+    priming included."""
+    count = ctx.tokenizer.count_message
+    return (
+        sum(count(m) for m in messages[cut:]) + sum(count(messages[i]) for i in pinned) + REPLY_PRIMING_TOKENS
+    )
 
 
 def head_cuts(messages: Sequence[Message], keep_turns: int) -> list[int]:

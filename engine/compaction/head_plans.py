@@ -62,7 +62,7 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
         return noop_result(messages, ctx, "every message before the boundary is pinned", before=before)
     budget = summary_budget(config.summary_max_tokens, ctx, choice.kept_tokens)
     name = require_summarizer(ctx, "summarize").name
-    cached = _cached_head(ctx, "summarize", choice.cut, name)
+    cached = ctx.cached_head("summarize", choice.cut, summarizer=name)
     carry = [ctx.summary]
     reused = ""
     if cached is not None:  # fold only what came after the summary of an earlier run
@@ -85,22 +85,6 @@ def plan_summarize(messages: Sequence[Message], config: Summarize, ctx: PlanCont
         reason=f"summarized {_cut_label(messages, choice)}{reused}",
         anchor=choice.anchor,
         cache=[SummaryCache("summarize", 0, choice.cut, summary, 0, name)],
-    )
-
-
-def _cached_head(ctx: PlanContext, strategy: str, cut: int, summarizer: str) -> SummaryCache | None:
-    """The latest cached summary of a head ``[0, end)`` with ``end <= cut``, by this summarizer."""
-    return next(
-        (
-            e
-            for e in reversed(ctx.cache)
-            if e.strategy == strategy
-            and e.level == 0
-            and e.range_start == 0
-            and 0 < e.range_end <= cut
-            and e.summarizer == summarizer
-        ),
-        None,
     )
 
 

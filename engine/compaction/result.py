@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -76,6 +76,25 @@ class PlanContext:
         """The newest cached summary of exactly ``[start, end)`` at ``level``, if any."""
         return self._cache_index.get((strategy, level, start, end))
 
+    def cached_head(
+        self, strategy: str, cut: int, *, summarizer: str | None = None, ends: Container[int] | None = None
+    ) -> SummaryCache | None:
+        """The newest cached level-0 summary of a head ``[0, end)`` with ``0 < end <= cut``; only
+        one written by ``summarizer`` and one ending at one of ``ends``, when they are given."""
+        return next(
+            (
+                e
+                for e in reversed(self.cache)
+                if e.strategy == strategy
+                and e.level == 0
+                and e.range_start == 0
+                and 0 < e.range_end <= cut
+                and (summarizer is None or e.summarizer == summarizer)
+                and (ends is None or e.range_end in ends)
+            ),
+            None,
+        )
+
     @functools.cached_property
     def _cache_index(self) -> dict[tuple[str, int, int, int], SummaryCache]:
         # Built once per context: a tree plan looks up every node, so a scan per lookup is quadratic.
@@ -137,6 +156,34 @@ def measure(messages: Iterable[Message], summary: str | None, tokenizer: Tokeniz
     )
 
 
+def measure_changes(
+    before: ComponentTokens,
+    ctx: PlanContext,
+    summary: str | None,
+    *,
+    dropped: Iterable[Message] = (),
+    rewritten: Iterable[tuple[Message, Message]] = (),
+) -> ComponentTokens:
+    """``before`` with the ``dropped`` messages taken out, each (old, new) of ``rewritten``
+    swapped, and ``summary``: only those messages are counted (a plan over 100,000 messages
+    changes a few), the rest is arithmetic; equal to ``measure`` of the changed history."""
+    parts = ctx.tokenizer.count_message_parts
+    primed = before.conversation > 0
+    conversation = before.conversation - (REPLY_PRIMING_TOKENS if primed else 0)
+    results = before.tool_results
+    for message in dropped:
+        talk, held = parts(message)
+        conversation, results = conversation - talk, results - held
+    for old, new in rewritten:
+        (old_talk, old_held), (talk, held) = parts(old), parts(new)
+        conversation, results = conversation + talk - old_talk, results + held - old_held
+    return ComponentTokens(
+        summary=ctx.tokenizer.count(summary) if summary else 0,
+        conversation=conversation + REPLY_PRIMING_TOKENS if conversation or results else 0,
+        tool_results=results,
+    )
+
+
 def _measure_after(
     messages: Sequence[Message],
     kept: Sequence[tuple[int, Message]],
@@ -145,25 +192,17 @@ def _measure_after(
     summary: str | None,
     ctx: PlanContext,
 ) -> ComponentTokens:
-    """``measure(kept messages, summary)`` from ``before``: only the messages dropped or rewritten
-    are counted (a plan over 100,000 messages changes a few), the rest is arithmetic."""
-    parts = ctx.tokenizer.count_message_parts
-    primed = before.conversation > 0
-    conversation = before.conversation - (REPLY_PRIMING_TOKENS if primed else 0)
-    results = before.tool_results
+    """``measure(kept messages, summary)`` from ``before`` (:func:`measure_changes`), or a
+    recount when most of the history changed."""
     changed = [(i, m) for i, m in kept if m is not messages[i]]
     if len(changed) + len(messages) - len(kept_indices) > len(kept):
         return measure((m for _, m in kept), summary, ctx.tokenizer)  # most of it changed: recount
-    for i in (*(i for i in range(len(messages)) if i not in kept_indices), *(i for i, _ in changed)):
-        talk, held = parts(messages[i])
-        conversation, results = conversation - talk, results - held
-    for _, message in changed:
-        talk, held = parts(message)
-        conversation, results = conversation + talk, results + held
-    return ComponentTokens(
-        summary=ctx.tokenizer.count(summary) if summary else 0,
-        conversation=conversation + REPLY_PRIMING_TOKENS if conversation or results else 0,
-        tool_results=results,
+    return measure_changes(
+        before,
+        ctx,
+        summary,
+        dropped=(messages[i] for i in range(len(messages)) if i not in kept_indices),
+        rewritten=((messages[i], m) for i, m in changed),
     )
 
 

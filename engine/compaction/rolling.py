@@ -10,9 +10,7 @@ from typing import Any
 from engine.compaction.config import (
     RollingIterations,
 )
-from engine.compaction.cuts import (
-    message_tokens,
-)
+from engine.compaction.cuts import head_kept_tokens
 from engine.compaction.plan_steps import (
     drop_head,
     require_summarizer,
@@ -110,20 +108,8 @@ def plan_rolling_iterations(
     cut = snap_head_cut(messages, spans[-n_keep][0], prefer="backward", cuts=cuts)
     if cut is None or cut > spans[-n_keep][0]:
         return noop_result(messages, ctx, "no safe boundary before the kept iterations", before=before)
-    safe = set(cuts)
-    cached = next(
-        (
-            e
-            for e in reversed(ctx.cache)
-            if e.strategy == "rolling_iterations"
-            and e.level == 0
-            and e.range_start == 0
-            and 0 < e.range_end <= cut
-            and e.range_end in safe
-        ),
-        None,
-    )
     name = "rolling_iterations"
+    cached = ctx.cached_head(name, cut, ends=set(cuts))
     if cached is not None:
         raw = sum(1 for start, _ in spans if start >= cached.range_end)
         if raw < n_keep + every:
@@ -147,9 +133,7 @@ def plan_rolling_iterations(
     if not fold and cached is None:
         return noop_result(messages, ctx, "every older iteration is pinned", before=before)
     summarizer = require_summarizer(ctx, name)
-    tokens = message_tokens(messages, ctx)
-    kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
-    budget = summary_budget(config.summary_max_tokens, ctx, kept)
+    budget = summary_budget(config.summary_max_tokens, ctx, head_kept_tokens(messages, ctx, cut, pinned))
     pieces = prompt_pieces(
         [ctx.original(messages, i) for i in fold],
         max_tokens=config.prompt_max_tokens,

@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from engine.compaction.config import (
     TreeSummary,
 )
-from engine.compaction.cuts import (
-    message_tokens,
-)
+from engine.compaction.cuts import head_kept_tokens
 from engine.compaction.plan_steps import (
     drop_head,
     require_summarizer,
@@ -32,7 +30,6 @@ from engine.compaction.result import (
 from engine.messages import (
     Message,
 )
-from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.turns import turn_spans
 
 
@@ -77,9 +74,7 @@ def plan_tree_summary(messages: Sequence[Message], config: TreeSummary, ctx: Pla
     if not nodes:
         return noop_result(messages, ctx, "every older turn is pinned", before=before)
     leaves, level = len(nodes), 0
-    tokens = message_tokens(messages, ctx)
-    kept = sum(tokens[cut:]) + sum(tokens[i] for i in pinned) + REPLY_PRIMING_TOKENS
-    budget = summary_budget(config.summary_max_tokens, ctx, kept)
+    budget = summary_budget(config.summary_max_tokens, ctx, head_kept_tokens(messages, ctx, cut, pinned))
     while len(nodes) > 1:
         level += 1
         parents: list[SummaryCache] = []
