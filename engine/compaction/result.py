@@ -81,19 +81,12 @@ class PlanContext:
     ) -> SummaryCache | None:
         """The newest cached level-0 summary of a head ``[0, end)`` with ``0 < end <= cut``; only
         one written by ``summarizer`` and one ending at one of ``ends``, when they are given."""
-        return next(
-            (
-                e
-                for e in reversed(self.cache)
-                if e.strategy == strategy
-                and e.level == 0
-                and e.range_start == 0
-                and 0 < e.range_end <= cut
-                and (summarizer is None or e.summarizer == summarizer)
-                and (ends is None or e.range_end in ends)
-            ),
-            None,
-        )
+        for e in reversed(self.cache):
+            if (e.strategy, e.level, e.range_start) != (strategy, 0, 0) or not 0 < e.range_end <= cut:
+                continue
+            if (summarizer is None or e.summarizer == summarizer) and (ends is None or e.range_end in ends):
+                return e
+        return None
 
     @functools.cached_property
     def _cache_index(self) -> dict[tuple[str, int, int, int], SummaryCache]:
