@@ -26,6 +26,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.compaction.result import pair_safe_positions
 from engine.importers.api import parse_file
@@ -450,51 +451,56 @@ def _load(path: Path) -> list[list[Message]]:
     return [[pm.message for pm in s.messages] for s in sessions if s.messages]
 
 
-def _renamed(messages: Sequence[Message], prefix: str) -> list[Message]:
-    """Tool ids made unique across joined transcripts; unanswered uses and unmatched results dropped."""
-    uses = {b.id for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)}
-    answered = {b.tool_use_id for m in messages for b in m.blocks if isinstance(b, ToolResultBlock)}
+def _map_blocks(messages: Sequence[Message], change: Callable[[Any], Any | None]) -> list[Message]:
+    """Each message with ``change`` applied to its blocks (None drops a block); a text message as
+    it is, a message left without blocks dropped."""
     out: list[Message] = []
     for message in messages:
         if isinstance(message.content, str):
             out.append(message)
             continue
-        blocks = []
-        for block in message.content:
-            if isinstance(block, ToolUseBlock):
-                if block.id not in answered:
-                    continue
-                block = ToolUseBlock(id=prefix + block.id, name=block.name, input=block.input)
-            elif isinstance(block, ToolResultBlock):
-                if block.tool_use_id not in uses:
-                    continue
-                block = ToolResultBlock(
-                    tool_use_id=prefix + block.tool_use_id, content=block.content, is_error=block.is_error
-                )
-            blocks.append(block)
+        blocks = [b for b in map(change, message.content) if b is not None]
         if blocks:
             out.append(message.with_content(blocks))
     return out
 
 
+def _renamed(messages: Sequence[Message], prefix: str) -> list[Message]:
+    """Tool ids made unique across joined transcripts; unanswered uses and unmatched results dropped."""
+    uses = {b.id for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)}
+    answered = {b.tool_use_id for m in messages for b in m.blocks if isinstance(b, ToolResultBlock)}
+
+    def rename(block: Any) -> Any | None:
+        if isinstance(block, ToolUseBlock):
+            return (
+                ToolUseBlock(id=prefix + block.id, name=block.name, input=block.input)
+                if block.id in answered
+                else None
+            )
+        if isinstance(block, ToolResultBlock):
+            if block.tool_use_id not in uses:
+                return None
+            return ToolResultBlock(
+                tool_use_id=prefix + block.tool_use_id, content=block.content, is_error=block.is_error
+            )
+        return block
+
+    return _map_blocks(messages, rename)
+
+
 def _rewrite(messages: Sequence[Message], dialect: str) -> list[Message]:
     """Real messages with their tool calls and outputs rewritten into ``dialect``."""
     names: dict[str, ToolUseBlock] = {}
-    out: list[Message] = []
-    for message in messages:
-        if isinstance(message.content, str):
-            out.append(message)
-            continue
-        blocks = []
-        for block in message.content:
-            if isinstance(block, ToolUseBlock):
-                names[block.id] = block
-                block = _rewrite_use(block, dialect)
-            elif isinstance(block, ToolResultBlock) and block.tool_use_id in names:
-                block = _rewrite_result(block, names[block.tool_use_id], dialect)
-            blocks.append(block)
-        out.append(message.with_content(blocks))
-    return out
+
+    def rewrite(block: Any) -> Any:
+        if isinstance(block, ToolUseBlock):
+            names[block.id] = block
+            return _rewrite_use(block, dialect)
+        if isinstance(block, ToolResultBlock) and block.tool_use_id in names:
+            return _rewrite_result(block, names[block.tool_use_id], dialect)
+        return block
+
+    return _map_blocks(messages, rewrite)
 
 
 def _command(block: ToolUseBlock) -> str | None:
