@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.proxy import apis
 from engine.tokens import Tokenizer
+
+if TYPE_CHECKING:
+    from engine.compaction import CompactionResult
+    from engine.messages import Message
+    from engine.policy_settings import CompactionPolicy
+    from engine.settings import ResolvedModelSettings
 
 
 @dataclass
@@ -80,3 +86,45 @@ def prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> in
     return measure_components(
         tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
     ).total
+
+
+def compact_history(
+    api: str, body: dict[str, Any], policy: CompactionPolicy, tokenizer: Tokenizer,
+    resolved: ResolvedModelSettings, state: SessionPolicyState, *, head: Sequence[Any], rest: Sequence[Any],
+    keys: list[Any], converted: Callable[[], list[Message]], render: Callable[[CompactionResult], list[Any]],
+) -> tuple[Edit | None, dict[str, Any]]:  # fmt: skip
+    """The compaction policy over ``rest``, the history after the ``head`` no API compacts (its
+    items' ``keys``; ``converted`` gives its messages, asked only when compaction runs): reuse the compacted prefix while the agent
+    re-sends the history it replaced; compact again when the prompt passes ``trigger`` of the
+    window. ``render`` gives a compaction's history in the API's shape."""
+    from engine.compaction import OfflineSummarizer
+    from engine.compaction.operations import compact
+
+    key = messages_key_of(api)
+    before = prompt_tokens(api, body, tokenizer)
+    current, reused = body, False
+    n = len(state.compacted_keys)
+    if n and keys[:n] == state.compacted_keys:
+        current, reused = {**body, key: [*head, *state.compacted, *rest[n:]]}, True
+    tokens = prompt_tokens(api, current, tokenizer) if reused else before
+    threshold = int(resolved.budget_tokens * policy.trigger)
+    if tokens <= threshold:
+        if not reused:
+            return None, body
+        return Edit("compaction", "the compacted history is sent again while the agent re-sends it", before, tokens,
+                    ({"strategy": policy.strategy, "reused": True, "replaced_messages": n},)), current  # fmt: skip
+    result = compact(
+        converted(), strategy=policy.strategy, target_tokens=max(1, threshold // 2), tokenizer=tokenizer,
+        summarizer=OfflineSummarizer(),
+    )  # fmt: skip
+    if result.after_tokens >= result.before_tokens:
+        return None, current if reused else body
+    state.compacted_keys = keys
+    state.compacted = render(result)
+    compacted = {**body, key: [*head, *state.compacted]}
+    after = prompt_tokens(api, compacted, tokenizer)
+    reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
+    changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
+                "replaced_messages": len(rest), "sent_messages": len(state.compacted),
+                "summary": result.summary},)  # fmt: skip
+    return Edit("compaction", reason, before, after, changes), compacted

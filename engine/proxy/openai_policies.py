@@ -11,17 +11,19 @@ the upstream is called again, so the agent gets one answer, JSON or SSE as it as
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from engine.proxy import apis
-from engine.proxy.edits import Edit, SessionPolicyState, messages_key_of, prompt_tokens
+from engine.proxy.edits import Edit, SessionPolicyState, compact_history, messages_key_of
 from engine.proxy.openai_reads import serve_reads  # noqa: F401  (re-exported)
 from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
 
 if TYPE_CHECKING:  # the proxy's request path imports this module lazily
+    from engine.compaction import CompactionResult
     from engine.policy_settings import CompactionPolicy
     from engine.settings import ResolvedModelSettings
     from engine.tokens import Tokenizer
@@ -177,48 +179,21 @@ def plan_openai_compaction(
     """The compaction policy for OpenAI: reuse the compacted prefix (same bytes) while the agent
     re-sends the history it replaced; compact again when the prompt passes ``trigger`` of the
     window. System and developer messages at the head are never compacted."""
-    from engine.compaction import OfflineSummarizer
-    from engine.compaction.operations import compact
-
-    key = messages_key_of(api)
-    raw = list(body.get(key) or [])
+    raw = list(body.get(messages_key_of(api)) or [])
     head_n = 0
     while head_n < len(raw) and _is_system(api, raw[head_n]):
         head_n += 1
     head, rest = raw[:head_n], raw[head_n:]
-    keys = [item_key(item) for item in rest]
-    before = prompt_tokens(api, body, tokenizer)
-    current, reused = body, False
-    n = len(state.compacted_keys)
-    if n and keys[:n] == state.compacted_keys:
-        current, reused = {**body, key: [*head, *state.compacted, *rest[n:]]}, True
-    tokens = prompt_tokens(api, current, tokenizer) if reused else before
-    threshold = int(resolved.budget_tokens * policy.trigger)
-    if tokens <= threshold:
-        if not reused:
-            return None, body
-        return Edit("compaction", "the compacted history is sent again while the agent re-sends it", before, tokens,
-                    ({"strategy": policy.strategy, "reused": True, "replaced_messages": n},)), current  # fmt: skip
-    converted = apis.convert_messages(api, rest)
-    result = compact(
-        converted, strategy=policy.strategy, target_tokens=max(1, threshold // 2), tokenizer=tokenizer,
-        summarizer=OfflineSummarizer(),
+    converted = functools.cache(lambda: apis.convert_messages(api, rest))  # only once compaction runs
+
+    def rendered(result: CompactionResult) -> list[Any]:
+        tail = _kept_tail(api, rest, converted(), list(result.messages))
+        messages = list(result.messages)
+        if len(rest) - tail:
+            messages = messages[: len(messages) - len(message_starts(api, rest[tail:]))]
+        return [*render_openai(api, messages, result.summary), *rest[tail:]]
+
+    return compact_history(
+        api, body, policy, tokenizer, resolved, state, head=head, rest=rest, keys=[item_key(item) for item in rest],
+        converted=converted, render=rendered,
     )  # fmt: skip
-    if result.after_tokens >= result.before_tokens:
-        return None, current if reused else body
-    state.compacted_keys = keys
-    tail = _kept_tail(api, rest, converted, list(result.messages))
-    kept = len(rest) - tail
-    rendered = (
-        list(result.messages)[: len(result.messages) - len(message_starts(api, rest[tail:]))]
-        if kept
-        else list(result.messages)
-    )
-    state.compacted = [*render_openai(api, rendered, result.summary), *rest[tail:]]
-    compacted = {**body, key: [*head, *state.compacted]}
-    after = prompt_tokens(api, compacted, tokenizer)
-    reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
-    changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
-                "replaced_messages": len(rest), "sent_messages": len(state.compacted),
-                "summary": result.summary},)  # fmt: skip
-    return Edit("compaction", reason, before, after, changes), compacted

@@ -38,6 +38,7 @@ from engine.proxy.edits import (
     Edit,
     PolicyOutcome,
     SessionPolicyState,
+    compact_history,
     content_text,
     messages_key_of,
     placeholder,
@@ -156,42 +157,16 @@ def _compaction(
 ) -> tuple[Edit | None, dict[str, Any]]:  # fmt: skip
     """The compaction policy: reuse the compacted prefix while the agent re-sends it; compact
     the whole history again when the prompt passes ``trigger`` of the window."""
-    from engine.compaction import OfflineSummarizer
-    from engine.compaction.operations import compact
     from engine.proxy.live import message_key, render
 
     raw = list(body.get("messages") or [])
     converted = apis.convert_messages(api, raw)
     if len(converted) != len(raw):
         return None, body
-    keys = [message_key(m) for m in converted]
-    before = prompt_tokens(api, body, tokenizer)
-    current, reused = body, False
-    n = len(state.compacted_keys)
-    if n and keys[:n] == state.compacted_keys:
-        current, reused = {**body, "messages": [*state.compacted, *raw[n:]]}, True
-    tokens = prompt_tokens(api, current, tokenizer) if reused else before
-    threshold = int(resolved.budget_tokens * policy.trigger)
-    if tokens <= threshold:
-        if not reused:
-            return None, body
-        return Edit("compaction", "the compacted history is sent again while the agent re-sends it", before, tokens,
-                    ({"strategy": policy.strategy, "reused": True, "replaced_messages": n},)), current  # fmt: skip
-    result = compact(
-        converted, strategy=policy.strategy, target_tokens=max(1, threshold // 2), tokenizer=tokenizer,
-        summarizer=OfflineSummarizer(),
+    return compact_history(
+        api, body, policy, tokenizer, resolved, state, head=[], rest=raw, keys=[message_key(m) for m in converted],
+        converted=lambda: converted, render=lambda result: render(api, list(result.messages), result.summary, keep_meta=True),
     )  # fmt: skip
-    if result.after_tokens >= result.before_tokens:
-        return None, current if reused else body
-    state.compacted_keys = keys
-    state.compacted = render(api, list(result.messages), result.summary, keep_meta=True)
-    compacted = {**body, "messages": list(state.compacted)}
-    after = prompt_tokens(api, compacted, tokenizer)
-    reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
-    changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
-                "replaced_messages": len(raw), "sent_messages": len(state.compacted),
-                "summary": result.summary},)  # fmt: skip
-    return Edit("compaction", reason, before, after, changes), compacted
 
 
 def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list[_Result], state: SessionPolicyState,
