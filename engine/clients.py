@@ -9,6 +9,7 @@ Provider failures become typed errors: a prompt the provider finds too long rais
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -96,6 +97,13 @@ class OwnedSdkClient:
     _client: Any
     _owns_client: bool
 
+    def _use_client(self, client: Any, sdk: str, sdk_class: str, **options: Any) -> None:
+        """Wrap ``client``, or one built as ``sdk.sdk_class(**options)`` (then closed by ``close``)."""
+        self._owns_client = client is None
+        self._client = (
+            getattr(importlib.import_module(sdk), sdk_class)(**options) if client is None else client
+        )
+
     def close(self) -> None:
         """Close the SDK client's connections, when this object created it."""
         if self._owns_client:
@@ -134,15 +142,15 @@ class AnthropicClient(OwnedSdkClient):
         if not model:
             raise ValidationError("model must be a non-empty string", field="model", value=model)
         self.model = model
-        owns = client is None
-        if client is None:
-            import anthropic
-
-            client = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-            )
-        self._client = client
-        self._owns_client = owns
+        self._use_client(
+            client,
+            "anthropic",
+            "Anthropic",
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+        )
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"
@@ -160,11 +168,7 @@ class AnthropicClient(OwnedSdkClient):
                 exc.status_code, _error_detail(exc), provider=self.provider
             ) from exc
         except anthropic.APIConnectionError as exc:  # includes APITimeoutError
-            raise ProviderError(
-                f"cannot reach the anthropic API ({type(exc).__name__})",
-                provider=self.provider,
-                retryable=True,
-            ) from exc
+            raise provider_unreachable(self.provider, exc) from exc
         return ModelResponse(
             message=message_from_anthropic(response),
             usage=usage_from_anthropic(getattr(response, "usage", None)),
@@ -188,6 +192,13 @@ def provider_error_from_status(status: int, detail: str, *, provider: str) -> Pr
         provider=provider,
         status=status,
         retryable=retryable,
+    )
+
+
+def provider_unreachable(provider: str, exc: Exception) -> ProviderError:
+    """The typed (retryable) error for a provider that could not be reached or timed out."""
+    return ProviderError(
+        f"cannot reach the {provider} API ({type(exc).__name__})", provider=provider, retryable=True
     )
 
 

@@ -13,7 +13,13 @@ import json
 import re
 from typing import Any, Literal
 
-from engine.clients import ModelRequest, ModelResponse, OwnedSdkClient, provider_error_from_status
+from engine.clients import (
+    ModelRequest,
+    ModelResponse,
+    OwnedSdkClient,
+    provider_error_from_status,
+    provider_unreachable,
+)
 from engine.convert import from_openai, to_openai
 from engine.errors import ContextLengthExceededError, ProviderError, ValidationError
 from engine.events import ProviderUsage
@@ -48,16 +54,16 @@ class OpenAIClient(OwnedSdkClient):
         self.model = model
         self.api = api
         self.provider = provider
-        owns = client is None
-        if client is None:
-            import openai
-
-            client = openai.OpenAI(
-                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-            )
-        self._client = client
-        self._owns_client = owns
-        official = "api.openai.com" in str(getattr(client, "base_url", ""))
+        self._use_client(
+            client,
+            "openai",
+            "OpenAI",
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+        official = "api.openai.com" in str(getattr(self._client, "base_url", ""))
         #: Chat Completions' output cap: OpenAI's reasoning models want max_completion_tokens,
         #: many compatible servers only know max_tokens.
         self.max_tokens_param = max_tokens_param or ("max_completion_tokens" if official else "max_tokens")
@@ -82,11 +88,7 @@ class OpenAIClient(OwnedSdkClient):
                 ) from exc
             raise provider_error_from_status(exc.status_code, detail, provider=self.provider) from exc
         except openai.APIConnectionError as exc:  # includes APITimeoutError
-            raise ProviderError(
-                f"cannot reach the {self.provider} API ({type(exc).__name__})",
-                provider=self.provider,
-                retryable=True,
-            ) from exc
+            raise provider_unreachable(self.provider, exc) from exc
 
     # -- Chat Completions ----------------------------------------------------------------------
     def chat_body(self, request: ModelRequest) -> dict[str, Any]:

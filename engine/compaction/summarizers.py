@@ -189,14 +189,15 @@ class AnthropicSummarizer(OwnedSdkClient):
             raise ValidationError("the summary model name must not be empty", field="model", value=model)
         self.model = model
         self.result_chars = result_chars
-        self._owns_client = client is None
-        if client is None:
-            import anthropic
-
-            client = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-            )
-        self._client = client
+        self._use_client(
+            client,
+            "anthropic",
+            "Anthropic",
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
     @property
     def name(self) -> str:
