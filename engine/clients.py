@@ -142,15 +142,8 @@ class AnthropicClient(OwnedSdkClient):
         if not model:
             raise ValidationError("model must be a non-empty string", field="model", value=model)
         self.model = model
-        self._use_client(
-            client,
-            "anthropic",
-            "Anthropic",
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=timeout,
-        )
+        self._use_client(client, "anthropic", "Anthropic", api_key=api_key, base_url=base_url,
+                         max_retries=max_retries, timeout=timeout)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"

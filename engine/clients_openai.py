@@ -54,15 +54,8 @@ class OpenAIClient(OwnedSdkClient):
         self.model = model
         self.api = api
         self.provider = provider
-        self._use_client(
-            client,
-            "openai",
-            "OpenAI",
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=timeout,
-        )
+        self._use_client(client, "openai", "OpenAI", api_key=api_key, base_url=base_url,
+                         max_retries=max_retries, timeout=timeout)  # fmt: skip
         official = "api.openai.com" in str(getattr(self._client, "base_url", ""))
         #: Chat Completions' output cap: OpenAI's reasoning models want max_completion_tokens,
         #: many compatible servers only know max_tokens.

@@ -189,15 +189,8 @@ class AnthropicSummarizer(OwnedSdkClient):
             raise ValidationError("the summary model name must not be empty", field="model", value=model)
         self.model = model
         self.result_chars = result_chars
-        self._use_client(
-            client,
-            "anthropic",
-            "Anthropic",
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        self._use_client(client, "anthropic", "Anthropic", api_key=api_key, base_url=base_url,
+                         timeout=timeout, max_retries=max_retries)  # fmt: skip
 
     @property
     def name(self) -> str:
