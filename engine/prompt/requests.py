@@ -155,6 +155,13 @@ def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in tool.items() if key != "cache_control"}
 
 
+def _with_summary(prompt: AssembledPrompt, max_tokens: int, summary: str | None) -> AssembledPrompt:
+    """The prompt a request body sends (``summary`` as its section), after checking ``max_tokens``."""
+    if max_tokens <= 0:
+        raise ValidationError(f"max_tokens must be > 0, got {max_tokens}", field="max_tokens")
+    return prompt if summary is None else prompt.with_summary(summary)
+
+
 def to_anthropic_request(
     prompt: AssembledPrompt,
     messages: Sequence[Message],
@@ -187,10 +194,7 @@ def build_anthropic_request(
     """(body, count_cache_breakpoints(body)) as :func:`to_anthropic_request` builds it; with an
     :class:`AnthropicHistory` only messages it has not rendered yet are converted, and the count
     is kept without walking the conversation."""
-    if max_tokens <= 0:
-        raise ValidationError(f"max_tokens must be > 0, got {max_tokens}", field="max_tokens")
-    if summary is not None:
-        prompt = prompt.with_summary(summary)
+    prompt = _with_summary(prompt, max_tokens, summary)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     sent_tools = [_anthropic_tool(t) for t in tools]
     history = history or AnthropicHistory()
@@ -245,10 +249,7 @@ def to_openai_request(
 ) -> dict[str, Any]:
     """A Chat Completions body: the system prompt as the first message (OpenAI caches prefixes
     itself, so no breakpoints), tools as functions, ``summary`` as a system prompt section."""
-    if max_tokens <= 0:
-        raise ValidationError(f"max_tokens must be > 0, got {max_tokens}", field="max_tokens")
-    if summary is not None:
-        prompt = prompt.with_summary(summary)
+    prompt = _with_summary(prompt, max_tokens, summary)
     history = to_openai(messages)
     if prompt.blocks:
         history.insert(0, {"role": "system", "content": prompt.text})
