@@ -263,20 +263,27 @@ def _from_anthropic_message(raw: Any, index: int) -> Message:
     return Message(role=role, content=blocks, id=message_id, meta={ANTHROPIC: meta})
 
 
-def _anthropic_block(raw: Any, index: int, field: str, *, in_tool_result: bool = False) -> Any:
+def _item_type(raw: Any, allowed: tuple[str, ...], item: str, kind_name: str, index: int, field: str) -> str:
+    """The ``type`` of one content item (``raw`` at ``field``), checked to be an object of an
+    ``allowed`` type; a MessageFormatError naming the ``item`` otherwise."""
     if not isinstance(raw, Mapping):
         raise MessageFormatError(
-            f"a content block must be an object, got {type(raw).__name__}", index=index, field=field
+            f"a {item} must be an object, got {type(raw).__name__}", index=index, field=field
         )
     kind = raw.get("type")
-    allowed = _TOOL_RESULT_ITEM_TYPES if in_tool_result else tuple(_ANTHROPIC_FIELDS)
     if kind not in allowed:
         raise MessageFormatError(
-            f"unknown block type {kind!r} (expected one of {', '.join(allowed)})",
+            f"unknown {kind_name} {kind!r} (expected one of {', '.join(allowed)})",
             index=index,
             field=f"{field}.type",
             value=kind,
         )
+    return kind
+
+
+def _anthropic_block(raw: Any, index: int, field: str, *, in_tool_result: bool = False) -> Any:
+    allowed = _TOOL_RESULT_ITEM_TYPES if in_tool_result else tuple(_ANTHROPIC_FIELDS)
+    kind = _item_type(raw, allowed, "content block", "block type", index, field)
     fields = {k: raw[k] for k in _ANTHROPIC_FIELDS[kind] if raw.get(k) is not None}
     if kind == "redacted_thinking":
         if "data" not in fields:
@@ -466,18 +473,7 @@ def _openai_parts(parts: list[Any], index: int, allowed: tuple[str, ...]) -> lis
 
 
 def _openai_part(part: Any, index: int, field: str, allowed: tuple[str, ...]) -> Any:
-    if not isinstance(part, Mapping):
-        raise MessageFormatError(
-            f"a content part must be an object, got {type(part).__name__}", index=index, field=field
-        )
-    kind = part.get("type")
-    if kind not in allowed:
-        raise MessageFormatError(
-            f"unknown content part type {kind!r} (expected one of {', '.join(allowed)})",
-            index=index,
-            field=f"{field}.type",
-            value=kind,
-        )
+    kind = _item_type(part, allowed, "content part", "content part type", index, field)
     if kind == "text":
         return _validate(TextBlock, {"text": part.get("text")}, index, field)
     if kind == "image_url":
