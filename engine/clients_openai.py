@@ -177,9 +177,7 @@ def usage_from_openai(usage: Any) -> ProviderUsage | None:
     details = data.get("prompt_tokens_details") or data.get("input_tokens_details") or {}
     cached = int(details.get("cached_tokens") or 0)
     output = int(data.get("completion_tokens", data.get("output_tokens")) or 0)
-    return ProviderUsage(
-        input_tokens=max(0, prompt - cached), cache_read_input_tokens=cached, output_tokens=output
-    )
+    return ProviderUsage.from_prompt_total(prompt, output, cache_read=cached)
 
 
 def responses_input(messages: Any) -> list[dict[str, Any]]:

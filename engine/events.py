@@ -108,6 +108,19 @@ class ProviderUsage(BaseModel):
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
+    @classmethod
+    def from_prompt_total(
+        cls, prompt: int, output: int = 0, *, cache_read: int = 0, cache_write: int = 0
+    ) -> ProviderUsage:
+        """From a count of the whole prompt, cache reads and writes included (OpenAI's
+        ``prompt_tokens``): the input is what is left uncached, never below zero."""
+        return cls(
+            input_tokens=max(0, prompt - cache_read - cache_write),
+            output_tokens=output,
+            cache_read_input_tokens=cache_read,
+            cache_creation_input_tokens=cache_write,
+        )
+
 
 class ContextEvent(BaseModel):
     """One decision or observation, as stored in ``context_events``."""

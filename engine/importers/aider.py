@@ -108,13 +108,11 @@ def _session(body: str, *, key: str) -> ParsedSession:
 
 def _usage(text: str) -> ProviderUsage:
     amounts = {kind: _number(value, unit) for value, unit, kind in _AMOUNT.findall(text)}
-    cached = amounts.get("cache hit", 0)
-    written = amounts.get("cache write", 0)
-    return ProviderUsage(
-        input_tokens=max(0, amounts.get("sent", 0) - cached - written),
-        output_tokens=amounts.get("received", 0),
-        cache_read_input_tokens=cached,
-        cache_creation_input_tokens=written,
+    return ProviderUsage.from_prompt_total(
+        amounts.get("sent", 0),
+        amounts.get("received", 0),
+        cache_read=amounts.get("cache hit", 0),
+        cache_write=amounts.get("cache write", 0),
     )
 
 

@@ -139,12 +139,9 @@ def _usage(raw: Any) -> ProviderUsage | None:
     if not isinstance(raw, dict) or raw.get("input_tokens") is None:
         return None
     details = raw.get("input_token_details") if isinstance(raw.get("input_token_details"), dict) else {}
-    total = as_count(raw.get("input_tokens"))
-    read = as_count(details.get("cache_read"))
-    write = as_count(details.get("cache_creation"))
-    return ProviderUsage(
-        input_tokens=max(0, total - read - write),
-        output_tokens=as_count(raw.get("output_tokens")),
-        cache_read_input_tokens=read,
-        cache_creation_input_tokens=write,
+    return ProviderUsage.from_prompt_total(
+        as_count(raw.get("input_tokens")),
+        as_count(raw.get("output_tokens")),
+        cache_read=as_count(details.get("cache_read")),
+        cache_write=as_count(details.get("cache_creation")),
     )

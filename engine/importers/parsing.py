@@ -168,12 +168,11 @@ def openai_usage(raw: Any) -> ProviderUsage | None:
         or (details.get("cached_tokens") if isinstance(details, dict) else 0)
     )
     cache_write = _count(raw.get("cache_creation_input_tokens") or raw.get("cache_write_tokens"))
-    prompt = _count(raw.get("prompt_tokens"))
-    return ProviderUsage(
-        input_tokens=max(0, prompt - cache_read - cache_write),
-        output_tokens=_count(raw.get("completion_tokens")),
-        cache_read_input_tokens=cache_read,
-        cache_creation_input_tokens=cache_write,
+    return ProviderUsage.from_prompt_total(
+        _count(raw.get("prompt_tokens")),
+        _count(raw.get("completion_tokens")),
+        cache_read=cache_read,
+        cache_write=cache_write,
     )
 
 
