@@ -193,18 +193,8 @@ def turn_points(requests: Sequence[RequestPoint]) -> list[TurnPoint]:
 
 
 def report_event(event: StoredEvent) -> ReportEvent:
-    return ReportEvent(
-        seq=event.seq,
-        turn_index=event.turn_index,
-        kind=event.kind,
-        trigger=event.trigger,
-        outcome=event.outcome,
-        reason=event.reason,
-        projected_tokens=event.projected_tokens,
-        limit_tokens=event.limit_tokens,
-        message_seq=event.message_seq,
-        details=event.details,
-    )
+    """The stored event's fields a report shows (every ReportEvent field is a StoredEvent one)."""
+    return ReportEvent(**{name: getattr(event, name) for name in ReportEvent.model_fields})
 
 
 def gate_failure(report: Report, *, fail_over: float | None, fail_on_findings: int | None) -> str | None:
