@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from engine.compaction.config import (
@@ -172,21 +173,14 @@ def _rewrite_result(
     after = measure_changes(
         before, ctx, ctx.summary, rewritten=((messages[i], m) for i, m in rewritten.items())
     )
-    return CompactionResult(
+    # Every message kept in place: the no-op result with the rewritten messages and their measure.
+    return replace(
+        noop_result(messages, ctx, reason, before=before),
         messages=tuple(out),
-        summary=ctx.summary,
-        before_tokens=before.total,
         after_tokens=after.total,
-        before_count=len(messages),
-        after_count=len(messages),
-        target_tokens=ctx.target_tokens,
-        strategies_run=("clear_tool_results",),
-        removed=(),
-        cleared=tuple(sorted(rewritten)),
-        source_indices=tuple(range(len(messages))),
-        before_components=before,
         after_components=after,
-        reason=reason,
+        strategies_run=("clear_tool_results",),
+        cleared=tuple(sorted(rewritten)),
         noop=False,
     )
 
