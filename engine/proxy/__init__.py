@@ -2,7 +2,7 @@
 
 ``app`` (routing, forwarding, streaming relay) with ``answers`` (its own 502/504 and
 refusals) and ``anthropic_reads`` / ``openai_reads`` (the read_result rounds it answers
-itself); ``apis`` / ``responses`` (per-API parsing of requests and answers); ``sessions``
+itself, over the one loop in ``read_rounds``); ``apis`` / ``responses`` (per-API parsing of requests and answers); ``sessions``
 (which session a request belongs to); ``recorder`` (queue + writer thread) with ``writer`` /
 ``record_parts`` (what is written to the session database); ``controller`` / ``policies`` /
 ``policy_file`` / ``edits`` / ``read_result`` (in-flight policies); ``live`` (live
