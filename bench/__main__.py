@@ -42,6 +42,9 @@ BENCHMARKS = (
     ("store_pg", "bench.bench_store_pg"),
     ("run_turn", "bench.bench_run_turn"),
     ("reliability", "bench.bench_reliability"),
+    ("scale", "bench.bench_scale"),
+    ("cache_policy", "bench.bench_cache_policy"),
+    ("headroom", "bench.bench_headroom"),
 )
 EXTERNAL_TIMEOUT_S = 1_800
 
