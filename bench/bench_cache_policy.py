@@ -1,11 +1,15 @@
-"""Cache-aware clearing of tool results (#17): cache-read share and input cost per session.
+"""Cache-aware policies (#17): cache-read share and input cost per session, beside the agent alone.
 
-The same scripted tool sessions are sent through the proxy's ``plan_edits`` with
-clear_tool_results off (the baseline, measured in the same run), eager (clear past the trigger
-each call), batched by ``clear_at_least``, and ``cache_aware`` (engine.prompt.cache_policy: clear only
-batches that pay for the cache rebuild). A provider's prefix cache is modelled as the messages
-each request shares with the previous one (a cache breakpoint on the last message, as Claude
-Code and OpenAI's automatic caching give). ``python -m bench.bench_cache_policy [--quick]``.
+A scripted agent runs a tool session through the proxy's ``plan_edits``. It behaves as Claude Code
+does on its own: every request re-sends its whole history, and once a request's prompt reaches its
+auto-compact point (``ResolvedModelSettings.compact_tokens``: the effective window, window - max
+output - buffer, x compact_threshold) it sends one summarizing request over that history and goes
+on from a summary alone, a full rebuild of the prefix. That agent with no policy is the baseline;
+each policy row is the same agent with the policy on (it compacts when what the model received
+reaches the point, as Claude Code reads its usage). "unedited, no window" is the same requests
+with no auto-compaction at all. A provider's prefix cache is modelled as the messages each request
+shares with the previous one (Anthropic: a breakpoint on the last message, read only when the
+request extends it; OpenAI: any shared prefix). ``python -m bench.bench_cache_policy [--quick]``.
 """
 
 from __future__ import annotations
@@ -13,35 +17,45 @@ from __future__ import annotations
 import json
 import random
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.report import Table, render_table
 
+#: What the agent appends to its history to have it summarized (Claude Code sends one such request).
+SUMMARIZE = "Summarize this conversation so far for a continuation: files read, findings, next steps."
+#: Lines of the summary the agent continues from (about 1.5k tokens, a typical Claude Code summary).
+SUMMARY_LINES = 60
 
-def tool_session(
-    rounds: int, *, seed: int, sizes: tuple[int, int], model: str, marker: bool
-) -> list[dict[str, Any]]:
-    """One growing history per call: each round a tool call and a result of a random size; with
-    ``marker`` the last message carries a cache_control breakpoint, as Claude Code sends it."""
+
+def tool_rounds(rounds: int, *, seed: int, sizes: tuple[int, int]) -> list[list[dict[str, Any]]]:
+    """The session's script: each round a tool call and its result, of a random number of lines."""
     rng = random.Random(seed)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing parser test."}]
-    bodies = []
+    script = []
     for i in range(rounds):
         lines = rng.randint(*sizes)
         text = "\n".join(f"src/parser_{i}.py:{n}: value_{i}_{n} = compute({n}, {i})" for n in range(lines))
-        messages = [
-            *messages,
+        script.append([
             {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"n": i}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": text}]},
-        ]  # fmt: skip
-        sent = messages
-        if marker:
-            last = {**sent[-1]["content"][-1], "cache_control": {"type": "ephemeral"}}
-            sent = [*sent[:-1], {**sent[-1], "content": [*sent[-1]["content"][:-1], last]}]
-        bodies.append(
-            {"model": model, "max_tokens": 4096, "system": "You are a coding agent.", "messages": sent}
-        )
-    return bodies
+        ])  # fmt: skip
+    return script
+
+
+def summary_message(index: int) -> dict[str, Any]:
+    """The agent's history after its ``index``-th auto-compaction starts with this one message."""
+    lines = "\n".join(f"- src/parser_{n}.py: read; value_{n} computed, checked" for n in range(SUMMARY_LINES))
+    return {"role": "user", "content": f"Summary {index} of the conversation so far:\n{lines}"}
+
+
+def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with a cache_control breakpoint on the last block, as Claude Code sends them."""
+    last = messages[-1]
+    blocks = (
+        last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+    )
+    marked = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return [*messages[:-1], {**last, "content": [*blocks[:-1], marked]}]
 
 
 def _unmarked(value: Any) -> Any:
@@ -63,103 +77,177 @@ def shared_prefix(previous: list[str] | None, texts: list[str]) -> int:
     return shared
 
 
-def replay(bodies: list[dict[str, Any]], policy: Any, *, breakpoints: bool) -> dict[str, float]:
-    """Tokens sent, read from the cache, newly appended and rebuilt over one session.
+@dataclass
+class Sent:
+    """One request as the model received it: its messages' bytes (markers aside), and why it was sent."""
 
+    texts: list[str]
+    edited: bool  # the policy made a new edit in this request
+    compaction: bool  # the agent's own summarizing request
+    after_compaction: bool  # the first request from the agent's new summary prefix
+
+
+@dataclass
+class Replay:
+    total: int = 0  # prompt tokens sent (messages)
+    cached: int = 0  # of which read from the cache
+    new: int = 0  # appended since the previous request: never cached
+    edits: int = 0  # requests where the policy made a new edit
+    compactions: int = 0  # the agent's own auto-compactions
+    requests: list[Sent] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.cached / self.total if self.total else 1.0
+
+    def cost(self, read: float, write: float) -> float:
+        """Input cost in uncached-input tokens: what is not read is written to the cache."""
+        return (self.total - self.cached) * write + self.cached * read
+
+
+def replay(
+    script: list[list[dict[str, Any]]],
+    policies: Any,
+    *,
+    model: str,
+    breakpoints: bool,
+    compact_at: int | None,
+) -> Replay:
+    """The scripted agent's requests through ``plan_edits`` (``policies`` None: forwarded as sent).
+
+    ``compact_at``: the agent's auto-compact point in prompt tokens (None: it never compacts).
     ``breakpoints`` (Anthropic): the cache holds the previous request at its last-message
-    breakpoint and is read only when this request extends it unchanged (an edit further back
-    than the 20-block lookback misses); otherwise (OpenAI) any shared message prefix is read."""
-    from engine.proxy.policies import Policies, SessionPolicyState, plan_edits
+    breakpoint and is read only when this request extends it unchanged; otherwise (OpenAI) any
+    shared message prefix is read."""
+    from engine.proxy.policies import SessionPolicyState, plan_edits
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
     tokenizer = get_tokenizer("anthropic")
-    resolved = resolve_model_settings(bodies[0]["model"], "anthropic" if breakpoints else "openai")
-    state = SessionPolicyState()
+    resolved = resolve_model_settings(model, "anthropic" if breakpoints else "openai")
+    state, out, counts = SessionPolicyState(), Replay(), {}
     previous: list[str] | None = None
-    total = cached = new = clearings = 0
-    for body in bodies:
-        if policy is not None:
-            outcome = plan_edits("anthropic_messages", body, Policies(clear_tool_results=policy),
-                                 tokenizer=tokenizer, resolved=resolved, state=state)  # fmt: skip
-            clearings += any(any(c.get("new") for c in e.changes) for e in outcome.edits)
+
+    def send(messages: list[dict[str, Any]], *, compaction: bool = False, after: bool = False) -> int:
+        nonlocal previous
+        body = {"model": model, "max_tokens": 4096, "system": "You are a coding agent.",
+                "messages": with_breakpoint(messages) if breakpoints else messages}  # fmt: skip
+        edited = False
+        if policies is not None:
+            outcome = plan_edits("anthropic_messages", body, policies, tokenizer=tokenizer, resolved=resolved,
+                                 state=state)  # fmt: skip
+            edited = any(any(c.get("new") for c in e.changes) for e in outcome.edits)
             body = outcome.body or body
-        texts = [json.dumps(_unmarked(m), sort_keys=True) for m in body["messages"]]
-        tokens = [tokenizer.count(t) for t in texts]
+        texts = [json.dumps(_unmarked(m), ensure_ascii=False) for m in body["messages"]]
+        tokens = [counts.get(t) or counts.setdefault(t, tokenizer.count(t)) for t in texts]
         shared = shared_prefix(previous, texts)
         if breakpoints and previous is not None and shared < len(previous):
             shared = 0
-        total += sum(tokens)
-        cached += sum(tokens[:shared])
-        new += sum(tokens[len(previous or []) :])  # appended since the previous call: never cached
+        out.total += sum(tokens)
+        out.cached += sum(tokens[:shared])
+        out.new += sum(tokens[len(previous or []) :]) if shared == len(previous or []) else 0
+        out.edits += edited
+        out.requests.append(Sent(texts, edited, compaction, after))
         previous = texts
-    return {"total": total, "cached": cached, "new": new, "clearings": clearings}
+        return sum(tokens)
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing parser test."}]
+    after = False
+    for index, pair in enumerate(script):
+        history = [*history, *pair]
+        prompt = send(history, after=after)
+        after = False
+        if compact_at is not None and prompt >= compact_at and index < len(script) - 1:
+            send([*history, {"role": "user", "content": SUMMARIZE}], compaction=True)
+            out.compactions += 1
+            history, after = [summary_message(out.compactions)], True
+    return out
+
+
+def policy_rows() -> list[tuple[str, Any]]:
+    """The rows after the baselines: name and the proxy's Policies."""
+    from engine.policy_settings import ClearToolResultsPolicy, OffloadPolicy, Policies
+
+    def clear(**knobs: Any) -> Any:
+        return Policies(clear_tool_results=ClearToolResultsPolicy(**knobs))
+
+    return [
+        ("clear: trigger 20k, keep 2 (eager)", clear(trigger=20_000, keep=2)),
+        ("clear: trigger 20k, keep 2, clear_at_least 15k", clear(trigger=20_000, keep=2, clear_at_least=15_000)),
+        ("clear: trigger 20k, keep 2, cache_aware", clear(trigger=20_000, keep=2, cache_aware=True)),
+        ("clear: trigger 10k, keep 2, cache_aware", clear(trigger=10_000, keep=2, cache_aware=True)),
+        ("offload: threshold_bytes 4000", Policies(offload=OffloadPolicy(threshold_bytes=4_000))),
+    ]  # fmt: skip
+
+
+#: (cache, breakpoints, model whose window the session stays inside, model whose window it reaches)
+CACHES = [
+    ("Anthropic breakpoints", True, "claude-sonnet-4-6", "claude-sonnet-4-5"),
+    ("OpenAI automatic prefix cache", False, "gpt-5", "gpt-4o"),
+]
+COLUMNS = [
+    "policy",
+    "agent compactions",
+    "policy edits",
+    "prompt tokens sent",
+    "cache-read share",
+    "share vs agent alone",
+    "rebuilt tokens",
+    "input cost vs agent alone",
+]
+SESSIONS = {"30": (30, (20, 40)), "80": (80, (5, 160))}
+
+
+def compact_point(model: str, breakpoints: bool) -> int:
+    from engine.settings import resolve_model_settings
+
+    return resolve_model_settings(model, "anthropic" if breakpoints else "openai").compact_tokens
 
 
 def run(quick: bool = False) -> list[Table]:
     from engine.cost import prices_for
-    from engine.proxy.policies import ClearToolResultsPolicy
 
-    sessions = [("30 calls, ~1k-token results", 30, (20, 40))]
-    if not quick:
-        sessions.append(("80 calls, 0.2k-4k-token results", 80, (5, 160)))
-    caches = [
-        ("Anthropic breakpoints", "claude-sonnet-4-6", True),
-        ("OpenAI automatic prefix cache", "gpt-5", False),
-    ]
-    configs = [
-        ("off", None),
-        ("trigger 20k, keep 2 (eager)", ClearToolResultsPolicy(trigger=20_000, keep=2)),
-        ("trigger 20k, keep 2, clear_at_least 15k", ClearToolResultsPolicy(trigger=20_000, keep=2, clear_at_least=15_000)),
-        ("trigger 20k, keep 2, cache_aware", ClearToolResultsPolicy(trigger=20_000, keep=2, cache_aware=True)),
-        ("trigger 10k, keep 2, cache_aware", ClearToolResultsPolicy(trigger=10_000, keep=2, cache_aware=True)),
-    ]  # fmt: skip
+    runs = [("30", 0)] if quick else [("30", 0), ("80", 0), ("80", 1)]  # (session, 0 inside / 1 reaching)
     tables = []
-    for cache, model, breakpoints in caches:
-        prices = prices_for(model)
-        read = prices.cache_read / prices.input if prices else 0.1
-        write = prices.cache_write_5m / prices.input if prices and prices.cache_write_5m else 1.0
-        for label, rounds, sizes in sessions:
-            bodies = tool_session(rounds, seed=17, sizes=sizes, model=model, marker=breakpoints)
+    for cache, breakpoints, *models in CACHES:
+        for session, reach in runs:
+            rounds, sizes = SESSIONS[session]
+            script = tool_rounds(rounds, seed=17, sizes=sizes)
+            model = models[reach]
+            point = compact_point(model, breakpoints)
+            prices = prices_for(model)
+            read = prices.cache_read / prices.input if prices else 0.1
+            write = prices.cache_write_5m / prices.input if prices and prices.cache_write_5m else 1.0
+            unedited = replay(script, None, model=model, breakpoints=breakpoints, compact_at=None)
+            alone = replay(script, None, model=model, breakpoints=breakpoints, compact_at=point)
+            where = "reaches" if alone.compactions else "stays inside"
             table = Table(
-                f"Cache-aware clear_tool_results, {cache} ({model}): {label}",
-                [
-                    "policy",
-                    "clearings",
-                    "prompt tokens sent",
-                    "saved %",
-                    "cache-read share",
-                    "history hit rate",
-                    "rebuilt tokens",
-                    "input cost vs off",
-                ],
-                baseline="the same requests forwarded unchanged, in the same run",
+                f"Cache-aware policies, {cache} ({model}): {rounds} calls, {where} the window "
+                f"(auto-compact at {point:,} prompt tokens)",
+                COLUMNS,
+                baseline="the agent alone: the same session, no policy, compacting itself at its own point",
             )
-            base_cost = base_total = None
-            for name, policy in configs:
-                m = replay(bodies, policy, breakpoints=breakpoints)
-                uncached = m["total"] - m["cached"]
-                cost = uncached * write + m["cached"] * read  # uncached input is written to the cache
-                base_cost = base_cost or cost
-                base_total = base_total or m["total"]
-                history = m["total"] - m["new"]
+            base = alone.cost(read, write)
+            rows = [("unedited, no window (never compacts)", unedited), ("agent alone (baseline)", alone)]
+            rows += [(n, replay(script, p, model=model, breakpoints=breakpoints, compact_at=point))
+                     for n, p in policy_rows()]  # fmt: skip
+            for name, m in rows:
                 table.add(
-                    name, m["clearings"], m["total"], round(100 * (1 - m["total"] / base_total), 1),
-                    round(m["cached"] / m["total"], 3), round(m["cached"] / history, 3) if history else 1.0,
-                    uncached - m["new"], round(cost / base_cost, 3),
+                    name, m.compactions, m.edits, m.total, round(m.share, 3), round(m.share - alone.share, 3),
+                    m.total - m.cached - m.new, round(m.cost(read, write) / base, 3),
                 )  # fmt: skip
             table.notes.append(
-                f"Prices of {model} from the model table as ratios to uncached input: cache read x{read:.2f}, "
-                f"write x{write:.2f}. history hit rate: cached tokens over the tokens the previous call already "
-                "sent (1.0 unedited); rebuilt tokens: uncached tokens beyond the newly appended ones (0 unedited)."
+                f"Prices of {model} as ratios to uncached input: cache read x{read:.2f}, write x{write:.2f}; "
+                "rebuilt tokens: uncached tokens beyond the newly appended ones (the agent's own compaction "
+                "and every policy edit rebuild the prefix after them)."
             )
             tables.append(table)
     tables[-1].notes.append(
-        "cache-read share = cached / prompt tokens: the newly appended tool output is uncached with or "
-        "without a policy, and clearing shrinks the prompt it is divided by, so any saving lowers this ratio "
-        "even with no rebuild at all; history hit rate and rebuilt tokens isolate what the policy costs the cache. "
-        "Anthropic: an edit older than the 20-block lookback rebuilds every message (system and tools stay "
-        "cached), which cache_aware prices in (engine.prompt.cache_policy.rebuild_start)."
+        "cache-read share = cached / prompt tokens. Inside the window the agent alone sends everything "
+        "unedited, and a policy that removes tokens lowers the share even with no rebuild (the newly "
+        "appended output is uncached either way and the prompt it is divided by shrinks); a policy that "
+        "never edits keeps the baseline's share. Reaching the window, the agent's own compaction rebuilds "
+        "its whole prefix from a summary; a policy that keeps the prompt under the point avoids it."
     )
     return tables
 
