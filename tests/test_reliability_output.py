@@ -71,9 +71,11 @@ def test_a_dangling_symlink_creates_its_target(tmp_path):
 
 
 def test_dash_means_stdout(tmp_path, db):
+    repo = str(Path(__file__).resolve().parents[1])  # this checkout's engine, installed or not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
         [sys.executable, "-m", "engine.cli", "report", db, "--format", "json", "--out", "-"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("{")
