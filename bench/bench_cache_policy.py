@@ -249,9 +249,8 @@ def run(quick: bool = False) -> list[Table]:
         "never edits keeps the baseline's share. Reaching the window, the agent's own compaction rebuilds "
         "its whole prefix from a summary; a policy that keeps the prompt under the point avoids it. "
         "The agent's summarizing request is modelled as reusing its system prompt and tools (a cache read); "
-        "with its own system prompt it would miss once more (~the point's tokens). Reaching the window, "
-        "cache_aware clears more often than inside it: the proxy's must-clear test (engine.proxy.policies, "
-        "over_window) counts the agent's unedited prompt, not the prompt as sent after earlier clearings."
+        "with its own system prompt it would miss once more (~the point's tokens). The proxy's trigger and "
+        "must-clear tests (engine.proxy.policies) count the prompt as sent, earlier clearings included."
     )
     return tables
 

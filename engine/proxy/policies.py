@@ -256,7 +256,11 @@ def plan_edits(
     clear = policies.clear_tool_results
     guard = policies.guard
     limit = resolved.effective_window if resolved is not None else None
-    over_window = limit is not None and before > limit
+    # Measured on the prompt as it is sent: results cleared or offloaded on earlier requests stay their
+    # placeholders, so a history the agent re-sends whole is not "over" while what the model gets is not.
+    as_sent = before - sum(r.tokens - tokenizer.count(state.cleared[r.tool_use_id])
+                           for r in results if r.tool_use_id in state.cleared)  # fmt: skip
+    over_window = limit is not None and as_sent > limit
     if clear is None and guard is not None and guard.action == "compact" and over_window:
         clear = ClearToolResultsPolicy(trigger=0, keep=1)  # the guard's compaction: clear all but the last
     offloaded_now: list[_Result] = []
@@ -270,7 +274,7 @@ def plan_edits(
                 blobs.append((ref, text, r.name))
                 offloaded_now.append(r)
     newly: list[_Result] = []
-    if clear is not None and (before > clear.trigger or over_window):
+    if clear is not None and (as_sent > clear.trigger or over_window):
         keep_ids = {r.tool_use_id for r in results[len(results) - clear.keep :]} if clear.keep else set()
         candidates = [
             r for r in results
