@@ -139,7 +139,9 @@ class Message(BaseModel):
     @property
     def content_hash(self) -> str:
         """sha256 of role + content: the key of the per-message token cache."""
-        cached = self._hash
+        # The private dict read directly: pydantic's __getattr__ for a private attribute costs more than
+        # the check itself, on a path every token count takes.
+        cached = (self.__pydantic_private__ or {}).get("_hash")
         if cached is not None and cached[0] == self.role and cached[1] is self.content:
             return cached[2]
         payload = json.dumps(
