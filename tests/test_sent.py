@@ -88,3 +88,17 @@ def test_a_request_never_lists_the_reply_it_produced(tmp_path: Path) -> None:
 )
 def test_sent_end_rule(details: dict, message_seq: int | None, kind: str | None, expected: int) -> None:
     assert sent_end(details, message_seq, 3, kind_of=lambda _: kind, turn_end=lambda turn: 12) == expected
+
+
+@pytest.mark.parametrize("bundled", BUNDLED, ids=[p.name for p in BUNDLED])
+def test_requests_share_one_removed_set_per_compaction(bundled: Path, tmp_path: Path) -> None:
+    """Memory stays linear on long compacted sessions: the requests after a compaction share its
+    sets of removed and cleared seqs instead of each holding a copy."""
+    copy = tmp_path / bundled.name
+    shutil.copy(bundled, copy)
+    with SessionStore(copy, read_only=True) as store:
+        for session in store.list_sessions():
+            view = load_session_view(store, session.id)
+            compactions = sum(1 for e in view.events if e.kind == "compaction" and e.outcome == "compacted")
+            assert len({id(r.removed) for r in view.requests}) <= compactions + 1
+            assert len({id(r.cleared) for r in view.requests}) <= compactions + 1

@@ -135,7 +135,7 @@ class TokenPrices:
         return self.prompt_cost(usage) / usage.prompt_tokens
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestView:
     """One model request: which transcript messages it sent, and what the provider counted."""
 
@@ -265,13 +265,14 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
     for m in messages:
         turn_ends[m.turn_index] = m.seq + 1
     views: list[RequestView] = []
-    removed: set[int] = set()
-    cleared: set[int] = set()
+    # one frozenset per compaction, shared by the requests after it (not a copy per request:
+    # that grew as requests x removed messages on long compacted sessions)
+    removed: frozenset[int] = frozenset()
+    cleared: frozenset[int] = frozenset()
     for event in sorted(events, key=lambda e: e.seq):
         if event.kind == "compaction" and event.outcome == "compacted":
             gone, emptied = compaction_removals(event.details)
-            removed.update(gone)
-            cleared.update(emptied)
+            removed, cleared = removed.union(gone), cleared.union(emptied)
         if event.kind != "request":
             continue
         sent_end = sent_end_of(
@@ -281,7 +282,7 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
         views.append(
             RequestView(
                 event_seq=event.seq, turn_index=event.turn_index or 0, sent_end=sent_end,
-                removed=frozenset(removed), cleared=frozenset(cleared), usage=event.usage,
+                removed=removed, cleared=cleared, usage=event.usage,
                 components=event.components, tools_sent=_names(event.details.get("tools_sent")),
                 thinking_billed=event.details.get("previous_thinking") != "stripped",
             )
