@@ -190,6 +190,36 @@ def test_sessions_overview_aggregates_turns_peaks_compactions_and_offloads(
     assert tuple(data.sessions_overview(con).columns) == data.SESSION_COLUMNS
 
 
+def test_a_session_that_recorded_only_the_model_window_has_its_peak_against_that_window(
+    tmp_path: Path,
+) -> None:
+    """Codex and Claude Code files record the model's window, not a limit: the Sessions page
+    measures their peak against the window less the recorded output reserve, as the timeline draws it."""
+    from engine.events import ContextEvent
+
+    path = tmp_path / "window.db"
+    with SessionStore(path) as store:
+        windowed, bare = store.create_session(model="gpt-5.5"), store.create_session(model="gpt-4o")
+        for sid in (windowed, bare):
+            store.append_messages(sid, [user("q"), assistant("a")], tokenizer=get_tokenizer("gpt-4o"))
+        for projected in (30_000, 60_000):
+            store.record_event(windowed, ContextEvent(
+                kind="request", outcome="ok", context_window=258_400, max_output_tokens=58_400,
+                projected_tokens=projected,
+            ))  # fmt: skip
+        store.record_event(bare, ContextEvent(kind="request", outcome="ok", projected_tokens=9_000))
+    con = data.connect([path])
+    try:
+        df = data.sessions_overview(con).set_index("session_id")
+    finally:
+        con.close()
+    assert df.loc[windowed, "peak_usage_pct"] == 30.0  # 60,000 of 258,400 - 58,400
+    assert df.loc[windowed, "limit_tokens"] == 200_000
+    assert df.loc[windowed, "peak_tokens"] == 60_000
+    assert df.loc[bare, "peak_tokens"] == 9_000
+    assert df[["peak_usage_pct", "limit_tokens"]].loc[bare].isna().all()  # no window recorded: no guess
+
+
 def test_sessions_overview_of_nothing_is_an_empty_frame_with_the_columns() -> None:
     con = data.connect([])
     assert tuple(data.sessions_overview(con).columns) == data.SESSION_COLUMNS

@@ -318,6 +318,36 @@ def test_the_servers_session_totals_equal_the_totals_of_the_rows() -> None:
             assert kept == sorted(conn.execute(totals_sql(table)).fetchall()), table
 
 
+@needs_server
+def test_rollups_built_by_other_sql_are_rebuilt_when_the_store_is_opened() -> None:
+    """A server whose _session_rollups came from an older ctxdesk (another comment, stale totals)
+    gets them rebuilt from the rows: the Sessions page never reads totals under the old rules."""
+    from engine.store.pg_rollups import ROLLUP_TABLE, SESSION_TOTALS, rollup_sql, rollup_version, totals_sql
+
+    url = fresh_url()
+    with open_store(url) as store:
+        sid = store.create_session()
+        store.append_messages(sid, [user("q"), assistant("a")], tokenizer=TOKENIZER)
+        store.record_event(
+            sid, ContextEvent(kind="request", outcome="ok", context_window=1000, projected_tokens=450)
+        )
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {ROLLUP_TABLE} SET messages = 99, peak_usage_pct = NULL")
+        conn.execute(f"COMMENT ON TABLE {ROLLUP_TABLE} IS 'v:older'")
+    with open_store(url) as store:
+        store.append_messages(sid, [user("q2")], tokenizer=TOKENIZER)
+    with psycopg.connect(url) as conn:
+        comment = conn.execute(
+            "SELECT obj_description(to_regclass(%s), 'pg_class')", [ROLLUP_TABLE]
+        ).fetchone()[0]
+        assert comment == rollup_version()
+        for table in SESSION_TOTALS:
+            assert sorted(conn.execute(rollup_sql(table)).fetchall()) == sorted(
+                conn.execute(totals_sql(table)).fetchall()
+            ), table
+        assert conn.execute(f"SELECT messages, peak_usage_pct FROM {ROLLUP_TABLE}").fetchone() == (3, 45.0)
+
+
 def test_the_type_mapping_is_documented_in_the_schema_reference() -> None:
     from pathlib import Path
 

@@ -5,16 +5,25 @@ kept by PostgreSQL itself in ``_session_rollups`` (so a team store's page reads 
 ``_session_rollups`` is derived data, like an index: statement-level triggers on ``messages``,
 ``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in; deleting a
 session deletes its row. A PostgreSQL store opened for writing creates it and back-fills it from
-the rows already there, in one transaction. The SQL here is valid in both SQLite and PostgreSQL.
+the rows already there, in one transaction, and rebuilds it when its SQL here has changed. The SQL here is valid in both SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 ROLLUP_TABLE = "_session_rollups"
 #: ``last_limit`` packs (seq, limit_tokens) of a session's latest request: seq * LIMIT_BASE + limit.
 LIMIT_BASE = 10_000_000_000
+
+#: A request's limit: the one it recorded, else the model window it recorded less the output reserve
+#: and buffer where recorded (Codex keeps ``model_context_window``, Claude Code files the window;
+#: the dashboard's ``display.with_window_limit`` draws the same).
+_LIMIT = (
+    "(CASE WHEN limit_tokens IS NOT NULL THEN limit_tokens"
+    " ELSE context_window - coalesce(max_output_tokens, 0) - coalesce(buffer_tokens, 0) END)"
+)
 
 #: source table -> rollup column -> (aggregate over that table's rows of a session, how a new batch merges)
 SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
@@ -24,8 +33,8 @@ SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "context_events": {
         "peak_usage_pct": (
-            "max(CASE WHEN kind = 'request' AND limit_tokens > 0"
-            " THEN CAST(projected_tokens AS DOUBLE PRECISION) * 100 / limit_tokens END)",
+            f"max(CASE WHEN kind = 'request' AND {_LIMIT} > 0"
+            f" THEN CAST(projected_tokens AS DOUBLE PRECISION) * 100 / {_LIMIT} END)",
             "greatest(r.peak_usage_pct, excluded.peak_usage_pct)",
         ),
         "peak_tokens": (
@@ -33,7 +42,7 @@ SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
             "greatest(r.peak_tokens, excluded.peak_tokens)",
         ),
         "last_limit": (
-            f"max(CASE WHEN kind = 'request' AND limit_tokens IS NOT NULL THEN seq * {LIMIT_BASE} + limit_tokens END)",
+            f"max(CASE WHEN kind = 'request' AND {_LIMIT} > 0 THEN seq * {LIMIT_BASE} + {_LIMIT} END)",
             "greatest(r.last_limit, excluded.last_limit)",
         ),
         "compactions": (
@@ -104,11 +113,27 @@ def rollup_statements() -> list[str]:
     return out
 
 
+def rollup_version() -> str:
+    """A digest of the rollups' SQL: a store whose rollups were built by other SQL rebuilds them."""
+    return "v:" + hashlib.sha256("\n".join(rollup_statements()).encode()).hexdigest()[:16]
+
+
 def ensure_rollups(raw: Any) -> bool:
-    """Create the rollups through a psycopg connection unless present; True when created."""
+    """Create the rollups through a psycopg connection unless present and built by this SQL
+    (the table's comment holds :func:`rollup_version`); True when (re)built. Rebuilding drops the
+    derived table and its triggers and back-fills it from the rows, in one transaction."""
+    version = rollup_version()
     with raw.transaction():
-        if raw.execute("SELECT to_regclass(%s) IS NOT NULL", [ROLLUP_TABLE]).fetchone()[0]:
+        present, comment = raw.execute(
+            "SELECT to_regclass(%s) IS NOT NULL, obj_description(to_regclass(%s), 'pg_class')",
+            [ROLLUP_TABLE, ROLLUP_TABLE],
+        ).fetchone()
+        if present and comment == version:
             return False
+        for table in SESSION_TOTALS:
+            raw.execute(f"DROP TRIGGER IF EXISTS {ROLLUP_TABLE}_{table} ON {table}")
+        raw.execute(f"DROP TABLE IF EXISTS {ROLLUP_TABLE}")
         for statement in rollup_statements():
             raw.execute(statement)
+        raw.execute(f"COMMENT ON TABLE {ROLLUP_TABLE} IS '{version}'")
     return True
