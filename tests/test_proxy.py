@@ -255,6 +255,56 @@ def test_a_client_that_goes_away_mid_stream_leaves_the_proxy_serving(
     assert outcomes == {"client_disconnected", "ok"}
 
 
+def test_a_client_that_hangs_up_after_the_whole_answer_has_it_recorded(
+    proxy: ProxyServer, upstream: ScriptedServer
+) -> None:
+    """Codex closes its stream on response.completed, sometimes before the upstream's last bytes:
+    the answer was whole, so it is recorded (outcome ok), not dropped as a disconnect."""
+    done = threading.Event()
+
+    def whole_then_lingers(server: ScriptedServer, request: Any) -> HttpReply:
+        def chunks() -> Iterator[bytes]:
+            yield from sse_events([
+                ("message_start", {"type": "message_start", "message": {
+                    "id": "m", "model": MODEL, "content": [], "usage": {"input_tokens": 5}}}),
+                ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}}),
+                ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": "Clean."}}),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                   "usage": {"output_tokens": 2}}),
+                ("message_stop", {"type": "message_stop"}),
+            ])  # fmt: skip
+            while not done.wait(0.01):  # the upstream keeps its stream open a moment longer
+                yield b": keep-alive\n\n"
+
+        return HttpReply(200, chunks=chunks(), content_type="text/event-stream")  # type: ignore[arg-type]
+
+    upstream.routes.insert(0, ("POST", "/v1/messages", whole_then_lingers))
+    body = {"model": MODEL, "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    try:
+        with httpx.stream(
+            "POST", proxy.base_url + "/v1/messages", json=body, headers={"x-api-key": KEY}
+        ) as response:
+            for line in response.iter_lines():
+                if line == "event: message_stop":
+                    break  # the whole answer is here: hang up, as Codex does
+        deadline = time.monotonic() + 10
+        events: list[Any] = []
+        while time.monotonic() < deadline and not events:
+            with flushed(proxy) as store:
+                events = [e for s in store.list_sessions() for e in store.list_events(s.id, kind="request")]
+                texts = [m.text for s in store.list_sessions() for m in store.load_transcript(s.id)]
+            time.sleep(0.1)
+    finally:
+        done.set()
+        upstream.routes.pop(0)
+    assert [e.outcome for e in events] == ["ok"]
+    assert events[0].details["client_closed_after_answer"] is True
+    assert texts == ["go", "Clean."]
+
+
 def test_a_stalled_upstream_gets_a_timeout_in_the_providers_shape(
     tmp_path: Path, upstream: ScriptedServer
 ) -> None:

@@ -31,6 +31,8 @@ class Exchange:
     latency_ms: float | None = None
     proxy_error: str | None = None  # upstream_unreachable, upstream_timeout, client_disconnected
     proxy_error_detail: str | None = None
+    #: the agent disconnected, but only after the whole answer had been relayed (not an error)
+    closed_after_answer: bool = False
     assignment: Assignment | None = None
     sent_body: bytes | None = None  # the body forwarded, when a policy edited it
     policy: Any = None  # engine.proxy.policies.PolicyOutcome of the request, when policies ran

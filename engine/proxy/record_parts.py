@@ -69,6 +69,8 @@ def call_details(
             details[key] = fields[column]
     if parsed.error_type:
         details["error_type"] = parsed.error_type
+    if exchange.closed_after_answer:
+        details["client_closed_after_answer"] = True
     if usage is not None and usage.prompt_tokens and components_total:
         details["provider_over_estimate"] = round(usage.prompt_tokens / components_total, 4)
     return details

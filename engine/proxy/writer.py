@@ -40,6 +40,12 @@ from engine.tokens import get_tokenizer
 UNPARSED_SESSION = "proxy-unparsed"
 
 
+def closed_after_whole_answer(exchange: Exchange, parsed: ParsedResponse) -> bool:
+    """True when the agent went away only after the provider's answer was complete (its final
+    event relayed), which loses nothing, unlike a disconnect mid-answer."""
+    return exchange.proxy_error == "client_disconnected" and parsed.complete and not parsed.error_type
+
+
 class ExchangeWriter:
     """Writes exchanges into one store; ``resolver`` keeps which session each agent's calls go to."""
 
@@ -99,6 +105,11 @@ class ExchangeWriter:
             data = b""
         self._pause()
         parsed = parse_response(api, exchange.status, content_type, data)
+        if closed_after_whole_answer(exchange, parsed):
+            # the agent hung up once it had the whole answer (Codex closes on response.completed,
+            # sometimes before the upstream's last bytes): nothing was lost, the answer is recorded
+            exchange.proxy_error = exchange.proxy_error_detail = None
+            exchange.closed_after_answer = True
         if exchange.proxy_error:
             parsed.error_type = parsed.error_type or exchange.proxy_error
             parsed.error_message = parsed.error_message or exchange.proxy_error_detail
