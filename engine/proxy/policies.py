@@ -169,6 +169,14 @@ def _compaction(
     )  # fmt: skip
 
 
+def _already_saved(
+    results: list[_Result], state: SessionPolicyState, tokenizer: Tokenizer
+) -> list[tuple[int, int]]:
+    """(message index, tokens saved) of each result sent as its placeholder (cleared or offloaded earlier)."""
+    return [(r.location[0], r.tokens - tokenizer.count(state.cleared[r.tool_use_id]))
+            for r in results if r.tool_use_id in state.cleared]  # fmt: skip
+
+
 def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list[_Result], state: SessionPolicyState,
                    tokenizer: Tokenizer, body: Mapping[str, Any], must: bool) -> bool:  # fmt: skip
     """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy),
@@ -180,11 +188,9 @@ def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list
     model = body.get("model") if isinstance(body.get("model"), str) else None
     first = min(r.location[0] for r in candidates)
     freed = sum(r.tokens for r in candidates)
-    already = [(r.location[0], r.tokens - tokenizer.count(state.cleared[r.tool_use_id]))
-               for r in results if r.tool_use_id in state.cleared]  # fmt: skip
     decision = plan_request_clearing(
         messages, first, freed, count=tokenizer.count, rates=CacheRates.for_model(model), must_clear=must,
-        already_saved=already,
+        already_saved=_already_saved(results, state, tokenizer),
     )  # fmt: skip
     return decision.clear
 
@@ -258,8 +264,7 @@ def plan_edits(
     limit = resolved.effective_window if resolved is not None else None
     # Measured on the prompt as it is sent: results cleared or offloaded on earlier requests stay their
     # placeholders, so a history the agent re-sends whole is not "over" while what the model gets is not.
-    as_sent = before - sum(r.tokens - tokenizer.count(state.cleared[r.tool_use_id])
-                           for r in results if r.tool_use_id in state.cleared)  # fmt: skip
+    as_sent = before - sum(saved for _, saved in _already_saved(results, state, tokenizer))
     over_window = limit is not None and as_sent > limit
     if clear is None and guard is not None and guard.action == "compact" and over_window:
         clear = ClearToolResultsPolicy(trigger=0, keep=1)  # the guard's compaction: clear all but the last

@@ -5,7 +5,8 @@ kept by PostgreSQL itself in ``_session_rollups`` (so a team store's page reads 
 ``_session_rollups`` is derived data, like an index: statement-level triggers on ``messages``,
 ``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in; deleting a
 session deletes its row. A PostgreSQL store opened for writing creates it and back-fills it from
-the rows already there, in one transaction, and rebuilds it when its SQL here has changed. The SQL here is valid in both SQLite and PostgreSQL.
+the rows already there, in one transaction, and rebuilds it when its SQL here has changed. The SQL
+here is valid in both SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
