@@ -1,7 +1,8 @@
 """``ctxdesk proxy`` overhead beside direct calls to the same local upstream, in the same run.
 
-``python -m bench --only proxy``; ``python -m bench.bench_proxy [--quick] [--ttfb] [--calls=N]
-[--baseline-root=DIR]`` (``--ttfb``: only the time-to-first-byte table; ``--calls``: calls per
+``python -m bench --only proxy``; ``python -m bench.bench_proxy [--quick] [--ttfb] [--stack] [--calls=N]
+[--baseline-root=DIR]`` (``--ttfb``: only the time-to-first-byte table; ``--stack``: only what each
+layer of a relay adds, bench.proxy_stack's yardsticks beside the proxy; ``--calls``: calls per
 row; ``--baseline-root``: also the proxy of another checkout, e.g. ``git archive`` of an older
 commit, in the same run). The proxy runs as the real command (``python -m engine.cli
 proxy``, its own process, recording into a scratch database); the upstream is a minimal
@@ -117,11 +118,20 @@ def _cpu_ms(pid: int) -> float:
 class _Proxy:
     """``ctxdesk proxy`` as its own process; ``root``: the checkout whose engine it runs."""
 
-    def __init__(self, upstream: str, db: Path, settings: Path | None = None, root: Path = ROOT) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        db: Path,
+        settings: Path | None = None,
+        root: Path = ROOT,
+        layers: str | None = None,
+    ) -> None:
         self.port = _free_port()
         env = {**os.environ, "PYTHONPATH": str(root)}
         cmd = [sys.executable, "-m", "engine.cli", "proxy", "--port", str(self.port), "--db", str(db),
                "--anthropic-upstream", upstream, *(["--settings", str(settings)] if settings else [])]  # fmt: skip
+        if layers is not None:  # one of bench.proxy_stack's yardstick relays instead
+            cmd = [sys.executable, "-m", "bench.proxy_stack", layers, str(self.port), upstream]
         self.process = subprocess.Popen(
             cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -155,6 +165,9 @@ class _Proxy:
             self.process.wait(20)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait(20)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
 
 def _ttfb(client: httpx.Client, url: str, body: bytes, headers: dict[str, str]) -> float:
@@ -440,7 +453,55 @@ def ttfb_table(
     return ttfb
 
 
-def run(quick: bool = False, ttfb_only: bool = False, baseline_root: Path | None = None) -> list[Table]:
+def stack_table(upstream: str, proxy: _Proxy, calls: int, headers: dict[str, str]) -> Table:
+    """Added time to first byte of each layer of a relay (bench.proxy_stack) beside the proxy's,
+    ~200k-token bodies, calls interleaved with direct ones: where the proxy's added time goes."""
+    from bench.proxy_stack import LAYERS
+
+    relays = [(layers, _Proxy(upstream, Path(), layers=layers)) for layers in LAYERS]  # no database
+    relays.append(("ctxdesk proxy, policies off", proxy))
+    body = _body(BIG_TOKENS, 0)
+    table = Table(
+        "Proxy: what each layer of a relay adds to the time to first byte, ~200k-token requests",
+        ["relay", "requests", "added p50 ms", "added p95 ms", "added p99 ms"],
+        baseline="direct calls to the same local upstream, interleaved with the relayed ones",
+    )
+    try:
+        with httpx.Client(timeout=60) as client:
+            for _ in range(3):
+                for _, relay in relays:
+                    _ttfb(client, upstream, body, headers)
+                    _ttfb(client, relay.url, body, headers)
+            direct: list[float] = []
+            relayed: dict[str, list[float]] = {name: [] for name, _ in relays}
+            for _ in range(calls):
+                for name, relay in relays:
+                    time.sleep(AGENT_PAUSE_S / 2)
+                    direct.append(_ttfb(client, upstream, body, headers))
+                    time.sleep(AGENT_PAUSE_S / 2)
+                    relayed[name].append(
+                        _ttfb(client, relay.url, body, headers | {"x-ctxdesk-session": "stack"})
+                    )
+    finally:
+        for _, relay in relays:
+            if relay is not proxy:
+                relay.stop()
+    base = {p: _pct(direct, p) for p in (50, 95, 99)}
+    for name, times in relayed.items():
+        table.add(name, calls, *(round(_pct(times, p) - base[p], 2) for p in (50, 95, 99)))
+    table.notes.append(
+        f"Direct p50 {base[50]:.2f} ms. raw: asyncio streams on uvloop copying bytes as they arrive, the floor "
+        "of one more hop through a Python process on this machine; asgi-socket: uvicorn (httptools, uvloop) "
+        "and a bare ASGI app writing upstream on a raw socket; asgi-httpx: the same app sending through httpx; "
+        "starlette-httpx: Starlette routing and responses over that, the stack the proxy is built on. The "
+        "yardsticks relay only this bench's requests (no recording, no error handling)."
+    )
+    return table
+
+
+def run(
+    quick: bool = False, ttfb_only: bool = False, baseline_root: Path | None = None, stack_only: bool = False
+) -> list[Table]:
     calls = 20 if quick else 300
     calls = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--calls=")), calls)
     concurrent_rounds = 1 if quick else 10
@@ -454,12 +515,20 @@ def run(quick: bool = False, ttfb_only: bool = False, baseline_root: Path | None
     scratch = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     proxy = _Proxy(upstream, scratch / "proxy.db")
     tables: list[Table] = []
+    if stack_only:
+        try:
+            return [stack_table(upstream, proxy, calls, headers)]
+        finally:
+            proxy.stop()
+            server.shutdown()
     if not ttfb_only:
         tables.append(policy_table(30 if quick else 80))
         if REAL_CLIENT_LOGS.is_dir():
             tables.append(real_replay_table())
     try:
         tables.append(ttfb_table(upstream, proxy, scratch, calls, headers, baseline_root))
+        if not quick and not ttfb_only:
+            tables.append(stack_table(upstream, proxy, max(20, calls // 3), headers))
         if ttfb_only:
             return tables
         # -- 50 concurrent streams -----------------------------------------------------------------
@@ -512,6 +581,7 @@ def main() -> None:
         quick="--quick" in sys.argv,
         ttfb_only="--ttfb" in sys.argv,
         baseline_root=Path(baseline) if baseline else None,
+        stack_only="--stack" in sys.argv,
     )
     for table in tables:
         print(render_table(table))

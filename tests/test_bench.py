@@ -95,3 +95,30 @@ def test_summary_json_records_each_benchmark_without_failures(quick_run) -> None
     names = [d["benchmark"] for d in data]
     assert names[:2] == ["guard", "tokens"]
     assert not [d for d in data if d["status"] == "failed"], data
+
+
+@pytest.mark.parametrize("layers", ["raw", "asgi-socket", "asgi-httpx", "starlette-httpx"])
+def test_each_stack_yardstick_relays_a_streamed_answer_whole(layers: str) -> None:
+    """bench_proxy --stack compares the proxy with these relays: each must relay for real."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    import httpx
+
+    from bench.bench_proxy import SSE_REPLY, _body, _Proxy, _Upstream
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    relay = _Proxy(f"http://127.0.0.1:{server.server_address[1]}", Path(), layers=layers)
+    try:
+        with httpx.Client(timeout=30) as client:
+            for _ in range(2):  # the second on the kept-alive connection
+                answer = client.post(relay.url + "/v1/messages", content=_body(20_000, 1),
+                                     headers={"content-type": "application/json"})  # fmt: skip
+                assert answer.status_code == 200
+                assert answer.content == SSE_REPLY
+    finally:
+        relay.stop()
+        server.shutdown()
+        server.server_close()

@@ -67,6 +67,10 @@ class ProxyServer:
             date_header=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
+            # the C parser (httptools) and uvloop where it exists: measured 0.5 ms less added time
+            # to first byte on 0.6 MB bodies than h11 and asyncio, and a p99 about half (docs/proxy.md)
+            http="httptools",
+            loop="auto",
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
