@@ -24,6 +24,9 @@ from bench.report import Table, render_table
 
 #: What the agent appends to its history to have it summarized (Claude Code sends one such request).
 SUMMARIZE = "Summarize this conversation so far for a continuation: files read, findings, next steps."
+#: Seconds between a scripted agent's calls, and of the idle pause (past any provider's cache lifetime).
+CALL_S = 10.0
+PAUSE_S = 2 * 60 * 60
 #: Lines of the summary the agent continues from (about 1.5k tokens, a typical Claude Code summary).
 SUMMARY_LINES = 60
 
@@ -112,10 +115,15 @@ def replay(
     model: str,
     breakpoints: bool,
     compact_at: int | None,
+    pause_before: int | None = None,
+    watch_expiry: bool = True,
 ) -> Replay:
     """The scripted agent's requests through ``plan_edits`` (``policies`` None: forwarded as sent).
 
     ``compact_at``: the agent's auto-compact point in prompt tokens (None: it never compacts).
+    ``pause_before``: the session idles ``PAUSE_S`` before that round (its calls are otherwise
+    ``CALL_S`` apart), long enough for the provider's cache to expire: that request reads nothing.
+    ``watch_expiry`` False: the policies are not told the time (as before cache expiry was weighed).
     ``breakpoints`` (Anthropic): the cache holds the previous request at its last-message
     breakpoint and is read only when this request extends it unchanged; otherwise (OpenAI) any
     shared message prefix is read."""
@@ -127,6 +135,7 @@ def replay(
     resolved = resolve_model_settings(model, "anthropic" if breakpoints else "openai")
     state, out, counts = SessionPolicyState(), Replay(), {}
     previous: list[str] | None = None
+    clock = 0.0
 
     def send(messages: list[dict[str, Any]], *, compaction: bool = False, after: bool = False) -> int:
         nonlocal previous
@@ -135,7 +144,7 @@ def replay(
         edited = False
         if policies is not None:
             outcome = plan_edits("anthropic_messages", body, policies, tokenizer=tokenizer, resolved=resolved,
-                                 state=state)  # fmt: skip
+                                 state=state, now=clock if watch_expiry else None)  # fmt: skip
             edited = any(any(c.get("new") for c in e.changes) for e in outcome.edits)
             body = outcome.body or body
         texts = [json.dumps(_unmarked(m), ensure_ascii=False) for m in body["messages"]]
@@ -155,6 +164,9 @@ def replay(
     after = False
     for index, pair in enumerate(script):
         history = [*history, *pair]
+        clock += PAUSE_S if index == pause_before else CALL_S
+        if index == pause_before:
+            previous = None  # the cache expired while the session idled
         prompt = send(history, after=after)
         after = False
         if compact_at is not None and prompt >= compact_at and index < len(script) - 1:
@@ -196,6 +208,8 @@ COLUMNS = [
     "input cost vs agent alone",
 ]
 SESSIONS = {"30": (30, (20, 40)), "80": (80, (5, 160))}
+#: The round before which the paused session idles.
+PAUSE_AT = 39
 
 
 def compact_point(model: str, breakpoints: bool) -> int:
@@ -204,44 +218,63 @@ def compact_point(model: str, breakpoints: bool) -> int:
     return resolve_model_settings(model, "anthropic" if breakpoints else "openai").compact_tokens
 
 
-def run(quick: bool = False) -> list[Table]:
+def session_table(cache: str, breakpoints: bool, model: str, session: str, pause_before: int | None) -> Table:
+    """Every row's replay of one scripted session on one model's cache and window."""
     from engine.cost import prices_for
 
+    rounds, sizes = SESSIONS[session]
+    script = tool_rounds(rounds, seed=17, sizes=sizes)
+    point = compact_point(model, breakpoints)
+    prices = prices_for(model)
+    read = prices.cache_read / prices.input if prices else 0.1
+    write = prices.cache_write_5m / prices.input if prices and prices.cache_write_5m else 1.0
+
+    def run_one(policies: Any, compact_at: int | None) -> Replay:
+        return replay(script, policies, model=model, breakpoints=breakpoints, compact_at=compact_at,
+                      pause_before=pause_before)  # fmt: skip
+
+    unedited, alone = run_one(None, None), run_one(None, point)
+    where = "reaches" if alone.compactions else "stays inside"
+    paused = f", idle {PAUSE_S / 3600:g} h before call {pause_before + 1}" if pause_before is not None else ""
+    table = Table(
+        f"Cache-aware policies, {cache} ({model}): {rounds} calls{paused}, {where} the window "
+        f"(auto-compact at {point:,} prompt tokens)",
+        COLUMNS,
+        baseline="the agent alone: the same session, no policy, compacting itself at its own point",
+    )
+    base = alone.cost(read, write)
+    rows = [("unedited, no window (never compacts)", unedited), ("agent alone (baseline)", alone)]
+    rows += [(n, run_one(p, point)) for n, p in policy_rows()]
+    if pause_before is not None:  # what knowing that the cache expired saves
+        name, aware = next((n, p) for n, p in policy_rows() if n.endswith("cache_aware"))
+        ignored = replay(script, aware, model=model, breakpoints=breakpoints, compact_at=point,
+                         pause_before=pause_before, watch_expiry=False)  # fmt: skip
+        rows.append((f"{name}, cache expiry not weighed", ignored))
+    for name, m in rows:
+        table.add(
+            name, m.compactions, m.edits, m.total, round(m.share, 3), round(m.share - alone.share, 3),
+            m.total - m.cached - m.new, round(m.cost(read, write) / base, 3),
+        )  # fmt: skip
+    table.notes.append(
+        f"Prices of {model} as ratios to uncached input: cache read x{read:.2f}, write x{write:.2f}; "
+        "rebuilt tokens: uncached tokens beyond the newly appended ones (the agent's own compaction "
+        "and every policy edit rebuild the prefix after them)."
+    )
+    return table
+
+
+def run(quick: bool = False) -> list[Table]:
     runs = [("30", 0)] if quick else [("30", 0), ("80", 0), ("80", 1)]  # (session, 0 inside / 1 reaching)
-    tables = []
-    for cache, breakpoints, *models in CACHES:
-        for session, reach in runs:
-            rounds, sizes = SESSIONS[session]
-            script = tool_rounds(rounds, seed=17, sizes=sizes)
-            model = models[reach]
-            point = compact_point(model, breakpoints)
-            prices = prices_for(model)
-            read = prices.cache_read / prices.input if prices else 0.1
-            write = prices.cache_write_5m / prices.input if prices and prices.cache_write_5m else 1.0
-            unedited = replay(script, None, model=model, breakpoints=breakpoints, compact_at=None)
-            alone = replay(script, None, model=model, breakpoints=breakpoints, compact_at=point)
-            where = "reaches" if alone.compactions else "stays inside"
-            table = Table(
-                f"Cache-aware policies, {cache} ({model}): {rounds} calls, {where} the window "
-                f"(auto-compact at {point:,} prompt tokens)",
-                COLUMNS,
-                baseline="the agent alone: the same session, no policy, compacting itself at its own point",
-            )
-            base = alone.cost(read, write)
-            rows = [("unedited, no window (never compacts)", unedited), ("agent alone (baseline)", alone)]
-            rows += [(n, replay(script, p, model=model, breakpoints=breakpoints, compact_at=point))
-                     for n, p in policy_rows()]  # fmt: skip
-            for name, m in rows:
-                table.add(
-                    name, m.compactions, m.edits, m.total, round(m.share, 3), round(m.share - alone.share, 3),
-                    m.total - m.cached - m.new, round(m.cost(read, write) / base, 3),
-                )  # fmt: skip
-            table.notes.append(
-                f"Prices of {model} as ratios to uncached input: cache read x{read:.2f}, write x{write:.2f}; "
-                "rebuilt tokens: uncached tokens beyond the newly appended ones (the agent's own compaction "
-                "and every policy edit rebuild the prefix after them)."
-            )
-            tables.append(table)
+    tables = [
+        session_table(cache, breakpoints, models[reach], session, None)
+        for cache, breakpoints, *models in CACHES
+        for session, reach in runs
+    ]
+    if not quick:  # the session idles once, long enough for its cache to expire
+        tables += [
+            session_table(cache, breakpoints, models[0], "80", PAUSE_AT)
+            for cache, breakpoints, *models in CACHES
+        ]
     tables[-1].notes.append(
         "cache-read share = cached / prompt tokens. Inside the window the agent alone sends everything "
         "unedited, and a policy that removes tokens lowers the share even with no rebuild (the newly "
@@ -250,7 +283,10 @@ def run(quick: bool = False) -> list[Table]:
         "its whole prefix from a summary; a policy that keeps the prompt under the point avoids it. "
         "The agent's summarizing request is modelled as reusing its system prompt and tools (a cache read); "
         "with its own system prompt it would miss once more (~the point's tokens). The proxy's trigger and "
-        "must-clear tests (engine.proxy.policies) count the prompt as sent, earlier clearings included."
+        "must-clear tests (engine.proxy.policies) count the prompt as sent, earlier clearings included. "
+        "Idle past the provider's cache lifetime (Anthropic 5 min, or 1 h with ttl 1h; OpenAI taken as 1 h), "
+        "a request reads nothing from the cache: cache_aware then clears whatever is over the trigger, as "
+        "the rebuild costs nothing extra (the row 'cache expiry not weighed' is the same policy without it)."
     )
     return tables
 

@@ -49,7 +49,8 @@ class ClearToolResultsPolicy(_Policy):
     cache_aware: bool = Field(
         False,
         description="Clear only in batches that pay for the prompt-cache rebuild they cause "
-        "(engine.prompt.cache_policy); the window still forces clearing.",
+        "(engine.prompt.cache_policy), or at once when the session idled past the provider's cache "
+        "lifetime (nothing cached to lose); the window still forces clearing.",
     )
 
 

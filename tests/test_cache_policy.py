@@ -16,6 +16,7 @@ from engine.prompt.cache_policy import (
     OPENAI_RATES,
     CacheRates,
     batch_tokens,
+    cache_lifetime_s,
     calls_in_history,
     expected_remaining_calls,
     plan_cache_clearing,
@@ -139,6 +140,46 @@ def test_cache_aware_policy_clears_in_fewer_larger_batches_than_eager_clearing()
     assert sum(aware) <= sum(eager)
 
 
+def test_a_cache_gone_cold_makes_clearing_cost_no_rebuild():
+    warm = plan_cache_clearing(suffix_tokens=30_000, freed_tokens=1_000, calls_so_far=3)
+    cold = plan_cache_clearing(suffix_tokens=30_000, freed_tokens=1_000, calls_so_far=3, cache_cold=True)
+    assert not warm.clear and warm.rebuild_tokens == 29_000
+    assert cold.clear and cold.rebuild_tokens == 0 and cold.gain > 0
+    assert "expired" in cold.reason
+    nothing = plan_cache_clearing(suffix_tokens=30_000, freed_tokens=0, calls_so_far=3, cache_cold=True)
+    assert not nothing.clear
+
+
+def test_cache_lifetime_follows_the_providers_rules_and_the_requests_ttl():
+    marked = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    assert cache_lifetime_s("anthropic", {"messages": [{"role": "user", "content": "x"}]}) == 300
+    assert cache_lifetime_s("anthropic", {"system": [marked], "messages": []}) == 3600
+    assert cache_lifetime_s("anthropic", {"messages": [{"role": "user", "content": [marked]}]}) == 3600
+    assert cache_lifetime_s("openai", {"messages": []}) == 3600  # "up to an hour": never judged cold early
+    assert cache_lifetime_s("openai", {"input": [], "prompt_cache_retention": "24h"}) == 86_400
+
+
+def test_cache_aware_clears_a_batch_it_would_wait_for_once_the_session_idled_past_the_cache():
+    tokenizer = get_tokenizer("anthropic")
+    resolved = resolve_model_settings("claude-sonnet-4-6", "anthropic")
+    policies = Policies(clear_tool_results=ClearToolResultsPolicy(trigger=2_000, keep=2, cache_aware=True))
+
+    def second_request(pause_s: float):
+        state = SessionPolicyState()
+        first = plan_edits("anthropic_messages", _session(6, 30), policies, tokenizer=tokenizer,
+                           resolved=resolved, state=state, now=1_000.0)  # fmt: skip
+        assert not any(c.get("new") for e in first.edits for c in e.changes)  # warm: not worth a rebuild yet
+        return plan_edits("anthropic_messages", _session(7, 30), policies, tokenizer=tokenizer,
+                          resolved=resolved, state=state, now=1_000.0 + pause_s)  # fmt: skip
+
+    assert second_request(60).body is None  # within the 5-minute cache: still waiting for a batch
+    after_lunch = second_request(40 * 60)
+    (edit,) = after_lunch.edits
+    assert [c["tool_use_id"] for c in edit.changes if c["new"]] == ["t0", "t1", "t2", "t3", "t4"]
+    assert "the prompt cache had expired (idle 40 min > 5 min)" in edit.reason
+    assert edit.after_tokens < edit.before_tokens
+
+
 def test_an_anthropic_edit_behind_the_agents_breakpoints_rebuilds_every_message():
     marked = {
         "role": "user",
@@ -260,3 +301,50 @@ def test_the_prefix_sent_after_an_edit_is_byte_identical_on_the_following_reques
     assert edits or (
         policy == "offload" and session == "30"
     )  # 30 calls of ~1k-token results: nothing over 4 kB
+
+
+def test_a_session_that_idles_past_its_cache_has_cache_aware_clear_on_its_return_and_pay_less():
+    rounds, sizes = bench_cache_policy.SESSIONS["80"]
+    script = bench_cache_policy.tool_rounds(rounds, seed=17, sizes=sizes)
+    point = bench_cache_policy.compact_point("claude-sonnet-4-6", True)
+
+    def run(policy: str | None, watch_expiry: bool = True) -> bench_cache_policy.Replay:
+        return bench_cache_policy.replay(
+            script, _BENCH_POLICIES[policy] if policy else None, model="claude-sonnet-4-6", breakpoints=True,
+            compact_at=point, pause_before=bench_cache_policy.PAUSE_AT, watch_expiry=watch_expiry,
+        )  # fmt: skip
+
+    alone, weighed, ignored = (
+        run(None),
+        run("clear, cache_aware"),
+        run("clear, cache_aware", watch_expiry=False),
+    )
+    back = bench_cache_policy.PAUSE_AT  # the request sent after the pause (no compaction before it)
+    assert weighed.requests[back].edited and not ignored.requests[back].edited
+    rates = (0.1, 1.25)
+    assert weighed.cost(*rates) < ignored.cost(*rates) < alone.cost(*rates)
+    assert weighed.share > ignored.share
+
+
+def test_the_proxy_controller_tells_cache_aware_how_long_the_agent_session_idled(tmp_path):
+    from engine.proxy.controller import Controller
+    from engine.proxy.policy_file import PolicyFile
+
+    settings = tmp_path / "policies.toml"
+    settings.write_text(
+        "[policies]\nclear_tool_results = { trigger = 2000, keep = 2, cache_aware = true }\n",
+        encoding="utf-8",
+    )
+    now = [5_000.0]
+    controller = Controller(PolicyFile(settings), clock=lambda: now[0])
+
+    def send(rounds: int, session: str):
+        body = json.dumps(_session(rounds, 30)).encode()
+        return controller.apply("anthropic_messages", body, {"X-Ctxdesk-Session": session})
+
+    assert send(6, "a").body is None and send(6, "b").body is None
+    now[0] += 60
+    assert send(7, "a").body is None  # a minute later: the cache is warm, the batch not worth it yet
+    now[0] += 30 * 60
+    (edit,) = send(7, "b").edits  # b idled 31 minutes
+    assert "the prompt cache had expired (idle 31 min > 5 min)" in edit.reason

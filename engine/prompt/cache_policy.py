@@ -8,16 +8,28 @@ follow exceeds the rebuild, and in batches: each rebuild has a fixed cost while 
 tokens cost a cache read per call, so the batch that minimises the cost per call is the
 economic-order quantity ``sqrt(2 x rebuild cost x growth per call / read price)``
 (``batch_tokens``). ``expected_remaining_calls`` estimates the calls to come from the calls
-made so far. No I/O, clock or model call here: callers measure, this decides.
+made so far. A cache that has expired (the session idle past ``cache_lifetime_s``) holds nothing
+to lose: the call writes its whole prompt either way, so clearing then costs no rebuild at all.
+No I/O, clock or model call here: callers measure, this decides.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engine.cost import Prices, prices_for
+
+#: How long a provider keeps a prompt prefix cached after its last use, in seconds: Anthropic's
+#: default breakpoints 5 minutes, ``"ttl": "1h"`` ones an hour; OpenAI's in-memory cache "5 to 10
+#: minutes of inactivity, up to one hour" (taken as the hour: never judged cold while it may be
+#: warm), ``prompt_cache_retention: "24h"`` a day.
+ANTHROPIC_CACHE_S = 5 * 60
+ANTHROPIC_CACHE_1H_S = 60 * 60
+OPENAI_CACHE_S = 60 * 60
+OPENAI_CACHE_24H_S = 24 * 60 * 60
 
 #: A session that has made n calls is expected to make about n more (the median of a
 #: scale-free length distribution), at least this many and at most ``MAX_EXPECTED_CALLS``.
@@ -85,6 +97,7 @@ def plan_cache_clearing(
     remaining_calls: float | None = None,
     growth_per_call: float | None = None,
     must_clear: bool = False,
+    cache_cold: bool = False,
 ) -> ClearingDecision:
     """Whether clearing ``freed_tokens`` is worth the cache rebuild it causes.
 
@@ -93,7 +106,8 @@ def plan_cache_clearing(
     cache and every later call reads the freed tokens again; with clearing this call writes the
     shorter suffix. With ``growth_per_call`` (tokens the prompt grows per call) clearing also
     waits for a batch of ``batch_tokens``. ``must_clear`` (the prompt would not fit otherwise)
-    clears whatever the arithmetic says.
+    clears whatever the arithmetic says. ``cache_cold`` (the cache expired since the last call):
+    nothing is read either way, so clearing rebuilds nothing extra and always pays.
     """
     freed = max(0, min(freed_tokens, suffix_tokens))
     rebuild = suffix_tokens - freed
@@ -106,6 +120,12 @@ def plan_cache_clearing(
         return ClearingDecision(False, "nothing to clear", 0, 0, calls, 0.0)
     if must_clear:
         return ClearingDecision(True, f"the prompt must shrink: {numbers}", freed, rebuild, calls, gain)
+    if cache_cold:
+        gain = suffix_tokens * rates.write + freed * rates.read * calls - rebuild * rates.write
+        return ClearingDecision(
+            True, f"the prompt cache has expired, nothing extra to rebuild: {freed:,} tokens freed",
+            freed, 0, calls, gain,
+        )  # fmt: skip
     if gain <= 0:
         return ClearingDecision(
             False, f"not worth a cache rebuild yet: {numbers}", freed, rebuild, calls, gain
@@ -188,6 +208,7 @@ def plan_request_clearing(
     rates: CacheRates = ANTHROPIC_RATES,
     must_clear: bool = False,
     already_saved: Sequence[tuple[int, int]] = (),
+    cache_cold: bool = False,
 ) -> ClearingDecision:
     """``plan_cache_clearing`` over one request's history (Anthropic Messages, OpenAI Chat or
     Responses items): the edit starts at message ``first_index``; the last message is new in this
@@ -204,4 +225,22 @@ def plan_request_clearing(
         rates=rates,
         growth_per_call=recent_growth(sizes, messages),
         must_clear=must_clear,
+        cache_cold=cache_cold,
     )
+
+
+def _has_ttl_1h(value: object) -> bool:
+    if isinstance(value, dict):
+        marker = value.get("cache_control")
+        if isinstance(marker, dict) and marker.get("ttl") == "1h":
+            return True
+        return any(_has_ttl_1h(v) for v in value.values() if isinstance(v, (dict, list)))
+    return isinstance(value, list) and any(_has_ttl_1h(v) for v in value)
+
+
+def cache_lifetime_s(provider: str, body: Mapping[str, Any]) -> int:
+    """How long the provider keeps this request's prefix cached after its last use (seconds)."""
+    if provider == "anthropic":
+        marked = (body.get("system"), body.get("tools"), body.get("messages"))
+        return ANTHROPIC_CACHE_1H_S if _has_ttl_1h(list(marked)) else ANTHROPIC_CACHE_S
+    return OPENAI_CACHE_24H_S if body.get("prompt_cache_retention") == "24h" else OPENAI_CACHE_S

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.errors import ContextDeskError
@@ -31,9 +32,12 @@ class Controller:
     message); never raises for a body it cannot read (that request is forwarded unchanged).
     """
 
-    def __init__(self, policy_file: PolicyFile, live: Any = None) -> None:
+    def __init__(
+        self, policy_file: PolicyFile, live: Any = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.policy_file = policy_file
         self.live = live  # engine.proxy.live.LiveCompactions, or None
+        self.clock = clock  # seconds: how long a session idled (has its provider cache expired?)
         self._states: dict[str, SessionPolicyState] = {}
         self._lock = threading.Lock()
         self._contents: dict[str, str] = {}  # ref -> offloaded text, for read_result (newest kept)
@@ -114,7 +118,9 @@ class Controller:
                 self._states[key] = state  # most recently used last
                 while len(self._states) > MAX_SESSION_STATES:
                     self._states.pop(next(iter(self._states)))
-                outcome = plan_edits(api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state)
+                outcome = plan_edits(
+                    api, body, policies, tokenizer=tokenizer, resolved=resolved, state=state, now=self.clock()
+                )
                 for ref, text, _ in outcome.blobs:
                     self._contents[ref] = text
                 while len(self._contents) > MAX_CACHED_RESULTS:

@@ -29,6 +29,7 @@ class SessionPolicyState:
     offloaded: set[str] = field(default_factory=set)  # tool_use ids whose result is a preview + ref
     compacted_keys: list[Any] = field(default_factory=list)  # message keys the compacted prefix replaces
     compacted: list[Any] = field(default_factory=list)  # that prefix, rendered once (same bytes each time)
+    last_request_at: float | None = None  # when the session's previous request was planned (monotonic s)
 
 
 @dataclass(frozen=True)

@@ -178,9 +178,10 @@ def _already_saved(
 
 
 def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list[_Result], state: SessionPolicyState,
-                   tokenizer: Tokenizer, body: Mapping[str, Any], must: bool) -> bool:  # fmt: skip
+                   tokenizer: Tokenizer, body: Mapping[str, Any], must: bool, cold: bool) -> bool:  # fmt: skip
     """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy),
-    measured on the history as sent (results cleared earlier count as their placeholders)."""
+    measured on the history as sent (results cleared earlier count as their placeholders); a cache
+    gone ``cold`` has nothing to rebuild."""
     from engine.prompt.cache_policy import CacheRates, plan_request_clearing
 
     if not candidates:
@@ -190,7 +191,7 @@ def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list
     freed = sum(r.tokens for r in candidates)
     decision = plan_request_clearing(
         messages, first, freed, count=tokenizer.count, rates=CacheRates.for_model(model), must_clear=must,
-        already_saved=_already_saved(results, state, tokenizer),
+        already_saved=_already_saved(results, state, tokenizer), cache_cold=cold,
     )  # fmt: skip
     return decision.clear
 
@@ -243,10 +244,22 @@ def plan_edits(
     tokenizer: Tokenizer,
     resolved: ResolvedModelSettings | None,
     state: SessionPolicyState,
+    now: float | None = None,
 ) -> PolicyOutcome:
-    """The edits the policies make to one request (pure apart from updating ``state``)."""
+    """The edits the policies make to one request (pure apart from updating ``state``).
+
+    ``now`` (monotonic seconds, the caller's clock): with the time of the session's previous
+    request it tells whether the provider's prompt cache has expired in between (cache_aware
+    clearing then costs no rebuild)."""
     if api not in POLICY_APIS or not policies.active:
         return PolicyOutcome()
+    from engine.prompt.cache_policy import cache_lifetime_s
+
+    idle = now - state.last_request_at if now is not None and state.last_request_at is not None else None
+    lifetime = cache_lifetime_s(apis.PROVIDERS[api], body)
+    cold = idle is not None and idle > lifetime
+    if now is not None:
+        state.last_request_at = now
     offload = policies.offload if api in READ_RESULT_ADDERS else None
     compaction = policies.compaction if api in COMPACTION_PLANNERS and resolved is not None else None
     skipped = tuple(
@@ -288,7 +301,7 @@ def plan_edits(
         ]  # fmt: skip
         if sum(r.tokens for r in candidates) >= clear.clear_at_least and (
             not clear.cache_aware
-            or _clearing_pays(messages, candidates, results, state, tokenizer, body, over_window)
+            or _clearing_pays(messages, candidates, results, state, tokenizer, body, over_window, cold)
         ):
             newly = candidates
     for r in newly:
@@ -325,6 +338,11 @@ def plan_edits(
             if newly
             else "tool results cleared earlier stay cleared (the sent prefix stays byte-stable)"
         )
+        if newly and cold and idle is not None:
+            reason += (
+                f"; the prompt cache had expired (idle {idle / 60:.0f} min > {lifetime // 60} min), "
+                "so clearing rebuilt nothing extra"
+            )
         if changes:
             edits.append(Edit("clear_tool_results", reason, before, after, changes))
     if compaction is not None:
