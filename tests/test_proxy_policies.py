@@ -349,3 +349,55 @@ def test_responses_api_function_outputs_are_cleared_too() -> None:
     outputs = [i["output"] for i in outcome.body["input"] if i.get("type") == "function_call_output"]
     assert outputs[0].startswith("[ctxdesk cleared this tool result (exec_command")
     assert outputs[1].startswith("[ctxdesk cleared") and outputs[2].startswith("listing 2")
+
+
+def _real_claude_code_bodies() -> list[dict[str, Any]]:
+    root = Path(__file__).parent / "fixtures" / "real_agents" / "claude-code"
+    bodies = []
+    for log in sorted(root.glob("*/requests.jsonl")):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if entry["path"].startswith("/v1/messages") and isinstance(entry.get("body"), dict):
+                bodies.append(entry["body"])
+    return bodies
+
+
+_CHAT_BODY = {
+    "model": "gpt-4o",
+    "tools": [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}],
+    "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "developer", "content": [{"type": "text", "text": "Prefer rg."}]},
+        {"role": "user", "content": "List files."},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{\"cmd\": \"ls\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py\n" * 50},
+        {"role": "assistant", "content": "Two files: 1.0 and 1"},
+        None,
+        "not a message",
+    ],
+}  # fmt: skip
+
+
+def test_prompt_tokens_counted_per_message_equal_the_whole_request_measured_at_once():
+    """prompt_tokens caches each distinct message's count; it must equal converting and measuring
+    the whole request (real Claude Code requests, Chat Completions with system/developer/tool roles,
+    odd entries), on first sight and from the cache."""
+    from engine.proxy.edits import _view_tokens, prompt_tokens
+    from engine.tokens import get_tokenizer
+
+    cases = [("anthropic_messages", b) for b in _real_claude_code_bodies()] + [("openai_chat", _CHAT_BODY)]
+    assert len(cases) > 20
+    for name in ("anthropic", "o200k_base"):
+        tokenizer = get_tokenizer(name)
+        for api, body in cases:
+            expected = _view_tokens(api, body, tokenizer)
+            assert prompt_tokens(api, body, tokenizer) == expected
+            assert prompt_tokens(api, json.loads(json.dumps(body)), tokenizer) == expected  # cached
+    edited = json.loads(json.dumps(_CHAT_BODY))
+    edited["messages"][4]["content"] = "a.py\n"
+    tokenizer = get_tokenizer("o200k_base")
+    assert prompt_tokens("openai_chat", edited, tokenizer) == _view_tokens("openai_chat", edited, tokenizer)
+    assert prompt_tokens("openai_chat", edited, tokenizer) < prompt_tokens(
+        "openai_chat", _CHAT_BODY, tokenizer
+    )

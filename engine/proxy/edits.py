@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.proxy import apis
-from engine.tokens import Tokenizer
+from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
 if TYPE_CHECKING:
     from engine.compaction import CompactionResult
@@ -81,12 +82,73 @@ def placeholder(name: str | None, content: Any, ref: str) -> str:
 
 
 def prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> int:
+    """Tokens of a request as sent: system, tools and messages, as ``measure_components`` counts the
+    request's view. Anthropic and Chat Completions messages are counted once per distinct message
+    (an agent re-sends its whole history on every request): a policy's planning costs about the new
+    messages, not a parse and count of the 200k-token prompt."""
+    from engine.budget import measure_components
+
+    if api not in _PER_MESSAGE_APIS:
+        return _view_tokens(api, body, tokenizer)
+    raw = [m for m in body.get("messages") or [] if m is not None]
+    system_messages = [m for m in raw if api == apis.OPENAI_CHAT and _is_system(m)]
+    view = apis.request_view(api, {**body, "messages": system_messages})
+    head = measure_components(tokenizer=tokenizer, system=view.system, tools=view.tools).total
+    talk = results = 0
+    for message in raw:
+        if api == apis.OPENAI_CHAT and _is_system(message):
+            continue
+        t, r = _message_parts(api, message, tokenizer)
+        talk, results = talk + t, results + r
+    return head + talk + results + (REPLY_PRIMING_TOKENS if talk or results else 0)
+
+
+def _view_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> int:
+    """``prompt_tokens`` the plain way: the whole request converted, then measured."""
     from engine.budget import measure_components
 
     view = apis.request_view(api, body)
     return measure_components(
         tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
     ).total
+
+
+#: APIs whose request messages map one to one onto ours (Responses items merge by role).
+_PER_MESSAGE_APIS = frozenset({apis.ANTHROPIC_MESSAGES, apis.OPENAI_CHAT})
+#: (conversation, tool-result) tokens of request messages seen, FIFO-bounded, by (api, tokenizer, the
+#: message's 64-bit hash): no message text is kept alive (a collision, ~1e-11 here, would skew one count).
+_MESSAGE_PARTS: dict[tuple[str, str, int], tuple[int, int]] = {}
+_MESSAGE_PARTS_MAX = 20_000
+_MESSAGE_PARTS_LOCK = threading.Lock()
+
+
+def _is_system(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") in ("system", "developer")
+
+
+def _frozen(value: Any) -> Any:
+    """A JSON value as nested tuples: hashable and equal exactly when the value is."""
+    if isinstance(value, dict):
+        return ("{", *((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[", *(_frozen(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def _message_parts(api: str, raw: Any, tokenizer: Tokenizer) -> tuple[int, int]:
+    key = (api, tokenizer.id, hash(_frozen(raw)))
+    parts = _MESSAGE_PARTS.get(key)
+    if parts is None:
+        convert = apis.from_anthropic if api == apis.ANTHROPIC_MESSAGES else apis.from_openai
+        role = raw.get("role") if isinstance(raw, dict) else None
+        message = apis.lenient_message(convert, raw, role if role in ("user", "assistant") else "user")
+        parts = tokenizer.count_message_parts(message)
+        with _MESSAGE_PARTS_LOCK:
+            if len(_MESSAGE_PARTS) >= _MESSAGE_PARTS_MAX:
+                for old in list(_MESSAGE_PARTS)[: _MESSAGE_PARTS_MAX // 2]:  # the oldest half
+                    _MESSAGE_PARTS.pop(old, None)
+            _MESSAGE_PARTS[key] = parts
+    return parts
 
 
 def compact_history(
