@@ -79,20 +79,23 @@ def session_report(
 
 
 def session_limit(view: SessionView, settings: Settings | None) -> Limit:
-    """The limit a session's percentages use: the last request event's, else the settings'."""
+    """The limit a session's percentages use: the last request event's (``effective_limit``: the
+    limit it recorded, else its model window less the reserve, as the dashboard draws it), else the
+    settings'."""
     resolved = view.settings or resolve_model_settings(UNKNOWN_MODEL, settings=settings)
     events = view.events
-    recorded = next(
-        (e.limit_tokens for e in reversed(events) if e.kind == "request" and e.limit_tokens), None
-    )
+    last = next((e for e in reversed(events) if e.kind == "request" and e.effective_limit), None)
+    if last is not None:
+        source = "request events" if last.limit_tokens else "model window in request events"
+    else:
+        source = resolved.sources.get("context_window", "built-in") + (
+            "" if view.settings else " (model unknown)"
+        )
     return Limit(
-        limit_tokens=recorded or resolved.budget_tokens,
+        limit_tokens=last.effective_limit if last is not None else resolved.budget_tokens,
         context_window=next((e.context_window for e in reversed(events) if e.context_window), None)
         or resolved.context_window,
-        source="request events"
-        if recorded
-        else resolved.sources.get("context_window", "built-in")
-        + ("" if view.settings else " (model unknown)"),
+        source=source,
         note_threshold=resolved.note_threshold,
         compact_threshold=resolved.compact_threshold,
         hard_block_threshold=resolved.hard_block_threshold,
@@ -164,7 +167,7 @@ def request_point(
         used, used_source = usage.prompt_tokens, "provider"
     else:
         used, used_source = (components.total if components else event.projected_tokens or 0), "estimate"
-    limit = event.limit_tokens or session_limit
+    limit = event.effective_limit or session_limit
     return RequestPoint(
         event_seq=event.seq,
         turn_index=event.turn_index or 0,

@@ -101,7 +101,10 @@ class Limit(_Frozen):
 
     limit_tokens: int | None
     context_window: int | None
-    source: str = Field(description="'request events', or the settings source of the context window.")
+    source: str = Field(
+        description="'request events' (a recorded limit), 'model window in request events' (the recorded "
+        "window less the recorded output reserve and buffer), or the settings source of the context window."
+    )
     note_threshold: float
     compact_threshold: float
     hard_block_threshold: float

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import StoreError
-from engine.events import ComponentTokens, ProviderUsage
+from engine.events import ComponentTokens, ProviderUsage, effective_limit
 from engine.messages import Block, Message
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
@@ -113,6 +113,10 @@ class StoredEvent(_Row):
     message_seq: int | None
     details: dict[str, Any]
     created_utc: str
+
+    @property
+    def effective_limit(self) -> int | None:
+        return effective_limit(self)
 
 
 class Snapshot(_Row):
