@@ -47,7 +47,9 @@ def fixtures_dir() -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    no_shared = pytest.mark.skipif(True, reason=f"../shared not found at {SHARED} (fresh clone): full-file check")
+    no_shared = pytest.mark.skipif(
+        True, reason=f"../shared not found at {SHARED} (fresh clone): full-file check"
+    )
     browser_missing = not (CHROMIUM.exists() and shutil.which(str(CHROMIUM)))
     for item in items:
         if "shared" in item.keywords and not SHARED_SESSIONS.is_dir():

@@ -135,7 +135,9 @@ def test_reads_run_one_at_a_time_on_one_duckdb_thread(db: Path) -> None:
 
     def inside(cursor: duckdb.DuckDBPyConnection, session_id: str) -> tuple[bool, object]:
         held = data.QUERY_LOCK._is_owned()  # type: ignore[attr-defined]
-        return held, cursor.execute("SELECT count(*) FROM messages WHERE session_id = ?", [session_id]).fetchone()
+        return held, cursor.execute(
+            "SELECT count(*) FROM messages WHERE session_id = ?", [session_id]
+        ).fetchone()
 
     held, count = data.read(con, inside, "sess-refactor")
     assert held and count is not None and count[0] > 0

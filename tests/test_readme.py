@@ -34,7 +34,9 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     tests_command = re.findall(r"```bash\n(.*?)```", _setup_section(), flags=re.DOTALL)[1].strip()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in ci
-    ci_commands = [line.strip() for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    ci_commands = [
+        line.strip() for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
     # .ci/run quiets pip; the command is otherwise the README's, word for word.
     assert tests_command.replace("pip install -e", "pip install -q -e") in ci_commands
 

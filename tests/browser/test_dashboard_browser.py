@@ -102,7 +102,9 @@ def _serve(db_paths: list[Path], base: Path, settings: Path | None = None) -> It
         _wait_healthy(url, proc, log)
         yield {"url": url, "settings": settings, "log": log}
         # A dashboard that died meanwhile (a signal: returncode < 0) fails the tests that used it by name.
-        assert proc.poll() is None, f"the dashboard process died ({proc.returncode}):\n{log.read_text()[-3000:]}"
+        assert proc.poll() is None, (
+            f"the dashboard process died ({proc.returncode}):\n{log.read_text()[-3000:]}"
+        )
     finally:
         proc.terminate()
         try:
