@@ -47,12 +47,17 @@ class ChildRun:
     seconds: float
 
 
-def run_python(mode: str, target: str, *args: str, cwd: Path = ROOT, capture_stdout: bool = False) -> ChildRun:
+def run_python(
+    mode: str, target: str, *args: str, cwd: Path = ROOT, capture_stdout: bool = False
+) -> ChildRun:
     """``python -m TARGET ARGS`` (``mode`` "-m") or ``python -c TARGET ARGS`` (``mode`` "-c") with this
     checkout on PYTHONPATH, measured."""
     if mode not in ("-m", "-c"):
         raise ValueError(f"mode must be -m or -c, not {mode!r}")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     with tempfile.TemporaryDirectory(prefix="ctxdesk-peak-") as folder:
         peak_file = Path(folder) / "peak"
         started = time.perf_counter()

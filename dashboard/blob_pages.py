@@ -169,7 +169,9 @@ def _postgres_reader(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> Bl
     def fetch_one(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple | None:
         return cursor.execute("SELECT * FROM postgres_query(?, ?)", [alias, sql]).fetchone()
 
-    row = read(con, fetch_one, f"SELECT octet_length(content)::BIGINT AS n FROM tool_result_blobs WHERE {where}")
+    row = read(
+        con, fetch_one, f"SELECT octet_length(content)::BIGINT AS n FROM tool_result_blobs WHERE {where}"
+    )
     if row is None:
         raise NotFoundError(f"no stored result {ref_id!r} in {db}")
 

@@ -23,7 +23,9 @@ def _calls(_conn: Any, signature: tuple[Any, ...], db: str, session_id: str) -> 
 
 
 def _session_calls(cursor: Any, db: str, session_id: str) -> Any:
-    return request_data.session_calls(cursor, db, session_id) if request_data.has_requests(cursor, db) else None
+    return (
+        request_data.session_calls(cursor, db, session_id) if request_data.has_requests(cursor, db) else None
+    )
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
