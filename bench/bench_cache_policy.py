@@ -229,9 +229,9 @@ def session_table(cache: str, breakpoints: bool, model: str, session: str, pause
     read = prices.cache_read / prices.input if prices else 0.1
     write = prices.cache_write_5m / prices.input if prices and prices.cache_write_5m else 1.0
 
-    def run_one(policies: Any, compact_at: int | None) -> Replay:
+    def run_one(policies: Any, compact_at: int | None, watch_expiry: bool = True) -> Replay:
         return replay(script, policies, model=model, breakpoints=breakpoints, compact_at=compact_at,
-                      pause_before=pause_before)  # fmt: skip
+                      pause_before=pause_before, watch_expiry=watch_expiry)  # fmt: skip
 
     unedited, alone = run_one(None, None), run_one(None, point)
     where = "reaches" if alone.compactions else "stays inside"
@@ -247,9 +247,7 @@ def session_table(cache: str, breakpoints: bool, model: str, session: str, pause
     rows += [(n, run_one(p, point)) for n, p in policy_rows()]
     if pause_before is not None:  # what knowing that the cache expired saves
         name, aware = next((n, p) for n, p in policy_rows() if n.endswith("cache_aware"))
-        ignored = replay(script, aware, model=model, breakpoints=breakpoints, compact_at=point,
-                         pause_before=pause_before, watch_expiry=False)  # fmt: skip
-        rows.append((f"{name}, cache expiry not weighed", ignored))
+        rows.append((f"{name}, cache expiry not weighed", run_one(aware, point, watch_expiry=False)))
     for name, m in rows:
         table.add(
             name, m.compactions, m.edits, m.total, round(m.share, 3), round(m.share - alone.share, 3),

@@ -30,6 +30,8 @@ ANTHROPIC_CACHE_S = 5 * 60
 ANTHROPIC_CACHE_1H_S = 60 * 60
 OPENAI_CACHE_S = 60 * 60
 OPENAI_CACHE_24H_S = 24 * 60 * 60
+#: No pause shorter than this leaves any provider's cache cold.
+SHORTEST_CACHE_S = min(ANTHROPIC_CACHE_S, OPENAI_CACHE_S)
 
 #: A session that has made n calls is expected to make about n more (the median of a
 #: scale-free length distribution), at least this many and at most ``MAX_EXPECTED_CALLS``.

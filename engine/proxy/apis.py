@@ -117,18 +117,24 @@ def _role(raw: Any) -> str:
     return role if role in ("user", "assistant") else "user"
 
 
+def is_system_message(raw: Any) -> bool:
+    """A Chat Completions message that is part of the system prompt (system or developer role)."""
+    return isinstance(raw, dict) and raw.get("role") in ("system", "developer")
+
+
+def one_message(api: str, raw: Any) -> Message:
+    """One Anthropic or Chat Completions history message (not a system one) as ours, leniently."""
+    return lenient_message(from_openai if api == OPENAI_CHAT else from_anthropic, raw, _role(raw))
+
+
 def _anthropic_messages(raw: list[Any]) -> list[Message]:
-    return [lenient_message(from_anthropic, m, _role(m)) for m in raw]
+    return [one_message(ANTHROPIC_MESSAGES, m) for m in raw]
 
 
 def _chat_messages(raw: list[Any]) -> tuple[str, list[Message]]:
-    system = [
-        _text_of(m.get("content"))
-        for m in raw
-        if isinstance(m, dict) and m.get("role") in ("system", "developer")
-    ]
-    rest = [m for m in raw if not (isinstance(m, dict) and m.get("role") in ("system", "developer"))]
-    return "\n".join(system), [lenient_message(from_openai, m, _role(m)) for m in rest]
+    system = [_text_of(m.get("content")) for m in raw if is_system_message(m)]
+    rest = [one_message(OPENAI_CHAT, m) for m in raw if not is_system_message(m)]
+    return "\n".join(system), rest
 
 
 def responses_items(items: list[Any]) -> tuple[str, list[Message]]:

@@ -91,15 +91,15 @@ def prompt_tokens(api: str, body: Mapping[str, Any], tokenizer: Tokenizer) -> in
     if api not in _PER_MESSAGE_APIS:
         return _view_tokens(api, body, tokenizer)
     raw = [m for m in body.get("messages") or [] if m is not None]
-    system_messages = [m for m in raw if api == apis.OPENAI_CHAT and _is_system(m)]
+    in_system = [api == apis.OPENAI_CHAT and apis.is_system_message(m) for m in raw]
+    system_messages = [m for m, system in zip(raw, in_system, strict=True) if system]
     view = apis.request_view(api, {**body, "messages": system_messages})
     head = measure_components(tokenizer=tokenizer, system=view.system, tools=view.tools).total
     talk = results = 0
-    for message in raw:
-        if api == apis.OPENAI_CHAT and _is_system(message):
-            continue
-        t, r = _message_parts(api, message, tokenizer)
-        talk, results = talk + t, results + r
+    for message, system in zip(raw, in_system, strict=True):
+        if not system:
+            t, r = _message_parts(api, message, tokenizer)
+            talk, results = talk + t, results + r
     return head + talk + results + (REPLY_PRIMING_TOKENS if talk or results else 0)
 
 
@@ -122,10 +122,6 @@ _MESSAGE_PARTS_MAX = 20_000
 _MESSAGE_PARTS_LOCK = threading.Lock()
 
 
-def _is_system(message: Any) -> bool:
-    return isinstance(message, dict) and message.get("role") in ("system", "developer")
-
-
 def _frozen(value: Any) -> Any:
     """A JSON value as nested tuples: hashable and equal exactly when the value is."""
     if isinstance(value, dict):
@@ -139,10 +135,7 @@ def _message_parts(api: str, raw: Any, tokenizer: Tokenizer) -> tuple[int, int]:
     key = (api, tokenizer.id, hash(_frozen(raw)))
     parts = _MESSAGE_PARTS.get(key)
     if parts is None:
-        convert = apis.from_anthropic if api == apis.ANTHROPIC_MESSAGES else apis.from_openai
-        role = raw.get("role") if isinstance(raw, dict) else None
-        message = apis.lenient_message(convert, raw, role if role in ("user", "assistant") else "user")
-        parts = tokenizer.count_message_parts(message)
+        parts = tokenizer.count_message_parts(apis.one_message(api, raw))
         with _MESSAGE_PARTS_LOCK:
             if len(_MESSAGE_PARTS) >= _MESSAGE_PARTS_MAX:
                 for old in list(_MESSAGE_PARTS)[: _MESSAGE_PARTS_MAX // 2]:  # the oldest half

@@ -253,11 +253,14 @@ def plan_edits(
     clearing then costs no rebuild)."""
     if api not in POLICY_APIS or not policies.active:
         return PolicyOutcome()
-    from engine.prompt.cache_policy import cache_lifetime_s
+    from engine.prompt.cache_policy import SHORTEST_CACHE_S, cache_lifetime_s
 
     idle = now - state.last_request_at if now is not None and state.last_request_at is not None else None
-    lifetime = cache_lifetime_s(apis.PROVIDERS[api], body)
-    cold = idle is not None and idle > lifetime
+    # the body is searched for 1-hour breakpoints only after a pause no cache outlives
+    lifetime = (
+        cache_lifetime_s(apis.PROVIDERS[api], body) if idle is not None and idle > SHORTEST_CACHE_S else None
+    )
+    cold = idle is not None and lifetime is not None and idle > lifetime
     if now is not None:
         state.last_request_at = now
     offload = policies.offload if api in READ_RESULT_ADDERS else None
@@ -338,7 +341,7 @@ def plan_edits(
             if newly
             else "tool results cleared earlier stay cleared (the sent prefix stays byte-stable)"
         )
-        if newly and cold and idle is not None:
+        if newly and cold and idle is not None and lifetime is not None:
             reason += (
                 f"; the prompt cache had expired (idle {idle / 60:.0f} min > {lifetime // 60} min), "
                 "so clearing rebuilt nothing extra"
