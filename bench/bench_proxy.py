@@ -492,9 +492,11 @@ def stack_table(upstream: str, proxy: _Proxy, calls: int, headers: dict[str, str
     table.notes.append(
         f"Direct p50 {base[50]:.2f} ms. raw: asyncio streams on uvloop copying bytes as they arrive, the floor "
         "of one more hop through a Python process on this machine; asgi-socket: uvicorn (httptools, uvloop) "
-        "and a bare ASGI app writing upstream on a raw socket; asgi-httpx: the same app sending through httpx; "
-        "starlette-httpx: Starlette routing and responses over that, the stack the proxy is built on. The "
-        "yardsticks relay only this bench's requests (no recording, no error handling)."
+        "and a bare ASGI app writing upstream on a raw socket; asgi-aiohttp / asgi-httpx: the same app sending "
+        "through aiohttp's or httpx's client; starlette-httpx: Starlette routing and responses over httpx (the "
+        "proxy's stack before its relay); aiohttp: aiohttp's server and client. The yardsticks relay only this "
+        "bench's requests (no recording, no error handling); the proxy's relay (engine/proxy/relay.py: asyncio "
+        "streams, httptools parsing) records every call as well."
     )
     return table
 

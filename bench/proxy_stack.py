@@ -6,8 +6,10 @@ relays the upstream's chunked answer, nothing else (these are yardsticks, not pr
 
 - ``raw``: asyncio streams on uvloop, bytes copied as they arrive (the floor of one more hop);
 - ``asgi-socket``: uvicorn (httptools, uvloop) with a bare ASGI app, upstream over a raw socket;
-- ``asgi-httpx``: the same app, upstream through httpx (as the proxy sends);
-- ``starlette-httpx``: Starlette routing and responses over the same (the stack the proxy is built on).
+- ``asgi-aiohttp``: the same app, upstream through aiohttp's client;
+- ``asgi-httpx``: the same app, upstream through httpx;
+- ``starlette-httpx``: Starlette routing and responses over the same (the proxy's stack until its relay);
+- ``aiohttp``: aiohttp's server and client, another well-kept async stack.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
-LAYERS = ("raw", "asgi-socket", "asgi-httpx", "starlette-httpx")
+LAYERS = ("raw", "asgi-socket", "asgi-aiohttp", "asgi-httpx", "starlette-httpx", "aiohttp")
 _READ = 8 << 20
 _SKIP = (b"host", b"connection", b"transfer-encoding")
 
@@ -126,7 +128,27 @@ def _asgi_app(layers: str, upstream: str) -> Any:
         await send({"type": "http.response.body", "body": b""})
         await answer.aclose()
 
-    relay = over_socket if layers == "asgi-socket" else over_httpx
+    async def over_aiohttp(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        import aiohttp
+
+        session = clients.get("aiohttp") or clients.setdefault(
+            "aiohttp", aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(total=60))
+        )
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k not in _SKIP]
+        async with session.request(
+            scope["method"],
+            upstream + scope["path"],
+            headers=headers,
+            data=body(receive),
+            skip_auto_headers=("user-agent",),
+        ) as answer:
+            await send({"type": "http.response.start", "status": answer.status,
+                        "headers": [(k, v) for k, v in answer.raw_headers if k.lower() not in _SKIP]})  # fmt: skip
+            async for chunk in answer.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    relay = {"asgi-socket": over_socket, "asgi-aiohttp": over_aiohttp}.get(layers, over_httpx)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -164,10 +186,48 @@ def _asgi_app(layers: str, upstream: str) -> Any:
     return Starlette(routes=[Route("/{path:path}", forward, methods=["POST"])])
 
 
+def _serve_aiohttp(port: int, upstream: str) -> None:
+    import aiohttp
+    import uvloop
+    from aiohttp import web
+
+    clients: dict[str, aiohttp.ClientSession] = {}
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        session = clients.get("s") or clients.setdefault(
+            "s", aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(total=60))
+        )
+        headers = [(k, v) for k, v in request.headers.items() if k.lower().encode() not in _SKIP]
+        async with session.request(
+            request.method,
+            upstream + request.path,
+            headers=headers,
+            data=request.content,
+            skip_auto_headers=("user-agent",),
+        ) as answer:
+            response = web.StreamResponse(status=answer.status)
+            for k, v in answer.headers.items():
+                if k.lower().encode() not in _SKIP and k.lower() != "content-length":
+                    response.headers.add(k, v)
+            await response.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application(client_max_size=1 << 30)
+    app.router.add_route("*", "/{path:.*}", forward)
+    uvloop.install()
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
 def main() -> None:
     layers, port, upstream = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     if layers not in LAYERS:
         raise SystemExit(f"layers must be one of {', '.join(LAYERS)}, not {layers!r}")
+    if layers == "aiohttp":
+        _serve_aiohttp(port, upstream)
+        return
     if layers == "raw":
         import uvloop
 

@@ -97,7 +97,9 @@ def test_summary_json_records_each_benchmark_without_failures(quick_run) -> None
     assert not [d for d in data if d["status"] == "failed"], data
 
 
-@pytest.mark.parametrize("layers", ["raw", "asgi-socket", "asgi-httpx", "starlette-httpx"])
+@pytest.mark.parametrize(
+    "layers", ["raw", "asgi-socket", "asgi-aiohttp", "asgi-httpx", "starlette-httpx", "aiohttp"]
+)
 def test_each_stack_yardstick_relays_a_streamed_answer_whole(layers: str) -> None:
     """bench_proxy --stack compares the proxy with these relays: each must relay for real."""
     import threading

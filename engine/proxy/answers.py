@@ -24,14 +24,29 @@ def _error_body(kind: str, status: int, message: str) -> bytes:
     return json.dumps(error).encode()
 
 
-def fail(
-    recorder: Recorder, exchange: Exchange, started: float, kind: str, status: int, error: str, exc: Exception
-) -> Response:
-    message = f"ctxdesk proxy: {error.replace('_', ' ')} ({type(exc).__name__}: {exc})"
+def record_failure(
+    recorder: Recorder,
+    exchange: Exchange,
+    started: float,
+    kind: str,
+    status: int,
+    error: str,
+    exc: BaseException,
+) -> bytes:
+    """Record the proxy's failure to get an answer; the error body the agent gets instead."""
+    detail = str(exc) or "no detail"
+    message = f"ctxdesk proxy: {error.replace('_', ' ')} ({type(exc).__name__}: {detail})"
     exchange.proxy_error, exchange.proxy_error_detail = error, message
     exchange.latency_ms = (time.perf_counter() - started) * 1000
     recorder.submit(exchange)
-    return Response(_error_body(kind, status, message), status_code=status, media_type="application/json")
+    return _error_body(kind, status, message)
+
+
+def fail(
+    recorder: Recorder, exchange: Exchange, started: float, kind: str, status: int, error: str, exc: Exception
+) -> Response:
+    body = record_failure(recorder, exchange, started, kind, status, error, exc)
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def refuse(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,10 +22,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.proxy import apis, openai_policies
-from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse
-from engine.proxy.anthropic_reads import serve_reads
+from engine.proxy import apis
+from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail
 from engine.proxy.controller import Controller
+from engine.proxy.policy_step import apply_policies
 from engine.proxy.recorder import Exchange, Hold, Recorder, new_exchange
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -129,23 +128,13 @@ def create_app(
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )
         if controller is not None:
-            outcome = controller.apply(api, body, request.headers)
-            exchange.policy = outcome
-            if outcome.refusal is not None:
-                return refuse(recorder, exchange, started, *outcome.refusal)
-            if outcome.serve_read_result and outcome.body is not None:
-                headers = [
-                    (k, v) for k, v in request.headers.raw
-                    if k.decode("latin-1").lower() not in HOP_BY_HOP | {b"accept-encoding".decode()}
-                ]  # fmt: skip
-                serve = serve_reads if api == apis.ANTHROPIC_MESSAGES else openai_policies.serve_reads
-                return await serve(
-                    state["client"], recorder, controller, exchange, started, kind,
-                    upstream_url(base, path, query), headers, outcome.body,
-                )  # fmt: skip
-            if outcome.body is not None:
-                body = json.dumps(outcome.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-                exchange.sent_body = body
+            answer = await apply_policies(
+                state["client"], recorder, controller, exchange, started, kind, upstream_url(base, path, query),
+                request.headers, request.headers.raw, body,
+            )  # fmt: skip
+            if isinstance(answer, Response):
+                return answer
+            body = answer
         headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
         return await _send(
             recorder, state["client"], exchange, started, kind, request.method, upstream_url(base, path, query),

@@ -1,0 +1,115 @@
+"""Keep-alive connections from the relay to an origin (the provider, or the proxy's own app).
+
+TLS for ``https`` origins verifies as httpx does (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import urllib.request
+from dataclasses import dataclass
+from functools import cache
+from urllib.parse import urlsplit
+
+from engine.proxy.http1 import HEAD_LIMIT, READ_SIZE
+
+#: Idle connections kept per origin.
+POOL_SIZE = 100
+
+
+@dataclass(frozen=True)
+class Origin:
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def netloc(self) -> str:
+        """The ``host`` header's value: the port only when not the scheme's own, IPv6 in brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def split_url(url: str) -> tuple[Origin, str]:
+    """``(origin, target)`` of an absolute URL; the target is its path and query."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Origin(scheme, parts.hostname or "", port), target
+
+
+@cache
+def uses_env_proxy(origin: Origin) -> bool:
+    """Whether ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` applies to ``origin`` (httpx honours them)."""
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(origin.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(origin.host)
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    import certifi
+
+    context = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+    if os.environ.get("SSL_CERT_DIR"):
+        context.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+@dataclass
+class Connection:
+    origin: Origin
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    reused: bool = False
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class ConnectionPool:
+    """Idle keep-alive connections by origin."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self._idle: dict[Origin, list[Connection]] = {}
+
+    async def acquire(self, origin: Origin, *, fresh: bool = False) -> Connection:
+        """An idle connection to ``origin`` (unless ``fresh``), else a new one; ``TimeoutError`` or
+        ``OSError`` when it cannot be opened."""
+        idle = self._idle.get(origin, [])
+        while idle and not fresh:
+            conn = idle.pop()
+            if not conn.writer.is_closing() and not conn.reader.at_eof():
+                conn.reused = True
+                return conn
+            conn.close()
+        secure = origin.scheme == "https"
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                origin.host, origin.port, limit=max(HEAD_LIMIT, READ_SIZE),
+                ssl=_tls() if secure else None, server_hostname=origin.host if secure else None,
+            ),
+            self.connect_timeout_s,
+        )  # fmt: skip
+        return Connection(origin, reader, writer)
+
+    def release(self, conn: Connection) -> None:
+        """Back to the pool, for the next request to the same origin."""
+        idle = self._idle.setdefault(conn.origin, [])
+        if len(idle) < POOL_SIZE and not conn.writer.is_closing():
+            idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
+        self._idle.clear()

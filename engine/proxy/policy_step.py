@@ -1,0 +1,43 @@
+"""A request through the in-flight policies (one place for the relay and the app): refused in the
+provider's own shape, answered through read_result rounds, or the body to send on (edited or not)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import httpx
+from starlette.responses import Response
+
+from engine.proxy import apis, openai_policies
+from engine.proxy.answers import refuse
+from engine.proxy.anthropic_reads import serve_reads
+from engine.proxy.controller import Controller
+from engine.proxy.recorder import Exchange, Recorder
+
+#: Request headers not sent on the proxy's own read_result rounds (httpx frames and encodes them).
+ROUND_SKIPPED = frozenset(
+    {
+        "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+        "proxy-connection", "proxy-authenticate", "proxy-authorization", "accept-encoding", "expect",
+    }
+)  # fmt: skip
+
+
+async def apply_policies(
+    client: httpx.AsyncClient, recorder: Recorder, controller: Controller, exchange: Exchange, started: float,
+    kind: str, url: str, headers: Mapping[str, str], raw_headers: list[tuple[bytes, bytes]], body: bytes,
+) -> Response | bytes:  # fmt: skip
+    """The proxy's own answer (a refusal, or the read_result rounds' answer), else the body to forward."""
+    outcome = controller.apply(exchange.api, body, headers)
+    exchange.policy = outcome
+    if outcome.refusal is not None:
+        return refuse(recorder, exchange, started, *outcome.refusal)
+    if outcome.serve_read_result and outcome.body is not None:
+        kept = [(k, v) for k, v in raw_headers if k.decode("latin-1").lower() not in ROUND_SKIPPED]
+        serve = serve_reads if exchange.api == apis.ANTHROPIC_MESSAGES else openai_policies.serve_reads
+        return await serve(client, recorder, controller, exchange, started, kind, url, kept, outcome.body)
+    if outcome.body is not None:
+        body = json.dumps(outcome.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        exchange.sent_body = body
+    return body
