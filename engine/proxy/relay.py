@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 
 import httpx
@@ -106,7 +107,7 @@ class Relay:
                 try:
                     head = parse_request_head(raw)
                 except HeadError as exc:
-                    writer.write(render_answer(400, f'{{"error":"{exc}"}}'.encode(), close=True))
+                    writer.write(render_answer(400, json.dumps({"error": str(exc)}).encode(), close=True))
                     return
                 if not await self._one(head, raw, reader, writer) or not head.keep_alive:
                     return

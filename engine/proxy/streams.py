@@ -10,6 +10,9 @@ from collections.abc import Callable
 from engine.proxy.connections import Connection
 from engine.proxy.http1 import READ_SIZE
 
+#: Longest an origin may leave a request body unread before the relay gives up (a 504).
+WRITE_TIMEOUT_S = 60.0
+
 
 class ClientGone(ConnectionError):
     """The agent closed its connection."""
@@ -57,7 +60,8 @@ async def forward_body(
         if keep is not None:
             keep(data)
         conn.writer.write(data)
-        await conn.writer.drain()
+        if conn.writer.transport.get_write_buffer_size():  # the origin is not keeping up
+            await asyncio.wait_for(conn.writer.drain(), WRITE_TIMEOUT_S)
 
 
 async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
