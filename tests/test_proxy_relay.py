@@ -8,7 +8,6 @@ import json
 import socket
 import socketserver
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -350,23 +349,22 @@ def test_a_port_in_use_is_a_config_error_naming_it(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost (openssl, as Debian ships it)."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+def certificate(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
+    """A test CA's certificate file and a server context for localhost signed by it (trustme)."""
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
+    cert = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(cert))
+    return cert, context
 
 
 def test_an_https_upstream_is_verified_and_served(
-    tmp_path: Path, certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, certificate: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cert, key = certificate
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    cert, context = certificate
     upstream = RawUpstream(tls=context)
     url = f"https://localhost:{upstream.server_address[1]}"
     try:
