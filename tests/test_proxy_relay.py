@@ -4,12 +4,14 @@ the routes a request takes, and what the agent and the upstream see — against 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import socketserver
 import ssl
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -22,6 +24,7 @@ from engine.proxy.connections import Origin, split_url
 from engine.proxy.http1 import (
     BrokenAnswer,
     HeadError,
+    RequestHead,
     ResponseReader,
     parse_request_head,
     render_request_head,
@@ -393,3 +396,195 @@ def test_an_https_upstream_is_verified_and_served(
         connections._tls.cache_clear()
         upstream.shutdown()
         upstream.server_close()
+
+
+# -- failures a real upstream or agent causes ------------------------------------------------------
+class ScriptedUpstream(socketserver.ThreadingTCPServer):
+    """An upstream whose every connection runs ``script(handler, connection_number)``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, script: Callable[[_ScriptHandler, int], None]) -> None:
+        self.script = script
+        self.connections = 0
+        self.requests: list[tuple[int, bytes]] = []
+        super().__init__(("127.0.0.1", 0), _ScriptHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _ScriptHandler(socketserver.StreamRequestHandler):
+    server: ScriptedUpstream
+
+    def handle(self) -> None:
+        self.server.connections += 1
+        self.server.script(self, self.server.connections)
+
+    def head(self) -> RequestHead | None:
+        raw = b""
+        while not raw.endswith(b"\r\n\r\n"):
+            line = self.rfile.readline()
+            if not line:
+                return None
+            raw += line
+        return parse_request_head(raw)
+
+    def ok(self) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+        self.wfile.flush()
+
+
+def _request(body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+    )
+
+
+def _answer(sock: socket.socket) -> bytes:
+    data = b""
+    while not (b"\r\n\r\n" in data and data.endswith(b"}")):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@contextlib.contextmanager
+def _after_one_call(proxy: ProxyServer) -> Iterator[socket.socket]:
+    """An agent connection to the proxy whose first call was answered (its upstream connection kept alive)."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(_request(_body(1)))
+        assert _answer(sock).startswith(b"HTTP/1.1 200 OK")
+        yield sock
+
+
+def test_a_kept_alive_connection_dropped_before_the_whole_request_went_out_is_retried(tmp_path: Path) -> None:
+    def script(h: _ScriptHandler, n: int) -> None:
+        while (head := h.head()) is not None:
+            h.server.requests.append((n, b""))
+            if n == 1 and len(h.server.requests) == 2:
+                h.connection.close()  # the body unread: the kernel answers the rest with a reset
+                return
+            h.rfile.read(head.content_length)
+            h.ok()
+
+    upstream = ScriptedUpstream(script)
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            with _after_one_call(proxy) as sock:
+                head, body = _request(_body(2)).split(b"\r\n\r\n", 1)
+                sock.sendall(head + b"\r\n\r\n" + body[:10])
+                time.sleep(0.3)  # the upstream drops the connection while the body is on its way
+                for i in range(10, len(body), 20):
+                    sock.sendall(body[i : i + 20])
+                    time.sleep(0.02)
+                assert _answer(sock).startswith(b"HTTP/1.1 200 OK")
+            assert proxy.recorder.flush(10)
+        assert [n for n, _ in upstream.requests] == [1, 1, 2]
+    finally:
+        upstream.close()
+
+
+def test_a_request_the_upstream_took_whole_is_never_sent_twice(tmp_path: Path) -> None:
+    def script(h: _ScriptHandler, n: int) -> None:
+        while (head := h.head()) is not None:
+            h.server.requests.append((n, h.rfile.read(head.content_length)))
+            if len(h.server.requests) == 2:
+                time.sleep(0.3)  # "works" on it, then the connection drops
+                return
+            h.ok()
+
+    upstream = ScriptedUpstream(script)
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            with _after_one_call(proxy) as sock:
+                sock.sendall(_request(_body(2)))
+                second = _answer(sock)
+            assert proxy.recorder.flush(10)
+        assert second.startswith(b"HTTP/1.1 502 Bad Gateway") and b"without answering" in second
+        assert len(upstream.requests) == 2  # not replayed: the model would have run it twice
+    finally:
+        upstream.close()
+
+
+def test_an_upstream_that_refuses_a_large_body_early_still_gets_the_agent_an_answer(tmp_path: Path) -> None:
+    def script(h: _ScriptHandler, n: int) -> None:
+        h.head()
+        h.wfile.write(b"HTTP/1.1 413 Too Large\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+        h.wfile.flush()
+        h.connection.close()
+
+    upstream = ScriptedUpstream(script)
+    big = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * (12 << 20)}]}).encode()
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as sock:
+                sender = threading.Thread(target=lambda: _send_quietly(sock, _request(big)), daemon=True)
+                sender.start()
+                answer = _answer(sock)
+                sender.join(30)
+            assert proxy.recorder.flush(10)  # recorded once, nothing left hanging
+        assert answer.split(b"\r\n")[0] in (b"HTTP/1.1 502 Bad Gateway", b"HTTP/1.1 413 Too Large")
+    finally:
+        upstream.close()
+
+
+def _send_quietly(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(data)
+
+
+def test_expect_continue_is_answered_at_once_on_the_apps_route_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def script(h: _ScriptHandler, n: int) -> None:
+        while (head := h.head()) is not None:
+            h.server.requests.append((n, h.rfile.read(head.content_length)))
+            h.ok()
+
+    upstream = ScriptedUpstream(script)
+    monkeypatch.setenv("HTTP_PROXY", upstream.url)  # a corporate proxy: the request goes through the app
+    monkeypatch.setenv("NO_PROXY", "")
+    connections.uses_env_proxy.cache_clear()
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+                head, body = _request(_body(3), b"expect: 100-continue\r\n").split(b"\r\n\r\n", 1)
+                sock.sendall(head + b"\r\n\r\n")
+                assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+                sock.sendall(body)
+                assert _answer(sock).startswith(b"HTTP/1.1 200 OK")
+            assert proxy.recorder.flush(10)
+        assert [b for _, b in upstream.requests] == [_body(3)]
+    finally:
+        connections.uses_env_proxy.cache_clear()
+        upstream.close()
+
+
+def test_an_agent_gone_mid_chunked_body_leaves_nothing_hanging(tmp_path: Path) -> None:
+    upstream = ScriptedUpstream(lambda h, n: None)
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+                sock.sendall(
+                    b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n\r\n"
+                    b'10\r\n{"model":"m","'
+                )
+                time.sleep(0.3)
+            deadline = time.monotonic() + 5
+            while proxy.relay is not None and proxy.relay._serving and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert proxy.relay is not None and not proxy.relay._serving
+            assert proxy.recorder.flush(5)  # the app recorded the disconnect: every request begun is written
+    finally:
+        upstream.close()

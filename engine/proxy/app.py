@@ -123,7 +123,13 @@ def create_app(
                 recorder, state["client"], exchange, started, kind, request.method, upstream_url(base, path, query),
                 headers, _tee(request, exchange.request_chunks), hold,
             )  # fmt: skip
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect as exc:  # the agent went away before its body was whole
+            exchange = new_exchange(
+                api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
+            )
+            return fail(recorder, exchange, started, kind, 499, "client_disconnected", exc)
         exchange = new_exchange(
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import time
 import urllib.request
 from dataclasses import dataclass
 from functools import cache
@@ -17,6 +18,8 @@ from engine.proxy.http1 import HEAD_LIMIT, READ_SIZE
 
 #: Idle connections kept per origin.
 POOL_SIZE = 100
+#: An idle connection is not reused after this long (httpx's keep-alive expiry, which the proxy had).
+KEEPALIVE_EXPIRY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,10 @@ def split_url(url: str) -> tuple[Origin, str]:
 @cache
 def uses_env_proxy(origin: Origin) -> bool:
     """Whether ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` applies to ``origin`` (httpx honours them)."""
-    proxies = urllib.request.getproxies()
+    proxies = urllib.request.getproxies_environment()  # the environment only, as httpx reads it
     if not (proxies.get(origin.scheme) or proxies.get("all")):
         return False
-    return not urllib.request.proxy_bypass(origin.host)
+    return not urllib.request.proxy_bypass_environment(origin.host)
 
 
 @cache
@@ -68,9 +71,15 @@ class Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     reused: bool = False
+    idle_since: float = 0.0
 
     def close(self) -> None:
         self.writer.close()
+
+    def usable(self, now: float) -> bool:
+        """Open, not closed by the origin meanwhile, and idle for less than the expiry."""
+        fresh = now - self.idle_since < KEEPALIVE_EXPIRY_S
+        return fresh and not self.writer.is_closing() and not self.reader.at_eof()
 
 
 class ConnectionPool:
@@ -79,14 +88,16 @@ class ConnectionPool:
     def __init__(self, connect_timeout_s: float) -> None:
         self.connect_timeout_s = connect_timeout_s
         self._idle: dict[Origin, list[Connection]] = {}
+        self._closed = False
 
     async def acquire(self, origin: Origin, *, fresh: bool = False) -> Connection:
         """An idle connection to ``origin`` (unless ``fresh``), else a new one; ``TimeoutError`` or
         ``OSError`` when it cannot be opened."""
         idle = self._idle.get(origin, [])
+        now = time.monotonic()
         while idle and not fresh:
             conn = idle.pop()
-            if not conn.writer.is_closing() and not conn.reader.at_eof():
+            if conn.usable(now):
                 conn.reused = True
                 return conn
             conn.close()
@@ -102,13 +113,19 @@ class ConnectionPool:
 
     def release(self, conn: Connection) -> None:
         """Back to the pool, for the next request to the same origin."""
+        now = time.monotonic()
         idle = self._idle.setdefault(conn.origin, [])
-        if len(idle) < POOL_SIZE and not conn.writer.is_closing():
+        for stale in [c for c in idle if not c.usable(now)]:  # closed or expired meanwhile
+            idle.remove(stale)
+            stale.close()
+        if len(idle) < POOL_SIZE and not self._closed and not conn.writer.is_closing():
+            conn.idle_since = now
             idle.append(conn)
         else:
             conn.close()
 
     def close(self) -> None:
+        self._closed = True
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()

@@ -42,6 +42,7 @@ class Exchange:
     parent: Exchange | None = None  # set on the proxy's own follow-up calls (read_result rounds)
     #: the body's chunks as they were forwarded, when it was streamed upstream (joined by the writer)
     request_chunks: list[bytes] | None = None
+    submitted: bool = False  # handed to the recorder (it takes each exchange once)
 
 
 def utc_now() -> str:

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -116,7 +116,36 @@ def parse_request_head(raw: bytes) -> RequestHead:
         raise HeadError("invalid Content-Length") from exc
     if length < 0:
         raise HeadError("invalid Content-Length")
-    return RequestHead(method, head.url.decode("latin-1"), head.headers, head.keep_alive, upgrade)
+    target = head.url.decode("latin-1")
+    if "://" in target.split("?", 1)[0]:  # absolute form (RFC 9112 3.2.2): the path and query are the target
+        parts = urlsplit(target)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return RequestHead(method, target, head.headers, head.keep_alive, upgrade)
+
+
+class RequestTracker:
+    """Follows the bytes of one request as they are passed on: ``feed`` says whether it is complete."""
+
+    def __init__(self) -> None:
+        self.complete = False
+        self._parser = httptools.HttpRequestParser(self)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    def feed(self, data: bytes) -> bool:
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self.complete = True  # past what HTTP/1.1 frames (an upgrade): the origin decides
+        return self.complete
+
+
+def without_expect(head: RequestHead) -> bytes:
+    """The head as received, less ``Expect`` (the relay answers 100 Continue itself)."""
+    lines = [f"{head.method} {head.target} HTTP/1.1".encode("latin-1")]
+    lines += [k + b": " + v for k, v in head.headers if k.lower() != b"expect"]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 def render_request_head(
@@ -175,7 +204,12 @@ class ResponseHead:
     raw: bytes
 
     def header_map(self) -> dict[str, str]:
-        return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.headers}
+        """Names lowercased; a repeated header's values joined by ``, `` (as httpx does)."""
+        joined: dict[str, str] = {}
+        for k, v in self.headers:
+            name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+            joined[name] = f"{joined[name]}, {value}" if name in joined else value
+        return joined
 
 
 @dataclass
@@ -221,12 +255,15 @@ class ResponseReader:
 
     async def read_head(self, timeout: float | None) -> ResponseHead:
         """The next head; ``asyncio.IncompleteReadError`` when the connection closed first."""
-        raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), timeout)
+        try:
+            raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), timeout)
+        except asyncio.LimitOverrunError as exc:
+            raise BrokenAnswer(f"answer head over {HEAD_LIMIT} bytes") from exc
         self._answer.complete = False
         try:
             self._parser.feed_data(raw)
-        except httptools.HttpParserError as exc:
-            raise BrokenAnswer(f"invalid answer head: {exc}") from exc
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            raise BrokenAnswer(f"invalid answer head: {exc!r}") from exc
         status = self._parser.get_status_code()
         headers = self._answer.head.headers
         names = {k.lower() for k, _ in headers}
@@ -256,8 +293,8 @@ class ResponseReader:
                 raise BrokenAnswer("the upstream closed the connection mid-answer")
             try:
                 self._parser.feed_data(data)
-            except httptools.HttpParserError as exc:
-                raise BrokenAnswer(f"invalid answer body: {exc}") from exc
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+                raise BrokenAnswer(f"invalid answer body: {exc!r}") from exc
             yield data
 
     def stop_keeping(self) -> None:

@@ -75,7 +75,10 @@ class Recorder:
                 self._forwarding_changed.notify_all()
 
     def submit(self, exchange: Exchange) -> None:
-        """Queue an exchange for writing; never blocks, never raises."""
+        """Queue an exchange for writing (once: a second submit of it is ignored); never blocks, never raises."""
+        if exchange.submitted:
+            return
+        exchange.submitted = True
         with self._in_flight_changed:
             self._in_flight = max(0, self._in_flight - 1)
             self._in_flight_changed.notify_all()

@@ -14,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from engine.errors import ConfigError
-from engine.proxy.app import Upstreams, create_app
+from engine.proxy.app import SHUTDOWN_FLUSH_S, Upstreams, create_app
 from engine.proxy.connections import Origin
 from engine.proxy.controller import Controller
 from engine.proxy.http1 import HEAD_LIMIT
@@ -152,7 +152,7 @@ class ProxyServer:
     def stop(self) -> None:
         self.server.should_exit = True
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(SHUTDOWN_FLUSH_S + 5)  # the app's shutdown waits for answered requests
         self.recorder.close()
         self.live.close()
 

@@ -18,11 +18,21 @@ class ClientGone(ConnectionError):
     """The agent closed its connection."""
 
 
-async def send(writer: asyncio.StreamWriter, data: bytes) -> None:
+def put(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """``writer.write`` that raises ``ConnectionResetError`` when the connection is gone (uvloop
+    raises ``RuntimeError`` on a closed transport, asyncio ignores the write)."""
     if writer.is_closing():
-        raise ClientGone("the client went away")
-    writer.write(data)
+        raise ConnectionResetError("the connection is closed")
     try:
+        writer.write(data)
+    except RuntimeError as exc:
+        raise ConnectionResetError(str(exc)) from exc
+
+
+async def send(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """Write to the agent and wait until it takes it; :class:`ClientGone` when it went away."""
+    try:
+        put(writer, data)
         await writer.drain()
     except ConnectionError as exc:
         raise ClientGone("the client went away") from exc
@@ -59,25 +69,41 @@ async def forward_body(
         remaining -= len(data)
         if keep is not None:
             keep(data)
-        conn.writer.write(data)
+        put(conn.writer, data)
         if conn.writer.transport.get_write_buffer_size():  # the origin is not keeping up
             await asyncio.wait_for(conn.writer.drain(), WRITE_TIMEOUT_S)
 
 
-async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
+async def splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    conn: Connection,
+    request_done: Callable[[bytes], bool],
+) -> None:
     """Both directions copied until the origin's side ends (an agent that only stopped sending
-    still gets the rest of the answer)."""
+    still gets the rest of the answer). ``request_done`` sees each chunk the agent sends and says
+    whether its request is complete: an agent gone before that aborts the origin's connection."""
 
-    async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def forward() -> None:
         # an end of input is not passed on: uvicorn takes a half-closed connection for a client gone
         with contextlib.suppress(ConnectionError):
-            while data := await source.read(READ_SIZE):
-                sink.write(data)
-                await sink.drain()
+            done = False
+            while data := await reader.read(READ_SIZE):
+                done = request_done(data)
+                put(conn.writer, data)
+                await conn.writer.drain()
+            if not done:
+                conn.writer.transport.abort()
 
-    sending = asyncio.ensure_future(pump(reader, conn.writer))
+    async def answer() -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await conn.reader.read(READ_SIZE):
+                put(writer, data)
+                await writer.drain()
+
+    sending = asyncio.ensure_future(forward())
     try:
-        await pump(conn.reader, writer)
+        await answer()
     finally:
         sending.cancel()
         conn.close()
