@@ -1,12 +1,11 @@
 """Keep-alive connections from the relay to an origin (the provider, or the proxy's own app).
 
-TLS for ``https`` origins verifies as httpx does (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
+TLS for ``https`` origins uses httpx's own context (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 import time
 import urllib.request
@@ -56,11 +55,9 @@ def uses_env_proxy(origin: Origin) -> bool:
 
 @cache
 def _tls() -> ssl.SSLContext:
-    import certifi
+    import httpx
 
-    context = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
-    if os.environ.get("SSL_CERT_DIR"):
-        context.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+    context = httpx.create_ssl_context()  # what the app's httpx verifies with (certifi, SSL_CERT_FILE/DIR)
     context.set_alpn_protocols(["http/1.1"])
     return context
 

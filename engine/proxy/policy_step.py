@@ -13,15 +13,11 @@ from engine.proxy import apis, openai_policies
 from engine.proxy.answers import refuse
 from engine.proxy.anthropic_reads import serve_reads
 from engine.proxy.controller import Controller
+from engine.proxy.http1 import HOP_BY_HOP
 from engine.proxy.recorder import Exchange, Recorder
 
 #: Request headers not sent on the proxy's own read_result rounds (httpx frames and encodes them).
-ROUND_SKIPPED = frozenset(
-    {
-        "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-        "proxy-connection", "proxy-authenticate", "proxy-authorization", "accept-encoding", "expect",
-    }
-)  # fmt: skip
+ROUND_SKIPPED = frozenset(h.decode() for h in HOP_BY_HOP) | {"content-length", "accept-encoding"}
 
 
 async def apply_policies(

@@ -28,7 +28,7 @@ from starlette.responses import Response
 
 from engine.proxy import apis
 from engine.proxy.answers import record_failure
-from engine.proxy.app import upstream_url
+from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
 from engine.proxy.controller import Controller
 from engine.proxy.http1 import (
@@ -48,8 +48,6 @@ from engine.proxy.policy_step import apply_policies
 from engine.proxy.recorder import Exchange, Hold, Recorder, new_exchange
 from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
 
-#: Answers larger than this are relayed whole but recorded only up to it.
-RECORD_RESPONSE_LIMIT = 64 * 1024 * 1024
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
