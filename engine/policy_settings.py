@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import ConfigError
@@ -34,23 +34,35 @@ class _Policy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class _CacheAwarePolicy(_Policy):
+    """A policy with a ``cache_aware`` knob: true, false or "strict"."""
+
+    @field_validator("cache_aware", mode="before", check_fields=False)
+    @classmethod
+    def _true_false_or_strict(cls, value: Any) -> Any:
+        if isinstance(value, bool) or value == "strict":
+            return value
+        raise ValueError(f'must be true, false or "strict", not {value!r}')
+
+
 class GuardPolicy(_Policy):
     action: Literal["error", "compact"] = Field(
         "error", description="Over the effective window: refuse in the provider's shape, or compact first."
     )
 
 
-class ClearToolResultsPolicy(_Policy):
+class ClearToolResultsPolicy(_CacheAwarePolicy):
     trigger: int = Field(30_000, ge=0, description="Prompt tokens above which old tool results are cleared.")
     keep: int = Field(3, ge=0, description="Most recent tool results always kept.")
     clear_at_least: int = Field(0, ge=0, description="Clear only when this many tokens can be freed at once.")
     exclude_tools: tuple[str, ...] = Field((), description="Tools whose results are never cleared.")
     clear_tool_inputs: bool = Field(False, description="Also clear the inputs of the cleared calls.")
-    cache_aware: bool = Field(
+    cache_aware: bool | Literal["strict"] = Field(
         False,
-        description="Clear only in batches that pay for the prompt-cache rebuild they cause "
+        description="true: clear only in batches that pay for the prompt-cache rebuild they cause "
         "(engine.prompt.cache_policy), or at once when the session idled past the provider's cache "
-        "lifetime (nothing cached to lose); the window still forces clearing.",
+        'lifetime (nothing cached to lose). "strict": never edit a prefix the provider still caches: '
+        "clear only once the session idled past that lifetime. Either way the window still forces clearing.",
     )
 
 
@@ -58,9 +70,15 @@ class OffloadPolicy(_Policy):
     threshold_bytes: int = Field(20_000, gt=0, description="Tool results over this many bytes are offloaded.")
 
 
-class CompactionPolicy(_Policy):
+class CompactionPolicy(_CacheAwarePolicy):
     strategy: str = Field("chain", description="Compaction strategy (engine.compaction).")
     trigger: float = Field(0.9, gt=0, le=1, description="Share of the effective window that triggers it.")
+    cache_aware: bool | Literal["strict"] = Field(
+        False,
+        description='true or "strict": a compaction rewrites the whole cached history, so over the trigger it '
+        "waits until the session idled past the provider's cache lifetime (nothing cached to lose), or "
+        "until the prompt would not fit the effective window.",
+    )
 
 
 class Policies(_Policy):
@@ -113,7 +131,7 @@ def _policies(raw: Any, where: str, source: str | None) -> Policies:
     except PydanticValidationError as exc:
         err = exc.errors()[0]
         place = ".".join(str(p) for p in (where, *err["loc"]))
-        raise ConfigError(err["msg"], source=source, field=place) from exc
+        raise ConfigError(err["msg"].removeprefix("Value error, "), source=source, field=place) from exc
 
 
 def split_policies(

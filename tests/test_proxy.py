@@ -515,6 +515,25 @@ def test_secret_query_parameters_are_masked_in_what_is_recorded(
     assert KEY.encode() not in database_bytes(proxy.recorder.db_path)
 
 
+def test_the_command_on_a_port_in_use_prints_only_its_error(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "proxy", "--port", str(port), "--db", str(tmp_path / "cli.db")],
+            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == ""  # no "listening on" banner for a port it never got
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "address already in use" in done.stderr
+
+
 def test_the_command_prints_where_it_listens_and_the_environment_line(
     tmp_path: Path, upstream: ScriptedServer
 ) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from dashboard import settings_form
 from engine.errors import ConfigError
-from engine.policy_settings import ClearToolResultsPolicy, GuardPolicy, OffloadPolicy
+from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, GuardPolicy, OffloadPolicy
 from engine.settings import dump_settings_toml, load_settings
 
 TEXT = """
@@ -20,9 +20,10 @@ context_window = 128000
 
 [models."claude-sonnet-4-5".policies]
 offload = { threshold_bytes = 50000 }
+compaction = { strategy = "chain", trigger = 0.8, cache_aware = true }
 
 [providers.anthropic.policies]
-clear_tool_results = { trigger = 1000, keep = 1, clear_tool_inputs = true }
+clear_tool_results = { trigger = 1000, keep = 1, clear_tool_inputs = true, cache_aware = "strict" }
 """
 
 
@@ -35,7 +36,10 @@ def test_policies_load_with_the_settings_and_resolve_per_model(tmp_path):
     sonnet = settings.policies.for_model("claude-sonnet-4-5", "anthropic")
     assert sonnet.guard == GuardPolicy(action="compact")
     assert sonnet.offload == OffloadPolicy(threshold_bytes=50_000)
-    assert sonnet.clear_tool_results == ClearToolResultsPolicy(trigger=1000, keep=1, clear_tool_inputs=True)
+    assert sonnet.clear_tool_results == ClearToolResultsPolicy(
+        trigger=1000, keep=1, clear_tool_inputs=True, cache_aware="strict"
+    )
+    assert sonnet.compaction == CompactionPolicy(strategy="chain", trigger=0.8, cache_aware=True)
     gpt = settings.policies.for_model("gpt-4o", "openai")
     assert gpt.clear_tool_results.exclude_tools == ("Skill", "Agent", "Task") and gpt.offload is None
 
@@ -58,6 +62,10 @@ def test_dumped_settings_read_back_equal_policies_included(tmp_path):
             'models."m".policies.clear_tool_results.keep',
         ),
         ("[policies]\nshrink = { x = 1 }\n", "policies.shrink"),
+        (
+            '[policies]\nclear_tool_results = { cache_aware = "sometimes" }\n',
+            "policies.clear_tool_results.cache_aware",
+        ),
     ],
 )
 def test_an_invalid_policy_is_a_config_error_naming_its_field(tmp_path, text, field):

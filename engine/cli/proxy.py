@@ -54,20 +54,23 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
     host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{host}:{args.port}"
-    print(f"ctxdesk proxy listening on {url}, recording into {_shown(db)}", file=out)
-    print(f"  Anthropic -> {upstreams.anthropic}   OpenAI -> {upstreams.openai}", file=out)
-    if settings_file is not None:
-        active = server.policy_file.config.active
-        print(
-            f"  settings: {settings_file} (policies {'on' if active else 'off'}; re-read when it changes)",
-            file=out,
-        )
-    print("Point your agent at it:", file=out)
-    print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
-    print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)
+
+    def tell_where() -> None:  # once the port is bound: a port in use prints only its error
+        url = f"http://{host}:{server.port}"
+        print(f"ctxdesk proxy listening on {url}, recording into {_shown(db)}", file=out)
+        print(f"  Anthropic -> {upstreams.anthropic}   OpenAI -> {upstreams.openai}", file=out)
+        if settings_file is not None:
+            active = server.policy_file.config.active
+            print(
+                f"  settings: {settings_file} (policies {'on' if active else 'off'}; re-read when it changes)",
+                file=out,
+            )
+        print("Point your agent at it:", file=out)
+        print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
+        print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)
+
     with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+        server.run(on_listening=tell_where)
     return EXIT_OK
 
 

@@ -31,6 +31,7 @@ class SessionPolicyState:
     compacted_keys: list[Any] = field(default_factory=list)  # message keys the compacted prefix replaces
     compacted: list[Any] = field(default_factory=list)  # that prefix, rendered once (same bytes each time)
     last_request_at: float | None = None  # when the session's previous request was planned (monotonic s)
+    cache_cold: bool = False  # the provider's cache expired before the request being planned
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,9 @@ def compact_history(
     """The compaction policy over ``rest``, the history after the ``head`` no API compacts (its
     items' ``keys``; ``converted`` gives its messages, asked only when compaction runs): reuse the compacted prefix while the agent
     re-sends the history it replaced; compact again when the prompt passes ``trigger`` of the
-    window. ``render`` gives a compaction's history in the API's shape."""
+    window (with ``cache_aware``, only once the cache has expired or the prompt would not fit the
+    window: a compaction rewrites the whole cached history). ``render`` gives a compaction's history
+    in the API's shape."""
     from engine.compaction import OfflineSummarizer
     from engine.compaction.operations import compact
 
@@ -164,7 +167,8 @@ def compact_history(
         current, reused = {**body, key: [*head, *state.compacted, *rest[n:]]}, True
     tokens = prompt_tokens(api, current, tokenizer) if reused else before
     threshold = int(resolved.budget_tokens * policy.trigger)
-    if tokens <= threshold:
+    waits = bool(policy.cache_aware) and not state.cache_cold and tokens <= resolved.effective_window
+    if tokens <= threshold or waits:
         if not reused:
             return None, body
         return Edit("compaction", "the compacted history is sent again while the agent re-sends it", before, tokens,
@@ -180,6 +184,12 @@ def compact_history(
     compacted = {**body, key: [*head, *state.compacted]}
     after = prompt_tokens(api, compacted, tokenizer)
     reason = f"prompt {tokens:,} tokens over {policy.trigger:.0%} of the window ({threshold:,}): compacted with {policy.strategy}"
+    if policy.cache_aware:
+        reason += (
+            "; the prompt cache had expired, so the rewrite rebuilt nothing extra"
+            if state.cache_cold
+            else f"; it would not fit the effective window ({resolved.effective_window:,}) otherwise"
+        )
     changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
                 "replaced_messages": len(rest), "sent_messages": len(state.compacted),
                 "summary": result.summary},)  # fmt: skip

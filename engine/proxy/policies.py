@@ -177,15 +177,19 @@ def _already_saved(
             for r in results if r.tool_use_id in state.cleared]  # fmt: skip
 
 
-def _clearing_pays(messages: list[Any], candidates: list[_Result], results: list[_Result], state: SessionPolicyState,
-                   tokenizer: Tokenizer, body: Mapping[str, Any], must: bool, cold: bool) -> bool:  # fmt: skip
+def _clearing_pays(policy: ClearToolResultsPolicy, messages: list[Any], candidates: list[_Result],
+                   results: list[_Result], state: SessionPolicyState, tokenizer: Tokenizer,
+                   body: Mapping[str, Any], must: bool, cold: bool) -> bool:  # fmt: skip
     """clear_tool_results' ``cache_aware``: the batch pays for the cache rebuild (engine.prompt.cache_policy),
     measured on the history as sent (results cleared earlier count as their placeholders); a cache
-    gone ``cold`` has nothing to rebuild."""
+    gone ``cold`` has nothing to rebuild. ``"strict"`` clears only then, or when the prompt ``must``
+    shrink to fit: no warm prefix is ever rewritten."""
     from engine.prompt.cache_policy import CacheRates, plan_request_clearing
 
     if not candidates:
         return False
+    if policy.cache_aware == "strict":
+        return cold or must
     model = body.get("model") if isinstance(body.get("model"), str) else None
     first = min(r.location[0] for r in candidates)
     freed = sum(r.tokens for r in candidates)
@@ -261,6 +265,7 @@ def plan_edits(
         cache_lifetime_s(apis.PROVIDERS[api], body) if idle is not None and idle > SHORTEST_CACHE_S else None
     )
     cold = idle is not None and lifetime is not None and idle > lifetime
+    state.cache_cold = cold
     if now is not None:
         state.last_request_at = now
     offload = policies.offload if api in READ_RESULT_ADDERS else None
@@ -304,7 +309,7 @@ def plan_edits(
         ]  # fmt: skip
         if sum(r.tokens for r in candidates) >= clear.clear_at_least and (
             not clear.cache_aware
-            or _clearing_pays(messages, candidates, results, state, tokenizer, body, over_window, cold)
+            or _clearing_pays(clear, messages, candidates, results, state, tokenizer, body, over_window, cold)
         ):
             newly = candidates
     for r in newly:

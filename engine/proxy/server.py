@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -87,6 +88,7 @@ class ProxyServer:
         self.relay: Relay | None = None
         self._front: asyncio.Server | None = None
         self._listening = threading.Event()
+        self._on_listening: Callable[[], None] | None = None  # run()'s: told once the port is bound
         self._thread: threading.Thread | None = None
 
     @property
@@ -139,6 +141,8 @@ class ProxyServer:
                 raise ConfigError(f"cannot listen on {where}: {exc.strerror or exc}", field="port") from exc
             raise
         self._listening.set()
+        if self._on_listening is not None:
+            self._on_listening()
         try:
             while not self.server.should_exit and not app_task.done():
                 await asyncio.sleep(0.05)
@@ -162,8 +166,10 @@ class ProxyServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def run(self) -> None:
-        """Serve in the foreground until interrupted (Ctrl-C), then finish recording."""
+    def run(self, on_listening: Callable[[], None] | None = None) -> None:
+        """Serve in the foreground until interrupted (Ctrl-C), then finish recording;
+        ``on_listening`` is called once the agents' port is bound."""
+        self._on_listening = on_listening
         # The writer thread parses and counts whole requests; a short switch interval lets the
         # event loop take the GIL back quickly, so relaying never waits behind a recording.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
