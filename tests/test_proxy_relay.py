@@ -588,3 +588,56 @@ def test_an_agent_gone_mid_chunked_body_leaves_nothing_hanging(tmp_path: Path) -
             assert proxy.recorder.flush(5)  # the app recorded the disconnect: every request begun is written
     finally:
         upstream.close()
+
+
+def test_an_http_1_0_agent_gets_an_answer_framed_for_http_1_0(
+    tmp_path: Path, raw_upstream: RawUpstream
+) -> None:
+    body = _body(5)
+    with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=raw_upstream.url)) as proxy:
+        answer = _exchange(
+            proxy.port,
+            b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body),
+        )
+        assert proxy.recorder.flush(10)
+    head, _, streamed = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")  # any 1.x status line; what matters is the framing
+    assert (
+        b"transfer-encoding" not in head.lower()
+    )  # HTTP/1.0 has no chunked coding: the body ends with the close
+    assert streamed == SSE and [b for _, b in raw_upstream.requests] == [body]
+
+
+def test_an_http_1_0_agent_on_the_apps_route_gets_its_answer_unframed_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def script(h: _ScriptHandler, n: int) -> None:
+        while (head := h.head()) is not None:
+            h.server.requests.append((n, h.rfile.read(head.content_length)))
+            h.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                          b"%x\r\n%s\r\n0\r\n\r\n" % (len(SSE), SSE))  # fmt: skip
+            h.wfile.flush()
+
+    upstream = ScriptedUpstream(script)
+    monkeypatch.setenv(
+        "HTTP_PROXY", upstream.url
+    )  # the request goes through the app (uvicorn chunks its answer)
+    monkeypatch.setenv("NO_PROXY", "")
+    connections.uses_env_proxy.cache_clear()
+    try:
+        with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
+            body = _body(3)
+            answer = _exchange(
+                proxy.port,
+                b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(body), body),
+            )
+            assert proxy.recorder.flush(10)
+    finally:
+        connections.uses_env_proxy.cache_clear()
+        upstream.close()
+    head, _, content = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"transfer-encoding" not in head.lower()
+    assert b"connection: close" in head.lower()
+    assert content == SSE  # the upstream's stream, whole, ended by the close

@@ -46,6 +46,7 @@ class RequestHead:
     headers: list[tuple[bytes, bytes]]
     keep_alive: bool
     upgrade: bool = False
+    version: str = "1.1"  # the HTTP version the agent speaks
 
     @property
     def path(self) -> str:
@@ -120,7 +121,7 @@ def parse_request_head(raw: bytes) -> RequestHead:
     if "://" in target.split("?", 1)[0]:  # absolute form (RFC 9112 3.2.2): the path and query are the target
         parts = urlsplit(target)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return RequestHead(method, target, head.headers, head.keep_alive, upgrade)
+    return RequestHead(method, target, head.headers, head.keep_alive, upgrade, parser.get_http_version())
 
 
 class RequestTracker:
@@ -166,10 +167,14 @@ def render_request_head(
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
-def render_response_head(status_line: bytes, headers: list[tuple[bytes, bytes]], *, close: bool) -> bytes:
+def render_response_head(
+    status_line: bytes, headers: list[tuple[bytes, bytes]], *, close: bool, unframed: bool = False
+) -> bytes:
     """An upstream answer's head for the agent: hop-by-hop headers out, ``connection: close`` when
-    the relay will close after it."""
-    lines = [status_line] + [k + b": " + v for k, v in headers if k.lower() not in RESPONSE_HOP_BY_HOP]
+    the relay will close after it; ``unframed``: its body goes out without chunked framing (an
+    HTTP/1.0 agent: the close ends it)."""
+    dropped = RESPONSE_HOP_BY_HOP | {b"transfer-encoding"} if unframed else RESPONSE_HOP_BY_HOP
+    lines = [status_line] + [k + b": " + v for k, v in headers if k.lower() not in dropped]
     if close:
         lines.append(b"connection: close")
     return b"\r\n".join(lines) + b"\r\n\r\n"
@@ -220,6 +225,7 @@ class _Answer:
     head: _Head = field(default_factory=_Head)
     complete: bool = False
     parser: httptools.HttpResponseParser | None = None
+    unframed: list[bytes] | None = None  # the body without its framing, when it is relayed so
 
     def on_message_begin(self) -> None:
         self.head = _Head(self.parser)
@@ -234,6 +240,8 @@ class _Answer:
     def on_body(self, data: bytes) -> None:
         if self.keep is not None:
             self.keep.append(data)
+        if self.unframed is not None:
+            self.unframed.append(data)
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -282,8 +290,15 @@ class ResponseReader:
         """The answer ends when the upstream closes (no length, not chunked)."""
         return self._until_close
 
-    async def body(self, timeout: float | None) -> AsyncIterator[bytes]:
-        """The body's raw bytes (framing included) as they arrive, until the answer is complete."""
+    @property
+    def chunked(self) -> bool:
+        return any(k.lower() == b"transfer-encoding" for k, _ in self._answer.head.headers)
+
+    async def body(self, timeout: float | None, *, unframed: bool = False) -> AsyncIterator[bytes]:
+        """The body's raw bytes (framing included) as they arrive, until the answer is complete;
+        ``unframed``: its content only (chunked framing taken off, for an HTTP/1.0 agent)."""
+        if unframed:
+            self._answer.unframed = []
         while not self._answer.complete:
             data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
             if not data:
@@ -295,7 +310,11 @@ class ResponseReader:
                 self._parser.feed_data(data)
             except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
                 raise BrokenAnswer(f"invalid answer body: {exc!r}") from exc
-            yield data
+            if not unframed:
+                yield data
+            elif pieces := self._answer.unframed:
+                self._answer.unframed = []
+                yield b"".join(pieces)
 
     def stop_keeping(self) -> None:
         """Relay the rest without keeping it."""

@@ -280,13 +280,17 @@ class Relay:
         exchange.status = response.status
         exchange.ttfb_ms = (time.perf_counter() - started) * 1000
         exchange.response_headers = response.header_map()
-        close = answer.closes or not head.keep_alive
+        unframed = head.version != "1.1" and answer.chunked  # HTTP/1.0 has no chunked coding
+        close = answer.closes or not head.keep_alive or unframed
         keep_alive = False
         try:
-            await send(writer, render_response_head(response.status_line, response.headers, close=close))
+            await send(
+                writer,
+                render_response_head(response.status_line, response.headers, close=close, unframed=unframed),
+            )
             hold.release()  # the answer's head is out: the writer may run
             recorded = 0
-            async for data in answer.body(self.read_timeout_s):
+            async for data in answer.body(self.read_timeout_s, unframed=unframed):
                 await send(writer, data)
                 recorded += len(data)
                 if recorded > RECORD_RESPONSE_LIMIT:
@@ -339,8 +343,13 @@ class Relay:
             while 100 <= response.status < 200:
                 await send(writer, response.raw)
                 response = await answer.read_head(None)
-            await send(writer, response.raw)
-            async for data in answer.body(None):
+            unframed = head.version != "1.1" and answer.chunked  # HTTP/1.0 has no chunked coding
+            if unframed:
+                await send(writer, render_response_head(response.status_line, response.headers, close=True,
+                                                        unframed=True))  # fmt: skip
+            else:
+                await send(writer, response.raw)
+            async for data in answer.body(None, unframed=unframed):
                 await send(writer, data)
         except ClientGone:
             if conn is not None:
@@ -361,7 +370,7 @@ class Relay:
             conn.close()
             return False
         self.app.release(conn)
-        return True
+        return not unframed  # an unframed body ends when the agent's connection closes
 
 
 def _answer_quietly(
