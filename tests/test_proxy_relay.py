@@ -590,16 +590,20 @@ def test_an_agent_gone_mid_chunked_body_leaves_nothing_hanging(tmp_path: Path) -
         upstream.close()
 
 
+def _post_as_http_1_0(port: int, body: bytes) -> bytes:
+    return _exchange(
+        port,
+        b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
+        % (len(body), body),
+    )
+
+
 def test_an_http_1_0_agent_gets_an_answer_framed_for_http_1_0(
     tmp_path: Path, raw_upstream: RawUpstream
 ) -> None:
     body = _body(5)
     with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=raw_upstream.url)) as proxy:
-        answer = _exchange(
-            proxy.port,
-            b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
-            % (len(body), body),
-        )
+        answer = _post_as_http_1_0(proxy.port, body)
         assert proxy.recorder.flush(10)
     head, _, streamed = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK\r\n")  # any 1.x status line; what matters is the framing
@@ -628,11 +632,7 @@ def test_an_http_1_0_agent_on_the_apps_route_gets_its_answer_unframed_too(
     try:
         with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
             body = _body(3)
-            answer = _exchange(
-                proxy.port,
-                b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
-                % (len(body), body),
-            )
+            answer = _post_as_http_1_0(proxy.port, body)
             assert proxy.recorder.flush(10)
     finally:
         connections.uses_env_proxy.cache_clear()
