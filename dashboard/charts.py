@@ -7,6 +7,7 @@ reaches hover text or annotations, because plotly renders a subset of HTML there
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
@@ -153,12 +154,17 @@ def timeline_figure(
                 continue  # drawn as the refused projection below; the forced final has the line
             key = (m["kind"], m["outcome"] if m["kind"] != "restore" else None)
             label, color = MARKER_STYLE.get(key, (str(m["kind"]), "#555"))
+            label = POLICY_EDIT if m.get("trigger") == "proxy_policy" else label
             fig.add_vline(
                 x=int(m["turn"]), line={"color": color, "dash": "dash", "width": 1.5},
                 annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11},
                             "yshift": -22 if has_findings else 0},
                 annotation_position="top left",
             )  # fmt: skip
+    if markers is not None and not markers.empty and "reason" in markers:
+        explained = markers[markers["reason"].notna() & (markers["kind"] != "guard")]
+        if not explained.empty:
+            fig.add_trace(reasons_trace(explained, totals, x))
     if markers is not None and not markers.empty and "projected_tokens" in markers:
         refused = markers[(markers["kind"] == "guard") & markers["projected_tokens"].notna()]
         if not refused.empty:
@@ -233,6 +239,33 @@ def _hover_title(title: object) -> str:
     if len(text) > HOVER_TITLE_CHARS:
         text = text[: HOVER_TITLE_CHARS - 1] + "…"
     return escape(text)
+
+
+#: The marker label of an edit a proxy policy made (recorded as a compaction).
+POLICY_EDIT = "Policy edit"
+#: Characters per line of a reason in a hover.
+HOVER_WRAP = 90
+
+
+def reasons_trace(marks: pd.DataFrame, totals: pd.Series, x: list[int]) -> go.Scatter:
+    """A symbol on each marked step whose event gives a reason (a policy edit's, a compaction's):
+    at the tokens sent after it where recorded, the reason in the hover."""
+    at = dict(zip(x, totals.tolist(), strict=True))
+    ys, hover, colors = [], [], []
+    for m in marks.itertuples():
+        label, color = MARKER_STYLE.get((m.kind, m.outcome), (str(m.kind), "#555"))
+        label = POLICY_EDIT if m.trigger == "proxy_policy" else label
+        after = m.projected_tokens if m.projected_tokens == m.projected_tokens else None
+        ys.append(after if after is not None else at.get(int(m.turn), 0))
+        sent = f" ({int(after):,} tokens sent)" if after is not None else ""
+        why = "<br>".join(escape(line) for line in textwrap.wrap(str(m.reason), HOVER_WRAP))
+        hover.append(f"{escape(label)} · {escape(str(m.trigger))}<br>{why}{sent}")
+        colors.append(color)
+    return go.Scatter(
+        x=marks["turn"].astype(int).tolist(), y=ys, name="Edits and compactions (hover for why)",
+        mode="markers", marker={"symbol": "diamond-open", "size": 11, "color": colors, "line": {"width": 2}},
+        text=hover, hovertemplate="%{text}<extra></extra>",
+    )  # fmt: skip
 
 
 def findings_trace(findings: pd.DataFrame, unit: str = "turn") -> go.Scatter:

@@ -83,11 +83,12 @@ def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Data
         con, db, "context_events", session_id,
         "turn_index IS NOT NULL AND ((kind = 'compaction' AND outcome = 'compacted')"
         " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider', 'rejected')) OR kind = 'restore')",
-        ["seq", "turn_index", "kind", "trigger", "outcome", "projected_tokens", "limit_tokens"],
+        ["seq", "turn_index", "kind", "trigger", "outcome", "reason", "projected_tokens", "limit_tokens"],
     )  # fmt: skip
     return _df(
         con,
-        f"""SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, projected_tokens, limit_tokens
+        f"""SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, reason, projected_tokens,
+            limit_tokens
         FROM {src} ORDER BY seq""",
         params,
     )

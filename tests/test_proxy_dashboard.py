@@ -3,6 +3,7 @@ count beside ours, read through DuckDB (dashboard.request_data) and driven with 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,11 +107,13 @@ def test_the_requests_page_shows_the_calls_and_the_exact_prompt(
     assert "You are terse." in codes and "print('hi')" in codes
 
 
-def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def _proxy_with_policies(
+    tmp_path: Path, policies: str, session: str
+) -> Iterator[tuple[Path, ProxyServer, anthropic.Anthropic]]:
+    """A proxy with ``[policies]`` set, in front of a scripted model, and an SDK client of one session."""
     settings = tmp_path / "settings.toml"
-    settings.write_text("[policies]\nclear_tool_results = { trigger = 0, keep = 0 }\n", encoding="utf-8")
+    settings.write_text(f"[policies]\n{policies}\n", encoding="utf-8")
     db = tmp_path / "p.db"
     server = A.install(ScriptedServer(default=A.text("ok")))
     with (
@@ -119,12 +122,32 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
     ):
         client = opened(
             anthropic.Anthropic(
-                base_url=proxy.base_url,
-                api_key="sk-x",
-                max_retries=0,
-                default_headers={"X-Ctxdesk-Session": "edited"},
+                base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+                default_headers={"X-Ctxdesk-Session": session},
             )
-        )
+        )  # fmt: skip
+        yield db, proxy, client
+
+
+def _app_on(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: str) -> AppTest:
+    """The dashboard on ``db`` with ``session`` selected."""
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "none.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.session_state["selected_session"] = f"{data.db_labels([db])[0]}::{session}"
+    return at
+
+
+def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _proxy_with_policies(tmp_path, "clear_tool_results = { trigger = 0, keep = 0 }", "edited") as (
+        db,
+        proxy,
+        client,
+    ):
         messages = [
             {"role": "user", "content": "Read it."},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
@@ -149,12 +172,7 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
         "-[2] user: SECRET-LOOKING OUTPUT" in diff
         and "+[2] user: [ctxdesk cleared this tool result (Read" in diff
     )
-    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
-    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "none.toml"))
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.session_state["selected_session"] = f"{label}::edited"
+    at = _app_on(db, tmp_path, monkeypatch, "edited")
     at.switch_page("views/requests.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("A ctxdesk policy edited this call" in w.value for w in at.warning)
@@ -170,3 +188,47 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
     assert any(s.value == "Proxied calls: agent sent vs model received" for s in at.subheader)
     assert any("ctxdesk cleared" in c.value for c in at.code)
     assert any(m.label == "Tokens saved (messages, our count)" for m in at.metric)
+
+
+def test_a_policy_edit_is_on_the_timeline_with_its_reason_and_a_resent_one_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.store import SessionStore
+
+    history: list[dict] = [{"role": "user", "content": "Read them."}]
+    with _proxy_with_policies(
+        tmp_path, "clear_tool_results = { trigger = 0, keep = 1 }", "timeline-edits"
+    ) as (
+        db,
+        proxy,
+        client,
+    ):
+        for i in range(3):  # each call adds a result; from the second on, an older one is cleared
+            history += [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                              "content": f"FILE {i} " * 200}]},
+            ]  # fmt: skip
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=20, messages=history, tools=[READ])
+        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Thanks."}]
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=20, messages=history, tools=[READ])
+        assert proxy.recorder.flush()
+    with SessionStore(db, read_only=True) as store:
+        edits = store.list_events("timeline-edits", kind="compaction")
+    # call 2 clears t0, call 3 clears t1 (t0's placeholder sent again), call 4 clears nothing new
+    assert [e.outcome for e in edits] == ["compacted", "compacted", "kept"]
+    assert "stay cleared" in edits[-1].reason and all(e.turn_index is not None for e in edits)
+    con = data.connect([db])
+    label = data.db_labels([db])[0]
+    marks = data.markers(con, label, "timeline-edits")
+    assert list(marks["reason"]) == [e.reason for e in edits[:2]] and "cleared" in marks["reason"].iloc[0]
+    (row,) = data.sessions_overview(con).itertuples()
+    assert row.compactions == 2  # a re-sent edit is no new compaction
+    at = _app_on(db, tmp_path, monkeypatch, "timeline-edits")
+    at.switch_page("views/timeline.py").run()
+    at.radio(key="timeline_step").set_value("model call").run()
+    at.number_input(key="timeline_call").set_value(1).run()
+    assert not at.exception, [e.value for e in at.exception]
+    chart = at.get("plotly_chart")[0].proto.spec
+    assert "Policy edit" in chart and "cleared" in chart  # the marker, and the reason in its hover
+    assert any("Edited here by a ctxdesk policy" in i.value and "cleared" in i.value for i in at.info)

@@ -179,6 +179,12 @@ def timeline_panel() -> None:
     if all(v == v and v is not None for v in prompt):
         cols[2].metric("Provider prompt", f"{int(sum(prompt)):,}", help="input + cache reads + cache writes")
     cols[3].metric("Model calls in turn", int(r["requests"]))
+    if "reason" in marks:  # the policy edits and compactions made at this step, with their reasons
+        for m in marks[
+            (marks["turn"] == step) & marks["reason"].notna() & (marks["kind"] == "compaction")
+        ].itertuples():
+            who = "a ctxdesk policy" if m.trigger == "proxy_policy" else f"a {m.trigger} compaction"
+            st.info(f"Edited here by {who}: {display.md(m.reason)}", icon=":material/content_cut:")
     recorded = analysis.settings_for_model(
         state.query("session_settings", ref.db, ref.session_id), display.value_or_none(r.get("model"))
     )

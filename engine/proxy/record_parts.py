@@ -76,10 +76,22 @@ def call_details(
     return details
 
 
+def is_new_edit(edit: Any) -> bool:
+    """Whether a policy edit changed something in this request, rather than sending an earlier edit
+    again unchanged (results cleared or offloaded before, a compacted prefix or a live compaction re-sent)."""
+    if edit.policy == "live_compaction":
+        return False  # the compaction was recorded when it was applied; each request re-sends it
+    if edit.policy == "guard" or not edit.changes:
+        return True
+    return any(c.get("new") or c.get("reused") is False for c in edit.changes)
+
+
 def record_policy_events(
-    store: Any, exchange: Any, session_id: str, message_seq: int | None, provider: str, model: str
-) -> list[int]:
-    """Record each policy edit (and keep what it cleared as a blob); returns the event ids."""
+    store: Any, exchange: Any, session_id: str, message_seq: int | None, provider: str, model: str,
+    turn_index: int | None = None,
+) -> list[int]:  # fmt: skip
+    """Record each policy edit (and keep what it cleared as a blob); returns the event ids. An edit
+    made anew in this request is ``compacted`` (drawn on the timeline), one sent again ``kept``."""
     policy = exchange.policy
     if policy is None or not (policy.edits or policy.skipped):
         return []
@@ -98,10 +110,11 @@ def record_policy_events(
                 ContextEvent(
                     kind="guard" if guard else "compaction",
                     trigger=trigger,
-                    outcome="rejected" if guard else "compacted",
+                    outcome="rejected" if guard else "compacted" if is_new_edit(edit) else "kept",
                     reason=edit.reason,
                     provider=provider,
                     model=model,
+                    turn_index=turn_index,
                     projected_tokens=edit.after_tokens,
                     message_seq=message_seq,
                     details={

@@ -288,7 +288,7 @@ class ExchangeWriter:
                 details=details,
             )
             policy_events = record_policy_events(
-                store, exchange, assignment.session_id, last_seq, provider, model
+                store, exchange, assignment.session_id, last_seq, provider, model, event.turn_index
             )
             agent_id = view.agent_session_id
             if refused:  # the model never saw it: a guard event and the agent's request, no request event
