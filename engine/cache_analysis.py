@@ -277,16 +277,19 @@ def _rebuild_cause(
 ) -> tuple[CacheCause, str]:
     n, m = cur.index + 1, prev.index + 1  # 1-based call numbers, as people count them
     what = f"call {n} wrote again {rewritten:,} tokens call {m} had cached"
+    if gap is not None and gap >= ttl:  # nothing was left to read, whatever else changed
+        also = (
+            f" (the {cur.reset_before} in between found nothing cached to lose)" if cur.reset_before else ""
+        )
+        return "ttl_expired", (
+            f"{what}: {_duration(gap)} passed since call {m}, past the {_duration(ttl)} cache TTL{also}"
+        )
     if cur.reset_before:
         return "compaction", f"{what}: a {cur.reset_before} between calls {m} and {n} gave it a new prefix"
     if (cur.model or "") != (prev.model or ""):
         return (
             "model_switch",
             f"{what}: the model changed from {prev.model} to {cur.model} (caches are per model)",
-        )
-    if gap is not None and gap >= ttl:
-        return "ttl_expired", (
-            f"{what}: {_duration(gap)} passed since call {m}, past the {_duration(ttl)} cache TTL"
         )
     if cur.usage.prompt_tokens < COMPACTED_SHARE * prev.usage.prompt_tokens:
         return "compaction", (
@@ -395,7 +398,8 @@ def call_records(
     out: list[CallRecord] = []
     reset: str | None = None
     for e in sorted(events, key=lambda e: e.seq):
-        if e.kind in PREFIX_RESET_EVENTS and e.outcome not in ("noop", "failed", "rejected"):
+        # a proxy edit only sent again ("kept") leaves the prefix as the previous call sent it
+        if e.kind in PREFIX_RESET_EVENTS and e.outcome not in ("noop", "failed", "rejected", "kept"):
             reset = e.kind if e.kind != "compaction" else f"compaction ({e.trigger or 'manual'})"
             continue
         if e.kind != "request" or e.usage is None:

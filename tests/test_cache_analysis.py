@@ -86,6 +86,10 @@ CASES = {
         [call(0, write=20_000), call(1, write=20_300, model="claude-opus-4-1-20250805")],
         ["cold_start", "model_switch"],
     ),
+    "a compaction after the cache expired: the expiry rebuilt it": (
+        [call(0, write=20_000), call(1, write=8_000, at_s=10 + 360, reset="compaction (proxy_policy)")],
+        ["cold_start", "ttl_expired"],
+    ),
     "compaction event between the calls": (
         [call(0, write=20_000), call(1, write=8_000, reset="compaction (compact_threshold)")],
         ["cold_start", "compaction"],
@@ -228,6 +232,18 @@ def request(seq: int, read: int, write: int, **details: Any) -> _Event:
         input_tokens=5, output_tokens=20, cache_read_input_tokens=read, cache_creation_input_tokens=write
     )
     return _Event(seq, ContextEvent(kind="request", model=SONNET, usage=u, message_seq=seq, details=details))
+
+
+def test_a_proxy_edit_only_sent_again_resets_no_prefix() -> None:
+    events = [
+        request(0, 0, 20_000),
+        _Event(1, ContextEvent(kind="compaction", trigger="proxy_policy", outcome="compacted")),
+        request(2, 2_000, 9_000),
+        _Event(3, ContextEvent(kind="compaction", trigger="proxy_policy", outcome="kept")),
+        request(4, 11_000, 300),
+    ]
+    calls = call_records(events)
+    assert [c.reset_before for c in calls] == [None, "compaction (proxy_policy)", None]
 
 
 def test_call_records_take_the_time_from_details_then_the_message_then_the_event() -> None:
