@@ -32,6 +32,7 @@ from dashboard.analysis_stops import (
     suggestion_edit,
 )
 from dashboard.analysis_timeline import (
+    FIRST_CALL,
     OTHER_TRIGGERS,
     THRESHOLD_TRIGGERS,
     Projection,
@@ -48,6 +49,7 @@ __all__ = [
     "BYTES_PER_TOKEN_ESTIMATE",
     "FINDING_COLUMNS",
     "FINDING_LABELS",
+    "FIRST_CALL",
     "LIMIT_FIELDS",
     "OFFLOAD_STUB_TOKENS",
     "OTHER_TRIGGERS",

@@ -49,17 +49,22 @@ def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
     ]
 
 
+#: The number of a session's first model call: calls are counted from 1, as the cost report and
+#: the cache explanations count them (turns keep their recorded index, from 0).
+FIRST_CALL = 1
+
+
 def per_call(calls: pd.DataFrame, marks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The timeline by model call instead of by turn: ``calls`` (dashboard.data.requests) numbered
-    0.. in column ``turn`` (the real turn kept in ``real_turn``), and markers moved to the first
-    call after their event."""
+    from ``FIRST_CALL`` in column ``turn`` (the real turn kept in ``real_turn``), and markers moved to
+    the first call after their event."""
     frame = calls.reset_index(drop=True).rename(columns={"turn": "real_turn"})
-    frame["turn"] = range(len(frame))
+    frame["turn"] = range(FIRST_CALL, FIRST_CALL + len(frame))
     frame["requests"] = 1
     if marks.empty or frame.empty:
         return frame, marks
     positions = frame["event_seq"].searchsorted(marks["event_seq"].to_numpy())
-    moved = marks.assign(turn=[min(int(p), len(frame) - 1) for p in positions])
+    moved = marks.assign(turn=[FIRST_CALL + min(int(p), len(frame) - 1) for p in positions])
     return frame, moved
 
 

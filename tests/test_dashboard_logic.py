@@ -272,9 +272,9 @@ def test_per_call_numbers_calls_and_moves_markers_to_the_next_call() -> None:
     calls = pd.DataFrame({"event_seq": [2, 5, 9], "turn": [0, 0, 1], "system": [1, 1, 1]})
     marks = pd.DataFrame({"event_seq": [6, 20], "turn": [0, 1], "kind": ["compaction", "guard"]})
     frame, moved = analysis.per_call(calls, marks)
-    assert list(frame["turn"]) == [0, 1, 2]
+    assert list(frame["turn"]) == [1, 2, 3]  # calls counted from 1, as the cost report counts them
     assert list(frame["real_turn"]) == [0, 0, 1]
-    assert list(moved["turn"]) == [2, 2]
+    assert list(moved["turn"]) == [3, 3]
 
 
 # -- the settings in force at a stop ---------------------------------------------------------
@@ -387,7 +387,7 @@ def test_findings_move_to_the_first_call_of_their_turn_on_the_call_axis() -> Non
         analysis.findings_frame([_finding("stale_result", 1, 5), _finding("stale_result", 2, 5)])
     )
     moved = analysis.findings_per_call(marks, calls)
-    assert list(moved["turn"]) == [2]  # turn 1 is call 2; turn 2 made no call
+    assert list(moved["turn"]) == [3]  # turn 1 is call 3; turn 2 made no call
 
 
 @pytest.mark.parametrize(

@@ -227,7 +227,7 @@ def test_a_policy_edit_is_on_the_timeline_with_its_reason_and_a_resent_one_is_ke
     at = _app_on(db, tmp_path, monkeypatch, "timeline-edits")
     at.switch_page("views/timeline.py").run()
     at.radio(key="timeline_step").set_value("model call").run()
-    at.number_input(key="timeline_call").set_value(1).run()
+    at.number_input(key="timeline_call").set_value(2).run()  # the second call cleared the first result
     assert not at.exception, [e.value for e in at.exception]
     chart = at.get("plotly_chart")[0].proto.spec
     assert "Policy edit" in chart and "cleared" in chart  # the marker, and the reason in its hover

@@ -90,6 +90,9 @@ def call_cost_panel(ref: state.SessionRef, event_seq: int | None, turn: int) -> 
     with st.expander("Cost of every call in this session"):
         shown = calls[["call_index", "turn_index", "model", "total_usd", "cache_read_tokens", "cache_write_5m_tokens",
                        "cache_write_1h_tokens", "cache_cause", "lost_usd", "cache_explanation"]]  # fmt: skip
+        shown = shown.assign(call_index=shown["call_index"] + analysis.FIRST_CALL).rename(
+            columns={"call_index": "call"}
+        )
         st.dataframe(
             display.for_table(shown), hide_index=True, placeholder=display.MISSING,
             column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in ("total_usd", "lost_usd")},
