@@ -248,18 +248,16 @@ HOVER_WRAP = 90
 
 
 def reasons_trace(marks: pd.DataFrame, totals: pd.Series, x: list[int]) -> go.Scatter:
-    """A symbol on each marked step whose event gives a reason (a policy edit's, a compaction's):
-    at the tokens sent after it where recorded, the reason in the hover."""
+    """A symbol on each marked step whose event gives a reason (a policy edit's, a compaction's),
+    on the step's total, the reason in the hover."""
     at = dict(zip(x, totals.tolist(), strict=True))
     ys, hover, colors = [], [], []
     for m in marks.itertuples():
         label, color = MARKER_STYLE.get((m.kind, m.outcome), (str(m.kind), "#555"))
         label = POLICY_EDIT if m.trigger == "proxy_policy" else label
-        after = m.projected_tokens if m.projected_tokens == m.projected_tokens else None
-        ys.append(after if after is not None else at.get(int(m.turn), 0))
-        sent = f" ({int(after):,} tokens sent)" if after is not None else ""
+        ys.append(at.get(int(m.turn), 0))
         why = "<br>".join(escape(line) for line in textwrap.wrap(str(m.reason), HOVER_WRAP))
-        hover.append(f"{escape(label)} · {escape(str(m.trigger))}<br>{why}{sent}")
+        hover.append(f"{escape(label)} · {escape(str(m.trigger))}<br>{why}")
         colors.append(color)
     return go.Scatter(
         x=marks["turn"].astype(int).tolist(), y=ys, name="Edits and compactions (hover for why)",

@@ -132,6 +132,22 @@ def test_timeline_figure_stacks_components_with_limit_thresholds_markers_and_usa
     assert list(refused.y) == [13_470, 7_809]
 
 
+def test_timeline_figure_marks_policy_edits_and_compactions_with_their_reasons() -> None:
+    marks = pd.DataFrame(
+        {"turn": [0, 1, 1], "kind": ["compaction", "compaction", "guard"],
+         "outcome": ["compacted", "compacted", "forced_final"], "trigger": ["proxy_policy", "auto", "threshold"],
+         "reason": ["2 more tool result(s) cleared: <prompt> over the trigger", "summarized 12 messages", "final"],
+         "projected_tokens": [30, 150, 150]}
+    )  # fmt: skip
+    fig = charts.timeline_figure(_turns(), marks)
+    labels = [a.text for a in fig.layout.annotations]
+    assert labels.count(charts.POLICY_EDIT) == 1 and labels.count("Compaction") == 1
+    (why,) = [t for t in fig.data if t.name == "Edits and compactions (hover for why)"]
+    assert list(why.x) == [0, 1] and list(why.y) == [35, 155]  # on each step's total; the guard has its line
+    assert "Policy edit · proxy_policy<br>2 more tool result(s) cleared: &lt;prompt&gt;" in why.text[0]
+    assert "summarized 12 messages" in why.text[1]
+
+
 def test_timeline_figure_leaves_out_components_a_session_never_had() -> None:
     turns = _turns().assign(skills=0, summary=0)
     names = [t.name for t in charts.timeline_figure(turns).data]
