@@ -78,12 +78,12 @@ def with_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*messages[:-1], {**last, "content": [*blocks[:-1], marked]}]
 
 
-def _unmarked(value: Any) -> Any:
+def unmarked(value: Any) -> Any:
     """A message without cache_control markers: they are not part of what a cache matches."""
     if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_unmarked(v) for v in value]
+        return [unmarked(v) for v in value]
     return value
 
 
@@ -182,7 +182,7 @@ def replay(
                 any(c.get("new") or c.get("reused") is False for c in e.changes) for e in outcome.edits
             )  # a result newly cleared or offloaded, or a compaction run (not its compacted prefix re-sent)
             body = outcome.body or body
-        texts = [json.dumps(_unmarked(m), ensure_ascii=False) for m in body["messages"]]
+        texts = [json.dumps(unmarked(m), ensure_ascii=False) for m in body["messages"]]
         tokens = [counts.get(t) or counts.setdefault(t, tokenizer.count(t)) for t in texts]
         shared = shared_prefix(previous, texts)
         if breakpoints and previous is not None and shared < len(previous):

@@ -21,6 +21,7 @@ from model_server import ScriptedServer
 from model_server import anthropic as A
 from model_server import openai_responses as R
 
+from bench.bench_cache_policy import unmarked
 from engine.proxy import ProxyServer, Upstreams
 from engine.store import SessionStore
 
@@ -226,6 +227,71 @@ def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_p
     with SessionStore(db, read_only=True) as store:
         edits = store.list_events(result["session_id"], kind="compaction")
         assert edits and all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
+
+
+@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it_resumes_past_expiry(
+    tmp_path: Path,
+) -> None:
+    home, repo = scratch(tmp_path)
+    for i in range(4):
+        (repo / f"notes{i}.txt").write_text(f"line of notes{i}\n" * 300, encoding="utf-8")
+    server = A.install(ScriptedServer(default=A.text("Done.")))
+    server.queue(
+        *(A.tool_calls(("Bash", {"command": f"cat notes{i}.txt", "description": f"Read notes {i}"})) for i in range(3)),
+        A.text("Read three notes."),
+        A.tool_calls(("Bash", {"command": "cat notes3.txt", "description": "Read notes 3"})),
+        A.text("Read notes 3 too."),
+    )  # fmt: skip
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        '[policies]\nclear_tool_results = { trigger = 3000, keep = 1, cache_aware = "strict" }\n',
+        encoding="utf-8",
+    )
+    db = tmp_path / "proxy.db"
+    now = [1_000.0]
+    with (
+        server,
+        ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
+    ):
+        proxy.controller.clock = lambda: now[0]  # the pause below passes on this clock, not the wall's
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
+            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+        }  # fmt: skip
+        cmd = [
+            str(CLAUDE),
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+            "--dangerously-skip-permissions",
+        ]
+        first = json.loads(run([*cmd, "-p", "Read notes 0, 1 and 2."], cwd=repo, env=env))
+        warm = len(server.requests)
+        now[0] += 6 * 60  # the person reads the answer for six minutes: Anthropic's 5-minute cache expires
+        second = json.loads(
+            run([*cmd, "--resume", first["session_id"], "-p", "Now notes 3."], cwd=repo, env=env)
+        )
+        assert second["result"] == "Read notes 3 too."
+        assert proxy.recorder.flush()
+    sent = [json.dumps(r.body["messages"]) for r in server.requests]
+    # over the trigger on every call, but nothing is cleared while the cache is warm
+    assert (
+        all("ctxdesk cleared" not in s for s in sent[:warm]) and sent[warm - 1].count("line of notes2") == 300
+    )
+    # the first request after the pause clears all but the newest result; the next sends that again
+    back = sent[warm]
+    assert back.count("ctxdesk cleared this tool result (Bash") == 2 and back.count("line of notes2") == 300
+    resent, again = (unmarked(r.body["messages"]) for r in server.requests[warm : warm + 2])
+    assert again[: len(resent)] == resent  # byte-stable from then on (cache markers aside)
+    (transcript,) = (home / ".claude" / "projects").rglob(f"{first['session_id']}.jsonl")
+    assert "ctxdesk cleared" not in transcript.read_text(encoding="utf-8")  # Claude Code's file untouched
+    with SessionStore(db, read_only=True) as store:
+        edits = store.list_events(first["session_id"], kind="compaction")
+    assert [e.outcome for e in edits] == ["compacted", "kept"]
+    assert "the prompt cache had expired (idle 6 min > 5 min)" in edits[0].reason
 
 
 @pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")

@@ -212,7 +212,8 @@ TABLES_V1: tuple[Table, ...] = (
             _c(
                 "outcome",
                 "TEXT",
-                "ok, note, forced_final, skipped_provider, compacted, noop, rejected, failed, ...",
+                "ok, note, forced_final, skipped_provider, compacted, noop, rejected, failed, "
+                "kept (a proxy policy's earlier edit sent again unchanged), ...",
             ),
             _c("reason", "TEXT", "Why, in words (e.g. context, token_budget_exceeded)."),
             _c("provider", "TEXT", "Provider evaluated or called."),
