@@ -6,15 +6,15 @@ reaches hover text or annotations, because plotly renders a subset of HTML there
 
 from __future__ import annotations
 
-import html
-import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.analysis import Projection
-from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, OUTCOME_MARKERS
+from dashboard.hover import escape
+from dashboard.timeline_marks import FINDINGS_HEADROOM, findings_trace, marker_label, reasons_trace
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS
 
 USAGE_LABELS = {
     "provider_input_tokens": ("Provider: input", "dot"),
@@ -25,37 +25,14 @@ USAGE_LABELS = {
 PROVIDER_PROMPT_LABEL = "Provider: whole prompt"
 PROVIDER_PARTS_LABEL = "Provider: input, cache reads/writes, output"
 DEFAULT_THRESHOLDS = (0.80, 0.95, 0.98)
-MARKER_STYLE = OUTCOME_MARKERS
 REFUSED_TEXT = {
     "rejected": "Tool result refused (final turn forced)",
     "forced_final": "Final turn forced",
     "skipped_provider": "Provider skipped",
 }
-FINDINGS_STYLE = {
-    "symbol": "diamond",
-    "size": 13,
-    "color": "#f2b701",
-    "line": {"color": "#7a5c00", "width": 1},
-}
-#: Where finding markers sit: a share of the plot's height on an invisible axis over the main one;
-#: the token axis then gets headroom so they sit above the limit line.
-FINDINGS_Y = 0.965
-FINDINGS_HEADROOM = 1.12
-#: Lines of finding titles in one marker's hover text, and characters per title.
-HOVER_FINDINGS = 4
-HOVER_TITLE_CHARS = 90
 #: Pixels per tool in the tools bar chart (and its least height).
 TOOLS_BAR_ROW_HEIGHT = 20
 TOOLS_BAR_MIN_HEIGHT = 240
-
-
-def escape(text: object) -> str:
-    """Text safe to place in plotly hover text or annotations (no markup is interpreted).
-
-    Quotes stay as they are: plotly draws ``&quot;`` literally, and with ``<`` escaped no tag
-    (so no attribute) can form.
-    """
-    return html.escape("" if text is None else str(text), quote=False)
 
 
 def timeline_figure(
@@ -152,9 +129,7 @@ def timeline_figure(
         for _, m in markers.iterrows():
             if m["kind"] == "guard" and m["outcome"] == "rejected":
                 continue  # drawn as the refused projection below; the forced final has the line
-            key = (m["kind"], m["outcome"] if m["kind"] != "restore" else None)
-            label, color = MARKER_STYLE.get(key, (str(m["kind"]), "#555"))
-            label = POLICY_EDIT if m.get("trigger") == "proxy_policy" else label
+            label, color = marker_label(m["kind"], m["outcome"], m.get("trigger"))
             fig.add_vline(
                 x=int(m["turn"]), line={"color": color, "dash": "dash", "width": 1.5},
                 annotation={"text": escape(label), "textangle": -90, "font": {"color": color, "size": 11},
@@ -232,54 +207,6 @@ def timeline_figure(
         clickmode="event+select", dragmode="select",
     )  # fmt: skip
     return fig
-
-
-def _hover_title(title: object) -> str:
-    text = "" if title is None else str(title)
-    if len(text) > HOVER_TITLE_CHARS:
-        text = text[: HOVER_TITLE_CHARS - 1] + "…"
-    return escape(text)
-
-
-#: The marker label of an edit a proxy policy made (recorded as a compaction).
-POLICY_EDIT = "Policy edit"
-#: Characters per line of a reason in a hover.
-HOVER_WRAP = 90
-
-
-def reasons_trace(marks: pd.DataFrame, totals: pd.Series, x: list[int]) -> go.Scatter:
-    """A symbol on each marked step whose event gives a reason (a policy edit's, a compaction's),
-    on the step's total, the reason in the hover."""
-    at = dict(zip(x, totals.tolist(), strict=True))
-    ys, hover, colors = [], [], []
-    for m in marks.itertuples():
-        label, color = MARKER_STYLE.get((m.kind, m.outcome), (str(m.kind), "#555"))
-        label = POLICY_EDIT if m.trigger == "proxy_policy" else label
-        ys.append(at.get(int(m.turn), 0))
-        why = "<br>".join(escape(line) for line in textwrap.wrap(str(m.reason), HOVER_WRAP))
-        hover.append(f"{escape(label)} · {escape(str(m.trigger))}<br>{why}")
-        colors.append(color)
-    return go.Scatter(
-        x=marks["turn"].astype(int).tolist(), y=ys, name="Edits and compactions (hover for why)",
-        mode="markers", marker={"symbol": "diamond-open", "size": 11, "color": colors, "line": {"width": 2}},
-        text=hover, hovertemplate="%{text}<extra></extra>",
-    )  # fmt: skip
-
-
-def findings_trace(findings: pd.DataFrame, unit: str = "turn") -> go.Scatter:
-    """Symbols at the top of the timeline for turns with findings; hover lists their (escaped) titles."""
-    hover = []
-    for count, tokens, titles in zip(findings["count"], findings["tokens"], findings["titles"], strict=True):
-        lines = [f"• {_hover_title(t)}" for t in list(titles)[:HOVER_FINDINGS]]
-        if len(titles) > HOVER_FINDINGS:
-            lines.append(f"… and {len(titles) - HOVER_FINDINGS} more")
-        head = f"{int(count)} finding(s), {int(tokens):,} tokens to save"
-        hover.append("<br>".join([head, *lines]))
-    return go.Scatter(
-        x=findings["turn"].astype(int).tolist(), y=[FINDINGS_Y] * len(findings), yaxis="y2",
-        name=f"Findings (hover; click the {unit} for details)", mode="markers", marker=FINDINGS_STYLE,
-        text=hover, hovertemplate="%{text}<extra></extra>",
-    )  # fmt: skip
 
 
 def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None) -> go.Figure:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard import analysis, charts, compare_data, settings_form, textview
+from dashboard import analysis, charts, compare_data, settings_form, textview, timeline_marks
 from engine import FileChangeWatcher
 from engine.errors import ConfigError
 from engine.findings import FINDING_KINDS, Finding
@@ -141,7 +141,7 @@ def test_timeline_figure_marks_policy_edits_and_compactions_with_their_reasons()
     )  # fmt: skip
     fig = charts.timeline_figure(_turns(), marks)
     labels = [a.text for a in fig.layout.annotations]
-    assert labels.count(charts.POLICY_EDIT) == 1 and labels.count("Compaction") == 1
+    assert labels.count(timeline_marks.POLICY_EDIT) == 1 and labels.count("Compaction") == 1
     (why,) = [t for t in fig.data if t.name == "Edits and compactions (hover for why)"]
     assert list(why.x) == [0, 1] and list(why.y) == [35, 155]  # on each step's total; the guard has its line
     assert "Policy edit · proxy_policy<br>2 more tool result(s) cleared: &lt;prompt&gt;" in why.text[0]

@@ -143,7 +143,7 @@ class Relay:
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
         way = route(head, api, headers, self.controller, origin)
         if way == "app":
-            return await self._via_app(head, raw, reader, writer)
+            return await via_app(self.app, self.app_origin, head, raw, reader, writer)
         started = time.perf_counter()
         self.recorder.begin()
         hold = self.recorder.hold()
@@ -318,59 +318,60 @@ class Relay:
             self.recorder.submit(exchange)
         return keep_alive
 
-    # -- through the proxy's own app ---------------------------------------------------------
-    async def _via_app(
-        self, head: RequestHead, raw: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        """Pass the request to the proxy's app, bytes as received (the app records it)."""
-        conn: Connection | None = None
-        try:
-            conn = await self.app.acquire(self.app_origin)
-            if head.expects_continue:  # answered here: the app would send it only once it reads the body
-                await send(writer, _CONTINUE)
-                raw = without_expect(head)
-            if head.chunked or head.upgrade:
-                # framing the relay does not follow: the rest of the connection goes through as it is
-                tracker = RequestTracker()
-                tracker.feed(raw)
-                put(conn.writer, raw)
-                await splice(reader, writer, conn, tracker.feed)
-                return False
+
+# -- through the proxy's own app ---------------------------------------------------------
+async def via_app(
+    pool: ConnectionPool, app_origin: Origin, head: RequestHead, raw: bytes, reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> bool:  # fmt: skip
+    """Pass the request to the proxy's app at ``app_origin`` (connections from ``pool``), bytes as
+    received (the app records it); whether the agent's connection can carry another request."""
+    conn: Connection | None = None
+    try:
+        conn = await pool.acquire(app_origin)
+        if head.expects_continue:  # answered here: the app would send it only once it reads the body
+            await send(writer, _CONTINUE)
+            raw = without_expect(head)
+        if head.chunked or head.upgrade:
+            # framing the relay does not follow: the rest of the connection goes through as it is
+            tracker = RequestTracker()
+            tracker.feed(raw)
             put(conn.writer, raw)
-            await forward_body(reader, conn, head.content_length, None)
-            answer = ResponseReader(conn.reader, head_request=head.method == "HEAD")
+            await splice(reader, writer, conn, tracker.feed)
+            return False
+        put(conn.writer, raw)
+        await forward_body(reader, conn, head.content_length, None)
+        answer = ResponseReader(conn.reader, head_request=head.method == "HEAD")
+        response = await answer.read_head(None)
+        while 100 <= response.status < 200:
+            await send(writer, response.raw)
             response = await answer.read_head(None)
-            while 100 <= response.status < 200:
-                await send(writer, response.raw)
-                response = await answer.read_head(None)
-            unframed = head.version != "1.1" and answer.chunked  # HTTP/1.0 has no chunked coding
-            if unframed:
-                await send(writer, render_response_head(response.status_line, response.headers, close=True,
-                                                        unframed=True))  # fmt: skip
-            else:
-                await send(writer, response.raw)
-            async for data in answer.body(None, unframed=unframed):
-                await send(writer, data)
-        except ClientGone:
-            if conn is not None:
-                conn.close()
-            return False
-        except Exception as exc:
-            if conn is not None:
-                conn.close()
-            _answer_quietly(
-                writer, 502, f"ctxdesk proxy: its app did not answer ({type(exc).__name__}: {exc})"
-            )
-            return False
-        except BaseException:
-            if conn is not None:
-                conn.close()
-            raise
-        if not answer.reusable:
+        unframed = head.version != "1.1" and answer.chunked  # HTTP/1.0 has no chunked coding
+        if unframed:
+            await send(writer, render_response_head(response.status_line, response.headers, close=True,
+                                                    unframed=True))  # fmt: skip
+        else:
+            await send(writer, response.raw)
+        async for data in answer.body(None, unframed=unframed):
+            await send(writer, data)
+    except ClientGone:
+        if conn is not None:
             conn.close()
-            return False
-        self.app.release(conn)
-        return not unframed  # an unframed body ends when the agent's connection closes
+        return False
+    except Exception as exc:
+        if conn is not None:
+            conn.close()
+        _answer_quietly(writer, 502, f"ctxdesk proxy: its app did not answer ({type(exc).__name__}: {exc})")
+        return False
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    if not answer.reusable:
+        conn.close()
+        return False
+    pool.release(conn)
+    return not unframed  # an unframed body ends when the agent's connection closes
 
 
 def _answer_quietly(
