@@ -156,6 +156,7 @@ def replay(
     breakpoint and is read only when this request extends it unchanged; otherwise (OpenAI) any
     shared message prefix is read."""
     from engine.proxy.policies import SessionPolicyState, plan_edits
+    from engine.proxy.record_parts import is_new_edit
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -178,9 +179,7 @@ def replay(
         if policies is not None:
             outcome = plan_edits("anthropic_messages", body, policies, tokenizer=tokenizer, resolved=resolved,
                                  state=state, now=clock if watch_expiry else None)  # fmt: skip
-            edited = any(
-                any(c.get("new") or c.get("reused") is False for c in e.changes) for e in outcome.edits
-            )  # a result newly cleared or offloaded, or a compaction run (not its compacted prefix re-sent)
+            edited = any(is_new_edit(e) for e in outcome.edits)  # not an earlier edit sent again
             body = outcome.body or body
         texts = [json.dumps(unmarked(m), ensure_ascii=False) for m in body["messages"]]
         tokens = [counts.get(t) or counts.setdefault(t, tokenizer.count(t)) for t in texts]

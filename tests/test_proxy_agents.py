@@ -52,6 +52,15 @@ def run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
+def claude_env(home: Path, base_url: str) -> dict[str, str]:
+    """Claude Code's environment for an offline run against ``base_url`` from a scratch HOME."""
+    return {
+        "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
+    }  # fmt: skip
+
+
 def recorded_bodies(store: SessionStore) -> dict[str, list[Any]]:
     return {s.id: [r.body for r in store.list_requests(s.id, with_body=True)] for s in store.list_sessions()}
 
@@ -89,11 +98,7 @@ def test_claude_code_through_the_proxy_records_every_request_in_its_session(tmp_
     )
     db = tmp_path / "proxy.db"
     with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
-        env = {
-            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
-            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
-        }  # fmt: skip
+        env = claude_env(home, proxy.base_url)
         base = [str(CLAUDE), "--output-format", "json", "--model", "claude-sonnet-4-5"]
         base.append("--dangerously-skip-permissions")
         first = json.loads(
@@ -192,11 +197,7 @@ def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_p
     db = tmp_path / "proxy.db"
     ups = Upstreams(anthropic=server.base_url)
     with server, ProxyServer(db, upstreams=ups, settings_file=settings) as proxy:
-        env = {
-            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
-            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
-        }  # fmt: skip
+        env = claude_env(home, proxy.base_url)
         cmd = [
             str(CLAUDE),
             "--output-format",
@@ -255,11 +256,7 @@ def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it
         ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
     ):
         proxy.controller.clock = lambda: now[0]  # the pause below passes on this clock, not the wall's
-        env = {
-            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
-            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
-        }  # fmt: skip
+        env = claude_env(home, proxy.base_url)
         cmd = [
             str(CLAUDE),
             "--output-format",
@@ -310,11 +307,7 @@ def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_requ
     )
     db = tmp_path / "proxy.db"
     with server, ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url)) as proxy:
-        env = {
-            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
-            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
-        }  # fmt: skip
+        env = claude_env(home, proxy.base_url)
         cmd = [
             str(CLAUDE),
             "--output-format",
@@ -386,11 +379,7 @@ def test_claude_code_never_sees_the_read_result_rounds_the_proxy_serves(tmp_path
         server,
         ProxyServer(db, upstreams=Upstreams(anthropic=server.base_url), settings_file=settings) as proxy,
     ):
-        env = {
-            "PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": proxy.base_url,
-            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",
-        }  # fmt: skip
+        env = claude_env(home, proxy.base_url)
         cmd = [
             str(CLAUDE),
             "--output-format",
