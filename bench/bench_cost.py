@@ -7,7 +7,9 @@ is staged in a scratch ``CLAUDE_CONFIG_DIR`` and read by:
 - ctxdesk: ``import_file`` into a scratch database, then ``engine.store.costs`` (list prices
   from the bundled model table; sub-agent threads rolled into their parent session);
 - ccusage (npm, ``ccusage claude session --offline --json``);
-- claude-cache-audit (PyPI, ``--all --json``; installed into bench/.venv);
+- claude-cache-audit (PyPI, ``--all --json``; in bench/.venv);
+
+both pinned in bench/peers.py and installed by ``python -m bench.peers install`` (.ci/run runs it);
 - Claude Code itself where the fixture kept its ``total_cost_usd`` (runs.json).
 
 Where a tool reads the same file differently, the table names the difference and gives
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, SHARED_SESSIONS, VENV_DIR
+from bench.common import ROOT, SHARED_SESSIONS
+from bench.peers import npm_bin, venv_bin
 from bench.report import Table
 from engine.cache_analysis import CallRecord, analyze_cache, call_records
 from engine.cost import prices_for
@@ -38,13 +41,8 @@ from engine.store.costs import exact_requests, message_times, project_costs
 
 REAL_CLIENT_FIXTURES = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
 REAL_AGENT_FIXTURES = ROOT / "tests" / "fixtures" / "real_agents"
-CCUSAGE_CANDIDATES = (
-    os.environ.get("CCUSAGE_BIN", ""),
-    "/work/agents/node_modules/.bin/ccusage",
-    str(ROOT / "bench" / ".ccusage" / "node_modules" / ".bin" / "ccusage"),
-)
-CACHE_AUDIT = VENV_DIR / "bin" / "claude-cache-audit"
 TOOL_TIMEOUT_S = 300
+NOT_INSTALLED = "not installed (python -m bench.peers install)"
 #: Agreement the issue asks for: totals within 1% (where prices agree), rebuild share within 5 points.
 COST_TOLERANCE = 0.01
 SHARE_TOLERANCE_POINTS = 5.0
@@ -131,7 +129,9 @@ def stage(tset: TranscriptSet, into: Path) -> Path:
 
 
 def ccusage_bin() -> str | None:
-    return next((c for c in CCUSAGE_CANDIDATES if c and Path(c).is_file()), None) or shutil.which("ccusage")
+    """ccusage as bench.peers installs it (pinned), else one on PATH, else None."""
+    found = npm_bin("ccusage")
+    return str(found) if found else shutil.which("ccusage")
 
 
 def run_ccusage(config: Path) -> float | None:
@@ -148,25 +148,8 @@ def run_ccusage(config: Path) -> float | None:
     return float(json.loads(done.stdout)["totals"]["totalCost"])
 
 
-def ensure_cache_audit() -> Path | None:
-    """bench/.venv's claude-cache-audit, installing it from PyPI when it is missing."""
-    if CACHE_AUDIT.is_file():
-        return CACHE_AUDIT
-    from bench.setup_env import SetupError, ensure_venv
-
-    try:
-        python = ensure_venv()
-    except SetupError:
-        return None
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "claude-cache-audit"],
-        capture_output=True, timeout=TOOL_TIMEOUT_S,
-    )  # fmt: skip
-    return CACHE_AUDIT if CACHE_AUDIT.is_file() else None
-
-
 def run_cache_audit(config: Path) -> dict[str, Any] | None:
-    tool = ensure_cache_audit()
+    tool = venv_bin("claude-cache-audit")
     if tool is None:
         return None
     done = subprocess.run(
@@ -317,8 +300,8 @@ def run(quick: bool = False) -> list[Table]:
         f"(must be within {100 * COST_TOLERANCE:g}%).",
         "Claude Code's own total_cost_usd (runs.json of the real-client fixtures) also prices its compaction call, "
         "which no transcript logs: the compaction fixtures cost that call more.",
-        f"ccusage: {ccusage_bin() or 'not installed (npm install --prefix /work/agents ccusage)'}; "
-        f"claude-cache-audit: {CACHE_AUDIT if CACHE_AUDIT.is_file() else 'not installed'}.",
+        f"ccusage: {ccusage_bin() or NOT_INSTALLED}; "
+        f"claude-cache-audit: {venv_bin('claude-cache-audit') or NOT_INSTALLED}.",
     ]
     shares.notes.append(
         "Lost = cached tokens written again × (write − read price), cold starts and compactions excluded "
@@ -372,7 +355,8 @@ def other_agents_table() -> Table:
         models = ", ".join(sorted({r["model"] or "?" for r in rows}))
         table.add(agent, path.stem[-36:], len(rows), models, usd(ours), usd(theirs), pct_diff(ours, theirs))
     table.notes.append(
-        "ccusage codex/gemini session --offline --json, on a scratch HOME / CODEX_HOME holding the file."
+        "ccusage codex/gemini session --offline --json, on a scratch HOME / CODEX_HOME holding the file; "
+        f"ccusage: {ccusage_bin() or NOT_INSTALLED}."
     )
     return table
 

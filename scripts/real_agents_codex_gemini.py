@@ -20,10 +20,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.peers import agents_bin  # noqa: E402
 from tests.model_server import gemini as gemini_api  # noqa: E402
 from tests.model_server import openai_responses  # noqa: E402
 
-AGENTS_BIN = Path(os.environ.get("CTXDESK_AGENTS_BIN", "/work/agents/node_modules/.bin"))
+AGENTS_BIN = agents_bin()
 OUT = ROOT / "tests" / "fixtures" / "real_agents"
 SCRATCH = Path("/tmp/ctxdesk-real-agents")
 from tests.model_server.core import ScriptedServer  # noqa: E402

@@ -4,6 +4,8 @@
   always has it) and are deselected on a user's fresh clone, which has only tests/fixtures.
 - ``browser``-marked tests need Debian's chromium at /usr/bin/chromium. Under CI
   (``CI=true``) a missing browser is a failure, never a silent skip.
+- ``peer("NAME")``-marked tests need a pinned peer tool of bench/peers.py (an agent CLI, ccusage,
+  claude-cache-audit): skipped where it is not installed, a failure under CI (.ci/run installs them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from bench.peers import NPM_PEERS, VENV_PEERS, npm_bin, venv_bin
 
 # Property tests judge the product's answers, not the machine's speed: generation time is no failure
 # (a loaded CI box made "input generation is slow" health checks fail on correct code).
@@ -62,3 +66,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(
                 pytest.mark.skipif(True, reason=f"no chromium at {CHROMIUM}: apt-get install -y chromium")
             )
+        for marker in item.iter_markers("peer"):
+            (name,) = marker.args
+            if name not in NPM_PEERS and name not in VENV_PEERS:
+                raise pytest.UsageError(f"{item.nodeid}: unknown peer {name!r} (bench/peers.py lists them)")
+            if (npm_bin(name) if name in NPM_PEERS else venv_bin(name)) is None:
+                if IN_CI:
+                    raise pytest.UsageError(
+                        f"CI must have {name} (.ci/run runs python -m bench.peers install)"
+                    )
+                item.add_marker(
+                    pytest.mark.skipif(True, reason=f"{name} not installed: python -m bench.peers install")
+                )

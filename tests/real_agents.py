@@ -1,23 +1,17 @@
-"""Where the real agent CLIs (Claude Code, Codex, Gemini CLI) are installed, for end-to-end tests and fixture scripts.
-
-``$CTXDESK_AGENTS_BIN`` names a ``node_modules/.bin`` folder (.ci/run installs the pinned CLIs and sets it);
-a developer machine defaults to /work/agents/node_modules/.bin.
+"""Where the real agent CLIs (Claude Code, Codex, Gemini CLI) and ccusage are installed, for end-to-end
+tests and fixture scripts: ``bench.peers`` pins them and says where they live (``$CTXDESK_AGENTS_BIN``,
+else ``~/.cache/ctxdesk-agents/node_modules/.bin``); ``python -m bench.peers install`` installs them.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-AGENTS_BIN_ENV_VAR = "CTXDESK_AGENTS_BIN"
-DEFAULT_AGENTS_BIN = Path("/work/agents/node_modules/.bin")
+from bench.peers import AGENTS_BIN_ENV_VAR, agents_bin, npm_bin
 
-
-def agents_bin() -> Path:
-    return Path(os.environ.get(AGENTS_BIN_ENV_VAR) or DEFAULT_AGENTS_BIN)
+__all__ = ["AGENTS_BIN_ENV_VAR", "agent_bin", "agents_bin"]
 
 
 def agent_bin(name: str) -> Path | None:
     """The CLI ``name`` (claude, codex, gemini, ccusage) when installed, else None."""
-    path = agents_bin() / name
-    return path if path.exists() else None
+    return npm_bin(name)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NUMBER = re.compile(r"^-?[\d,]*\.?\d+(e[-+]?\d+)?$")
+NUMBER = re.compile(r"^-?\$?[\d,]*\.?\d+(e[-+]?\d+)?$")
 OUR_TABLES = ("Per-turn guard evaluation", "Token counting", "Heuristic error")
 
 
@@ -75,6 +75,27 @@ def test_every_table_is_well_formed_with_numbers_in_every_row(quick_run) -> None
         for row in body:
             assert len(row) == len(header), (title, row)
             assert sum(bool(NUMBER.match(c)) for c in row) >= 2, (title, row)
+
+
+#: The cost bench's columns filled by the tools users compare us with (bench/peers.py pins them).
+PEER_COLUMNS = {
+    "Per-session cost (USD, list prices)": ("ccusage", "claude-cache-audit"),
+    "Codex CLI and Gemini CLI sessions": ("ccusage",),
+}
+
+
+@pytest.mark.peer("ccusage")
+@pytest.mark.peer("claude-cache-audit")
+def test_the_tools_we_compare_costs_with_give_a_figure_in_every_row(quick_run) -> None:
+    markdown, _, _ = quick_run
+    tables = markdown_tables(markdown)
+    for prefix, columns in PEER_COLUMNS.items():
+        title, rows = next((t, r) for t, r in tables.items() if t.startswith(prefix))
+        header, _, *body = rows
+        assert body, title
+        for column in columns:
+            cells = [row[header.index(column)] for row in body]
+            assert all(NUMBER.match(c) for c in cells), (title, column, cells)
 
 
 def test_guard_rows_are_exact_and_cover_the_quick_sizes(quick_run) -> None:

@@ -425,7 +425,7 @@ def test_shared_sessions_keep_every_real_result_and_invent_none(path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CLAUDE_BIN is None or shutil.which("git") is None, reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_live_cli_run_matches_its_rebuilt_requests(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     from make_real_agent_fixtures import make_claude_code_fixtures

@@ -3,8 +3,7 @@
 Each run gets a scratch HOME and repository under tmp_path. Every request the upstream
 received must be recorded exactly (same JSON body), in the agent's session (Claude Code's
 sub-agent in a child session), with the API key nowhere in the database. Runs only when the
-CLIs are installed (``npm install @anthropic-ai/claude-code @openai/codex`` in
-$CTXDESK_AGENTS_BIN/.., default /work/agents).
+CLIs are installed (``python -m bench.peers install``; under CI a missing one fails).
 """
 
 from __future__ import annotations
@@ -22,12 +21,12 @@ from model_server import anthropic as A
 from model_server import openai_responses as R
 
 from bench.bench_cache_policy import unmarked
+from bench.peers import agents_bin
 from engine.proxy import ProxyServer, Upstreams
 from engine.store import SessionStore
 
-AGENTS_BIN = Path(os.environ.get("CTXDESK_AGENTS_BIN", "/work/agents/node_modules/.bin"))
-CLAUDE = AGENTS_BIN / "claude"
-CODEX = AGENTS_BIN / "codex"
+CLAUDE = agents_bin() / "claude"
+CODEX = agents_bin() / "codex"
 KEY = "sk-ant-e2e-PROXYKEY-9f8e7d6c5b4a"
 SUB_PROMPT = "List the files in this repository"
 
@@ -69,7 +68,7 @@ def database_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
 
 
-@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_claude_code_through_the_proxy_records_every_request_in_its_session(tmp_path: Path) -> None:
     home, repo = scratch(tmp_path)
     is_sub = A.first_user_contains(SUB_PROMPT)
@@ -137,7 +136,7 @@ def test_claude_code_through_the_proxy_records_every_request_in_its_session(tmp_
     assert KEY.encode() not in database_bytes(db)
 
 
-@pytest.mark.skipif(not CODEX.exists(), reason="Codex CLI not installed")
+@pytest.mark.peer("codex")
 def test_codex_through_the_proxy_records_every_request_in_its_thread(tmp_path: Path) -> None:
     home, repo = scratch(tmp_path)
     codex_home = tmp_path / "codex"
@@ -182,7 +181,7 @@ def test_codex_through_the_proxy_records_every_request_in_its_thread(tmp_path: P
     assert KEY.encode() not in database_bytes(db)
 
 
-@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_path: Path) -> None:
     home, repo = scratch(tmp_path)
     for i in range(3):
@@ -230,7 +229,7 @@ def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_p
         assert edits and all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
 
 
-@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it_resumes_past_expiry(
     tmp_path: Path,
 ) -> None:
@@ -291,7 +290,7 @@ def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it
     assert "the prompt cache had expired (idle 6 min > 5 min)" in edits[0].reason
 
 
-@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_request(tmp_path: Path) -> None:
     from engine.compaction.operations import force_compact
     from engine.proxy.live import SNAPSHOT_CHECK_S
@@ -346,7 +345,7 @@ def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_requ
         assert live and live[-1].details["after_tokens"] < live[-1].details["before_tokens"]
 
 
-@pytest.mark.skipif(not CLAUDE.exists(), reason="Claude Code CLI not installed")
+@pytest.mark.peer("claude")
 def test_claude_code_never_sees_the_read_result_rounds_the_proxy_serves(tmp_path: Path) -> None:
     import re
 
@@ -400,7 +399,7 @@ def test_claude_code_never_sees_the_read_result_rounds_the_proxy_serves(tmp_path
         assert "proxy:read_result" in sources
 
 
-@pytest.mark.skipif(not CODEX.exists(), reason="Codex CLI not installed")
+@pytest.mark.peer("codex")
 def test_codex_keeps_working_while_the_proxy_clears_old_command_outputs(tmp_path: Path) -> None:
     home, repo = scratch(tmp_path)
     codex_home = tmp_path / "codex"
