@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "engine.errors", "engine.messages", "engine.events", "engine.debug", "engine.textfmt",
             "engine.redact", "engine.locations", "engine.tokenizer_names", "engine.model_table",
-            "engine.convert", "engine.sent", "engine.policy_settings",
+            "engine.convert", "engine.sent", "engine.policy_settings", "engine.limit",
         ),
     ),
     ("measure", ("engine.tokens", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup")),
