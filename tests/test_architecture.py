@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engine.errors", "engine.messages", "engine.events", "engine.debug", "engine.textfmt",
             "engine.redact", "engine.locations", "engine.tokenizer_names", "engine.model_table",
             "engine.convert", "engine.sent", "engine.policy_settings", "engine.limit",
+            "engine.call_failures",
         ),
     ),
     ("measure", ("engine.tokens", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup")),
