@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.limit import Limit
 from engine.proxy import apis
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
@@ -57,6 +58,12 @@ class PolicyOutcome:
     @property
     def changed(self) -> bool:
         return self.body is not None
+
+
+def call_limit(resolved: ResolvedModelSettings | None) -> Limit | None:
+    """The one limit of a proxied call (None for a model with no known window): the compaction
+    trigger, the guard's refusal and the recorded ``limit_tokens`` all compare with its ``tokens``."""
+    return Limit.of_settings(resolved) if resolved is not None else None
 
 
 def result_ref(content: Any) -> str:
@@ -166,8 +173,9 @@ def compact_history(
     if n and keys[:n] == state.compacted_keys:
         current, reused = {**body, key: [*head, *state.compacted, *rest[n:]]}, True
     tokens = prompt_tokens(api, current, tokenizer) if reused else before
-    threshold = int(resolved.budget_tokens * policy.trigger)
-    waits = bool(policy.cache_aware) and not state.cache_cold and tokens <= resolved.effective_window
+    limit = Limit.of_settings(resolved)
+    threshold = limit.threshold(policy.trigger)
+    waits = bool(policy.cache_aware) and not state.cache_cold and tokens <= limit.tokens
     if tokens <= threshold or waits:
         if not reused:
             return None, body
@@ -188,7 +196,7 @@ def compact_history(
         reason += (
             "; the prompt cache had expired, so the rewrite rebuilt nothing extra"
             if state.cache_cold
-            else f"; it would not fit the effective window ({resolved.effective_window:,}) otherwise"
+            else f"; it would not fit the limit ({limit.tokens:,} tokens) otherwise"
         )
     changes = ({"strategy": policy.strategy, "strategies_run": list(result.strategies_run), "reused": False,
                 "replaced_messages": len(rest), "sent_messages": len(state.compacted),

@@ -38,6 +38,7 @@ from engine.proxy.edits import (
     Edit,
     PolicyOutcome,
     SessionPolicyState,
+    call_limit,
     compact_history,
     content_text,
     messages_key_of,
@@ -282,7 +283,8 @@ def plan_edits(
     results = _tool_results(api, messages, tokenizer)
     clear = policies.clear_tool_results
     guard = policies.guard
-    limit = resolved.effective_window if resolved is not None else None
+    call = call_limit(resolved)
+    limit = call.tokens if call is not None else None
     # Measured on the prompt as it is sent: results cleared or offloaded on earlier requests stay their
     # placeholders, so a history the agent re-sends whole is not "over" while what the model gets is not.
     as_sent = before - sum(saved for _, saved in _already_saved(results, state, tokenizer))
@@ -367,7 +369,7 @@ def plan_edits(
             refusal=too_long_error(api, after, limit),
             edits=(
                 *edits,
-                Edit("guard", f"prompt {after:,} tokens > effective window {limit:,}", before, after),
+                Edit("guard", f"prompt {after:,} tokens > limit {limit:,}", before, after),
             ),
             blobs=tuple(blobs),
             skipped=skipped,

@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+from engine.call_failures import classify_failure, failure_details
 from engine.errors import ContextDeskError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message
@@ -48,6 +49,7 @@ def call_details(
         "new_messages": new_messages,
         "history_rewritten": rewritten,
         "stop_reason": parsed.stop_reason,
+        "max_tokens": max_tokens(body),
         "ttfb_ms": exchange.ttfb_ms,
         "latency_ms": exchange.latency_ms,
         "call_utc": exchange.started_utc,
@@ -74,6 +76,40 @@ def call_details(
     if usage is not None and usage.prompt_tokens and components_total:
         details["provider_over_estimate"] = round(usage.prompt_tokens / components_total, 4)
     return details
+
+
+#: What the proxy itself ran into, as the outcome of the call (the provider's own errors aside).
+PROXY_ERRORS = (
+    "upstream_unreachable",
+    "upstream_timeout",
+    "upstream_error",
+    "proxy_error",
+    "client_disconnected",
+)
+
+
+def call_outcome(exchange: Any, parsed: ParsedResponse) -> tuple[str, dict[str, Any] | None]:
+    """A call's outcome word and, for a failed call, its ``details["failure"]`` (engine.call_failures):
+    ``ok``; ``context_length_exceeded`` or ``provider_error`` from the provider's answer; else what
+    the proxy ran into (``client_disconnected``: the agent gave up, an interrupted call)."""
+    status = exchange.status
+    if exchange.proxy_error is None and status is not None and 200 <= status < 300 and not parsed.error_type:
+        return "ok", None
+    if exchange.proxy_error:
+        outcome = exchange.proxy_error
+    else:
+        outcome = "context_length_exceeded" if parsed.prompt_too_long else "provider_error"
+    cause = classify_failure(
+        status, parsed.error_type, parsed.error_message, interrupted=outcome == "client_disconnected"
+    )
+    if outcome == "context_length_exceeded":
+        cause = "prompt_too_long"
+    return outcome, failure_details(
+        cause,
+        status=status,
+        message=parsed.error_message or exchange.proxy_error_detail,
+        error_type=parsed.error_type,
+    )
 
 
 def is_new_edit(edit: Any) -> bool:

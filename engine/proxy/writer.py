@@ -17,12 +17,13 @@ from engine.budget import measure_components
 from engine.errors import ContextDeskError
 from engine.events import ContextEvent
 from engine.proxy import apis
+from engine.proxy.edits import call_limit
 from engine.proxy.exchange import Exchange
 from engine.proxy.record_parts import (
     call_details,
+    call_outcome,
     exists,
     json_object,
-    max_tokens,
     provider_usage,
     record_policy_events,
     resolve,
@@ -169,15 +170,17 @@ class ExchangeWriter:
             tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
         )
         usage = provider_usage(parsed, parsed.usage_fields(api))
+        outcome, failure = call_outcome(exchange, parsed)
         with self._store.transaction():
             event_id = self._store.record_event(
                 session_id,
                 ContextEvent(
-                    kind="request", trigger="proxy_read_result", outcome="ok" if exchange.status == 200 else "provider_error",
+                    kind="request", trigger="proxy_read_result", outcome=outcome,
                     provider=apis.PROVIDERS.get(api), model=view.model, projected_tokens=components.total,
                     components=components, usage=usage,
                     details={"api": api, "status": exchange.status, "served_by_proxy": "read_result",
-                             "stop_reason": parsed.stop_reason, "request_messages": len(view.raw_messages)},
+                             "stop_reason": parsed.stop_reason, "request_messages": len(view.raw_messages),
+                             **({"failure": failure} if failure is not None else {})},
                 ),
             )  # fmt: skip
             self._store.record_request(
@@ -217,10 +220,9 @@ class ExchangeWriter:
         self._pause()
         fields = parsed.usage_fields(api)
         usage = provider_usage(parsed, fields)
-        ok = exchange.status is not None and 200 <= exchange.status < 300 and not parsed.error_type
-        outcome = "ok" if ok else "context_length_exceeded" if parsed.prompt_too_long else "provider_error"
-        if exchange.proxy_error:
-            outcome = exchange.proxy_error
+        outcome, failure = call_outcome(exchange, parsed)
+        ok = outcome == "ok"
+        limit = call_limit(resolved)
         policy = exchange.policy
         refused = policy is not None and policy.refusal is not None
         new_messages = apis.convert_messages(api, view.raw_messages[assignment.new_from :])
@@ -240,6 +242,8 @@ class ExchangeWriter:
             exchange, api, view, body, parsed, fields, new_messages=len(new_messages), tokenizer_id=tokenizer.id,
             components_total=components.total, usage=usage, rewritten=assignment.rewritten,
         )  # fmt: skip
+        if failure is not None:
+            details["failure"] = failure
         store = self._store
         self._pause()
         with store.transaction():
@@ -276,12 +280,9 @@ class ExchangeWriter:
                 provider=provider,
                 model=model,
                 turn_index=stored[-1].turn_index if stored else None,
-                context_window=resolved.context_window if resolved else None,
-                max_output_tokens=max_tokens(body) or (resolved.max_output_tokens if resolved else None),
-                buffer_tokens=resolved.buffer_tokens if resolved else None,
-                limit_tokens=resolved.effective_window if resolved else None,
+                **(limit.columns() if limit is not None else {}),
                 projected_tokens=components.total,
-                remaining_tokens=(resolved.effective_window - components.total) if resolved else None,
+                remaining_tokens=limit.tokens - components.total if limit is not None else None,
                 components=components,
                 usage=usage,
                 message_seq=last_seq,
