@@ -13,6 +13,7 @@ from engine.compaction import (
     force_compact,
     restore_snapshot,
 )
+from engine.components import measure_request, reconcile
 from engine.convert import from_anthropic, from_openai, to_anthropic, to_openai
 from engine.cost import CallCost, Prices, price_call, prices_for
 from engine.deferral import TOOL_SEARCH_TOOL, ToolRegistry, ToolSpec, plan_deferral
@@ -167,6 +168,7 @@ __all__ = [
     "load_model_table",
     "load_settings",
     "measure_budget",
+    "measure_request",
     "open_store",
     "parse_turn_boundaries",
     "plan_deferral",
@@ -174,6 +176,7 @@ __all__ = [
     "price_call",
     "prices_for",
     "project_costs",
+    "reconcile",
     "redact_secrets",
     "refresh_request_costs",
     "reproject",

@@ -15,10 +15,32 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from engine.components import HistoryTotals, measure_request
 from engine.errors import ValidationError
 from engine.events import ComponentTokens
 from engine.messages import Message
-from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
+from engine.tokens import Tokenizer
+
+__all__ = [
+    "LEVELS",
+    "NOTE_TEMPLATE",
+    "BudgetSettings",
+    "ContextBudget",
+    "HistoryTotals",
+    "Level",
+    "ProjectedPoint",
+    "Thresholds",
+    "classify_level",
+    "compute_limit",
+    "format_note",
+    "limit_for",
+    "measure_budget",
+    "measure_components",
+    "message_components",
+    "reproject",
+    "threshold_tokens",
+    "used_percent",
+]
 
 Level = Literal["ok", "note", "compact", "hard_block"]
 LEVELS: tuple[Level, ...] = ("ok", "note", "compact", "hard_block")
@@ -206,50 +228,6 @@ def message_components(tokenizer: Tokenizer, message: Message) -> tuple[int, int
     return tokenizer.count_message_parts(message)
 
 
-class HistoryTotals:
-    """Running conversation and tool-result tokens of a history that grows by appending.
-
-    ``extend`` costs only the messages appended (their split comes from the tokenizer's cache);
-    ``reset`` recounts once, when the history is replaced (compaction, resume). At every point
-    the totals equal ``measure_components(messages=history)``'s, reply priming included.
-    """
-
-    __slots__ = ("_conversation", "_messages", "_tool_results", "tokenizer")
-
-    def __init__(self, tokenizer: Tokenizer, messages: Iterable[Message] = ()) -> None:
-        self.tokenizer = tokenizer
-        self.reset(messages)
-
-    def reset(self, messages: Iterable[Message] = ()) -> None:
-        """Recount from scratch: the history was replaced by ``messages``."""
-        self._conversation = self._tool_results = self._messages = 0
-        self.extend(messages)
-
-    def extend(self, messages: Iterable[Message]) -> None:
-        """Add messages appended to the history."""
-        for message in messages:
-            talk, results = self.tokenizer.count_message_parts(message)
-            self._conversation += talk
-            self._tool_results += results
-            self._messages += 1
-
-    @property
-    def messages(self) -> int:
-        """How many messages the totals cover."""
-        return self._messages
-
-    @property
-    def conversation(self) -> int:
-        """Conversation tokens, plus the reply priming a non-empty history costs once."""
-        if self._conversation or self._tool_results:
-            return self._conversation + REPLY_PRIMING_TOKENS
-        return 0
-
-    @property
-    def tool_results(self) -> int:
-        return self._tool_results
-
-
 def measure_components(
     *,
     tokenizer: Tokenizer,
@@ -260,15 +238,14 @@ def measure_components(
     messages: Iterable[Message] = (),
     offloaded_bytes: int = 0,
 ) -> ComponentTokens:
-    """Count each part of a request. conversation + tool_results equals ``count_messages``."""
-    history = HistoryTotals(tokenizer, messages)
-    return ComponentTokens(
-        system=tokenizer.count(system),
-        skills=sum(tokenizer.count(s) for s in skills),
-        tools=tokenizer.count_tools(tools),
-        summary=tokenizer.count(summary) if summary else 0,
-        conversation=history.conversation,
-        tool_results=history.tool_results,
+    """Count each part of a request: :func:`engine.components.measure_request` with every part optional."""
+    return measure_request(
+        tokenizer,
+        system=system,
+        skills=tuple(skills),
+        tools=tools,
+        summary=summary,
+        messages=messages,
         offloaded_bytes=offloaded_bytes,
     )
 

@@ -16,6 +16,7 @@ __all__ = [
     "COMPONENT_LABELS",
     "OUTCOME_MARKERS",
     "ComponentTokens",
+    "ComponentsBasis",
     "ContextEvent",
     "EventKind",
     "ProviderUsage",
@@ -35,7 +36,11 @@ EventKind = Literal[
     "resume",
     "restore",
 ]
-COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results", "unattributed")
+#: How a call's components were known: ``exact`` (counted with the provider's own tokenizer and adding
+#: up to the provider's count), ``reconciled`` (our measure made to add up to the provider's count,
+#: ``engine.components.reconcile``), ``estimate`` (our measure alone: the call has no provider count).
+ComponentsBasis = Literal["exact", "reconciled", "estimate"]
 #: How the dashboard and the HTML report name each component (one place, so they never disagree).
 COMPONENT_LABELS: dict[str, str] = {
     "system": "System prompt",
@@ -44,6 +49,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "summary": "Summary",
     "conversation": "Conversation",
     "tool_results": "Tool results",
+    "unattributed": "Harness, unattributed",
 }
 #: The colour each component is drawn in, on the dashboard and in the HTML report.
 COMPONENT_COLORS: dict[str, str] = {
@@ -53,6 +59,7 @@ COMPONENT_COLORS: dict[str, str] = {
     "summary": "#b279a2",
     "conversation": "#54a24b",
     "tool_results": "#e45756",
+    "unattributed": "#bab0ac",
 }
 
 #: Context events drawn as a marker on a timeline (the dashboard's and the HTML report's):
@@ -82,13 +89,32 @@ class ComponentTokens(BaseModel):
     summary: int = Field(0, ge=0, description="Injected compaction summary.")
     conversation: int = Field(0, ge=0, description="History messages, tool-result content excluded.")
     tool_results: int = Field(0, ge=0, description="Tool-result content in the history.")
+    unattributed: int = Field(
+        0,
+        ge=0,
+        description="Prompt tokens the provider counted that no measured component accounts for (harness"
+        " text, framing): set only by engine.components.reconcile.",
+    )
     offloaded_bytes: int = Field(
         0, ge=0, description="Bytes held in the result store instead of the context."
     )
 
     @property
     def total(self) -> int:
-        return self.system + self.skills + self.tools + self.summary + self.conversation + self.tool_results
+        return (
+            self.system
+            + self.skills
+            + self.tools
+            + self.summary
+            + self.conversation
+            + self.tool_results
+            + self.unattributed
+        )
+
+    @property
+    def measured(self) -> int:
+        """What our own measure accounts for: the total less ``unattributed``."""
+        return self.total - self.unattributed
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in (*COMPONENTS, "offloaded_bytes")}
@@ -141,6 +167,7 @@ class ContextEvent(BaseModel):
     projected_tokens: int | None = None
     remaining_tokens: int | None = None
     components: ComponentTokens | None = None
+    components_basis: ComponentsBasis | None = None
     usage: ProviderUsage | None = None
     message_seq: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)

@@ -32,7 +32,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engine.call_failures",
         ),
     ),
-    ("measure", ("engine.tokens", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup")),
+    (
+        "measure",
+        ("engine.tokens", "engine.components", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup"),
+    ),
     ("budget", ("engine.budget", "engine.turns")),
     ("store", ("engine.store",)),
     (

@@ -18,6 +18,7 @@ from engine.budget import (
     message_components,
     reproject,
 )
+from engine.components import SYSTEM_OVERHEAD_TOKENS
 from engine.errors import ValidationError
 from engine.events import ComponentTokens
 from engine.messages import (
@@ -271,7 +272,7 @@ def test_measure_budget_counts_every_component() -> None:
         offloaded_bytes=12_345,
     )
     c = budget.components
-    assert c.system == TOK.count("You are a careful assistant.")
+    assert c.system == TOK.count("You are a careful assistant.") + SYSTEM_OVERHEAD_TOKENS  # framed once
     assert c.skills == TOK.count("Skill: answer briefly.")
     assert c.tools == TOK.count_tools(tools)
     assert c.summary == TOK.count("Earlier: the user set up the project.")

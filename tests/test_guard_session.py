@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine.budget import measure_components
+from engine.components import SYSTEM_OVERHEAD_TOKENS
 from engine.debug import LOGGER_NAME
 from engine.events import ComponentTokens
 from engine.guard import FINAL_REPORT_TOOL, ContextGuard, GuardDecision, GuardTarget
@@ -165,7 +166,10 @@ def test_a_growing_session_earns_a_note_then_a_forced_final_turn_recorded_in_the
     assert final.turn_index == rejected.turn_index
     assert final.details["tools_restricted_to"] == ["final_report"]
     assert final.details["sources"]["context_window"].startswith("model:gpt-4o")
-    assert final.components is not None and final.components.system == tokenizer.count(SYSTEM)
+    assert (
+        final.components is not None
+        and final.components.system == tokenizer.count(SYSTEM) + SYSTEM_OVERHEAD_TOKENS
+    )
     assert final.components.tools == tokenizer.count_tools([FINAL_REPORT_TOOL])
     assert store.message_count(session_id) == len(history)
 

@@ -28,7 +28,8 @@ class _Frozen(BaseModel):
 
 
 class Components(_Frozen):
-    """Tokens of one request by component (our estimate by the session's tokenizer)."""
+    """Tokens of one request by component: our measure by the session's tokenizer, reconciled to the
+    provider's count where the call had one (engine.components.reconcile)."""
 
     system: int = Field(description="Assembled system prompt.")
     skills: int = Field(description="Skill prompts.")
@@ -36,6 +37,9 @@ class Components(_Frozen):
     summary: int = Field(description="Injected compaction summary.")
     conversation: int = Field(description="History messages, tool-result content excluded.")
     tool_results: int = Field(description="Tool-result content in the history.")
+    unattributed: int = Field(
+        0, description="Prompt tokens the provider counted that no component accounts for (harness text)."
+    )
     total: int = Field(description="Sum of the components.")
 
     @classmethod

@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.budget import ContextBudget, HistoryTotals
+from engine.components import measure_request
 from engine.events import ComponentTokens, ContextEvent
 from engine.guard import FINAL_REPORT_TOOL
-from engine.prompt import SUMMARY_TITLE, AssembledPrompt, PromptSection, build_prompt_or_concat
+from engine.prompt import (
+    SECTION_COMPONENT,
+    SECTION_SEPARATOR,
+    SUMMARY_TITLE,
+    AssembledPrompt,
+    PromptSection,
+    build_prompt_or_concat,
+)
 from engine.settings import ResolvedModelSettings
 from engine.tokens import Tokenizer
 
@@ -90,16 +98,18 @@ def assemble_request(
     if lines:
         parts.append(PromptSection("context_status", "\n".join(lines)))
     prompt, events = build_prompt_or_concat(parts, tokenizer=tool_tokens.tokenizer)
-    measured = prompt.components
-    components = ComponentTokens(
-        system=measured["system"],
-        skills=measured["skills"],
-        tools=tool_tokens.count(tools),
-        summary=measured["summary"],
-        conversation=totals.conversation,
-        tool_results=totals.tool_results,
+    blocks: dict[str, list[str]] = {"system": [], "skills": [], "summary": []}
+    for section, text in zip(prompt.sections, prompt.blocks, strict=True):
+        blocks[SECTION_COMPONENT[section.kind]].append(text)
+    components = measure_request(
+        tool_tokens.tokenizer,
+        system=blocks["system"],
+        skills=blocks["skills"],
+        summary=SECTION_SEPARATOR.join(blocks["summary"]) or None,
+        tools=(),
+        messages=totals,
         offloaded_bytes=offloaded_bytes,
-    )
+    ).model_copy(update={"tools": tool_tokens.count(tools)})  # count_tools, as measured, once per set
     budget = ContextBudget.from_settings(settings, components)
     return RequestView(prompt, tools, components, budget, note, final, tuple(events))
 

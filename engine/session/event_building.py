@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from engine.budget import ContextBudget
 from engine.clients import ModelRequest, ModelResponse
+from engine.components import reconcile_call
 from engine.convert import sent_system_text
 from engine.events import ContextEvent
 from engine.prompt import count_cache_breakpoints
@@ -79,6 +81,14 @@ def request_event(
             details["provider_model"] = response.model
     if usage is not None and usage.prompt_tokens and view.components.total:
         details["provider_over_estimate"] = round(usage.prompt_tokens / view.components.total, 4)
+    # the manager built every byte it sent: a gap to the provider's count is our count's error,
+    # spread over the components (none of it is harness text we did not see)
+    components, basis = reconcile_call(
+        view.components,
+        usage.prompt_tokens if usage else None,
+        exact_tokenizer=view.prompt.tokenizer.exact,
+        max_scale_up=math.inf,
+    )
     return ContextEvent(
         kind="request",
         trigger=trigger,
@@ -92,7 +102,8 @@ def request_event(
         limit_tokens=budget.effective_window,
         projected_tokens=view.components.total,
         remaining_tokens=budget.remaining,
-        components=view.components,
+        components=components,
+        components_basis=basis,
         usage=usage,
         details=details,
     )
@@ -133,6 +144,7 @@ def resume_event(
         projected_tokens=view.components.total,
         remaining_tokens=view.budget.remaining,
         components=view.components,
+        components_basis="estimate",
         message_seq=transcript_messages - 1 if transcript_messages else None,
         details={
             "snapshot_through_seq": through_seq if through_seq >= 0 else None,
