@@ -1,16 +1,13 @@
 """Context budget arithmetic: what a request uses, by component, against its model's limit.
 
-Pure: ``measure_budget`` counts a request's parts into a frozen :class:`ContextBudget`;
-``reproject`` recomputes limits and levels of recorded breakdowns under other settings. The limit
-is ``context_window - max_output_tokens - buffer_tokens``, capped by ``context_budget`` when set
-(the settings call it ``budget_tokens``); thresholds are shares of it, floored to whole tokens.
-:class:`HistoryTotals` keeps the history's part as running totals, so a growing session is
-measured per appended message, not per whole history.
+Pure: ``measure_budget`` counts a request's parts (``engine.components.measure_request``) into a
+frozen :class:`ContextBudget`; ``reproject`` recomputes limits and levels of recorded breakdowns
+under other settings. The limit is ``engine.limit.Limit`` (window less reply reserve and buffer,
+capped by ``context_budget``); thresholds are shares of it, floored to whole tokens.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -18,6 +15,7 @@ from typing import Any, Literal, Protocol
 from engine.components import HistoryTotals, measure_request
 from engine.errors import ValidationError
 from engine.events import ComponentTokens
+from engine.limit import Limit, threshold_tokens
 from engine.messages import Message
 from engine.tokens import Tokenizer
 
@@ -98,43 +96,14 @@ class Thresholds:
 def compute_limit(
     context_window: int, max_output_tokens: int, buffer_tokens: int, context_budget: int | None = None
 ) -> int:
-    """Tokens a prompt may use: window minus reply reserve minus buffer, capped by ``context_budget``."""
-    for name, value in (
-        ("context_window", context_window),
-        ("max_output_tokens", max_output_tokens),
-        ("buffer_tokens", buffer_tokens),
-    ):
-        if value < 0:
-            raise ValidationError(f"{name} must be >= 0, got {value}", field=name, value=value)
-    limit = context_window - max_output_tokens - buffer_tokens
-    if limit <= 0:
-        raise ValidationError(
-            f"max_output_tokens ({max_output_tokens:,}) + buffer_tokens ({buffer_tokens:,}) "
-            f"leave no room in context_window ({context_window:,})",
-            field="context_window",
-            value=context_window,
-        )
-    if context_budget is not None:
-        if context_budget <= 0:
-            raise ValidationError(
-                f"context_budget must be > 0, got {context_budget}",
-                field="context_budget",
-                value=context_budget,
-            )
-        limit = min(limit, context_budget)
-    return limit
+    """Alias of ``Limit(...).tokens`` (``engine.limit``): window less reply reserve and buffer, capped
+    by ``context_budget``; raises :class:`ValidationError` for values that leave no room."""
+    return Limit(context_window, max_output_tokens, buffer_tokens, context_budget).tokens
 
 
 def limit_for(settings: BudgetSettings) -> int:
-    """The limit of resolved settings (equals ``ResolvedModelSettings.budget_tokens``)."""
-    return compute_limit(
-        settings.context_window, settings.max_output_tokens, settings.buffer_tokens, settings.context_budget
-    )
-
-
-def threshold_tokens(limit: int, share: float) -> int:
-    """Tokens at which a threshold share of ``limit`` is reached (floored, as the settings do)."""
-    return math.floor(limit * share)
+    """Alias of ``Limit.of_settings(settings).tokens`` (equals ``ResolvedModelSettings.limit.tokens``)."""
+    return Limit.of_settings(settings).tokens
 
 
 def classify_level(used: int, limit: int, thresholds: Thresholds) -> Level:
@@ -169,8 +138,7 @@ class ContextBudget:
     context_budget: int | None = None
 
     def __post_init__(self) -> None:
-        # Validates the window arithmetic once, so the properties cannot fail later.
-        compute_limit(self.context_window, self.max_output_tokens, self.buffer_tokens, self.context_budget)
+        self.limit  # noqa: B018 -- validates the window arithmetic once, so the properties cannot fail later
 
     @classmethod
     def from_settings(cls, settings: BudgetSettings, components: ComponentTokens) -> ContextBudget:
@@ -184,11 +152,14 @@ class ContextBudget:
         )
 
     @property
+    def limit(self) -> Limit:
+        """The request's limit (``engine.limit``)."""
+        return Limit(self.context_window, self.max_output_tokens, self.buffer_tokens, self.context_budget)
+
+    @property
     def effective_window(self) -> int:
-        """The limit: window - reply reserve - buffer, capped by ``context_budget`` when set."""
-        return compute_limit(
-            self.context_window, self.max_output_tokens, self.buffer_tokens, self.context_budget
-        )
+        """Alias of ``limit.tokens``: window - reply reserve - buffer, capped by ``context_budget``."""
+        return self.limit.tokens
 
     @property
     def used(self) -> int:
@@ -197,25 +168,25 @@ class ContextBudget:
     @property
     def remaining(self) -> int:
         """Tokens left under the limit; negative when the request is over it."""
-        return self.effective_window - self.used
+        return self.limit.tokens - self.used
 
     @property
     def used_ratio(self) -> float:
-        return self.used / self.effective_window
+        return self.used / self.limit.tokens
 
     @property
     def used_pct(self) -> int:
         """Whole percent of the limit used, floored."""
-        return used_percent(self.used, self.effective_window)
+        return used_percent(self.used, self.limit.tokens)
 
     @property
     def level(self) -> Level:
-        return classify_level(self.used, self.effective_window, self.thresholds)
+        return classify_level(self.used, self.limit.tokens, self.thresholds)
 
     @property
     def note_text(self) -> str | None:
         """The context note for the model, or None below the note threshold."""
-        return None if self.level == "ok" else format_note(self.used, self.effective_window)
+        return None if self.level == "ok" else format_note(self.used, self.limit.tokens)
 
 
 def message_components(tokenizer: Tokenizer, message: Message) -> tuple[int, int]:
@@ -300,7 +271,7 @@ def reproject(components_list: Iterable[ComponentTokens], settings: BudgetSettin
     ``pct`` is the exact percentage of the limit (for charts); ``would_compact`` means the
     compaction threshold is reached, ``would_block`` the hard-block threshold.
     """
-    limit = limit_for(settings)
+    limit = Limit.of_settings(settings).tokens
     thresholds = Thresholds.from_settings(settings)
     points = []
     for components in components_list:

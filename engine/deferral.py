@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import TokenizerError, ValidationError
 from engine.events import ContextEvent, degraded_event
+from engine.limit import threshold_tokens
 from engine.tokens import Tokenizer, tool_parts
 from engine.tool_ranking import (  # noqa: F401  (the ranking's names, re-exported from here as before)
     BM25_B,
@@ -128,7 +129,7 @@ def deferral_budget(effective_window: int, share: float = DEFAULT_TOOL_SHARE) ->
         )
     if not 0 < share <= 1:
         raise ValidationError(f"tool share must be in (0, 1], got {share}", field="share")
-    return int(effective_window * share)
+    return threshold_tokens(effective_window, share)
 
 
 def deferral_note(count: int) -> str:

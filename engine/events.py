@@ -6,9 +6,11 @@ persisted by the session manager into ``context_events``; nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from engine.limit import LimitColumns, recorded_limit
 
 __all__ = [
     "COMPONENTS",
@@ -174,30 +176,17 @@ class ContextEvent(BaseModel):
 
     @property
     def effective_limit(self) -> int | None:
-        return effective_limit(self)
+        """The limit this call is measured against (:func:`engine.limit.recorded_limit`)."""
+        return recorded_limit(self)
 
 
-class LimitFields(Protocol):
-    """What a request event (recorded, or stored) says about its limit."""
-
-    limit_tokens: int | None
-    context_window: int | None
-    max_output_tokens: int | None
-    buffer_tokens: int | None
+#: What a request event says about its limit (``engine.limit.LimitColumns``).
+LimitFields = LimitColumns
 
 
-def effective_limit(event: LimitFields) -> int | None:
-    """The limit a request's use is measured against: the one it recorded, else the model window
-    it recorded less the output reserve and buffer where recorded (Codex and Claude Code files keep
-    the window only); None when neither gives one. The dashboard (``display.with_window_limit``) and
-    the session totals' SQL (``engine.store.pg_rollups``) apply the same rule (tests/test_report.py
-    checks the three agree)."""
-    if event.limit_tokens is not None:
-        return event.limit_tokens
-    if event.context_window is None:
-        return None
-    rest = event.context_window - (event.max_output_tokens or 0) - (event.buffer_tokens or 0)
-    return rest if rest > 0 else None
+def effective_limit(event: LimitColumns) -> int | None:
+    """Alias of :func:`engine.limit.recorded_limit`: the limit a recorded call is measured against."""
+    return recorded_limit(event)
 
 
 def degraded_event(subsystem: str, error: BaseException, *, fallback: str, **details: Any) -> ContextEvent:

@@ -23,11 +23,11 @@ from engine.budget import (
     Thresholds,
     classify_level,
     format_note,
-    limit_for,
 )
 from engine.debug import LOGGER_NAME, debug
 from engine.errors import ValidationError
 from engine.events import ComponentTokens, ContextEvent
+from engine.limit import Limit
 from engine.tokens import Tokenizer, tool_parts
 
 logger = logging.getLogger(LOGGER_NAME)
@@ -112,7 +112,8 @@ class GuardTarget:
 
     @property
     def limit(self) -> int:
-        return limit_for(self.settings)
+        """The target's prompt limit in tokens (``engine.limit.Limit.of_settings(...).tokens``)."""
+        return Limit.of_settings(self.settings).tokens
 
     @property
     def thresholds(self) -> Thresholds:
@@ -349,10 +350,7 @@ def build_guard_event(
         provider=target.provider,
         model=target.model,
         turn_index=turn_index,
-        context_window=settings.context_window,
-        max_output_tokens=settings.max_output_tokens,
-        buffer_tokens=settings.buffer_tokens,
-        limit_tokens=evaluation.limit,
+        **Limit.of_settings(settings).columns(),  # the same limit the evaluation used
         projected_tokens=evaluation.projected,
         remaining_tokens=evaluation.remaining,
         components=components,

@@ -19,6 +19,14 @@ from engine.errors import ValidationError
 __all__ = ["LIMIT_SQL", "Limit", "LimitColumns", "recorded_limit", "threshold_tokens"]
 
 
+#: Limit field -> the setting that gives it (engine.settings.ModelSettings).
+_SETTING_NAMES = {
+    "window": "context_window",
+    "output_reserve": "max_output_tokens",
+    "buffer": "buffer_tokens",
+}
+
+
 def threshold_tokens(limit: int, share: float) -> int:
     """Tokens at which ``share`` of ``limit`` is reached (floored: never claims a threshold not yet met)."""
     return math.floor(limit * share)
@@ -39,11 +47,11 @@ class Limit:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("window", "output_reserve", "buffer"):
+        for name, setting in _SETTING_NAMES.items():  # errors name the setting a user writes
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValidationError(
-                    f"{name} must be a whole number >= 0, got {value!r}", field=name, value=value
+                    f"{setting} must be a whole number >= 0, got {value!r}", field=setting, value=value
                 )
         if self.window - self.output_reserve - self.buffer <= 0:
             raise ValidationError(

@@ -13,6 +13,9 @@ import bisect
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from engine.components import measure_request
+from engine.errors import ValidationError
+from engine.limit import Limit
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_user_input
 
 
@@ -112,16 +115,23 @@ def is_over_context_budget(
     messages: Sequence[Message],
     tools: Sequence[dict[str, Any]] = (),
     *,
-    context_window: int,
-    max_output_tokens: int,
     tokenizer: Any,
     system_tokens: int = 0,
+    limit: Limit | None = None,
+    context_window: int | None = None,
+    max_output_tokens: int = 0,
+    buffer_tokens: int = 0,
+    context_budget: int | None = None,
 ) -> bool:
-    """True when messages + tool definitions (+ system prompt) + max output exceed the window."""
-    needed = (
-        system_tokens + tokenizer.count_messages(messages) + tokenizer.count_tools(tools) + max_output_tokens
-    )
-    return needed > context_window
+    """True when the request (system prompt tokens + messages + tool definitions, measured by
+    ``engine.components.measure_request``) is over its limit: ``limit``, else the ``Limit`` of
+    ``context_window`` less ``max_output_tokens`` and ``buffer_tokens``, capped by ``context_budget``."""
+    if limit is None:
+        if context_window is None:
+            raise ValidationError("give a limit or a context_window", field="context_window")
+        limit = Limit(context_window, max_output_tokens, buffer_tokens, context_budget)
+    prompt = system_tokens + measure_request(tokenizer, system="", tools=tools, messages=messages).total
+    return prompt > limit.tokens
 
 
 def has_orphans(messages: Sequence[Message]) -> bool:

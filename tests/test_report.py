@@ -352,36 +352,3 @@ def test_full_claude_code_report_has_one_thread_per_sub_agent() -> None:
     assert [s.parent_session_id for s in report.sessions] == [None, *[MAIN_ID] * 5]
     assert sum(s.request_count for s in report.sessions) == 170
     assert all(s.peak_source == "provider" for s in report.sessions)
-
-
-_LIMIT_CASES = [  # (limit_tokens, context_window, max_output_tokens, buffer_tokens)
-    (12_220, 13_500, 1_024, 256),  # recorded: used as it is
-    (None, 258_400, None, None),  # Codex: the window
-    (None, 200_000, 8_000, 2_000),  # the window less what is reserved
-    (None, 1_000, 800, 300),  # nothing left: no limit
-    (None, None, 4_000, None),  # nothing recorded
-]
-
-
-def test_a_requests_limit_is_one_rule_in_the_engine_the_dashboard_and_the_session_totals_sql() -> None:
-    import duckdb
-    import pandas as pd
-
-    from dashboard import display
-    from engine.events import ContextEvent
-    from engine.store.pg_rollups import _LIMIT
-
-    names = ["limit_tokens", "context_window", "max_output_tokens", "buffer_tokens"]
-    engine_rule = [ContextEvent(kind="request", **dict(zip(names, case, strict=True))).effective_limit
-                   for case in _LIMIT_CASES]  # fmt: skip
-    drawn = display.with_window_limit(pd.DataFrame(_LIMIT_CASES, columns=names))["limit_tokens"]
-    dashboard_rule = [None if pd.isna(v) else int(v) for v in drawn]
-    rows = duckdb.sql(
-        f"SELECT CASE WHEN {_LIMIT} > 0 THEN {_LIMIT} END FROM (VALUES "
-        + ", ".join(
-            "(" + ", ".join("NULL" if v is None else str(v) for v in case) + ")" for case in _LIMIT_CASES
-        )
-        + f") AS t({', '.join(names)})"
-    ).fetchall()
-    sql_rule = [r[0] for r in rows]
-    assert engine_rule == dashboard_rule == sql_rule == [12_220, 258_400, 190_000, None, None]

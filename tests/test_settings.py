@@ -287,8 +287,10 @@ def test_thresholds_in_tokens_apply_to_the_capped_budget() -> None:
     resolved = resolve_model_settings(
         "gpt-4o", settings=settings(defaults={"context_budget": 100_000}), table=TABLE
     )
-    assert resolved.effective_window == 111_360
-    assert resolved.budget_tokens == 100_000
+    # one meaning: the limit is capped; the old names are aliases of it, the uncapped value is named so
+    assert (resolved.limit.uncapped, resolved.limit.tokens) == (111_360, 100_000)
+    assert resolved.effective_window == resolved.budget_tokens == 100_000
+    assert resolved.limit.source == "model table"  # gpt-4o's window is in TABLE
     assert (resolved.note_tokens, resolved.compact_tokens, resolved.hard_block_tokens) == (
         80_000,
         95_000,

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.limit import Limit
 from engine.messages import Message, TextBlock, ToolResultBlock, is_user_input, tool_use
 from engine.messages import assistant as _assistant
 from engine.messages import tool_result as _tool_result
@@ -305,23 +306,32 @@ def test_has_orphans(messages: list[Message], orphans: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("window", "max_output", "system", "over"),
+    ("window", "max_output", "buffer", "budget", "system", "over"),
     [
-        pytest.param(10_000, 1_000, 0, False, id="fits"),
-        pytest.param(20, 1, 0, True, id="messages-alone-overflow"),
-        pytest.param(120, 100, 0, True, id="output-reserve-tips-it"),
-        pytest.param(10_000, 1_000, 9_000, True, id="system-prompt-tips-it"),
+        pytest.param(10_000, 1_000, 0, None, 0, False, id="fits"),
+        pytest.param(20, 1, 0, None, 0, True, id="messages-alone-overflow"),
+        pytest.param(120, 100, 0, None, 0, True, id="output-reserve-tips-it"),
+        pytest.param(10_000, 1_000, 0, None, 9_000, True, id="system-prompt-tips-it"),
+        pytest.param(10_000, 1_000, 8_980, None, 0, True, id="the-buffer-tips-it"),
+        pytest.param(10_000, 1_000, 0, 30, 0, True, id="the-context-budget-tips-it"),
+        pytest.param(10_000, 1_000, 0, 5_000, 0, False, id="a-budget-above-the-use-fits"),
     ],
 )
-def test_is_over_context_budget(window: int, max_output: int, system: int, over: bool) -> None:
+def test_is_over_context_budget(
+    window: int, max_output: int, buffer: int, budget: int | None, system: int, over: bool
+) -> None:
     messages = [user("x" * 40), assistant("y" * 40)]  # chars/4: 10 + 3 framing each, +3 priming = 29
-    tools = [{"name": "ls", "description": "List files.", "input_schema": {}}]
-    result = is_over_context_budget(
+    tools = [{"name": "ls", "description": "List files.", "input_schema": {}}]  # 8 + 1 + 3 + 1 = 13
+    tokenizer = get_tokenizer("chars/4")
+    by_fields = is_over_context_budget(
+        messages, tools, context_window=window, max_output_tokens=max_output, buffer_tokens=buffer,
+        context_budget=budget, tokenizer=tokenizer, system_tokens=system,
+    )  # fmt: skip
+    by_limit = is_over_context_budget(
         messages,
         tools,
-        context_window=window,
-        max_output_tokens=max_output,
-        tokenizer=get_tokenizer("chars/4"),
+        limit=Limit(window, max_output, buffer, budget),
+        tokenizer=tokenizer,
         system_tokens=system,
     )
-    assert result is over
+    assert by_fields is by_limit is over

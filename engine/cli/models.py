@@ -29,11 +29,11 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
         rows = []
         for name in names:
             r = resolve_model_settings(name, settings=settings, table=table)
-            rows.append((name, r.provider or "", r.context_window, r.max_output_tokens, r.budget_tokens,
+            rows.append((name, r.provider or "", r.context_window, r.max_output_tokens, r.limit.tokens,
                          r.compact_tokens, r.sources["context_window"]))  # fmt: skip
         print(
             format_table(
-                ("model", "provider", "window", "max output", "budget", "compact at", "window from"), rows
+                ("model", "provider", "window", "max output", "limit", "compact at", "window from"), rows
             ),
             file=out,
         )
@@ -45,8 +45,10 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
           + (f"  (table entry {info.name})" if info else "  (not in the model table)"), file=out)  # fmt: skip
     rows = [(field, getattr(resolved, field), resolved.sources.get(field, "")) for field in MODEL_FIELDS]
     print(format_table(("setting", "value", "from"), rows), file=out)
+    limit = resolved.limit
     derived = [
-        ("effective window", resolved.effective_window), ("budget", resolved.budget_tokens),
+        ("window less reserve and buffer", limit.uncapped),
+        ("limit" + (" (capped by context_budget)" if limit.tokens < limit.uncapped else ""), limit.tokens),
         ("note at", resolved.note_tokens), ("compact at", resolved.compact_tokens),
         ("hard block at", resolved.hard_block_tokens), ("tool deferral above", resolved.tool_deferral_tokens),
     ]  # fmt: skip

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.findings import SessionView, analyze, load_session_view
+from engine.limit import recorded_limit
 from engine.report.costs import project_cost_report, session_cost_report
 from engine.report.models import (
     Components,
@@ -79,12 +80,11 @@ def session_report(
 
 
 def session_limit(view: SessionView, settings: Settings | None) -> Limit:
-    """The limit a session's percentages use: the last request event's (``effective_limit``: the
-    limit it recorded, else its model window less the reserve, as the dashboard draws it), else the
-    settings'."""
+    """The limit a session's percentages use: the last request event's (``engine.limit.recorded_limit``:
+    the limit it recorded, else its model window less the reserve and buffer), else the settings'."""
     resolved = view.settings or resolve_model_settings(UNKNOWN_MODEL, settings=settings)
     events = view.events
-    last = next((e for e in reversed(events) if e.kind == "request" and e.effective_limit), None)
+    last = next((e for e in reversed(events) if e.kind == "request" and recorded_limit(e)), None)
     if last is not None:
         source = "request events" if last.limit_tokens else "model window in request events"
     else:
@@ -92,7 +92,7 @@ def session_limit(view: SessionView, settings: Settings | None) -> Limit:
             "" if view.settings else " (model unknown)"
         )
     return Limit(
-        limit_tokens=last.effective_limit if last is not None else resolved.budget_tokens,
+        limit_tokens=recorded_limit(last) if last is not None else resolved.limit.tokens,
         context_window=next((e.context_window for e in reversed(events) if e.context_window), None)
         or resolved.context_window,
         source=source,
@@ -167,7 +167,7 @@ def request_point(
         used, used_source = usage.prompt_tokens, "provider"
     else:
         used, used_source = (components.total if components else event.projected_tokens or 0), "estimate"
-    limit = event.effective_limit or session_limit
+    limit = recorded_limit(event) or session_limit
     return RequestPoint(
         event_seq=event.seq,
         turn_index=event.turn_index or 0,

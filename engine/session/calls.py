@@ -138,7 +138,7 @@ class ModelCaller:
             self._record_failed(retry_view, target, request, again, trigger="retry", step=step)
             raise ContextOverflowError(
                 f"{target.client.model} still rejects the prompt after emergency compaction: {again}",
-                limit=retry_view.budget.effective_window,
+                limit=retry_view.budget.limit.tokens,
                 projected=retry_view.components.total,
             ) from again
         self._commit_reply(retry_view, target, request, response, trigger="retry", step=step)

@@ -31,7 +31,7 @@ REQUESTED_TRIGGERS = ("manual", "tool")
 def compaction_target(view: RequestView) -> int:
     """History tokens a compaction aims at: the target share of the limit, less the fixed parts."""
     fixed = view.components.system + view.components.skills + view.components.tools
-    return max(1, int(view.budget.effective_window * COMPACTION_TARGET_SHARE) - fixed)
+    return max(1, int(view.budget.limit.tokens * COMPACTION_TARGET_SHARE) - fixed)
 
 
 def compaction_event_fields(target: Target, turn_index: int) -> dict[str, Any]:

@@ -25,8 +25,9 @@ def settings_snapshot(resolved: ResolvedModelSettings) -> dict[str, Any]:
     """Resolved settings as stored in ``sessions.settings_json``: values, derived limits, sources."""
     data = resolved.model_dump(mode="json", exclude={"model_info"})
     data.update(
-        effective_window=resolved.effective_window,
-        budget_tokens=resolved.budget_tokens,
+        effective_window=resolved.limit.tokens,  # the old names, kept for stored readers: both the limit
+        budget_tokens=resolved.limit.tokens,
+        limit_tokens=resolved.limit.tokens,
         compact_tokens=resolved.compact_tokens,
         hard_block_tokens=resolved.hard_block_tokens,
     )
@@ -96,10 +97,7 @@ def request_event(
         reason=reason,
         provider=provider,
         model=request.model,
-        context_window=settings.context_window,
-        max_output_tokens=settings.max_output_tokens,
-        buffer_tokens=settings.buffer_tokens,
-        limit_tokens=budget.effective_window,
+        **budget.limit.columns(),
         projected_tokens=view.components.total,
         remaining_tokens=budget.remaining,
         components=components,
@@ -116,7 +114,7 @@ def note_event(view: RequestView) -> ContextEvent:
         trigger="note_threshold",
         outcome="added",
         reason=view.note,
-        limit_tokens=view.budget.effective_window,
+        limit_tokens=view.budget.limit.tokens,
         projected_tokens=view.components.total,
         remaining_tokens=view.budget.remaining,
         details={"pct": view.budget.used_pct, "section": "context_status"},
@@ -140,7 +138,7 @@ def resume_event(
         reason="latest snapshot plus later messages" if through_seq >= 0 else "full transcript",
         model=settings.model,
         provider=settings.provider,
-        limit_tokens=view.budget.effective_window,
+        limit_tokens=view.budget.limit.tokens,
         projected_tokens=view.components.total,
         remaining_tokens=view.budget.remaining,
         components=view.components,

@@ -103,7 +103,7 @@ class Targets:
 
     def deferral_budget(self) -> int:
         s = self.primary.settings
-        return deferral_budget(s.budget_tokens, s.tool_deferral_threshold)
+        return deferral_budget(s.limit.tokens, s.tool_deferral_threshold)
 
     def usable(self, guard_targets: Sequence[GuardTarget]) -> list[Target]:
         """The targets the guard kept, in its order."""

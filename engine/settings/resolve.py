@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import itertools
-import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import ValidationError
+from engine.limit import Limit
 from engine.model_table import ModelInfo, ModelTable, load_model_table, match_model_name
 from engine.settings.models import (
     BUILTIN_SETTINGS,
@@ -49,32 +49,49 @@ class ResolvedModelSettings(BaseModel):
     )
 
     @property
+    def limit(self) -> Limit:
+        """The prompt limit these settings give (``engine.limit``): window less the reply reserve and
+        buffer, capped by ``context_budget``; ``source`` says where the window came from."""
+        return Limit.of_settings(self, source=limit_source(self.sources.get("context_window", "")))
+
+    @property
     def effective_window(self) -> int:
-        """Tokens the prompt may use: context_window - max_output_tokens - buffer_tokens."""
-        return self.context_window - self.max_output_tokens - self.buffer_tokens
+        """Alias of ``limit.tokens`` (the capped limit, as on ``ContextBudget``); the uncapped value
+        is ``limit.uncapped``."""
+        return self.limit.tokens
 
     @property
     def budget_tokens(self) -> int:
-        """The effective window, capped by context_budget when one is set; thresholds apply to it."""
-        if self.context_budget is None:
-            return self.effective_window
-        return min(self.effective_window, self.context_budget)
+        """Alias of ``limit.tokens``: thresholds apply to it."""
+        return self.limit.tokens
 
     @property
     def note_tokens(self) -> int:
-        return math.floor(self.budget_tokens * self.note_threshold)
+        return self.limit.threshold(self.note_threshold)
 
     @property
     def compact_tokens(self) -> int:
-        return math.floor(self.budget_tokens * self.compact_threshold)
+        return self.limit.threshold(self.compact_threshold)
 
     @property
     def hard_block_tokens(self) -> int:
-        return math.floor(self.budget_tokens * self.hard_block_threshold)
+        return self.limit.threshold(self.hard_block_threshold)
 
     @property
     def tool_deferral_tokens(self) -> int:
-        return math.floor(self.budget_tokens * self.tool_deferral_threshold)
+        return self.limit.threshold(self.tool_deferral_threshold)
+
+
+def limit_source(field_source: str) -> str:
+    """``Limit.source`` for where a resolved ``context_window`` came from (``sources`` labels):
+    ``settings`` (a [models] or [providers] entry), ``model table``, ``defaults`` or ``built-in``."""
+    if field_source.startswith(("model:", "provider:")):
+        return "settings"
+    if field_source.startswith("table:"):
+        return "model table"
+    if field_source.startswith("defaults"):
+        return "defaults"
+    return "built-in"
 
 
 _PROVIDER_BY_PREFIX = (
