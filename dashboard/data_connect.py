@@ -193,7 +193,16 @@ def _rows(
     types = SCHEMA_TYPES[table]
     cols = list(columns or types)
     alias, path = _attached(con, db)  # SQLite file or PostgreSQL (pg_source): same SQL inside
-    inner = ", ".join(f"{pg_source.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c for c in cols)
+    # A file of an older schema, attached read-only (never migrated), lacks later columns: NULL there.
+    present = {r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?", [alias, table]
+    ).fetchall()} or set(cols)  # fmt: skip
+    inner = ", ".join(
+        (f"{pg_source.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c)
+        if c in present
+        else f"NULL AS {c}"
+        for c in cols
+    )
     outer = ", ".join(
         f"from_hex({c}) AS {c}" if types[c] == "BLOB" else f"CAST({c} AS {types[c]}) AS {c}" for c in cols
     )

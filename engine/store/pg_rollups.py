@@ -14,17 +14,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-ROLLUP_TABLE = "_session_rollups"
-#: ``last_limit`` packs (seq, limit_tokens) of a session's latest request: seq * LIMIT_BASE + limit.
-LIMIT_BASE = 10_000_000_000
+from engine.limit import LIMIT_SQL
 
-#: A request's limit: the one it recorded, else the model window it recorded less the output reserve
-#: and buffer where recorded (Codex keeps ``model_context_window``, Claude Code files the window;
-#: the dashboard's ``display.with_window_limit`` draws the same).
-_LIMIT = (
-    "(CASE WHEN limit_tokens IS NOT NULL THEN limit_tokens"
-    " ELSE context_window - coalesce(max_output_tokens, 0) - coalesce(buffer_tokens, 0) END)"
-)
+ROLLUP_TABLE = "_session_rollups"
+#: ``last_limit`` packs (seq, limit) of a session's latest request with a limit: seq * LIMIT_BASE + limit.
+#: A request's limit is :data:`engine.limit.LIMIT_SQL` (NULL where none is known: such requests count
+#: neither for the peak share nor for the last limit).
+LIMIT_BASE = 10_000_000_000
 
 #: source table -> rollup column -> (aggregate over that table's rows of a session, how a new batch merges)
 SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
@@ -34,8 +30,7 @@ SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "context_events": {
         "peak_usage_pct": (
-            f"max(CASE WHEN kind = 'request' AND {_LIMIT} > 0"
-            f" THEN CAST(projected_tokens AS DOUBLE PRECISION) * 100 / {_LIMIT} END)",
+            f"max(CASE WHEN kind = 'request' THEN CAST(projected_tokens AS DOUBLE PRECISION) * 100 / {LIMIT_SQL} END)",
             "greatest(r.peak_usage_pct, excluded.peak_usage_pct)",
         ),
         "peak_tokens": (
@@ -43,7 +38,7 @@ SESSION_TOTALS: dict[str, dict[str, tuple[str, str]]] = {
             "greatest(r.peak_tokens, excluded.peak_tokens)",
         ),
         "last_limit": (
-            f"max(CASE WHEN kind = 'request' AND {_LIMIT} > 0 THEN seq * {LIMIT_BASE} + {_LIMIT} END)",
+            f"max(CASE WHEN kind = 'request' THEN seq * {LIMIT_BASE} + {LIMIT_SQL} END)",
             "greatest(r.last_limit, excluded.last_limit)",
         ),
         "compactions": (

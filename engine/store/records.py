@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import StoreError
-from engine.events import ComponentTokens, ProviderUsage, effective_limit
+from engine.events import ComponentTokens, ProviderUsage
+from engine.limit import recorded_limit
 from engine.messages import Block, Message
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
@@ -109,6 +110,8 @@ class StoredEvent(_Row):
     projected_tokens: int | None
     remaining_tokens: int | None
     components: ComponentTokens | None
+    #: exact | reconciled | estimate (``engine.events.ComponentsBasis``); None before m006
+    components_basis: str | None = None
     usage: ProviderUsage | None
     message_seq: int | None
     details: dict[str, Any]
@@ -116,7 +119,8 @@ class StoredEvent(_Row):
 
     @property
     def effective_limit(self) -> int | None:
-        return effective_limit(self)
+        """The limit this call is measured against (:func:`engine.limit.recorded_limit`)."""
+        return recorded_limit(self)
 
 
 class Snapshot(_Row):
@@ -229,12 +233,14 @@ def share_fields_set(model: _M) -> _M:
 def event_from_row(r: Any) -> StoredEvent:
     """A ``context_events`` row (sqlite3.Row or the PostgreSQL store's row) as a StoredEvent."""
     d = intern_columns(dict(r), "session_id", "kind", "trigger", "outcome", "provider", "model")
+    # .get: a read-only open does not migrate, and a file from before m006 lacks the residual columns
     has_components = d["system_tokens"] is not None
     components = (
         ComponentTokens(
             system=d["system_tokens"] or 0, skills=d["skills_tokens"] or 0, tools=d["tools_tokens"] or 0,
             summary=d["summary_tokens"] or 0, conversation=d["conversation_tokens"] or 0,
             tool_results=d["tool_results_tokens"] or 0, offloaded_bytes=d["offloaded_bytes"] or 0,
+            unattributed=d.get("unattributed_tokens") or 0,
         )
         if has_components
         else None
@@ -244,7 +250,8 @@ def event_from_row(r: Any) -> StoredEvent:
         trigger=d["trigger"], outcome=d["outcome"], reason=d["reason"], provider=d["provider"], model=d["model"],
         context_window=d["context_window"], max_output_tokens=d["max_output_tokens"],
         buffer_tokens=d["buffer_tokens"], limit_tokens=d["limit_tokens"], projected_tokens=d["projected_tokens"],
-        remaining_tokens=d["remaining_tokens"], components=components, usage=usage_from_row(d),
+        remaining_tokens=d["remaining_tokens"], components=components,
+        components_basis=d.get("components_basis"), usage=usage_from_row(d),
         message_seq=d["message_seq"], details=loads_json(d["details_json"], f"context_events row {d['id']}") or {},
         created_utc=d["created_utc"],
     )  # fmt: skip

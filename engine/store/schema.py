@@ -504,6 +504,40 @@ def m005_request_costs_writer_index(conn: sqlite3.Connection) -> None:
     conn.execute(_COST_WRITES_INDEX)
 
 
+#: Columns of migration m006_component_residual: what reconciling a call's components to the
+#: provider's own count left unattributed, and how the components were known (engine.components).
+_RESIDUAL_COLUMNS = (
+    _c(
+        "unattributed_tokens",
+        "INTEGER",
+        "Prompt tokens the provider counted that no component accounts for (harness text, framing): "
+        '"Harness, unattributed". Part of the components\' total; NULL where components are.',
+    ),
+    _c(
+        "components_basis",
+        "TEXT",
+        "How the component columns were known: exact (the provider's tokenizer, adding up to its count), "
+        "reconciled (our measure made to add up to the provider's count), estimate (no provider count); "
+        "NULL for events recorded before m006 or that carry no components.",
+    ),
+)
+
+
+def _with_columns(table: Table, columns: tuple[Column, ...]) -> Table:
+    """``table`` with ``columns`` appended (as ``ALTER TABLE ... ADD COLUMN`` leaves it)."""
+    return Table(table.name, table.doc, table.columns + columns, table.constraints, table.indexes)
+
+
+#: context_events as m006 leaves it: the residual columns after the others.
+TABLES_M006 = tuple(_with_columns(t, _RESIDUAL_COLUMNS) for t in TABLES_V1 if t.name == "context_events")
+
+
+def m006_component_residual(conn: sqlite3.Connection) -> None:
+    """Add context_events.unattributed_tokens and .components_basis (NULL on rows already there)."""
+    for column in _RESIDUAL_COLUMNS:
+        conn.execute(f"ALTER TABLE context_events ADD COLUMN {column.name} {column.type}")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
@@ -511,6 +545,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m003_request_costs", m003_request_costs),
     ("m004_blob_content_last", m004_blob_content_last),
     ("m005_request_costs_writer_index", m005_request_costs_writer_index),
+    ("m006_component_residual", m006_component_residual),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -559,8 +559,8 @@ class SessionStore:
                     " remaining_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
                     " conversation_tokens, tool_results_tokens, offloaded_bytes, provider_input_tokens,"
                     " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
-                    " message_seq, details_json, created_utc)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " message_seq, details_json, created_utc, unattributed_tokens, components_basis)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome,
                         redact_secrets(event.reason) if event.reason else event.reason,
@@ -573,6 +573,7 @@ class SessionStore:
                         u.input_tokens if u else None, u.output_tokens if u else None,
                         u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
                         event.message_seq, redact_json_text(_dumps(event.details)), utc_now(),
+                        c.unattributed if event.components else None, event.components_basis,
                     ),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
