@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from engine.cli.common import EXIT_OK
+
+if TYPE_CHECKING:
+    from engine.settings import Settings
 from engine.textfmt import format_table
 
 MODEL_FIELDS = (
@@ -53,7 +56,31 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
         ("hard block at", resolved.hard_block_tokens), ("tool deferral above", resolved.tool_deferral_tokens),
     ]  # fmt: skip
     print("\n" + format_table(("derived", "tokens"), derived), file=out)
+    print("\n" + imported_limit_text(args.name, settings, args.provider), file=out)
     return EXIT_OK
+
+
+def imported_limit_text(model: str, settings: Settings, provider: str | None) -> str:
+    """What an imported session of ``model`` is measured against, and why (``limit_for_model``)."""
+    from engine.settings import IMPORTED_LIMIT_PRECEDENCE, limit_for_model
+
+    limit = limit_for_model(model, settings=settings, provider=provider)
+    order = " > ".join(PRECEDENCE_WORDS[s] for s in IMPORTED_LIMIT_PRECEDENCE)
+    said = (
+        f"limit {limit.tokens:,} tokens (window {limit.window:,} from the {PRECEDENCE_WORDS[limit.source]})"
+        if limit is not None
+        else "limit not known unless the file records its window (never the built-in default)"
+    )
+    return f"imported sessions of this model: {said}\n  the window is the first found of: {order}"
+
+
+#: ``Limit.source`` of an imported session's window, in words.
+PRECEDENCE_WORDS = {
+    "settings": "your [models]/[providers] entry",
+    "file": "file's own window",
+    "model table": "model table",
+    "defaults": "your [defaults]",
+}
 
 
 def register(commands: argparse._SubParsersAction) -> None:

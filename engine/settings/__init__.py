@@ -36,8 +36,11 @@ from engine.settings.models import (
     Tokens,
 )
 from engine.settings.resolve import (
+    IMPORTED_LIMIT_PRECEDENCE,
     ResolvedModelSettings,
     infer_provider,
+    limit_for_model,
+    limit_source,
     resolve_model_settings,
 )
 from engine.settings.watch import (
@@ -56,6 +59,7 @@ __all__ = [
     "DEFAULT_RESULT_OFFLOAD_THRESHOLD",
     "DEFAULT_SETTINGS_PATH",
     "DEFAULT_TOOL_DEFERRAL_THRESHOLD",
+    "IMPORTED_LIMIT_PRECEDENCE",
     "MAX_SETTING_TOKENS",
     "SETTINGS_ENV_VAR",
     "TABLE_FIELDS",
@@ -69,6 +73,8 @@ __all__ = [
     "Tokens",
     "dump_settings_toml",
     "infer_provider",
+    "limit_for_model",
+    "limit_source",
     "load_settings",
     "resolve_model_settings",
     "save_settings",

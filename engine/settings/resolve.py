@@ -207,3 +207,45 @@ def _check_resolved(
                 f"> {values[high]} from {sources[high]}",
                 source,
             )
+
+
+#: Where the window of an imported session's limit comes from, first found wins (``Limit.source``).
+IMPORTED_LIMIT_PRECEDENCE = ("settings", "file", "model table", "defaults")
+
+
+def limit_for_model(
+    model: str | None,
+    *,
+    file_window: int | None = None,
+    file_output_reserve: int | None = None,
+    settings: Settings | None = None,
+    provider: str | None = None,
+    table: ModelTable | None = None,
+) -> Limit | None:
+    """The limit an imported session of ``model`` can know, or None when nothing gives a window.
+
+    The window, first found (:data:`IMPORTED_LIMIT_PRECEDENCE`, named in ``Limit.source``): the
+    user's ``[models]`` / ``[providers]`` entry for it (``settings``: the override applies to
+    imported sessions too) > the file's own ``file_window`` (``file``) > the bundled model table
+    (``model table``) > the user's ``[defaults]`` (``defaults``). Never the built-in default: a
+    window the file, the table and the user do not give is "not known".
+
+    Without a file window the limit is the resolved settings' own (``ResolvedModelSettings.limit``,
+    what ``ctxdesk models`` shows and the session manager would guard at). With one, it is the
+    file's window less ``file_output_reserve`` (None: 0, the window taken as what the prompt may
+    use, as Codex records it) unless the user's entry sets ``max_output_tokens``, less the user's
+    ``buffer_tokens`` when set, capped by the user's ``context_budget``. ``settings`` None means
+    no user settings, as for :func:`resolve_model_settings`.
+    """
+    if not model or not model.strip():
+        return Limit(file_window, file_output_reserve or 0, source="file") if file_window else None
+    r = resolve_model_settings(model, provider, settings=settings, table=table)
+    kind = {field: limit_source(label) for field, label in r.sources.items()}
+    window_from = kind["context_window"]
+    if window_from == "settings" or (not file_window and window_from in ("model table", "defaults")):
+        return r.limit
+    if not file_window:
+        return None
+    reserve = r.max_output_tokens if kind["max_output_tokens"] == "settings" else file_output_reserve or 0
+    buffer = r.buffer_tokens if kind["buffer_tokens"] != "built-in" else 0
+    return Limit(file_window, reserve, buffer, r.context_budget, source="file")
