@@ -290,7 +290,7 @@ def test_no_module_or_class_is_past_one_concept_without_saying_why() -> None:
 PAID_LARGE = (
     "dashboard/analysis.py",
     "dashboard/data.py",
-    "engine/importers/claude_code.py",
+    "engine/importers/formats/claude_code/session.py",
     "engine/session/manager.py",
     "engine/session/manager.py::SessionManager",
 )

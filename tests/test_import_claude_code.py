@@ -30,19 +30,19 @@ from hypothesis import strategies as st
 from model_server.fixtures import load_request_log
 from real_agents import agent_bin
 
-from engine.importers.claude_code import is_real_prompt, parse_claude_code
-from engine.importers.claude_code_bundle import (
+from engine.importers.formats.claude_code.bundle import (
     claude_code_bundle,
     find_claude_code_bundles,
     parse_claude_code_bundle,
 )
-from engine.importers.claude_code_replay import REPLAY_LINE_TYPES, message_hash, replay_requests
-from engine.importers.claude_code_requests import (
+from engine.importers.formats.claude_code.replay import REPLAY_LINE_TYPES, message_hash, replay_requests
+from engine.importers.formats.claude_code.requests import (
     keeps_previous_thinking,
     request_messages,
     sent_messages,
     thinking_rule,
 )
+from engine.importers.formats.claude_code.session import is_real_prompt, parse_claude_code
 from engine.importers.model import ParsedSession
 from engine.importers.parsing import anthropic_message
 from engine.importers.writer import MISSING_RESULT_TEXT
@@ -139,7 +139,7 @@ def api_messages(record: dict[str, Any]) -> list[Message]:
 
 
 def rebuilt(session: ParsedSession, call: Any) -> list[Message]:
-    return request_messages(session.thread, call)
+    return request_messages(session.messages, call)
 
 
 def compared_calls(
@@ -683,7 +683,7 @@ def test_parallel_results_in_any_completion_order_are_all_kept_and_none_invented
         assert sorted(results.tool_result_ids) == sorted(uses.tool_use_ids)
     assert not session.notes
     last = session.calls[-1]
-    assert len(request_messages(session.thread, last)) == 1 + 2 * len(rounds)
+    assert len(request_messages(session.messages, last)) == 1 + 2 * len(rounds)
 
 
 def test_a_trimmed_log_keeps_the_lines_before_the_gap() -> None:
@@ -709,7 +709,7 @@ def test_a_summary_without_a_boundary_line_still_starts_the_context() -> None:
     (compacted,) = [pm for pm in session.messages if pm.compaction]
     assert compacted.starts_context and compacted.compaction["before_tokens"] is None
     last = session.calls[-1]
-    assert [m.text for m in request_messages(session.thread, last)] == [compacted.message.text]
+    assert [m.text for m in request_messages(session.messages, last)] == [compacted.message.text]
 
 
 def test_reimport_picks_up_a_sub_agent_file_or_saved_output_that_grew_alone(
@@ -785,7 +785,7 @@ def test_a_damaged_request_record_is_named_never_a_crash(field: str, value: Any)
 
 
 def test_exact_components_leave_out_the_thinking_the_api_strips() -> None:
-    from engine.importers.claude_code_replay import ReplayedRequest, exact_components
+    from engine.importers.formats.claude_code.replay import ReplayedRequest, exact_components
 
     thought = {"type": "thinking", "thinking": "old reasoning " * 40, "signature": "s"}
     messages = [

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, port_number
+from engine.cli.importing import FROM_CHOICES
 from engine.locations import DB_PATHS_ENV_VAR
 from engine.settings import SETTINGS_ENV_VAR
 
@@ -173,7 +174,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "data/demo-settings.toml with the sample data, else ~/.config/ctxdesk/settings.toml)",
     )  # fmt: skip
     p.add_argument(
-        "--from", dest="agent", choices=("claude-code", "codex", "gemini", "cline", "all"),
+        "--from", dest="agent", choices=FROM_CHOICES,
         help="import that agent's sessions into the agents database and follow new lines live",
     )  # fmt: skip
     p.set_defaults(run=cmd_dashboard)

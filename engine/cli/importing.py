@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_ERROR, EXIT_OK, ProgressPrinter, UsageError
+from engine.importers import AGENTS
 
-FROM_CHOICES = ("claude-code", "codex", "gemini", "cline", "all")
+#: ``--from`` values: every registered agent with a place of its own, or all of them.
+FROM_CHOICES = (*AGENTS, "all")
 #: The database ``--from`` imports into when no --db is given.
 DEFAULT_DB = Path("~/.local/share/ctxdesk/agents.db")
 
@@ -157,8 +159,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("files", nargs="*", metavar="FILE_OR_DIR")
     p.add_argument(
         "--from", dest="agent", choices=FROM_CHOICES,
-        help="import every session the agent keeps (claude-code: ~/.claude/projects, codex: ~/.codex/sessions, "
-        "gemini: ~/.gemini/tmp, cline: VS Code globalStorage tasks)",
+        help="import every session the agent keeps where it keeps them (the README's agents table lists "
+        "each agent's folders)",
     )  # fmt: skip
     p.add_argument(
         "--db", metavar="DB", help=f"session database to write (default with --from: {DEFAULT_DB})"

@@ -6,7 +6,9 @@ Anthropic request logs), writes one session per conversation (sub-agents as chil
 in one transaction, and records a ``request`` event per model call with our estimate beside
 the provider's usage. Importing a file again adds only what is new. ``agent_files(agent)``
 finds the sessions an agent keeps; ``ImportFollower`` follows them as they grow;
-``accuracy_report`` compares estimates with the provider's counts.
+``accuracy_report`` compares estimates with the provider's counts. Every format is a registered
+:class:`ImportFormat` (``REGISTRY``, in detection order; one module per format under
+``engine.importers.formats``).
 """
 
 from engine.importers.accuracy import AccuracyReport, CallComparison, accuracy_report
@@ -19,21 +21,25 @@ from engine.importers.api import (
     parse_file,
 )
 from engine.importers.follow import ImportFollower
-from engine.importers.locations import AGENTS, agent_files, agent_roots, folder_files
-from engine.importers.model import FORMATS, ImportedSession, ImportResult
+from engine.importers.locations import agent_files, agent_roots, folder_files
+from engine.importers.model import ImportedSession, ImportResult
+from engine.importers.registry import AGENTS, FORMATS, REGISTRY, ImportFormat, agents_table
 
 __all__ = [
     "AGENTS",
     "FORMATS",
+    "REGISTRY",
     "AccuracyReport",
     "CallComparison",
     "ImportFollower",
+    "ImportFormat",
     "ImportResult",
     "ImportedSession",
     "ProgressCallback",
     "accuracy_report",
     "agent_files",
     "agent_roots",
+    "agents_table",
     "detect_format",
     "folder_files",
     "import_file",

@@ -17,21 +17,9 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import ImportFormatError
-from engine.importers.aider import parse_aider
-from engine.importers.anthropic_api import parse_anthropic_exchanges, parse_anthropic_messages
-from engine.importers.claude_code import parse_claude_code
-from engine.importers.claude_code_bundle import companion_state, parse_claude_code_path
-from engine.importers.claude_web import parse_claude_web_export
-from engine.importers.cline import parse_cline_task
-from engine.importers.codex import parse_codex
-from engine.importers.detect import Document, LineCache, classify, is_openhands_legacy, read_document
-from engine.importers.gemini import parse_gemini_document, parse_gemini_lines
-from engine.importers.langchain import parse_langchain
-from engine.importers.letta import parse_letta
+from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.model import ImportedSession, ImportResult, ParsedSession, SourceProblem
-from engine.importers.openai_chat import parse_openai_document, parse_swe_agent
-from engine.importers.openai_responses import parse_responses_items
-from engine.importers.openhands import parse_openhands_events, parse_openhands_legacy, parse_openhands_record
+from engine.importers.registry import REGISTRY
 from engine.importers.writer import claim_session_id, write_session
 from engine.store import SessionStore
 
@@ -66,8 +54,9 @@ def parse_file(
     fmt = "unknown"
     try:
         doc = read_document(path, live=live, cache=cache)
-        fmt = classify(doc)
-        sessions = _parse(doc, fmt, key=_file_key(fmt, path))
+        found = detect(doc)
+        fmt = found.name
+        sessions = found.parse(doc, _file_key(fmt, path))
     except SourceProblem as exc:
         raise ImportFormatError(str(exc), path=str(path), line=exc.line) from exc
     except _SHAPE_ERRORS as exc:
@@ -220,68 +209,12 @@ def _file_state(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ImportFormatError(f"cannot read file ({exc.strerror or exc})", path=str(path)) from exc
     state: dict[str, Any] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    companions = companion_state(path)  # Claude Code: <session>/subagents/, tool-results/
-    if companions is not None:
-        state["companions"] = companions
+    for fmt in REGISTRY:  # files kept beside a session (Claude Code: <session>/subagents/, tool-results/)
+        companions = fmt.companions(path) if fmt.companions is not None else None
+        if companions is not None:
+            state["companions"] = companions
+            break
     return state
-
-
-def _parse(doc: Document, fmt: str, *, key: str) -> list[ParsedSession]:
-    if fmt == "claude-web":
-        return parse_claude_web_export(doc.value, key=key)
-    if fmt == "codex":
-        return parse_codex(doc.lines if doc.lines is not None else ((1, doc.value),), key=key)
-    if fmt == "gemini":
-        if doc.lines is not None:
-            return parse_gemini_lines(doc.lines, key=key)
-        return parse_gemini_document(doc.value, key=key)
-    if fmt == "cline":
-        return parse_cline_task(doc.value, key=key, path=doc.path)
-    if fmt == "aider":
-        return parse_aider(doc.text or "", key=key, path=doc.path)
-    if fmt == "letta":
-        return parse_letta(doc.value, key=key)
-    if fmt == "langchain":
-        return parse_langchain(doc.value, key=key)
-    if fmt == "openai-responses":
-        return parse_responses_items(doc.value, key=key)
-    if fmt == "claude-code":
-        if doc.lines is None:
-            return parse_claude_code([(1, doc.value)], fallback_id=key)
-        # with the files Claude Code keeps beside the session: subagents/, tool-results/
-        return parse_claude_code_path(doc.path, list(doc.lines), fallback_id=key)
-    if fmt == "openai":
-        return parse_openai_document(doc.value, key=key)
-    if fmt == "swe-agent":
-        return parse_swe_agent(doc.value, key=key, path=doc.path)
-    if fmt == "openhands":
-        return _parse_openhands(doc, key=key)
-    if fmt == "anthropic":
-        if isinstance(doc.value, list) and all(isinstance(v, dict) and "role" in v for v in doc.value):
-            return [parse_anthropic_messages(doc.value, key=key)]
-        if doc.lines is not None:
-            return parse_anthropic_exchanges(
-                [v for _, v in doc.lines], key=key, lines=[n for n, _ in doc.lines]
-            )
-        return parse_anthropic_exchanges(doc.value, key=key)
-    raise SourceProblem(f"no importer for format {fmt!r}")
-
-
-def _parse_openhands(doc: Document, *, key: str) -> list[ParsedSession]:
-    if doc.lines is None and is_openhands_legacy(doc.value):
-        return [parse_openhands_legacy(doc.value, key=key)]
-    if doc.lines is None and isinstance(doc.value, list):
-        return [parse_openhands_events(doc.value, key=key)]
-    records = doc.lines if doc.lines is not None else ((1, doc.value),)
-    sessions = []
-    for line, record in records:
-        instance = record.get("instance_id") or record.get("number")
-        parse = parse_openhands_legacy if is_openhands_legacy(record) else parse_openhands_record
-        try:
-            sessions.append(parse(record, key=f"{key}:{instance or line}"))
-        except SourceProblem as exc:
-            raise SourceProblem(str(exc), line=line if doc.lines is not None else None) from exc
-    return sessions
 
 
 #: What reading a field of an unexpected type raises inside a parser.

@@ -1,8 +1,8 @@
 """Where agents keep their transcripts, and which files of a folder are transcripts.
 
-``agent_files(agent)`` lists the session files of ``claude-code``, ``codex``, ``gemini`` or
-``cline`` (Roo Code and Kilo Code too) where the tools write them, honouring their
-environment variables (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``GEMINI_CLI_HOME``);
+``agent_files(agent)`` lists the session files of an agent of :data:`AGENTS` (the registered
+formats with locations: Claude Code, Codex, Gemini CLI, Cline and its forks, ...) where the
+tools write them, honouring their environment variables (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ...);
 ``folder_files(folder)`` the transcript files under a folder, in a stable order, leaving out
 files that only accompany a transcript (a Cline task's UI log, Claude Code's saved tool
 outputs).
@@ -14,15 +14,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.importers.claude_code_bundle import accompanies_a_session
+from engine.importers.formats import Locations
+from engine.importers.registry import AGENTS, FORMATS, REGISTRY, format_named
 
-AGENTS = ("claude-code", "codex", "gemini", "cline")
-#: VS Code extension ids whose globalStorage holds Cline-style tasks.
-CLINE_EXTENSIONS = ("saoudrizwan.claude-dev", "rooveterinaryinc.roo-cline", "kilocode.kilo-code")
-_EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
 _SUFFIXES = (".jsonl", ".json", ".traj", ".af")
 _SKIP_NAMES = frozenset({"ui_messages.json", "task_metadata.json", "settings.json", "package.json"})
-# Claude Code's subagents/ files are imported with their session (engine.importers.claude_code_bundle)
+# Claude Code's subagents/ files are imported with their session; tool-results/ are its saved outputs
 _SKIP_DIRS = frozenset({"tool-results", "subagents", "node_modules", ".git", "__pycache__"})
 
 
@@ -30,25 +27,7 @@ def agent_roots(agent: str, env: Mapping[str, str] | None = None, home: Path | N
     """The folders ``agent`` writes its sessions under (existing or not)."""
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home()) if home is None else home
-    if agent == "claude-code":
-        roots = [Path(p) / "projects" for p in env.get("CLAUDE_CONFIG_DIR", "").split(",") if p.strip()]
-        return roots or [home / ".claude" / "projects", home / ".config" / "claude" / "projects"]
-    if agent == "codex":
-        base = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
-        return [base / "sessions", base / "archived_sessions"]
-    if agent == "gemini":
-        base = Path(env["GEMINI_CLI_HOME"]) if env.get("GEMINI_CLI_HOME") else home
-        return [base / ".gemini" / "tmp"]
-    if agent == "cline":
-        storages = [home / ".config" / e / "User" / "globalStorage" for e in _EDITORS]
-        storages += [
-            home / "Library" / "Application Support" / e / "User" / "globalStorage" for e in _EDITORS
-        ]
-        if env.get("APPDATA"):
-            storages += [Path(env["APPDATA"]) / e / "User" / "globalStorage" for e in _EDITORS]
-        roots = [s / ext / "tasks" for s in storages for ext in CLINE_EXTENSIONS]
-        return [*roots, home / ".cline" / "data" / "tasks"]
-    raise ValueError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)} or all")
+    return _locations(agent).roots(env, home)
 
 
 def agent_files(agent: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> list[Path]:
@@ -56,24 +35,22 @@ def agent_files(agent: str, env: Mapping[str, str] | None = None, home: Path | N
     agents = AGENTS if agent == "all" else (agent,)
     files: list[Path] = []
     for name in agents:
+        locations = _locations(name)
         for root in agent_roots(name, env, home):
             if root.is_dir():
-                files.extend(_agent_files_under(name, root))
+                files.extend(locations.files_under(root))
     return list(dict.fromkeys(files))
 
 
-def _agent_files_under(agent: str, root: Path) -> list[Path]:
-    if agent == "claude-code":
-        return sorted(
-            p
-            for p in root.rglob("*.jsonl")
-            if not _SKIP_DIRS & set(p.relative_to(root).parts) and not accompanies_a_session(p)
-        )
-    if agent == "codex":
-        return sorted(root.rglob("rollout-*.jsonl"))
-    if agent == "gemini":
-        return sorted(p for p in root.glob("*/chats/session-*") if p.suffix in (".json", ".jsonl"))
-    return sorted(root.glob("*/api_conversation_history.json"))
+def _locations(agent: str) -> Locations:
+    locations = format_named(agent).locations if agent in FORMATS else None
+    if locations is None:
+        raise ValueError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)} or all")
+    return locations
+
+
+def _accompanies_a_transcript(path: Path) -> bool:
+    return any(f.accompanies is not None and f.accompanies(path) for f in REGISTRY)
 
 
 def folder_files(folder: Path) -> list[Path]:
@@ -84,7 +61,7 @@ def folder_files(folder: Path) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if name in _SKIP_NAMES or name.endswith(".meta.json") or accompanies_a_session(path):
+            if name in _SKIP_NAMES or name.endswith(".meta.json") or _accompanies_a_transcript(path):
                 continue
             if name.endswith(_SUFFIXES) or name == ".aider.chat.history.md":
                 found.append(path)

@@ -8,18 +8,15 @@ writer persists them; :class:`ImportResult` reports what was written.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.events import ProviderUsage
+from engine.events import ComponentTokens, ProviderUsage
 from engine.messages import Message
 
-#: Formats ``detect_format`` can return; the session source is ``import:<format>``.
-FORMATS = (
-    "claude-code", "openai", "swe-agent", "openhands", "anthropic", "codex", "gemini", "cline", "aider",
-    "letta", "langchain", "openai-responses", "claude-web",
-)  # fmt: skip
+if TYPE_CHECKING:
+    from engine.store.payloads import RequestRecord
 
 
 class SourceProblem(Exception):
@@ -30,12 +27,44 @@ class SourceProblem(Exception):
         super().__init__(message)
 
 
+@dataclass(frozen=True)
+class ThinkingRule:
+    """How many of the latest user turns a call sent their thinking for (None: all of them)."""
+
+    keep_turns: int | None
+
+    @property
+    def keeps_all(self) -> bool:
+        return self.keep_turns is None
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The parsed messages one call sent, as indexes: ``head`` (after a compaction, its summary
+    and the segment it kept), then ``start`` up to ``end`` (exclusive), without ``excluded``."""
+
+    head: tuple[int, ...]
+    start: int
+    end: int
+    excluded: frozenset[int] = frozenset()
+
+    def indexes(self) -> list[int]:
+        return [i for i in (*self.head, *range(self.start, self.end)) if i not in self.excluded]
+
+    def __len__(self) -> int:
+        gone = sum(1 for i in self.excluded if i in self.head or self.start <= i < self.end)
+        return len(self.head) + max(0, self.end - self.start) - gone
+
+
 @dataclass
 class CallInfo:
     """One model call: its provider usage when the source kept it, and per-call overrides.
 
     ``system_prompt`` / ``tools`` are set when the call sent its own (Anthropic request logs);
-    ``None`` means the session's.
+    ``None`` means the session's. A parser that rebuilds each request (Claude Code) also sets
+    what it sent (``sent``, ``thinking_rule``), its measured ``components``, the ``exact_request``
+    when the file recorded the request byte for byte, and ``limit_tokens`` when the harness
+    states its own limit; the writer uses each one it finds set.
     """
 
     usage: ProviderUsage | None = None
@@ -44,6 +73,15 @@ class CallInfo:
     tools: list[dict[str, Any]] | None = None
     details: dict[str, Any] = field(default_factory=dict)
     context_window: int | None = None
+    #: The harness's own prompt limit for this call (Claude Code: where it compacts itself).
+    limit_tokens: int | None = None
+    #: Components the parser measured on the request it rebuilt (None: the writer measures).
+    components: ComponentTokens | None = None
+    #: The request exactly as sent, when the file recorded it (Claude Code 2.1.3xx api-request lines).
+    exact_request: RequestRecord | None = None
+    #: Which parsed messages the call sent, and whose thinking, as the parser rebuilt it.
+    sent: Sent | None = None
+    thinking_rule: ThinkingRule | None = None
 
 
 @dataclass
@@ -58,6 +96,17 @@ class ParsedMessage:
     pending_calls: list[CallInfo] = field(default_factory=list)
     starts_context: bool = False
     compaction: dict[str, Any] | None = None
+
+
+@dataclass
+class SavedOutput:
+    """A tool output the agent saved beside its transcript: ``store.put_blob`` arguments."""
+
+    tool_use_id: str
+    content: bytes
+    tool_name: str | None
+    preview: str | None
+    source_path: str | None
 
 
 @dataclass
@@ -78,6 +127,12 @@ class ParsedSession:
     #: The component ("system" or "tools") of what every call sent that the file does not keep;
     #: the writer measures it from the provider's count at the first call with usage.
     unlogged_prefix_in: str | None = None
+    #: The session's title when the parser knows it (Claude Code's own); None: from its first prompt.
+    title: str | None = None
+    #: Every model call in order (pending ones included), when the parser lists them (Claude Code).
+    calls: list[CallInfo] = field(default_factory=list)
+    #: Outputs the agent saved beside its transcript, written as offloaded blobs of their results.
+    blobs: list[SavedOutput] = field(default_factory=list)
 
 
 class _Frozen(BaseModel):

@@ -154,7 +154,7 @@ def _request(
         tool_results=tool_results,
     )
     # a parser that rebuilt the exact request computed its components itself (Claude Code)
-    components = getattr(call, "components", None) or components
+    components = call.components or components
     where = parsed.unlogged_prefix_in
     if prefix and where:
         components = components.model_copy(update={where: getattr(components, where) + prefix})
@@ -178,11 +178,11 @@ def _request(
         ContextEvent(
             kind="request", provider=parsed.provider, model=call.model or parsed.model,
             context_window=call.context_window or parsed.context_window, turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
-            limit_tokens=getattr(call, "limit_tokens", None),  # the harness's own limit when the source tells it
+            limit_tokens=call.limit_tokens,  # the harness's own limit when the source tells it
             message_seq=row.seq, details=details,
         ),
     )  # fmt: skip
-    exact = getattr(call, "exact_request", None)  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
+    exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
     if exact is not None:
         store.record_request(session_id, exact.model_copy(update={"event_id": event_id}))
     return total, usage

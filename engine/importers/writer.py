@@ -116,7 +116,7 @@ def write_session(
             "(give one with --model)"
         )
     messages = [pm.message for pm in parsed.messages]
-    title = getattr(parsed, "title", None) or title_of(messages)  # a parser's own title wins (Claude Code)
+    title = parsed.title or title_of(messages)  # a parser's own title wins (Claude Code)
     metadata = dict(parsed.metadata)
     if parsed.system_prompt is not None:
         metadata["system_prompt"] = parsed.system_prompt
@@ -165,7 +165,7 @@ def write_session(
     with store.batched_costs():  # the calls' request_costs rows in one pass, not one per event
         estimates = record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
-    _write_blobs(store, session_id, getattr(parsed, "blobs", ()))
+    _write_blobs(store, session_id, parsed.blobs)
     with_usage = [(est, usage) for est, usage in estimates if usage is not None]
     last = with_usage[-1] if with_usage else (estimates[-1] if estimates else None)
     return ImportedSession(

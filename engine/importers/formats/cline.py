@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.anthropic_api import parse_anthropic_messages
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations
+from engine.importers.formats.anthropic_api import parse_anthropic_messages
 from engine.importers.model import ParsedSession
 from engine.importers.parsing import as_count
 
@@ -94,3 +97,43 @@ def _json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
+
+
+#: VS Code extension ids whose globalStorage holds Cline-style tasks.
+CLINE_EXTENSIONS = ("saoudrizwan.claude-dev", "rooveterinaryinc.roo-cline", "kilocode.kilo-code")
+_EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
+TASK_FILE = "api_conversation_history.json"
+
+
+def sniff(doc: Document) -> bool:
+    return doc.path.name == TASK_FILE and isinstance(doc.value, list)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_cline_task(doc.value, key=key, path=doc.path)
+
+
+def roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    storages = [home / ".config" / e / "User" / "globalStorage" for e in _EDITORS]
+    storages += [home / "Library" / "Application Support" / e / "User" / "globalStorage" for e in _EDITORS]
+    if env.get("APPDATA"):
+        storages += [Path(env["APPDATA"]) / e / "User" / "globalStorage" for e in _EDITORS]
+    return [
+        *(s / ext / "tasks" for s in storages for ext in CLINE_EXTENSIONS),
+        home / ".cline" / "data" / "tasks",
+    ]
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(root.glob(f"*/{TASK_FILE}"))
+
+
+FORMAT = ImportFormat(
+    name="cline",
+    agent="Cline / Roo Code / Kilo Code",
+    sniff=sniff,
+    parse=parse,
+    files="VS Code `globalStorage/<extension>/tasks/<id>/api_conversation_history.json` "
+    "(+ `ui_messages.json`, `task_metadata.json`); `~/.cline/data/tasks`",
+    locations=Locations(roots=roots, files_under=files_under),
+)

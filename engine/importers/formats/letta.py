@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_text, openai_tool_uses, provider_of
 from engine.messages import TextBlock, ToolResultBlock
@@ -149,3 +151,27 @@ def _text(content: Any, where: str) -> str:
     if isinstance(text, list):
         return "\n".join(b.text if isinstance(b, TextBlock) else json.dumps(b.model_dump()) for b in text)
     return text
+
+
+def is_letta_agent(value: Any) -> bool:
+    """A Letta agent file (``.af``): one agent with messages, or ``{"agents": [...]}``."""
+    if not isinstance(value, dict):
+        return False
+    if isinstance(value.get("agents"), list) and value["agents"]:
+        return all(isinstance(a, dict) and "messages" in a for a in value["agents"][:3]) or "blocks" in value
+    return isinstance(value.get("messages"), list) and (
+        "agent_type" in value or "core_memory" in value or "llm_config" in value
+    )
+
+
+def sniff(doc: Document) -> bool:
+    return is_letta_agent(doc.value)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_letta(doc.value, key=key)
+
+
+FORMAT = ImportFormat(
+    name="letta", agent="Letta", sniff=sniff, parse=parse, files="exported agent file `*.af`"
+)

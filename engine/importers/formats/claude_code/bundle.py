@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.importers.claude_code import SubagentFile, ToolResultFile, parse_claude_code
-from engine.importers.claude_code_thread import Line
+from engine.importers.formats.claude_code.session import SubagentFile, ToolResultFile, parse_claude_code
+from engine.importers.formats.claude_code.thread import Line
 from engine.importers.model import ParsedSession, SourceProblem
 
 #: Lines read to find a file's sessionId (a summary line may come first).

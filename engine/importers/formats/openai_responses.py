@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.importers.codex import RolloutReader
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, objects_of, str_in
+from engine.importers.formats.codex import ITEM_TYPES, RolloutReader
 from engine.importers.model import ParsedSession, SourceProblem
 from engine.importers.parsing import provider_of
 
@@ -51,3 +53,38 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
     return "" if content is None else str(content)
+
+
+def is_responses_item_list(values: list[Any]) -> bool:
+    """An OpenAI Responses ``input`` list: typed items (function_call, ...) beside role messages."""
+    typed = [v for v in values if isinstance(v, dict) and str_in(v.get("type"), ITEM_TYPES)]
+    if not typed:
+        return False
+    return all(
+        isinstance(v, dict) and (v.get("type") in ITEM_TYPES or ("role" in v and "tool_calls" not in v))
+        for v in values
+    ) and any(v.get("type") != "message" for v in typed) | any(
+        isinstance(v.get("content"), list)
+        and any(
+            isinstance(p, dict) and str_in(p.get("type"), ("input_text", "output_text")) for p in v["content"]
+        )
+        for v in typed
+    )
+
+
+def sniff(doc: Document) -> bool:
+    objects = objects_of(doc)
+    return objects is not None and is_responses_item_list(objects)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_responses_items(objects_of(doc) or [], key=key)
+
+
+FORMAT = ImportFormat(
+    name="openai-responses",
+    agent="OpenAI Agents SDK / Responses API",
+    sniff=sniff,
+    parse=parse,
+    files="JSON of `to_input_list()` / a request's `input`",
+)

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 
 from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 
@@ -121,3 +123,16 @@ def _number(value: str, unit: str) -> int:
         return round(float(value) * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()])
     except ValueError:
         return 0
+
+
+def sniff(doc: Document) -> bool:
+    return doc.text is not None  # the reader recognises the chat log by its header
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_aider(doc.text or "", key=key, path=doc.path)
+
+
+FORMAT = ImportFormat(
+    name="aider", agent="Aider", sniff=sniff, parse=parse, files="`<repo>/.aider.chat.history.md`"
+)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.events import ComponentTokens
-from engine.importers.claude_code_requests import ThinkingRule, sent_messages
+from engine.importers.formats.claude_code.requests import ThinkingRule, sent_messages
 from engine.importers.model import SourceProblem
 from engine.importers.parsing import anthropic_message
 from engine.messages import TextBlock

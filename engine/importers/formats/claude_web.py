@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, objects_of
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_json_text, build_message
 from engine.messages import TextBlock
@@ -109,3 +111,16 @@ def _message(raw: Any, where: str) -> Any:
     role = "user" if sender == "human" else "assistant"
     meta = {k: raw[k] for k in ("uuid", "created_at") if raw.get(k)}
     return build_message(role, blocks if len(blocks) > 1 else blocks[0].text, where=where, meta=meta)
+
+
+def sniff(doc: Document) -> bool:
+    return is_claude_web_export(objects_of(doc))
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_claude_web_export(objects_of(doc) or [], key=key)
+
+
+FORMAT = ImportFormat(
+    name="claude-web", agent="claude.ai", sniff=sniff, parse=parse, files="data export `conversations.json`"
+)

@@ -1,7 +1,7 @@
 """Claude Code sessions: the main thread, its sub-agents, compactions and offloaded outputs.
 
 ``parse_claude_code(lines, fallback_id=...)`` reads one session file; ``parse_claude_code_bundle``
-(engine.importers.claude_code_bundle) adds the files Claude Code keeps beside it:
+(engine.importers.formats.claude_code.bundle) adds the files Claude Code keeps beside it:
 ``<session>/subagents/agent-<id>.jsonl`` (+ ``.meta.json``), legacy ``agent-*.jsonl`` and
 ``<session>/tool-results/*.txt``. The thread is a tree (claude_code_thread); each call's request
 is rebuilt with its component breakdown (claude_code_requests), exactly where the file recorded
@@ -18,18 +18,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.importers.claude_code_blobs import ToolResultFile, assign_blobs
-from engine.importers.claude_code_exact import apply_replays
-from engine.importers.claude_code_replay import (
+from engine.importers.formats.claude_code.blobs import ToolResultFile, assign_blobs
+from engine.importers.formats.claude_code.exact import apply_replays
+from engine.importers.formats.claude_code.replay import (
     REPLAY_LINE_TYPES,
     ReplayedRequest,
     replay_requests,
 )
-from engine.importers.claude_code_requests import parse_version, rebuild_calls
-from engine.importers.claude_code_subagents import link_subagent, side_threads, task_calls
-from engine.importers.claude_code_thread import Line, Thread, build_thread, live_lines
-from engine.importers.claude_code_titles import is_real_prompt as is_real_prompt
-from engine.importers.claude_code_titles import prompt_text, set_title
+from engine.importers.formats.claude_code.requests import parse_version, rebuild_calls
+from engine.importers.formats.claude_code.subagents import link_subagent, side_threads, task_calls
+from engine.importers.formats.claude_code.thread import Line, Thread, build_thread, live_lines
+from engine.importers.formats.claude_code.titles import is_real_prompt as is_real_prompt
+from engine.importers.formats.claude_code.titles import prompt_text, set_title
 from engine.importers.model import ParsedSession, SourceProblem
 from engine.model_table import ModelTable
 from engine.tokens import get_tokenizer
@@ -146,10 +146,9 @@ def thread_session(
     for _, _, call in plan:
         if point:  # where Claude Code itself compacted: its own limit line
             call.details["harness_compaction_tokens"] = point
-            call.limit_tokens = point  # type: ignore[attr-defined]
+            call.limit_tokens = point
         call.context_window = call.context_window or window
-    session.thread = thread  # type: ignore[attr-defined]
-    session.calls = [call for _, _, call in plan]  # type: ignore[attr-defined]
+    session.calls = [call for _, _, call in plan]
     return session
 
 

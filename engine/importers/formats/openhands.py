@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from engine.importers.documents import Document
+from engine.importers.formats import SNIFF_LINES, ImportFormat, objects_of
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_usage, provider_of, tool_arguments
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
@@ -271,3 +273,65 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     session.notes.append("legacy OpenHands history: no per-call usage or tool schemas in the file")
     session.notes.extend(f"skipped {n} {kind!r} action(s)" for kind, n in sorted(skipped.items()))
     return session
+
+
+def is_openhands_record(value: Any) -> bool:
+    """An OpenHands evaluation output line: ``history`` events plus instance or metrics."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("history"), list)
+        and ("instance_id" in value or "metrics" in value)
+        and all(isinstance(e, dict) for e in value["history"][:SNIFF_LINES])
+        and not any("role" in e for e in value["history"][:SNIFF_LINES])
+    )
+
+
+def is_openhands_event(value: Any) -> bool:
+    return isinstance(value, dict) and ("action" in value or "observation" in value) and "source" in value
+
+
+def is_openhands_legacy(value: Any) -> bool:
+    """OpenHands resolver output of old: ``history`` of [action, observation] pairs."""
+    if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
+        return False
+    first = value["history"][0]
+    return isinstance(first, list | tuple) and len(first) == 2 and all(isinstance(e, dict) for e in first)
+
+
+def sniff(doc: Document) -> bool:
+    if doc.lines is not None and doc.lines:
+        first = doc.lines[0][1]
+        if is_openhands_record(first) or is_openhands_legacy(first):
+            return True
+    if isinstance(doc.value, dict):
+        return is_openhands_legacy(doc.value) or is_openhands_record(doc.value)
+    objects = objects_of(doc)
+    if not objects or all("role" in v for v in objects):  # a role list is a chat, never events
+        return False
+    return sum(is_openhands_event(v) for v in objects[:SNIFF_LINES]) >= min(2, len(objects))
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    if doc.lines is None and is_openhands_legacy(doc.value):
+        return [parse_openhands_legacy(doc.value, key=key)]
+    if doc.lines is None and isinstance(doc.value, list):
+        return [parse_openhands_events(doc.value, key=key)]
+    records = doc.lines if doc.lines is not None else ((1, doc.value),)
+    sessions = []
+    for line, record in records:
+        instance = record.get("instance_id") or record.get("number")
+        parse_record = parse_openhands_legacy if is_openhands_legacy(record) else parse_openhands_record
+        try:
+            sessions.append(parse_record(record, key=f"{key}:{instance or line}"))
+        except SourceProblem as exc:
+            raise SourceProblem(str(exc), line=line if doc.lines is not None else None) from exc
+    return sessions
+
+
+FORMAT = ImportFormat(
+    name="openhands",
+    agent="OpenHands",
+    sniff=sniff,
+    parse=parse,
+    files="trajectory `.json`, evaluation `output.jsonl`, resolver output",
+)

@@ -8,11 +8,12 @@ import hashlib
 import json
 from typing import Any
 
-from engine.importers.claude_code_replay import (
+from engine.events import ComponentTokens
+from engine.importers.formats.claude_code.replay import (
     ReplayedRequest,
     exact_components,
 )
-from engine.importers.claude_code_requests import thinking_rule
+from engine.importers.formats.claude_code.requests import thinking_rule
 from engine.importers.model import CallInfo, ParsedSession
 from engine.store.payloads import RequestRecord
 from engine.tokens import Tokenizer
@@ -42,9 +43,9 @@ def apply_replays(
         components = exact_components(
             replay, tokenizer, where=f"api-request line {replay.line}", rule=rule, shape_counts=shape_counts
         )
-        old = call.components  # type: ignore[attr-defined]
-        call.components = components.model_copy(update={"offloaded_bytes": old.offloaded_bytes})  # type: ignore[attr-defined]
-        call.exact_request = _request_record(call, replay)  # type: ignore[attr-defined]
+        offloaded = call.components.offloaded_bytes if call.components is not None else 0
+        call.components = components.model_copy(update={"offloaded_bytes": offloaded})
+        call.exact_request = _request_record(call, replay)
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
             call.details.pop(key, None)
         call.details.update(_exact_details(replay))
@@ -52,12 +53,12 @@ def apply_replays(
     if not found:
         return 0
     for k, call in enumerate(calls):
-        if getattr(call, "exact_request", None) is not None:
+        if call.exact_request is not None:
             continue
         _, near = min(found, key=lambda f: (abs(f[0] - k), f[0] > k))
         fixed = exact_components(near, tokenizer, shape_counts=shape_counts)
-        old = call.components  # type: ignore[attr-defined]
-        call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})  # type: ignore[attr-defined]
+        old = call.components or ComponentTokens()
+        call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
             call.details.pop(key, None)
         call.details["system_tools_from_request"] = near.request_id

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, objects_of, str_in
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import (
     anthropic_content,
@@ -145,3 +147,36 @@ def _usage(raw: Any) -> ProviderUsage | None:
         cache_read=as_count(details.get("cache_read")),
         cache_write=as_count(details.get("cache_creation")),
     )
+
+
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})
+
+
+def is_langchain_list(values: list[Any]) -> bool:
+    """``messages_to_dict`` ({"type", "data"}) or ``dumpd`` ({"lc": 1, "type": "constructor", ...})."""
+    return all(
+        isinstance(v, dict)
+        and (
+            (str_in(v.get("type"), _LANGCHAIN_TYPES) and isinstance(v.get("data"), dict))
+            or (v.get("lc") == 1 and v.get("type") == "constructor" and isinstance(v.get("kwargs"), dict))
+        )
+        for v in values
+    )
+
+
+def sniff(doc: Document) -> bool:
+    objects = objects_of(doc)
+    return objects is not None and is_langchain_list(objects)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_langchain(objects_of(doc) or [], key=key)
+
+
+FORMAT = ImportFormat(
+    name="langchain",
+    agent="LangChain",
+    sniff=sniff,
+    parse=parse,
+    files="JSON of `messages_to_dict()` / `dumpd()`",
+)

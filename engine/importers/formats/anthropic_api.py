@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, objects_of
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import anthropic_message, anthropic_usage, provider_of, system_text
 
@@ -88,3 +90,72 @@ def parse_anthropic_messages(items: list[Any], *, key: str, model: str | None = 
         call = CallInfo(model=model) if message.role == "assistant" else None
         session.messages.append(ParsedMessage(message, call=call))
     return session
+
+
+_ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
+
+
+def is_exchange(value: Any) -> bool:
+    """An API request (``messages``), optionally with its ``response``, or {request, response}."""
+    if not isinstance(value, dict):
+        return False
+    if isinstance(value.get("request"), dict):
+        return isinstance(value["request"].get("messages"), list)
+    return isinstance(value.get("messages"), list)
+
+
+def looks_anthropic(exchange: dict[str, Any]) -> bool:
+    request = exchange.get("request") if isinstance(exchange.get("request"), dict) else exchange
+    response = exchange.get("response")
+    if "system" in request or "anthropic_version" in request:
+        return True
+    if "claude" in str(request.get("model", "")).lower():
+        return True
+    if isinstance(response, dict) and "input_tokens" in (response.get("usage") or {}):
+        return True
+    messages = request.get("messages") or []
+    if any(isinstance(m, dict) and m.get("role") in ("system", "tool", "developer") for m in messages):
+        return False
+    return any(has_anthropic_blocks(m) for m in messages)
+
+
+def has_anthropic_blocks(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if isinstance(block, dict):
+            if block.get("type") in _ANTHROPIC_ONLY_BLOCKS:
+                return True
+            if block.get("type") == "image" and "source" in block:
+                return True
+    return False
+
+
+def sniff(doc: Document) -> bool:
+    if isinstance(doc.value, dict):
+        return is_exchange(doc.value) and looks_anthropic(doc.value)
+    objects = objects_of(doc)
+    if not objects:
+        return False
+    if all("role" in v for v in objects):  # a message list: Anthropic when it has Anthropic-only blocks
+        return any(has_anthropic_blocks(v) for v in objects)
+    return all(is_exchange(v) for v in objects) and any(looks_anthropic(v) for v in objects)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    objects = objects_of(doc)
+    if doc.lines is None and objects is not None and all("role" in v for v in objects):
+        return [parse_anthropic_messages(objects, key=key)]
+    if doc.lines is not None:
+        return parse_anthropic_exchanges([v for _, v in doc.lines], key=key, lines=[n for n, _ in doc.lines])
+    return parse_anthropic_exchanges(doc.value, key=key)
+
+
+FORMAT = ImportFormat(
+    name="anthropic",
+    agent="Anthropic Messages",
+    sniff=sniff,
+    parse=parse,
+    files="message lists, or request/response logs (`.json` / `.jsonl`)",
+)

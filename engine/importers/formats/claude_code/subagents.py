@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.importers.claude_code_thread import Line
-from engine.importers.claude_code_titles import prompt_text
+from engine.importers.formats.claude_code.thread import Line
+from engine.importers.formats.claude_code.titles import prompt_text
 from engine.importers.model import ParsedSession
 from engine.messages import ToolUseBlock
 

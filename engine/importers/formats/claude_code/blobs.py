@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.importers.model import ParsedSession
+from engine.importers.model import ParsedSession, SavedOutput
 from engine.messages import ToolResultBlock, ToolUseBlock
 
 _PERSISTED = re.compile(r"tool-results/([^\s<>\"']+)")
@@ -23,15 +23,8 @@ class ToolResultFile:
     path: str | None = None
 
 
-@dataclass
-class ClaudeCodeBlob:
-    """An offloaded tool output for the writer: ``store.put_blob`` arguments."""
-
-    tool_use_id: str
-    content: bytes
-    tool_name: str | None
-    preview: str | None
-    source_path: str | None
+#: An offloaded tool output for the writer (the importers' generic saved output).
+ClaudeCodeBlob = SavedOutput
 
 
 def assign_blobs(sessions: list[ParsedSession], files: Sequence[ToolResultFile]) -> None:
@@ -40,8 +33,8 @@ def assign_blobs(sessions: list[ParsedSession], files: Sequence[ToolResultFile])
     by_name = {f.name: f for f in files}
     linked: set[str] = set()
     for session in sessions:
-        session.blobs = _blobs(session, by_name, linked)  # type: ignore[attr-defined]
-        _count_offloaded(session, session.blobs)  # type: ignore[attr-defined]
+        session.blobs = _blobs(session, by_name, linked)
+        _count_offloaded(session, session.blobs)
     unlinked = sorted(set(by_name) - linked)
     if unlinked and sessions:
         sessions[0].notes.append(
@@ -85,7 +78,9 @@ def _count_offloaded(session: ParsedSession, blobs: Sequence[ClaudeCodeBlob]) ->
     if not sizes:
         return
     messages = [pm.message for pm in session.messages]
-    for call in getattr(session, "calls", []):
+    for call in session.calls:
+        if call.sent is None or call.components is None:
+            continue
         sent = {u for i in call.sent.indexes() for u in messages[i].tool_result_ids}
         offloaded = sum(size for use_id, size in sizes.items() if use_id in sent)
         if offloaded:

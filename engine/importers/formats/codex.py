@@ -15,10 +15,13 @@ their own lines after a ``{"id", "instructions"}`` header) read the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations, head_lines
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import (
     as_count,
@@ -358,3 +361,32 @@ def _output_text(raw: Any) -> str:
     if isinstance(raw, list):
         return "\n".join(str(p.get("text") or "") if isinstance(p, dict) else str(p) for p in raw)
     return "" if raw is None else as_json_text(raw)
+
+
+def sniff(doc: Document) -> bool:
+    if doc.lines is not None:
+        return any(is_codex_line(v) for v in head_lines(doc))
+    return is_codex_line(doc.value)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_codex(doc.lines if doc.lines is not None else ((1, doc.value),), key=key)
+
+
+def roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    base = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
+    return [base / "sessions", base / "archived_sessions"]
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(root.rglob("rollout-*.jsonl"))
+
+
+FORMAT = ImportFormat(
+    name="codex",
+    agent="Codex CLI",
+    sniff=sniff,
+    parse=parse,
+    files="`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl` (default `~/.codex`; also `archived_sessions/`)",
+    locations=Locations(roots=roots, files_under=files_under),
+)

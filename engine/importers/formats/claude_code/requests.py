@@ -14,12 +14,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from engine.events import ComponentTokens
-from engine.importers.claude_code_thread import Thread
-from engine.importers.model import CallInfo, ParsedMessage
+from engine.importers.formats.claude_code.thread import Thread
+from engine.importers.model import CallInfo, ParsedMessage, Sent, ThinkingRule
 from engine.messages import Message, ThinkingBlock, is_user_input
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
@@ -30,17 +30,6 @@ KEEPS_THINKING_FROM_VERSION = (2, 1, 0)
 _KEEPS_THINKING_MODELS = re.compile(
     r"claude-(opus-4-[5-9]|opus-[5-9]|sonnet-4-[6-9]|sonnet-[5-9]|haiku-[5-9])"
 )
-
-
-@dataclass(frozen=True)
-class ThinkingRule:
-    """How many of the latest user turns keep their thinking (None: all of them)."""
-
-    keep_turns: int | None
-
-    @property
-    def keeps_all(self) -> bool:
-        return self.keep_turns is None
 
 
 def parse_version(version: Any) -> tuple[int, ...] | None:
@@ -99,24 +88,6 @@ def sent_messages(messages: list[Message], rule: ThinkingRule) -> tuple[list[Mes
             message = slim
         out.append(message)
     return out, stripped
-
-
-@dataclass(frozen=True)
-class Sent:
-    """The messages one call sent, as thread indexes: ``head`` (after a compaction, its summary
-    and the segment it kept), then ``start`` up to ``end`` (exclusive), without ``excluded``."""
-
-    head: tuple[int, ...]
-    start: int
-    end: int
-    excluded: frozenset[int] = frozenset()
-
-    def indexes(self) -> list[int]:
-        return [i for i in (*self.head, *range(self.start, self.end)) if i not in self.excluded]
-
-    def __len__(self) -> int:
-        gone = sum(1 for i in self.excluded if i in self.head or self.start <= i < self.end)
-        return len(self.head) + max(0, self.end - self.start) - gone
 
 
 Plan = list[tuple[int, Sent, CallInfo]]
@@ -251,11 +222,12 @@ class _Counts:
         return components, dropped, slimmed
 
 
-def request_messages(thread: Thread, call: CallInfo) -> list[Message]:
+def request_messages(parsed: Sequence[ParsedMessage], call: CallInfo) -> list[Message]:
     """The messages a call sent, as rebuilt (earlier turns' thinking dropped where stripped)."""
-    sent: Sent = call.sent  # type: ignore[attr-defined]
-    messages = [thread.messages[i].message for i in sent.indexes()]
-    return sent_messages(messages, call.thinking_rule)[0]  # type: ignore[attr-defined]
+    if call.sent is None or call.thinking_rule is None:
+        raise ValueError("the call's request was not rebuilt (rebuild_calls sets what it sent)")
+    messages = [parsed[i].message for i in call.sent.indexes()]
+    return sent_messages(messages, call.thinking_rule)[0]
 
 
 def rebuild_calls(
@@ -276,13 +248,13 @@ def rebuild_calls(
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"
         call.details["request_messages"] = len(sent)  # messages_sent (a seq bound) is the writer's
         call.details["at_message_index"] = at
-        call.sent = sent  # type: ignore[attr-defined]
-        call.thinking_rule = rule  # type: ignore[attr-defined]
-        call.components = components  # type: ignore[attr-defined]
+        call.sent = sent
+        call.thinking_rule = rule
+        call.components = components
     if prefix:
         for _, _, call in plan:
-            base: ComponentTokens = call.components  # type: ignore[attr-defined]
-            call.components = base.model_copy(update={"system": prefix})  # type: ignore[attr-defined]
+            base = call.components or ComponentTokens()
+            call.components = base.model_copy(update={"system": prefix})
             call.details["harness_prefix_tokens"] = prefix
             call.details["system_is_harness_prefix"] = True
     return plan, prefix

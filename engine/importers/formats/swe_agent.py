@@ -1,9 +1,5 @@
-"""OpenAI chat-completions message lists, and SWE-agent trajectories (whose ``history`` is one).
-
-Leading system (or developer) messages become the session's system prompt: kept in metadata
-``system_prompt`` and counted as the system component of every request, never stored as
-transcript messages. Every assistant message is one model call; its ``usage`` is kept when
-the message carries one (SWE-agent keeps only run totals, in ``info.model_stats``).
+"""SWE-agent trajectories (``.traj``): ``history`` is an OpenAI chat message list, ``info.model_stats``
+the run's totals (SWE-agent keeps no per-call usage).
 """
 
 from __future__ import annotations
@@ -11,49 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat
+from engine.importers.formats.openai_chat import parse_openai_messages
+from engine.importers.formats.openhands import is_openhands_legacy
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, openai_message, openai_usage, provider_of
-
-_SYSTEM_ROLES = ("system", "developer")
-
-
-def parse_openai_messages(
-    items: list[Any], *, model: str | None, where: str = "messages"
-) -> tuple[str | None, list[ParsedMessage]]:
-    """(system prompt, messages) of an OpenAI message list."""
-    system_parts: list[str] = []
-    start = 0
-    while start < len(items) and isinstance(items[start], dict) and items[start].get("role") in _SYSTEM_ROLES:
-        content = items[start].get("content")
-        system_parts.append(content if isinstance(content, str) else _joined_text(content))
-        start += 1
-    parsed: list[ParsedMessage] = []
-    for index in range(start, len(items)):
-        raw = items[index]
-        message = openai_message(raw, where=f"{where}[{index}]", index=index)
-        call = None
-        if message.role == "assistant":
-            call = CallInfo(usage=openai_usage(raw.get("usage")), model=model)
-        parsed.append(ParsedMessage(message, call=call))
-    return ("\n\n".join(system_parts) if system_parts else None), parsed
-
-
-def parse_openai_document(value: Any, *, key: str) -> list[ParsedSession]:
-    """A JSON list of messages, or {"messages": [...], "model"?, "tools"?}."""
-    if isinstance(value, list):
-        items, model, tools = value, None, []
-    else:
-        items, model, tools = value["messages"], value.get("model"), value.get("tools") or []
-    if not items:
-        raise SourceProblem("the message list is empty")
-    model = model or _model_in_messages(items)
-    system, messages = parse_openai_messages(items, model=model)
-    return [
-        ParsedSession(
-            key=key, messages=messages, model=model, provider=provider_of(model), system_prompt=system,
-            tools=[t for t in tools if isinstance(t, dict)],
-        )
-    ]  # fmt: skip
+from engine.importers.parsing import build_message, provider_of
 
 
 def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[ParsedSession]:
@@ -121,14 +80,24 @@ def run_directory_model(path: Path) -> str | None:
     return None
 
 
-def _model_in_messages(items: list[Any]) -> str | None:
-    for item in items:
-        if isinstance(item, dict) and isinstance(item.get("model"), str):
-            return item["model"]
-    return None
+def sniff(doc: Document) -> bool:
+    value = doc.value
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("history"), list)
+        and ("trajectory" in value or "info" in value)
+        and not is_openhands_legacy(value)  # OpenHands resolver output may carry ``info`` too
+    )
 
 
-def _joined_text(content: Any) -> str:
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return parse_swe_agent(doc.value, key=key, path=doc.path)
+
+
+FORMAT = ImportFormat(
+    name="swe-agent",
+    agent="SWE-agent",
+    sniff=sniff,
+    parse=parse,
+    files="`trajectories/<user>/<run>/<instance>.traj`",
+)

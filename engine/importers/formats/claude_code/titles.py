@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engine.importers.claude_code_thread import Line
+from engine.importers.formats.claude_code.thread import Line
 from engine.importers.model import ParsedSession
 from engine.messages import Message, TextBlock, is_user_input
 
@@ -54,6 +54,6 @@ def title_of_thread(session: ParsedSession, lines: Sequence[Line]) -> str | None
 
 def set_title(session: ParsedSession, lines: Sequence[Line]) -> None:
     title = title_of_thread(session, lines)
-    session.title = title  # type: ignore[attr-defined]
+    session.title = title
     if title:
         session.metadata["title"] = title

@@ -13,10 +13,13 @@ and ``model``); ``info`` / ``error`` / ``warning`` lines are the CLI's own notic
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations, head_lines
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_count, as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -282,3 +285,34 @@ def _workspace(session: ParsedSession) -> str | None:
         if match:
             return (match.group(1) or match.group(2)).strip()
     return None
+
+
+def sniff(doc: Document) -> bool:
+    if doc.lines is not None:
+        return any(is_gemini_line(v) for v in head_lines(doc))
+    return is_gemini_chat(doc.value)
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    if doc.lines is not None:
+        return parse_gemini_lines(doc.lines, key=key)
+    return parse_gemini_document(doc.value, key=key)
+
+
+def roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    base = Path(env["GEMINI_CLI_HOME"]) if env.get("GEMINI_CLI_HOME") else home
+    return [base / ".gemini" / "tmp"]
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*/chats/session-*") if p.suffix in (".json", ".jsonl"))
+
+
+FORMAT = ImportFormat(
+    name="gemini",
+    agent="Gemini CLI",
+    sniff=sniff,
+    parse=parse,
+    files="`~/.gemini/tmp/<project>/chats/session-*.json(l)`",
+    locations=Locations(roots=roots, files_under=files_under),
+)
