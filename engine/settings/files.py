@@ -9,12 +9,18 @@ import os
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+import tomlkit.items
 
 from engine.errors import ConfigError
 from engine.policy_settings import policies_toml
 from engine.settings.models import (
     DEFAULT_SETTINGS_PATH,
     SETTINGS_ENV_VAR,
+    TOP_LEVEL_KEYS,
     ModelSettings,
     Settings,
     field_error,
@@ -87,9 +93,24 @@ def dump_settings_toml(settings: Settings) -> str:
 
 
 def save_settings(settings: Settings, path: str | os.PathLike[str]) -> Path:
-    """Write settings as TOML atomically: a temp file in the same directory, then os.replace."""
+    """Write settings as TOML atomically: a temp file in the same directory, then os.replace.
+
+    An existing file is updated in place (:func:`updated_settings_text`): only the keys whose
+    values changed are rewritten, comments, order, quoting and top-level keys kept. A file that is
+    not valid TOML is never overwritten (:class:`ConfigError`, the file left as it was).
+    """
     target = Path(path).expanduser()
-    text = dump_settings_toml(settings)
+    try:
+        existing = target.read_bytes().decode("utf-8") if target.is_file() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot save: cannot read the settings file ({exc}); left as it was", source=str(target)
+        ) from exc
+    text = (
+        dump_settings_toml(settings)
+        if existing is None
+        else updated_settings_text(existing, settings, source=str(target))
+    )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
@@ -108,3 +129,64 @@ def save_settings(settings: Settings, path: str | os.PathLike[str]) -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot write settings file: {exc.strerror or exc}", source=str(target)) from exc
     return target
+
+
+def updated_settings_text(existing: str, settings: Settings, *, source: str | None = None) -> str:
+    """``existing`` settings TOML changed only where ``settings`` differ from it: a changed value
+    replaced in place, a key ``settings`` no longer has removed, a new one added; comments,
+    layout, quoting and the seeds' top-level keys (``compact_trigger``...) are kept. Raises
+    :class:`ConfigError` when ``existing`` is not TOML or the result would not read back as
+    ``settings`` (nothing is written then)."""
+    try:
+        document = tomlkit.parse(existing)
+    except tomlkit.exceptions.ParseError as exc:
+        raise ConfigError(
+            f"cannot save: the settings file is not valid TOML ({exc}); left as it was", source=source
+        ) from exc
+    desired = tomllib.loads(dump_settings_toml(settings))
+    defaults = desired.get("defaults", {})
+    for key, field in TOP_LEVEL_KEYS.items():  # a value the user set at the top level stays there
+        if key in document and field in defaults:
+            desired[key] = defaults.pop(field)
+    if "defaults" in desired and not defaults and "defaults" not in document:
+        del desired["defaults"]
+    _merge(document, desired)
+    text = tomlkit.dumps(document)
+    try:
+        written = Settings.from_dict(tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, ConfigError) as exc:
+        raise ConfigError(
+            f"cannot save: the updated file would not read back ({exc}); left as it was", source=source
+        ) from exc
+    if written != settings.model_copy(update={"source": None}):
+        raise ConfigError(
+            "cannot save: the updated file would not read back as the settings saved; left as it was",
+            source=source,
+        )
+    return text
+
+
+def _merge(container: Any, desired: dict[str, Any]) -> None:
+    """Make a tomlkit table hold ``desired``, touching only the keys whose values differ."""
+    for key in [k for k in container if k not in desired]:
+        del container[key]
+    for key, value in desired.items():
+        current = container.get(key)
+        if current is None:
+            container[key] = value
+        elif isinstance(value, dict) and isinstance(current, dict):  # tomlkit tables are dicts
+            _merge(current, value)
+        elif _plain(current) != value:
+            container[key] = _styled_like(current, value)
+
+
+def _styled_like(current: Any, value: Any) -> Any:
+    """``value`` written as the user wrote the value it replaces: digit groups kept (``120_000``)."""
+    if isinstance(current, tomlkit.items.Integer) and "_" in current.as_string() and type(value) is int:
+        return tomlkit.integer(f"{value:_}")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """A tomlkit item as plain Python (to compare with the value a save wants)."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
