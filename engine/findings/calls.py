@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.compaction.tool_calls import describe_call
 from engine.findings.model import SessionView
 from engine.messages import (
     ToolResultBlock,
@@ -110,3 +112,45 @@ def _whole_file_path(name: str, arguments: dict[str, Any]) -> str | None:
         if len(words) == 2 and words[0] == "cat" and not words[1].startswith("-"):
             return words[1]
     return None
+
+
+# -- files the calls touch --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileUse:
+    """One tool call naming a file: where (the tool_use's seq), which file, what it did to it."""
+
+    seq: int
+    path: str
+    action: str
+    tool: str
+
+
+def file_uses(messages: Sequence[StoredMessage]) -> list[FileUse]:
+    """Every file a tool call of the transcript names (read, edited, written, a path in a command),
+    in transcript order (``engine.compaction.tool_calls.describe_call`` reads every dialect)."""
+    out = []
+    for row in messages:
+        if row.message.role != "assistant":
+            continue
+        for block in row.message.blocks:
+            if isinstance(block, ToolUseBlock):
+                for path, action in describe_call(block.name, block.input).files:
+                    out.append(FileUse(row.seq, path, action, block.name))
+    return out
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when two paths name the same file: equal, or one is the other's relative tail."""
+    a, b = a.rstrip("/"), b.rstrip("/")
+    if a.startswith("./"):
+        a = a[2:]
+    if b.startswith("./"):
+        b = b[2:]
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def later_use(uses: Sequence[FileUse], path: str, after_seq: int) -> FileUse | None:
+    """The first use of ``path`` by a tool call after transcript seq ``after_seq``, if any."""
+    return next((u for u in uses if u.seq > after_seq and same_file(u.path, path)), None)

@@ -180,7 +180,7 @@ def find_lost_constraints(view: SessionView) -> list[Finding]:
             if row is None or not (row.message.pinned or is_user_input(row.message)):
                 continue
             lost = []
-            for sentence in constraint_sentences(row.message.text):
+            for sentence in constraint_sentences(row.message.text, user=row.message.role == "user"):
                 terms = key_terms(sentence)
                 if (
                     len(terms) >= 2

@@ -6,7 +6,8 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from engine.findings.calls import ENGINE_TOOL_NAMES, ToolCall, tool_calls
+from engine.compaction.tool_calls import describe_call
+from engine.findings.calls import ENGINE_TOOL_NAMES, ToolCall, file_uses, later_use, tool_calls
 from engine.findings.model import MIN_DISTINCTIVE_TERMS, MIN_FINDING_TOKENS, Finding, SessionView
 from engine.findings.terms import _examples, _power_of_two_below, message_terms, text_terms
 from engine.messages import (
@@ -111,7 +112,9 @@ def find_unused_results(
 
     A result's identifiers are words that look like code or paths (underscores, digits, dots,
     slashes, inner capitals) and that no earlier message held. The first request after the
-    result had to send it; every request after that re-sent it for nothing.
+    result had to send it; every request after that re-sent it for nothing. A file's content
+    that a later call uses (an Edit or Write of that file, its path in a command) was referred
+    to again, whatever identifiers the later calls quote.
     """
     calls = tool_calls(view) if calls is None else calls
     threshold = view.offload_threshold_bytes if threshold_bytes is None else threshold_bytes
@@ -126,10 +129,15 @@ def find_unused_results(
     copies: dict[str, int] = {}
     for call in calls:
         copies[call.digest] = copies.get(call.digest, 0) + 1
+    uses = file_uses(view.messages)
     findings = []
     for call in calls:
         # A result read more than once is a repeated_read finding; counting it here too would double it.
         if call.size_bytes <= threshold or call.is_error or copies[call.digest] > 1:
+            continue
+        if any(
+            later_use(uses, path, call.result_seq) for path, _ in describe_call(call.name, call.input).files
+        ):
             continue
         own = {t for t in text_terms(call.text) if first_seen.get(t) == call.result_seq}
         if len(own) < MIN_DISTINCTIVE_TERMS or any(last_assistant.get(t, -1) > call.result_seq for t in own):
