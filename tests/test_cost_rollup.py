@@ -217,3 +217,52 @@ def test_costs_refresh_on_a_postgresql_store() -> None:
         assert sum(len(stored_request_costs(store, s.id)) for s in store.list_sessions()) == computed
     finally:
         store.close()
+
+
+def test_the_html_roll_ups_have_a_title_column_only_where_there_is_a_title(project_db: Path) -> None:
+    """#36.9: the "Per day" and "Per model" tables had an empty "title" column."""
+    import re
+
+    with SessionStore(project_db, read_only=True) as store:
+        page = render(build_report(store, threads_of(store, None), source=str(project_db)), "html")
+    tables = dict(re.findall(r"<h3>([^<]+)</h3><table class='costs'>(.*?)</table>", page))
+    headers = {name: re.findall(r"<th>([^<]*)</th>", body) for name, body in tables.items()}
+    assert headers["Per day (UTC)"][:2] == ["day", "sessions"]
+    assert headers["Per model"][:2] == ["model", "sessions"]
+    assert headers["Per session (sub-agents rolled into their parent)"][:2] == ["session", "title"]
+    titles = re.findall(
+        r"<tr><td>[^<]*</td><td>([^<]*)</td>", tables["Per session (sub-agents rolled into their parent)"]
+    )
+    assert titles and all(t not in ("", "-") for t in titles)
+
+
+GEMINI_CLI_FILE = (
+    FIXTURES / "real_agents" / "gemini" / "tools-resume" / "tmp" / "repo" / "chats"
+    / "session-2026-11-24T06-26-5286f213.jsonl"
+)  # fmt: skip
+
+
+def test_a_gemini_cli_session_is_priced_from_the_bundled_table(tmp_path: Path) -> None:
+    """#36.3: the real Gemini CLI's calls are priced (they showed $0.0000)."""
+    from engine.cost import prices_for
+
+    with SessionStore(tmp_path / "gemini.db") as store:
+        import_file(GEMINI_CLI_FILE, store)
+        (session,) = project_costs(store)
+    assert session.rows and all(r["priced_as"] == "gemini-3.1-pro-preview" for r in session.rows)
+    prices = prices_for("gemini-3.1-pro-preview")
+    first = session.rows[0]
+    assert first["total_usd"] > 0
+    assert first["input_usd"] == pytest.approx(first["input_tokens"] * prices.input)
+
+
+@pytest.mark.parametrize(
+    "model",  # Gemini CLI's own model constants (DEFAULT_GEMINI_MODEL, PREVIEW_GEMINI_*), as its sessions record them
+    ["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-3-pro-preview", "gemini-3-flash-preview",
+     "gemini-3.1-pro-preview", "gemini-3.1-pro-preview-customtools", "models/gemini-2.5-pro", "google/gemini-2.5-flash"],
+)  # fmt: skip
+def test_gemini_cli_models_are_priced(model: str) -> None:
+    from engine.cost import prices_for
+
+    prices = prices_for(model)
+    assert prices is not None and prices.input > 0 and prices.output > 0

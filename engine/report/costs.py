@@ -215,19 +215,28 @@ def session_cost_text(c: SessionCostReport) -> list[str]:
     return out
 
 
+def rollup_rows(
+    key: str, groups: Sequence[RollupGroup], *, label: bool
+) -> tuple[tuple[str, ...], list[tuple[object, ...]]]:
+    """(headers, rows) of a roll-up table, for the text and the HTML report alike: ``label`` adds
+    the root session's title (only the per-session table has one)."""
+    headers = (key, *(("title",) if label else ()), "sessions", "calls", "cost", "cache read", "cache write",
+               "output", "lost to rebuilds")  # fmt: skip
+    rows: list[tuple[object, ...]] = [
+        (g.key, *((g.label or "",) if label else ()), g.sessions, g.totals.calls, usd(g.totals.total_usd),
+         usd(g.totals.cache_read_usd), usd(g.totals.cache_write_usd), usd(g.totals.output_usd),
+         usd(g.totals.lost_usd))
+        for g in groups
+    ]  # fmt: skip
+    return headers, rows
+
+
 def project_cost_text(p: ProjectCostReport) -> list[str]:
     span = f" from {p.first_call_utc} to {p.last_call_utc}" if p.first_call_utc else ""
     out = [f"== project: {p.sessions} session(s){span}", "cost: " + cost_line(p.totals)]
 
     def table(title: str, key: str, groups: Sequence[RollupGroup], label: bool = False) -> None:
-        rows = [
-            (g.key, *((g.label or "",) if label else ()), g.sessions, g.totals.calls, usd(g.totals.total_usd),
-             usd(g.totals.cache_read_usd), usd(g.totals.cache_write_usd), usd(g.totals.output_usd),
-             usd(g.totals.lost_usd))
-            for g in groups
-        ]  # fmt: skip
-        headers = (key, *(("title",) if label else ()), "sessions", "calls", "cost", "cache read", "cache write",
-                   "output", "lost to rebuilds")  # fmt: skip
+        headers, rows = rollup_rows(key, groups, label=label)
         out.extend(["", title, format_table(headers, rows) if rows else "(none)"])
 
     table("per session (sub-agents rolled into their parent)", "session", p.by_root, label=True)
@@ -289,34 +298,8 @@ def session_cost_html(c: SessionCostReport) -> str:
 
 
 def project_cost_html(p: ProjectCostReport) -> str:
-    def groups(key: str, gs: Sequence[RollupGroup]) -> str:
-        return _table(
-            (
-                key,
-                "title",
-                "sessions",
-                "calls",
-                "cost",
-                "cache read",
-                "cache write",
-                "output",
-                "lost to rebuilds",
-            ),
-            [
-                (
-                    g.key,
-                    g.label or "",
-                    g.sessions,
-                    g.totals.calls,
-                    usd(g.totals.total_usd),
-                    usd(g.totals.cache_read_usd),
-                    usd(g.totals.cache_write_usd),
-                    usd(g.totals.output_usd),
-                    usd(g.totals.lost_usd),
-                )
-                for g in gs
-            ],
-        )
+    def groups(key: str, gs: Sequence[RollupGroup], label: bool = False) -> str:
+        return _table(*rollup_rows(key, gs, label=label))
 
     rebuilds = "".join(
         f"<li>{html.escape(usd(b.lost_usd))} <code>{html.escape(b.session_id)}</code> call {b.call_index + 1}: "
@@ -326,7 +309,7 @@ def project_cost_html(p: ProjectCostReport) -> str:
     return (
         f"<section class='project'><h2>Project: {p.sessions} session(s)</h2>"
         f"<p class='meta'>{html.escape(cost_line(p.totals))}</p>"
-        f"<h3>Per session (sub-agents rolled into their parent)</h3>{groups('session', p.by_root)}"
+        f"<h3>Per session (sub-agents rolled into their parent)</h3>{groups('session', p.by_root, label=True)}"
         f"<h3>Per day (UTC)</h3>{groups('day', p.by_day)}"
         f"<h3>Per model</h3>{groups('model', p.by_model)}"
         + (f"<h3>Largest cache rebuilds</h3><ul>{rebuilds}</ul>" if rebuilds else "")
