@@ -25,6 +25,7 @@ NPM_PEERS: dict[str, str] = {
     "codex": "@openai/codex@0.169.0",
     "gemini": "@google/gemini-cli@0.61.0",
     "ccusage": "ccusage@20.0.24",
+    "opencode": "opencode-ai@1.18.33",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

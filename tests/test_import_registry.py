@@ -26,6 +26,7 @@ SAMPLES = {
     "claude-code": "real_agents/claude-code/compact_auto/transcripts/005e4ed3-208c-4f24-ac39-ceb1cfae1fa5.jsonl",
     "codex": "agents/codex/rollout-compacted.jsonl",
     "gemini": "agents/gemini/session-2026-11-24T06-14-b6435e65.json",
+    "opencode": "real_agents/opencode/tools-resume/data/opencode/opencode.db",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",

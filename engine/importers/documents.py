@@ -50,13 +50,15 @@ COMPANION_FILES = {
 @dataclass(frozen=True)
 class Document:
     """A parsed file: ``lines`` holds (line number, value) for JSON Lines, ``value`` for JSON,
-    ``text`` the raw text of a text format (Aider's Markdown); ``size`` its bytes."""
+    ``text`` the raw text of a text format (Aider's Markdown); ``size`` its bytes. ``database``:
+    a SQLite file (OpenCode keeps its sessions in one), left for its format to read."""
 
     path: Path
     value: Any = None
     lines: tuple[tuple[int, Any], ...] | None = None
     text: str | None = None
     size: int = 0
+    database: bool = False
 
 
 @dataclass
@@ -166,6 +168,8 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
     try:
+        if is_sqlite(path):
+            return Document(path, size=path.stat().st_size, database=True)
         _sniff_head(path)  # before anything reads the file whole (the line cache included)
     except OSError as exc:
         raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
@@ -198,6 +202,15 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
         return Document(path, lines=lines, size=len(raw))
     except RecursionError as exc:
         raise SourceProblem("JSON nested too deeply to read") from exc
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_sqlite(path: Path) -> bool:
+    """The file is a SQLite database (by its 16-byte header)."""
+    with path.open("rb") as fh:
+        return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
 
 
 #: How much of a large file is looked at before reading it whole (a 1 GB log is refused from this).

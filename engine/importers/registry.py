@@ -21,6 +21,7 @@ from engine.importers.formats import langchain as _langchain
 from engine.importers.formats import letta as _letta
 from engine.importers.formats import openai_chat as _openai_chat
 from engine.importers.formats import openai_responses as _openai_responses
+from engine.importers.formats import opencode as _opencode
 from engine.importers.formats import openhands as _openhands
 from engine.importers.formats import swe_agent as _swe_agent
 
@@ -30,6 +31,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _claude_code.FORMAT,
     _codex.FORMAT,
     _gemini.FORMAT,
+    _opencode.FORMAT,
     _cline.FORMAT,
     _claude_web.FORMAT,
     _langchain.FORMAT,

@@ -2,9 +2,12 @@
 
 A scripted reply is a :class:`ChatReply`: text, tool calls, or an error. Answers as JSON, or
 as SSE chunks when the body says ``"stream": true`` (a final usage chunk when
-``stream_options.include_usage`` is set, then ``data: [DONE]``). Usage is reproducible:
-prompt tokens = characters of the request's messages and tools / 4; cached = the previous
-call's prompt when this request extends it.
+``stream_options.include_usage`` is set, then ``data: [DONE]``). A reply may carry reasoning,
+streamed as ``reasoning_content`` deltas (the field DeepSeek, Qwen and vLLM use). Usage is
+reproducible from the request log alone (:func:`reported_usage`): prompt tokens = characters of
+the request's messages and tools / 4; cached = the prompt of the previous call of the same
+conversation (same first message) when this request is not smaller. Side calls with their own
+system prompt (a title generator) therefore never disturb the main conversation's counts.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from .core import HttpReply, RecordedRequest, ScriptedServer, sse_events
 
 PATH = "/v1/chat/completions"
 CHARS_PER_TOKEN = 4
+ANSWERED = "chat_usage"  # server.state key: seq -> the usage answered
 Predicate = Callable[[RecordedRequest], bool]
 
 
 @dataclass(frozen=True)
 class ChatReply:
     text: str | None = None
+    reasoning: str | None = None
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     status: int = 200
     error: tuple[str, str] | None = None  # (type, message) for a non-200 status
@@ -43,19 +48,59 @@ def chat_error(status: int, error_type: str, message: str, **kwargs: Any) -> Cha
     return ChatReply(status=status, error=(error_type, message), **kwargs)
 
 
-def _usage(server: ScriptedServer, body: dict[str, Any], completion: int) -> dict[str, Any]:
-    prompt = max(1, len(json.dumps([body.get("messages"), body.get("tools")])) // CHARS_PER_TOKEN)
-    with server._lock:
-        previous = server.state.get("chat_prompt", 0)
-        server.state["chat_prompt"] = prompt
-    cached = previous if previous <= prompt else 0
+def prompt_tokens_of(body: dict[str, Any]) -> int:
+    """The prompt size this server reports for a request body."""
+    return max(1, len(json.dumps([body.get("messages"), body.get("tools")])) // CHARS_PER_TOKEN)
+
+
+def conversation_of(body: dict[str, Any]) -> str:
+    """What tells one conversation from another: its first message."""
+    messages = body.get("messages") or [None]
+    return json.dumps(messages[0], sort_keys=True)
+
+
+def reported_usage(
+    body: dict[str, Any], previous_prompt: int, completion: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    """The usage answered to ``body`` when its conversation's previous call had ``previous_prompt``."""
+    prompt = prompt_tokens_of(body)
+    cached = previous_prompt if previous_prompt <= prompt else 0
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
+
+
+def replay_usages(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The usages a run of ``bodies`` (in the order received) was answered (completion left 0)."""
+    previous: dict[str, int] = {}
+    usages = []
+    for body in bodies:
+        key = conversation_of(body)
+        usages.append(reported_usage(body, previous.get(key, 0)))
+        previous[key] = usages[-1]["prompt_tokens"]
+    return usages
+
+
+def _usage(
+    server: ScriptedServer, seq: int, body: dict[str, Any], completion: int, reasoning: int
+) -> dict[str, Any]:
+    key = conversation_of(body)
+    with server._lock:
+        chains = server.state.setdefault("chat_prompt", {})
+        usage = reported_usage(body, chains.get(key, 0), completion, reasoning)
+        chains[key] = usage["prompt_tokens"]
+        server.state.setdefault(ANSWERED, {})[seq] = usage
+    return usage
+
+
+def answered_usages(server: ScriptedServer) -> dict[int, dict[str, Any]]:
+    """The usage answered to each Chat Completions request, by the request's ``seq``."""
+    with server._lock:
+        return dict(server.state.get(ANSWERED, {}))
 
 
 def handle_chat(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
@@ -85,8 +130,11 @@ def handle_chat(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
     if calls:
         message["tool_calls"] = calls
     finish = "tool_calls" if calls else "stop"
-    completion = max(1, len(json.dumps(message)) // CHARS_PER_TOKEN)
-    usage = _usage(server, body, completion)
+    reasoning = len(item.reasoning) // CHARS_PER_TOKEN if item.reasoning else 0
+    completion = max(1, len(json.dumps(message)) // CHARS_PER_TOKEN) + reasoning
+    if item.reasoning:
+        message["reasoning_content"] = item.reasoning
+    usage = _usage(server, request.seq, body, completion, reasoning)
     model = body.get("model") or "gpt-4o"
     head = {
         "id": f"chatcmpl-scripted-{n:04d}",
@@ -108,6 +156,8 @@ def handle_chat(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
         }
 
     events: list[tuple[None, Any]] = [event({"role": "assistant", "content": ""})]
+    thought = item.reasoning or ""
+    events += [event({"reasoning_content": thought[i : i + 20]}) for i in range(0, len(thought), 20)]
     text = item.text or ""
     events += [event({"content": text[i : i + 20]}) for i in range(0, len(text), 20)]
     for i, call in enumerate(calls):

@@ -1,0 +1,150 @@
+"""OpenCode's own database, written by the real CLI run offline (tests/fixtures/real_agents/opencode,
+made by scripts/real_agents_opencode.py), checked call by call against what the scripted server
+received: every request event's messages are the request's messages (texts, reasoning sent back,
+tool calls with their ids and arguments, tool results), in order; its usage is what the server
+answered; no call is invented.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.importers import agent_files, import_file
+from engine.messages import ToolUseBlock
+from engine.store import SessionStore
+from tests.chat_requests import chat_requests, imported_atoms, request_atoms
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "opencode" / "tools-resume"
+DATABASE = FIXTURE / "data" / "opencode" / "opencode.db"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from real_agents_chat import load_answers  # noqa: E402
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+def check_every_call(folder: Path, database: Path, store: SessionStore, *, calls: int | None = None) -> None:
+    """The import of ``database`` against the request log of ``folder``, call by call."""
+    result = import_file(database, store)
+    (session,) = result.sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests)
+    if calls is not None:
+        assert len(events) == calls
+    for event, request in zip(events, requests, strict=True):
+        sent = transcript[: event.details["messages_sent"]]
+        assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
+        answered = answers[request["seq"]]
+        assert event.usage is not None
+        assert event.usage.prompt_tokens == answered["prompt_tokens"]
+        assert event.usage.cache_read_input_tokens == answered["prompt_tokens_details"]["cached_tokens"]
+        assert event.usage.output_tokens == answered["completion_tokens"]
+        assert event.model == request["body"]["model"]
+    reasoning = [e.details.get("reasoning_tokens") for e in events]
+    assert reasoning == [
+        answers[r["seq"]]["completion_tokens_details"]["reasoning_tokens"] or None for r in requests
+    ]
+
+
+def test_every_call_is_the_request_opencode_sent_with_the_usage_it_was_answered(store: SessionStore) -> None:
+    check_every_call(FIXTURE, DATABASE, store, calls=5)
+
+
+def test_the_session_keeps_its_folder_title_and_the_parallel_calls_of_one_step(store: SessionStore) -> None:
+    (session,) = import_file(DATABASE, store).sessions
+    assert session.project == "/tmp/ctxdesk-real-agents/opencode-tools-resume/repo"
+    row = store.get_session(session.session_id)
+    assert row.metadata["title"] == "Scripted run"
+    transcript = store.load_transcript(session.session_id)
+    first = next(m for m in transcript if m.role == "assistant")
+    assert [b.name for b in first.blocks if isinstance(b, ToolUseBlock)] == ["bash", "read"]
+    assert len(transcript[transcript.index(first) + 1].tool_result_ids) == 2
+
+
+def test_what_the_database_does_not_keep_is_measured_once_from_the_provider_count(
+    store: SessionStore,
+) -> None:
+    """OpenCode keeps neither its system prompt nor its tools: the gap at the first call is carried."""
+    (session,) = import_file(DATABASE, store).sessions
+    events = store.list_events(session.session_id, kind="request")
+    assert events[0].details["unlogged_prefix_tokens"] > 1_000
+    assert events[0].projected_tokens == events[0].usage.prompt_tokens
+    for event in events[1:]:
+        assert abs(event.projected_tokens - event.usage.prompt_tokens) / event.usage.prompt_tokens < 0.05
+
+
+def test_a_database_imported_again_adds_nothing_and_a_grown_one_only_its_new_calls(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """OpenCode keeps writing the same database: importing it as it grows ends where one import
+    of the whole ends (the second run's prompt and calls added once)."""
+    growing = tmp_path / "opencode.db"
+    shutil.copy(DATABASE, growing)
+    with sqlite3.connect(growing) as conn:  # the database as it was before the second run
+        (cut,) = conn.execute(
+            "SELECT m.time_created FROM message m JOIN part p ON p.message_id = m.id WHERE p.data LIKE '%Show me%'"
+        ).fetchone()
+        conn.execute(
+            "DELETE FROM part WHERE message_id IN (SELECT id FROM message WHERE time_created >= ?)", (cut,)
+        )
+        conn.execute("DELETE FROM message WHERE time_created >= ?", (cut,))
+    conn.close()
+    first = import_file(growing, store)
+    assert first.request_count == 3
+    assert import_file(growing, store).status == "unchanged"
+    shutil.copy(DATABASE, growing)
+    grown = import_file(growing, store)
+    assert grown.status == "updated"
+    (session,) = store.list_sessions()
+    events = store.list_events(session.id, kind="request")
+    with SessionStore(tmp_path / "whole.db") as whole:
+        (once,) = import_file(DATABASE, whole).sessions
+        expected = whole.list_events(once.session_id, kind="request")
+        assert [(e.usage, e.details["messages_sent"]) for e in events] == [
+            (e.usage, e.details["messages_sent"]) for e in expected
+        ]
+        assert store.load_transcript(session.id) == whole.load_transcript(once.session_id)
+
+
+def test_import_from_opencode_finds_the_database_where_opencode_keeps_it(tmp_path: Path) -> None:
+    data = tmp_path / "share"
+    shutil.copytree(DATABASE.parent, data / "opencode")
+    assert agent_files("opencode", env={"XDG_DATA_HOME": str(data)}, home=tmp_path) == [
+        data / "opencode" / "opencode.db"
+    ]
+    home = tmp_path / "home"
+    shutil.copytree(DATABASE.parent, home / ".local" / "share" / "opencode")
+    assert agent_files("opencode", env={}, home=home) == [
+        home / ".local" / "share" / "opencode" / "opencode.db"
+    ]
+
+
+@pytest.mark.peer("opencode")
+def test_live_opencode_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
+    """The installed CLI, run now against the scripted server, imports call for call."""
+    script = ROOT / "scripts" / "real_agents_opencode.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path / "out" / "opencode" / "tools-resume"
+    check_every_call(folder, folder / "data" / "opencode" / "opencode.db", store, calls=5)
