@@ -166,7 +166,7 @@ def replay(
 
 
 def run(quick: bool = False) -> list[Table]:
-    from engine.proxy.policies import ClearToolResultsPolicy, CompactionPolicy, OffloadPolicy, Policies
+    from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, OffloadPolicy, Policies
 
     rows: list[tuple[str, Callable[[], Rewrite] | None]] = [
         ("unedited", None),

@@ -226,7 +226,9 @@ def _tool_session(rounds: int) -> dict[str, Any]:
 def policy_table(calls: int) -> Table:
     """clear_tool_results on a scripted tool session: tokens sent and the cache-read share a
     provider's prefix cache would give (the prefix each request shares with the previous one)."""
-    from engine.proxy.policies import ClearToolResultsPolicy, Policies, SessionPolicyState, plan_edits
+    from engine.policy_settings import ClearToolResultsPolicy, Policies
+    from engine.proxy.edits import SessionPolicyState
+    from engine.proxy.policies import plan_edits
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -303,14 +305,10 @@ REAL_CLIENT_LOGS = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
 def real_replay_table() -> Table:
     """Each policy over the exact requests real Claude Code runs sent (the fixtures' request logs),
     replayed in order per run as the proxy would see them: prompt tokens before and after."""
-    from engine.proxy.policies import (
-        ClearToolResultsPolicy,
-        CompactionPolicy,
-        OffloadPolicy,
-        Policies,
-        SessionPolicyState,
-        plan_edits,
-    )  # fmt: skip
+    from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, OffloadPolicy, Policies
+    from engine.proxy.edits import SessionPolicyState, prompt_tokens
+    from engine.proxy.policies import plan_edits
+    from engine.proxy.wire import wire_for
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -347,9 +345,7 @@ def real_replay_table() -> Table:
                 requests += 1
                 b = edits[0].before_tokens if edits else None
                 if b is None:
-                    from engine.proxy.policies import _prompt_tokens
-
-                    b = _prompt_tokens("anthropic_messages", body, tokenizer)
+                    b = prompt_tokens(wire_for("anthropic_messages"), body, tokenizer)
                 before += b
                 after += edits[-1].after_tokens if edits else b
         table.add(

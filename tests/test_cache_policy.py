@@ -205,7 +205,7 @@ def test_recent_growth_is_the_mean_of_the_last_calls_new_tokens():
 def test_cache_aware_is_read_from_the_settings_toml():
     import tomllib
 
-    from engine.proxy.policies import policy_config
+    from engine.proxy.policy_file import policy_config
 
     toml = "[policies]\nclear_tool_results = { trigger = 30000, keep = 2, cache_aware = true }\n"
     config = policy_config(tomllib.loads(toml))
@@ -457,7 +457,7 @@ def test_strict_clearing_waits_on_a_warm_cache_and_clears_once_it_expired_or_the
 def test_strict_is_read_from_the_settings_toml():
     import tomllib
 
-    from engine.proxy.policies import policy_config
+    from engine.proxy.policy_file import policy_config
 
     toml = '[policies]\nclear_tool_results = { trigger = 30000, keep = 2, cache_aware = "strict" }\n'
     config = policy_config(tomllib.loads(toml))
@@ -491,7 +491,7 @@ def test_cache_aware_compaction_waits_on_a_warm_cache_and_compacts_once_it_expir
     (cold,) = second_request(6, 6 * 60).edits
     assert cold.policy == "compaction" and "the prompt cache had expired" in cold.reason
     (forced,) = second_request(12, 60).edits  # warm, but over the 5,900-token effective window
-    assert "would not fit the effective window (5,900)" in forced.reason
+    assert "would not fit the limit (5,900 tokens)" in forced.reason
     assert forced.after_tokens < 5_900 < forced.before_tokens
     eager = Policies(compaction=CompactionPolicy(strategy="chain", trigger=0.5))
     state = SessionPolicyState()

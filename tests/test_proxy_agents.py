@@ -22,6 +22,7 @@ from model_server import openai_responses as R
 
 from bench.bench_cache_policy import unmarked
 from bench.peers import agents_bin
+from engine.compaction.clearing import CLEARED_PREFIX
 from engine.proxy import ProxyServer, Upstreams
 from engine.store import SessionStore
 
@@ -219,11 +220,12 @@ def test_claude_code_keeps_working_while_the_proxy_clears_old_tool_results(tmp_p
         if b.get("type") == "tool_result"
     ]
     assert len(results) == 3
-    assert all("ctxdesk cleared this tool result (Read" in r for r in results[:2]) and "file 2" in results[2]
+    # the engine's placeholder (in the JSON of the content: its quotes escaped)
+    assert all(CLEARED_PREFIX in r and 'from \\"Read\\"' in r for r in results[:2]) and "file 2" in results[2]
     # Claude Code's own transcript still holds every result as it was
     (transcript,) = (home / ".claude" / "projects").rglob(f"{result['session_id']}.jsonl")
     text = transcript.read_text(encoding="utf-8")
-    assert "file 0 file 0" in text and "ctxdesk cleared" not in text
+    assert "file 0 file 0" in text and CLEARED_PREFIX not in text
     with SessionStore(db, read_only=True) as store:
         edits = store.list_events(result["session_id"], kind="compaction")
         assert edits and all(e.details["after_tokens"] < e.details["before_tokens"] for e in edits)
@@ -274,16 +276,18 @@ def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it
         assert proxy.recorder.flush()
     sent = [json.dumps(r.body["messages"]) for r in server.requests]
     # over the trigger on every call, but nothing is cleared while the cache is warm
-    assert (
-        all("ctxdesk cleared" not in s for s in sent[:warm]) and sent[warm - 1].count("line of notes2") == 300
-    )
+    assert all(CLEARED_PREFIX not in s for s in sent[:warm]) and sent[warm - 1].count("line of notes2") == 300
     # the first request after the pause clears all but the newest result; the next sends that again
     back = sent[warm]
-    assert back.count("ctxdesk cleared this tool result (Bash") == 2 and back.count("line of notes2") == 300
+    assert (
+        back.count(f"{CLEARED_PREFIX} \\u2014 ") == 2
+        and back.count('from \\"Bash\\"') == 2
+        and back.count("line of notes2") == 300
+    )
     resent, again = (unmarked(r.body["messages"]) for r in server.requests[warm : warm + 2])
     assert again[: len(resent)] == resent  # byte-stable from then on (cache markers aside)
     (transcript,) = (home / ".claude" / "projects").rglob(f"{first['session_id']}.jsonl")
-    assert "ctxdesk cleared" not in transcript.read_text(encoding="utf-8")  # Claude Code's file untouched
+    assert CLEARED_PREFIX not in transcript.read_text(encoding="utf-8")  # Claude Code's file untouched
     with SessionStore(db, read_only=True) as store:
         edits = store.list_events(first["session_id"], kind="compaction")
     assert [e.outcome for e in edits] == ["compacted", "kept"]
@@ -436,5 +440,7 @@ def test_codex_keeps_working_while_the_proxy_clears_old_command_outputs(tmp_path
         if isinstance(i, dict) and i.get("type") == "function_call_output"
     ]
     assert (
-        len(outputs) == 3 and all("ctxdesk cleared" in o for o in outputs[:2]) and "ctxdesk" not in outputs[2]
+        len(outputs) == 3
+        and all(CLEARED_PREFIX in o for o in outputs[:2])
+        and CLEARED_PREFIX not in outputs[2]
     )

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import data, request_data
 from dashboard.data import DB_PATHS_ENV_VAR
+from engine.compaction.clearing import CLEARED_PREFIX
 from engine.proxy import ProxyServer, Upstreams
 from engine.settings import SETTINGS_ENV_VAR
 
@@ -168,15 +169,12 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
         request_data.call_detail(con, label, int(call.original_id)),
         request_data.call_detail(con, label, int(call.id)),
     )
-    assert (
-        "-[2] user: SECRET-LOOKING OUTPUT" in diff
-        and "+[2] user: [ctxdesk cleared this tool result (Read" in diff
-    )
+    assert "-[2] user: SECRET-LOOKING OUTPUT" in diff and f"+[2] user: {CLEARED_PREFIX}" in diff
     at = _app_on(db, tmp_path, monkeypatch, "edited")
     at.switch_page("views/requests.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("A ctxdesk policy edited this call" in w.value for w in at.warning)
-    assert any("SECRET-LOOKING OUTPUT" in c.value and "ctxdesk cleared" in c.value for c in at.code)
+    assert any("SECRET-LOOKING OUTPUT" in c.value and CLEARED_PREFIX in c.value for c in at.code)
     savings = request_data.edit_savings(
         request_data.call_detail(con, label, int(call.original_id)),
         request_data.call_detail(con, label, int(call.id)),
@@ -186,7 +184,7 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
     at.switch_page("views/compaction.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(s.value == "Proxied calls: agent sent vs model received" for s in at.subheader)
-    assert any("ctxdesk cleared" in c.value for c in at.code)
+    assert any(CLEARED_PREFIX in c.value for c in at.code)
     assert any(m.label == "Tokens saved (messages, our count)" for m in at.metric)
 
 

@@ -16,14 +16,10 @@ from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixt
 
 from engine.call_failures import failure_of
 from engine.limit import Limit, recorded_limit
+from engine.policy_settings import CompactionPolicy, GuardPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.policies import (
-    CompactionPolicy,
-    GuardPolicy,
-    Policies,
-    SessionPolicyState,
-    plan_edits,
-)
+from engine.proxy.edits import SessionPolicyState
+from engine.proxy.policies import plan_edits
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -74,8 +70,9 @@ def plan(body: dict[str, Any], policies: Policies) -> Any:
 
 def tokens_of(body: dict[str, Any]) -> int:
     from engine.proxy.edits import prompt_tokens
+    from engine.proxy.wire import wire_for
 
-    return prompt_tokens("anthropic_messages", body, TOKENIZER)
+    return prompt_tokens(wire_for("anthropic_messages"), body, TOKENIZER)
 
 
 def test_the_limit_is_the_capped_one() -> None:
@@ -144,6 +141,9 @@ def test_the_recorded_limit_is_the_one_the_policies_use(upstream: ScriptedServer
     )
     assert event.remaining_tokens == BUDGET - event.projected_tokens
     assert event.details["max_tokens"] == 1000  # what the request itself asked for
+    # the components add up to the provider's own count (the proxy saw every byte: nothing unattributed)
+    assert event.components_basis == "reconciled" and event.components.unattributed == 0
+    assert event.components.total == event.usage.prompt_tokens != event.projected_tokens
 
 
 def failed_call(tmp_path: Path, upstream_url: str) -> Any:

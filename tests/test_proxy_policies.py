@@ -16,17 +16,14 @@ from model_server import ScriptedServer
 from model_server import anthropic as A
 from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
+from engine.compaction.clearing import CLEARED_PREFIX, is_cleared
 from engine.errors import ConfigError
+from engine.messages import ToolResultBlock
+from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, GuardPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.policies import (
-    ClearToolResultsPolicy,
-    CompactionPolicy,
-    GuardPolicy,
-    Policies,
-    SessionPolicyState,
-    load_policy_file,
-    plan_edits,
-)
+from engine.proxy.edits import SessionPolicyState
+from engine.proxy.policies import plan_edits
+from engine.proxy.policy_file import load_policy_file
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -85,11 +82,11 @@ def test_old_tool_results_are_cleared_keeping_the_last_and_excluded_tools() -> N
     sent = body_with(4, names=("Read", "Skill", "Read", "Read"))
     outcome = plan(sent, policies, SessionPolicyState())
     results = results_of(outcome.body)
-    assert (
-        results["t0"].startswith("[ctxdesk cleared this tool result (Read,") and "ref res_" in results["t0"]
-    )
+    # the engine's own placeholder (engine.compaction.clearing), which is_cleared recognises
+    assert results["t0"].startswith(f'{CLEARED_PREFIX} — 2,000 bytes from "Read"')
+    assert is_cleared(ToolResultBlock(tool_use_id="t0", content=results["t0"]))
     assert results["t1"] == results_of(sent)["t1"]  # Skill is excluded
-    assert results["t2"].startswith("[ctxdesk cleared") and results["t3"] == results_of(sent)["t3"]
+    assert results["t2"].startswith(CLEARED_PREFIX) and results["t3"] == results_of(sent)["t3"]
     (edit,) = outcome.edits
     assert edit.policy == "clear_tool_results" and edit.after_tokens < edit.before_tokens
     assert {c["tool_use_id"] for c in edit.changes} == {"t0", "t2"}
@@ -179,7 +176,7 @@ def test_through_the_proxy_the_model_gets_the_cleared_history_and_every_edit_is_
         assert proxy.recorder.flush()
     received = [r.body for r in upstream.requests]
     assert results_of(received[0]) == results_of(body_with(1))  # one result: kept
-    assert results_of(received[2])["t0"].startswith("[ctxdesk cleared") and results_of(received[2])[
+    assert results_of(received[2])["t0"].startswith(CLEARED_PREFIX) and results_of(received[2])[
         "t2"
     ].startswith("out2")
     with SessionStore(db, read_only=True) as store:
@@ -194,7 +191,7 @@ def test_through_the_proxy_the_model_gets_the_cleared_history_and_every_edit_is_
         assert store.get_blob(ref).content.decode() == body_with(1)["messages"][2]["content"][0]["content"]
         # the transcript is the agent's: original tool results, each once
         texts = [m.text for m in store.load_transcript("pol")]
-        assert not any("ctxdesk cleared" in t for t in texts)
+        assert not any(CLEARED_PREFIX in t for t in texts)
 
 
 def test_the_settings_file_is_reloaded_and_a_guard_refusal_never_reaches_the_upstream(
@@ -347,8 +344,8 @@ def test_responses_api_function_outputs_are_cleared_too() -> None:
         tokenizer=get_tokenizer("o200k_base"), resolved=None, state=SessionPolicyState(),
     )  # fmt: skip
     outputs = [i["output"] for i in outcome.body["input"] if i.get("type") == "function_call_output"]
-    assert outputs[0].startswith("[ctxdesk cleared this tool result (exec_command")
-    assert outputs[1].startswith("[ctxdesk cleared") and outputs[2].startswith("listing 2")
+    assert outputs[0].startswith(f'{CLEARED_PREFIX} — 2,000 bytes from "exec_command"')
+    assert outputs[1].startswith(CLEARED_PREFIX) and outputs[2].startswith("listing 2")
 
 
 def _real_claude_code_bodies() -> list[dict[str, Any]]:
@@ -383,21 +380,28 @@ def test_prompt_tokens_counted_per_message_equal_the_whole_request_measured_at_o
     """prompt_tokens caches each distinct message's count; it must equal converting and measuring
     the whole request (real Claude Code requests, Chat Completions with system/developer/tool roles,
     odd entries), on first sight and from the cache."""
-    from engine.proxy.edits import _view_tokens, prompt_tokens
+    from engine.budget import measure_components
+    from engine.proxy.edits import prompt_tokens
+    from engine.proxy.wire import wire_for
     from engine.tokens import get_tokenizer
+
+    def view_tokens(api: str, body: dict[str, Any], tokenizer: Any) -> int:
+        view = wire_for(api).request_view(body)
+        return measure_components(
+            tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
+        ).total
 
     cases = [("anthropic_messages", b) for b in _real_claude_code_bodies()] + [("openai_chat", _CHAT_BODY)]
     assert len(cases) > 20
     for name in ("anthropic", "o200k_base"):
         tokenizer = get_tokenizer(name)
         for api, body in cases:
-            expected = _view_tokens(api, body, tokenizer)
-            assert prompt_tokens(api, body, tokenizer) == expected
-            assert prompt_tokens(api, json.loads(json.dumps(body)), tokenizer) == expected  # cached
+            expected = view_tokens(api, body, tokenizer)
+            assert prompt_tokens(wire_for(api), body, tokenizer) == expected
+            assert prompt_tokens(wire_for(api), json.loads(json.dumps(body)), tokenizer) == expected  # cached
     edited = json.loads(json.dumps(_CHAT_BODY))
     edited["messages"][4]["content"] = "a.py\n"
     tokenizer = get_tokenizer("o200k_base")
-    assert prompt_tokens("openai_chat", edited, tokenizer) == _view_tokens("openai_chat", edited, tokenizer)
-    assert prompt_tokens("openai_chat", edited, tokenizer) < prompt_tokens(
-        "openai_chat", _CHAT_BODY, tokenizer
-    )
+    chat = wire_for("openai_chat")
+    assert prompt_tokens(chat, edited, tokenizer) == view_tokens("openai_chat", edited, tokenizer)
+    assert prompt_tokens(chat, edited, tokenizer) < prompt_tokens(chat, _CHAT_BODY, tokenizer)

@@ -17,8 +17,9 @@ from model_server import openai_responses as R
 from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.openai_policies import item_key, with_read_result
 from engine.proxy.policies import CompactionPolicy, Policies, SessionPolicyState, plan_edits
+from engine.proxy.wire import wire_for
+from engine.proxy.wire.shared import identity_hash
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -159,12 +160,12 @@ def test_responses_offloaded_output_is_read_back_by_the_proxy(tmp_path: Path, st
 
 
 def test_read_result_is_offered_once_in_each_apis_shape() -> None:
-    chat = with_read_result("openai_chat", None)
+    chat = wire_for("openai_chat").with_read_result(None)
     assert chat[0]["function"]["name"] == "read_result" and "ref_id" in json.dumps(
         chat[0]["function"]["parameters"]
     )
-    assert with_read_result("openai_chat", chat) == chat
-    responses = with_read_result("openai_responses", [{"type": "function", "name": "x"}])
+    assert wire_for("openai_chat").with_read_result(chat) == chat
+    responses = wire_for("openai_responses").with_read_result([{"type": "function", "name": "x"}])
     assert [t["name"] for t in responses] == ["x", "read_result"] and responses[1]["type"] == "function"
 
 
@@ -209,7 +210,7 @@ def test_openai_compaction_keeps_the_system_head_and_resends_the_same_bytes(api,
     assert edit.after_tokens <= 0.5 * resolved.budget_tokens
     sent = first.body[key]
     assert sent[0] == original[key][0] and sent[-1] == original[key][-1]
-    assert state.compacted_keys == [item_key(m) for m in original[key][1:]]
+    assert state.compacted_keys == [identity_hash(m) for m in original[key][1:]]
     if api == "openai_responses":  # tool calls and outputs stay paired in what is sent
         calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
         assert calls == {i["call_id"] for i in sent if i.get("type") == "function_call_output"}

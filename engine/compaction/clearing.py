@@ -5,7 +5,7 @@ replaced by a placeholder that keeps a failed call's error line or a successful 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -69,12 +69,18 @@ def is_cleared(block: ToolResultBlock) -> bool:
 
 
 def plan_clear_tool_results(
-    messages: Sequence[Message], config: ClearToolResults, ctx: PlanContext, *, from_index: int = 0
+    messages: Sequence[Message],
+    config: ClearToolResults,
+    ctx: PlanContext,
+    *,
+    from_index: int = 0,
+    keep_ids: Collection[str] = (),
 ) -> CompactionResult:
     """Replace the oldest tool results (beyond the ``keep`` most recent uses) with placeholders.
 
     ``from_index``: leave the results before it alone (a chain whose next step summarizes that
-    head anyway does not clear it first)."""
+    head anyway does not clear it first). ``keep_ids``: results of these calls are never cleared
+    (the proxy's offloaded ones, already a preview)."""
     before, done = within_target(messages, ctx)
     if done:
         return done
@@ -85,6 +91,7 @@ def plan_clear_tool_results(
     uses = [b for m in scan for b in m.blocks if isinstance(b, ToolUseBlock)]
     calls = {b.id: b for b in uses}
     protected = {b.id for b in uses[len(uses) - config.keep :]} if config.keep else set()
+    protected |= set(keep_ids)
     excluded = set(config.exclude_tools)
     need = before.total - ctx.target_tokens
     count = ctx.tokenizer.count_block

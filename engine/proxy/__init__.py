@@ -10,8 +10,10 @@ compactions); ``server`` (uvicorn, foreground or background thread).
 """
 
 from engine.proxy.app import ANTHROPIC_UPSTREAM, OPENAI_UPSTREAM, Upstreams, create_app
-from engine.proxy.recorder import UNPARSED_SESSION, Exchange, Recorder
+from engine.proxy.exchange import Exchange
+from engine.proxy.recorder import Recorder
 from engine.proxy.server import ProxyServer, check_host, is_loopback
+from engine.proxy.writer import UNPARSED_SESSION
 
 __all__ = [
     "ANTHROPIC_UPSTREAM",

@@ -10,18 +10,16 @@ import time
 
 from starlette.responses import Response
 
-from engine.proxy.recorder import Exchange, Recorder
+from engine.proxy.exchange import Exchange
+from engine.proxy.recorder import Recorder
+from engine.proxy.wire import error_body
 
 #: Headers of an upstream answer that belong to one hop (RFC 9110 7.6.1) and are not relayed.
 RESPONSE_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
 
 
 def _error_body(kind: str, status: int, message: str) -> bytes:
-    if kind == "anthropic":
-        error = {"type": "error", "error": {"type": "api_error", "message": message}}
-    else:
-        error = {"error": {"message": message, "type": "api_error", "code": f"upstream_{status}"}}
-    return json.dumps(error).encode()
+    return json.dumps(error_body(kind, message, code=f"upstream_{status}")).encode()
 
 
 def record_failure(

@@ -22,11 +22,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.proxy import apis
 from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail
 from engine.proxy.controller import Controller
+from engine.proxy.exchange import Exchange, new_exchange
 from engine.proxy.policy_step import apply_policies
-from engine.proxy.recorder import Exchange, Hold, Recorder, new_exchange
+from engine.proxy.recorder import Hold, Recorder
+from engine.proxy.wire import detect_api, upstream_kind
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
@@ -100,8 +101,8 @@ def create_app(
     async def _forward(request: Request, hold: Hold) -> Response:
         started = time.perf_counter()
         path = request.url.path
-        api = apis.detect_api(request.method, path)
-        kind = apis.upstream_kind(api, request.headers, path)
+        api = detect_api(request.method, path)
+        kind = upstream_kind(api, request.headers, path)
         base = upstreams.anthropic if kind == "anthropic" else upstreams.openai
         query = request.url.query
         recorder.begin()

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.errors import ContextDeskError
-from engine.proxy import apis
 from engine.proxy.edits import Edit, PolicyOutcome, SessionPolicyState, prompt_tokens
-from engine.proxy.policies import POLICY_APIS, messages_key_of, plan_edits
+from engine.proxy.policies import plan_edits
 from engine.proxy.policy_file import PolicyFile
+from engine.proxy.wire import wire_for
 
 #: Agent sessions whose sticky decisions are remembered (least recently used forgotten first).
 MAX_SESSION_STATES = 2_000
@@ -59,7 +59,8 @@ class Controller:
     def needs_body(self, api: str, headers: Mapping[str, str]) -> bool:
         """Whether a request must be read whole and parsed before it is forwarded: a policy is on,
         or the agent's session has a live compaction. Otherwise it streams upstream untouched."""
-        if api not in POLICY_APIS:
+        wire = wire_for(api)
+        if wire is None or not wire.model_call:
             return False
         if self.policy_file.current().active:
             return True
@@ -69,11 +70,11 @@ class Controller:
 
     def apply(self, api: str, raw: bytes, headers: Mapping[str, str]) -> PolicyOutcome:
         """What to do with one request; cheap (no parsing) when no policy or live compaction applies."""
-        from engine.errors import ContextDeskError
         from engine.settings import resolve_model_settings
         from engine.tokens import get_tokenizer
 
-        if api not in POLICY_APIS:
+        wire = wire_for(api)
+        if wire is None or not wire.model_call:
             return PolicyOutcome()
         config = self.policy_file.current()
         live_session = self.live.session_of(headers) if self.live is not None else None
@@ -85,9 +86,9 @@ class Controller:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return PolicyOutcome()
-        if not isinstance(body, dict) or not isinstance(body.get(messages_key_of(api)), list):
+        if not isinstance(body, dict) or not isinstance(body.get(wire.history_key), list):
             return PolicyOutcome()
-        provider = apis.PROVIDERS[api]
+        provider = wire.provider
         model = body.get("model") if isinstance(body.get("model"), str) else None
         policies = config.for_model(model, provider)
         try:
@@ -97,11 +98,11 @@ class Controller:
         tokenizer = get_tokenizer(resolved.tokenizer if resolved else "anthropic")
         live_edit: Edit | None = None
         if has_live:
-            rewrite = self.live.rewrite(api, body, live_session)
+            rewrite = self.live.rewrite(wire, body, live_session)
             if rewrite is not None:
-                before = prompt_tokens(api, body, tokenizer)
-                body = {**body, "messages": rewrite.messages}
-                after = prompt_tokens(api, body, tokenizer)
+                before = prompt_tokens(wire, body, tokenizer)
+                body = {**body, wire.history_key: rewrite.messages}
+                after = prompt_tokens(wire, body, tokenizer)
                 live_edit = Edit(
                     "live_compaction",
                     f"history through transcript seq {rewrite.through_seq} sent as snapshot {rewrite.snapshot_id}",
@@ -112,7 +113,7 @@ class Controller:
                 )  # fmt: skip
         outcome = PolicyOutcome()
         if policies.active:
-            key = apis.agent_session_id(api, headers, body) or _first_message_key(body)
+            key = wire.session_id(headers, body) or _first_message_key(body)
             with self._lock:
                 state = self._states.pop(key, None) or SessionPolicyState()
                 self._states[key] = state  # most recently used last

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.convert import to_anthropic, to_openai
 from engine.errors import ContextDeskError
-from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from engine.proxy import apis
+from engine.messages import Message, ToolResultBlock, ToolUseBlock
+from engine.proxy.wire import WireApi
 
 #: Seconds between two looks at a session's latest snapshot.
 SNAPSHOT_CHECK_S = 0.5
@@ -36,39 +35,6 @@ def message_key(message: Message) -> tuple[Any, ...]:
         tuple(b.id for b in blocks if isinstance(b, ToolUseBlock)),
         tuple(b.tool_use_id for b in blocks if isinstance(b, ToolResultBlock)),
     )
-
-
-def _strip_markers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
-    return value
-
-
-def render(
-    api: str, messages: list[Message], summary: str | None, *, keep_meta: bool = False
-) -> list[dict[str, Any]]:
-    """A compacted history as provider messages, summary first (no cache markers of its own).
-
-    ``keep_meta`` renders messages that came from the request itself exactly as they were sent.
-    """
-    if summary:
-        note = f"<ctxdesk-summary>\nSummary of the earlier conversation (compacted by ctxdesk):\n{summary}\n</ctxdesk-summary>"
-        if messages and messages[0].role == "user":
-            first = messages[0]
-            blocks = (
-                [TextBlock(text=first.content)] if isinstance(first.content, str) else list(first.content)
-            )
-            messages = [
-                first.model_copy(update={"content": [TextBlock(text=note), *blocks], "meta": {}}),
-                *messages[1:],
-            ]
-        else:
-            messages = [Message(role="user", content=note), *messages]
-    plain = messages if keep_meta else [m.model_copy(update={"meta": {}}) for m in messages]
-    rendered = to_openai(plain) if api == apis.OPENAI_CHAT else to_anthropic(plain)
-    return _strip_markers(rendered)
 
 
 @dataclass(frozen=True)
@@ -134,19 +100,20 @@ class LiveCompactions:
             self._cache[session_id] = cached
             return cached
 
-    def rewrite(self, api: str, body: dict[str, Any], session_id: str) -> LiveRewrite | None:
-        """The request's messages with the compacted range replaced, or None (no snapshot, no match)."""
+    def rewrite(self, wire: WireApi, body: dict[str, Any], session_id: str) -> LiveRewrite | None:
+        """The request's history with the compacted range replaced, or None (no snapshot, no match;
+        a history whose items are not one message each, or with a system head, is left alone)."""
         cached = self.current(session_id)
         if cached is None or cached.snapshot is None or not cached.keys:
             return None
-        raw = body.get("messages")
-        if not isinstance(raw, list) or len(raw) < len(cached.keys):
+        raw = body.get(wire.history_key)
+        if not isinstance(raw, list) or len(raw) < len(cached.keys) or wire.head_length(raw):
             return None
-        sent = apis.convert_messages(api, raw)
+        sent = wire.to_messages(raw)
         if len(sent) != len(raw) or [message_key(m) for m in sent[: len(cached.keys)]] != cached.keys:
             return None
         snapshot = cached.snapshot
-        rendered = render(api, list(snapshot.messages), snapshot.summary)
+        rendered = wire.render(list(snapshot.messages), snapshot.summary, keep_meta=False)
         return LiveRewrite(
             [*rendered, *raw[len(cached.keys) :]], snapshot.id, len(cached.keys), snapshot.through_seq
         )

@@ -3,18 +3,19 @@ provider's own shape, answered through read_result rounds, or the body to send o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import httpx
 from starlette.responses import Response
 
-from engine.proxy import apis, openai_policies
 from engine.proxy.answers import refuse
-from engine.proxy.anthropic_reads import serve_reads
 from engine.proxy.controller import Controller
+from engine.proxy.exchange import Exchange
 from engine.proxy.http1 import HOP_BY_HOP
-from engine.proxy.recorder import Exchange, Recorder
+from engine.proxy.read_rounds import serve_read_rounds
+from engine.proxy.recorder import Recorder
+from engine.proxy.wire import wire_for
+from engine.proxy.wire.shared import compact_json
 
 #: Request headers not sent on the proxy's own read_result rounds (httpx frames and encodes them).
 ROUND_SKIPPED = frozenset(h.decode() for h in HOP_BY_HOP) | {"content-length", "accept-encoding"}
@@ -29,11 +30,12 @@ async def apply_policies(
     exchange.policy = outcome
     if outcome.refusal is not None:
         return refuse(recorder, exchange, started, *outcome.refusal)
-    if outcome.serve_read_result and outcome.body is not None:
+    wire = wire_for(exchange.api)
+    if outcome.serve_read_result and outcome.body is not None and wire is not None:
         kept = [(k, v) for k, v in raw_headers if k.decode("latin-1").lower() not in ROUND_SKIPPED]
-        serve = serve_reads if exchange.api == apis.ANTHROPIC_MESSAGES else openai_policies.serve_reads
-        return await serve(client, recorder, controller, exchange, started, kind, url, kept, outcome.body)
+        return await serve_read_rounds(
+            client, recorder, controller, exchange, started, kind, url, kept, outcome.body, wire
+        )
     if outcome.body is not None:
-        body = json.dumps(outcome.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        exchange.sent_body = body
+        body = exchange.sent_body = compact_json(outcome.body)
     return body

@@ -1,5 +1,5 @@
 """The ``read_result`` tool the proxy adds when it has offloaded tool results, and answers itself:
-its definition (Anthropic's shape; OpenAI's in :mod:`engine.proxy.openai_policies`), the note an
+its definition (Anthropic's shape; each wire API offers it in its own, :mod:`engine.proxy.wire`), the note an
 offloaded result leaves in the context, and the answer to one call over the stored text.
 """
 

@@ -1,40 +1,34 @@
-"""The read_result rounds every API shares (:mod:`engine.proxy.anthropic_reads`,
-:mod:`engine.proxy.openai_reads`): ``serve_read_rounds`` forwards the request, answers the
-model's read_result calls from the stored results and calls the upstream again, recording each
-round, until the model answers without them; the API module says how its answers read.
+"""The read_result rounds the proxy answers itself: :func:`serve_read_rounds` forwards a request
+that offers read_result, answers the model's read_result calls from the stored results and calls
+the upstream again, recording each round, until the model answers without them; the agent gets one
+answer (JSON, or the SSE stream it asked for) and never sees the extra rounds. The request's
+:class:`~engine.proxy.wire.WireApi` says how its answers read and how the next round is written.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.proxy.read_result import read_stored
+from engine.proxy.wire.shared import compact_json
 
 if TYPE_CHECKING:  # the proxy's request path imports this module lazily
     import httpx
     from starlette.responses import Response
 
-    from engine.proxy.recorder import Exchange, Recorder
+    from engine.proxy.exchange import Exchange
+    from engine.proxy.recorder import Recorder
+    from engine.proxy.wire import WireApi
 
 #: read_result rounds the proxy answers itself before giving the agent the model's answer.
 MAX_READ_ROUNDS = 8
-
-#: (call id, the call's arguments) of each read_result call in one answer.
-ReadCalls = list[tuple[Any, dict[str, Any]]]
 
 
 class StoredTexts(Protocol):
     """Where read_result finds an offloaded result (the proxy's Controller)."""
 
     def stored_text(self, ref: str) -> str | None: ...
-
-
-def compact_json(value: object) -> bytes:
-    """``value`` as the compact UTF-8 JSON the proxy sends and answers with."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def stored_answer(controller: StoredTexts, arguments: dict[str, Any]) -> str:
@@ -47,7 +41,7 @@ def stored_answer(controller: StoredTexts, arguments: dict[str, Any]) -> str:
 
 def _round_exchange(recorder: Recorder, exchange: Exchange, round_no: int, payload: bytes) -> Exchange:
     """The exchange that records round ``round_no``: the agent's own first, then its children."""
-    from engine.proxy.recorder import new_exchange
+    from engine.proxy.exchange import new_exchange
 
     ex = exchange if round_no == 0 else new_exchange(exchange.api, "POST", exchange.path, {}, payload)
     ex.sent_body = payload if round_no == 0 else None
@@ -74,20 +68,11 @@ def _relay(recorder: Recorder, rounds: list[Exchange], reply: httpx.Response) ->
 
 async def serve_read_rounds(
     client: httpx.AsyncClient, recorder: Recorder, controller: StoredTexts, exchange: Exchange, started: float,
-    kind: str, url: str, headers: list[tuple[bytes, bytes]], body: dict[str, Any], *,
-    parse: Callable[[httpx.Response], Any | None],
-    read_calls: Callable[[Any], tuple[ReadCalls, bool]],
-    follow: Callable[[dict[str, Any], Any, list[tuple[Any, str]]], dict[str, Any]],
-    finish: Callable[[list[Any]], tuple[object, bytes, str]],
+    kind: str, url: str, headers: list[tuple[bytes, bytes]], body: dict[str, Any], wire: WireApi,
 ) -> Response:  # fmt: skip
-    """Send ``body`` upstream and answer the model's read_result calls until it answers without
-    them (or calls another tool, or ``MAX_READ_ROUNDS`` are spent); every round is recorded.
-
-    The API's part: ``parse`` reads a reply (None: relay it to the agent as it is),
-    ``read_calls`` gives an answer's read_result calls and whether it called another tool,
-    ``follow`` is the next request (the answer and the (call id, text) answers appended),
-    ``finish`` is what the agent gets from all the answers (recorded answer, bytes, media type).
-    """
+    """Send ``body`` upstream asking for whole answers and answer the model's read_result calls
+    until it answers without them (or calls another tool, or ``MAX_READ_ROUNDS`` are spent); every
+    round is recorded. The agent gets the answer as it asked (SSE when it asked to stream)."""
     import httpx
     from starlette.responses import Response
 
@@ -95,7 +80,7 @@ async def serve_read_rounds(
 
     rounds: list[Exchange] = []
     answers: list[Any] = []
-    current = body
+    current = wire.whole_answer_request(body)
     for round_no in range(MAX_READ_ROUNDS + 1):
         payload = compact_json(current)
         ex = _round_exchange(recorder, exchange, round_no, payload)
@@ -112,17 +97,17 @@ async def serve_read_rounds(
         ex.ttfb_ms = ex.latency_ms = (time.perf_counter() - started) * 1000
         ex.response_headers = {k.lower(): v for k, v in reply.headers.items()}
         ex.response_chunks = [reply.content]
-        answer = parse(reply)
+        answer = wire.round_answer(reply.status_code, reply.headers.get("content-type"), reply.content)
         if answer is None:
             return _relay(recorder, rounds, reply)
         answers.append(answer)
-        reads, others = read_calls(answer)
+        reads, others = wire.read_calls(answer)
         if not reads or others or round_no == MAX_READ_ROUNDS:
             break
-        current = follow(
+        current = wire.continue_with_reads(
             current, answer, [(call_id, stored_answer(controller, args)) for call_id, args in reads]
         )
-    agent_answer, data, media_type = finish(answers)
+    agent_answer, data, media_type = wire.final_answer(answers, body)
     exchange.agent_answer = agent_answer
     for ex in rounds:
         recorder.submit(ex)

@@ -13,8 +13,7 @@ from engine.call_failures import classify_failure, failure_details
 from engine.errors import ContextDeskError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message
-from engine.proxy import apis
-from engine.proxy.responses import ParsedResponse
+from engine.proxy.wire.shared import ParsedResponse, RequestView
 from engine.settings import Settings, resolve_model_settings
 from engine.store import ToolRecord
 from engine.tokens import tool_parts
@@ -33,7 +32,7 @@ def provider_usage(parsed: ParsedResponse, fields: dict[str, int | None]) -> Pro
 
 
 def call_details(
-    exchange: Any, api: str, view: apis.RequestView, body: dict[str, Any], parsed: ParsedResponse,
+    exchange: Any, api: str, view: RequestView, body: dict[str, Any], parsed: ParsedResponse,
     fields: dict[str, int | None], *, new_messages: int, tokenizer_id: str, components_total: int,
     usage: ProviderUsage | None, rewritten: bool,
 ) -> dict[str, Any]:  # fmt: skip

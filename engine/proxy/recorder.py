@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from engine.errors import ContextDeskError
-from engine.proxy.exchange import Exchange, new_exchange, redact_query, utc_now  # noqa: F401  (re-exported)
+from engine.proxy.exchange import Exchange
 from engine.proxy.sessions import SessionResolver
-from engine.proxy.writer import UNPARSED_SESSION, ExchangeWriter  # noqa: F401  (UNPARSED_SESSION re-exported)
+from engine.proxy.writer import ExchangeWriter
 from engine.settings import Settings
 from engine.store.factory import is_database_url, open_store
 

@@ -26,11 +26,11 @@ import httpx
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from engine.proxy import apis
 from engine.proxy.answers import record_failure
 from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
 from engine.proxy.controller import Controller
+from engine.proxy.exchange import Exchange, new_exchange
 from engine.proxy.http1 import (
     BrokenAnswer,
     HeadError,
@@ -45,8 +45,9 @@ from engine.proxy.http1 import (
     without_expect,
 )  # fmt: skip
 from engine.proxy.policy_step import apply_policies
-from engine.proxy.recorder import Exchange, Hold, Recorder, new_exchange
+from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
+from engine.proxy.wire import detect_api, upstream_kind
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -138,8 +139,8 @@ class Relay:
     ) -> bool:
         """Relay one request; whether the agent's connection can carry another."""
         headers = Headers(raw=[(k.lower(), v) for k, v in head.headers])
-        api = apis.detect_api(head.method, head.path)
-        kind = apis.upstream_kind(api, headers, head.path)
+        api = detect_api(head.method, head.path)
+        kind = upstream_kind(api, headers, head.path)
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
         way = route(head, api, headers, self.controller, origin)
         if way == "app":

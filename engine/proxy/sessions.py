@@ -11,38 +11,12 @@ Message identity ignores ``cache_control`` markers, which agents move from call 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 #: Threads remembered per proxy run (least recently used forgotten first).
 MAX_THREADS = 2_000
-
-
-def _strip_markers(value: Any) -> Any:
-    if isinstance(value, dict):
-        out = {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
-        content = out.get("content")
-        # Claude Code turns a string content into one text block to put a marker on it
-        if (
-            isinstance(content, list)
-            and len(content) == 1
-            and content[0] == {"type": "text", "text": content[0].get("text")}
-        ):
-            out["content"] = content[0]["text"]
-        return out
-    if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
-    return value
-
-
-def identity_hash(value: Any) -> str:
-    """Hash of a message (or prompt) for continuity: key order and cache_control markers ignored."""
-    text = json.dumps(_strip_markers(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass

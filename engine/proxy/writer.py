@@ -9,14 +9,14 @@ request beside it when a policy edited it). It raises on a store failure; the re
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from collections.abc import Callable
 from typing import Any
 
-from engine.budget import measure_components
+from engine.components import measure_request, reconcile_call
 from engine.errors import ContextDeskError
-from engine.events import ContextEvent
-from engine.proxy import apis
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.proxy.edits import call_limit
 from engine.proxy.exchange import Exchange
 from engine.proxy.record_parts import (
@@ -31,11 +31,12 @@ from engine.proxy.record_parts import (
     title,
     tool_record,
 )
-from engine.proxy.responses import ParsedResponse, decode_body, parse_response
-from engine.proxy.sessions import SessionResolver, identity_hash
+from engine.proxy.sessions import SessionResolver
+from engine.proxy.wire import WireApi, wire_for
+from engine.proxy.wire.shared import ParsedResponse, RequestView, decode_body, identity_hash
 from engine.settings import Settings
 from engine.store import RequestRecord
-from engine.tokens import get_tokenizer
+from engine.tokens import Tokenizer, get_tokenizer
 
 #: Session that holds requests the proxy could not parse (not JSON, unknown paths).
 UNPARSED_SESSION = "proxy-unparsed"
@@ -45,6 +46,21 @@ def closed_after_whole_answer(exchange: Exchange, parsed: ParsedResponse) -> boo
     """True when the agent went away only after the provider's answer was complete (its final
     event relayed), which loses nothing, unlike a disconnect mid-answer."""
     return exchange.proxy_error == "client_disconnected" and parsed.complete and not parsed.error_type
+
+
+def measured_call(
+    view: RequestView, tokenizer: Tokenizer, usage: ProviderUsage | None
+) -> tuple[ComponentTokens, ComponentTokens, str]:
+    """A call's components as we measure what it sent, then reconciled to the provider's count (the
+    proxy saw every byte the model got: a gap is our count's error, spread over the components)."""
+    measured = measure_request(tokenizer, system=view.system, tools=view.tools, messages=view.messages)
+    components, basis = reconcile_call(
+        measured,
+        usage.prompt_tokens if usage else None,
+        exact_tokenizer=tokenizer.exact,
+        max_scale_up=math.inf,
+    )
+    return measured, components, basis
 
 
 class ExchangeWriter:
@@ -98,6 +114,7 @@ class ExchangeWriter:
         sent_bytes = exchange.sent_body if exchange.sent_body is not None else exchange.request_body
         body = json_object(sent_bytes) if exchange.sent_body is not None else agent_body
         api = exchange.api
+        wire = wire_for(api)
         raw = b"".join(exchange.response_chunks)
         content_type = exchange.response_headers.get("content-type")
         try:
@@ -105,7 +122,7 @@ class ExchangeWriter:
         except (zlib.error, ValueError):  # recorded without a parsed answer, never fatal
             data = b""
         self._pause()
-        parsed = parse_response(api, exchange.status, content_type, data)
+        parsed = wire.parse_response(exchange.status, content_type, data) if wire else ParsedResponse()
         if closed_after_whole_answer(exchange, parsed):
             # the agent hung up once it had the whole answer (Codex closes on response.completed,
             # sometimes before the upstream's last bytes): nothing was lost, the answer is recorded
@@ -132,14 +149,14 @@ class ExchangeWriter:
             latency_ms=exchange.latency_ms,
             ttfb_ms=exchange.ttfb_ms,
             started_utc=exchange.started_utc,
-            **parsed.usage_fields(api),
+            **(wire.usage_fields(parsed.usage) if wire else {}),
         )
-        if body is None or api not in apis.PROVIDERS:
+        if body is None or wire is None:
             with self._store.transaction():
                 self._store.record_request(self.ensure_unparsed_session(), record)
             return
-        if api == apis.ANTHROPIC_COUNT_TOKENS:
-            agent_id = apis.agent_session_id(api, exchange.request_headers, body)
+        if not wire.model_call:  # count_tokens: kept beside the agent's session
+            agent_id = wire.session_id(exchange.request_headers, body)
             session_id = self.resolver.main_session(agent_id) or self.ensure_unparsed_session()
             with self._store.transaction():
                 self._store.record_request(
@@ -147,14 +164,14 @@ class ExchangeWriter:
                 )
             return
         if exchange.parent is not None:
-            self._write_follow_up(exchange, api, body, parsed, record)
+            self._write_follow_up(exchange, wire, body, parsed, record)
             return
-        self._write_model_call(exchange, api, agent_body or body, body, parsed, record)
+        self._write_model_call(exchange, wire, agent_body or body, body, parsed, record)
 
     def _write_follow_up(
         self,
         exchange: Exchange,
-        api: str,
+        wire: WireApi,
         body: dict[str, Any],
         parsed: ParsedResponse,
         record: RequestRecord,
@@ -164,21 +181,19 @@ class ExchangeWriter:
         session_id = (
             parent.assignment.session_id if parent and parent.assignment else self.ensure_unparsed_session()
         )
-        view = apis.request_view(api, body, exchange.request_headers)
-        tokenizer = get_tokenizer("anthropic" if apis.PROVIDERS.get(api) == "anthropic" else "o200k_base")
-        components = measure_components(
-            tokenizer=tokenizer, system=view.system, tools=view.tools, messages=view.messages
-        )
-        usage = provider_usage(parsed, parsed.usage_fields(api))
+        view = wire.request_view(body, exchange.request_headers)
+        tokenizer = get_tokenizer(wire.tokenizer)
+        usage = provider_usage(parsed, wire.usage_fields(parsed.usage))
+        measured, components, basis = measured_call(view, tokenizer, usage)
         outcome, failure = call_outcome(exchange, parsed)
         with self._store.transaction():
             event_id = self._store.record_event(
                 session_id,
                 ContextEvent(
                     kind="request", trigger="proxy_read_result", outcome=outcome,
-                    provider=apis.PROVIDERS.get(api), model=view.model, projected_tokens=components.total,
-                    components=components, usage=usage,
-                    details={"api": api, "status": exchange.status, "served_by_proxy": "read_result",
+                    provider=wire.provider, model=view.model, projected_tokens=measured.total,
+                    components=components, components_basis=basis, usage=usage,
+                    details={"api": wire.name, "status": exchange.status, "served_by_proxy": "read_result",
                              "stop_reason": parsed.stop_reason, "request_messages": len(view.raw_messages),
                              **({"failure": failure} if failure is not None else {})},
                 ),
@@ -190,22 +205,20 @@ class ExchangeWriter:
     def _write_model_call(
         self,
         exchange: Exchange,
-        api: str,
+        wire: WireApi,
         agent_body: dict[str, Any],
         body: dict[str, Any],
         parsed: ParsedResponse,
         record: RequestRecord,
     ) -> None:
         """``agent_body``: what the agent sent (sessions, transcript); ``body``: what the model got."""
-        view = apis.request_view(api, agent_body, exchange.request_headers)
-        sent_view = view if body is agent_body else apis.request_view(api, body, exchange.request_headers)
+        view = wire.request_view(agent_body, exchange.request_headers)
+        sent_view = view if body is agent_body else wire.request_view(body, exchange.request_headers)
         self._pause()
-        provider = apis.PROVIDERS[api]
+        api, provider = wire.name, wire.provider
         model = view.model or parsed.model or "unknown"
         resolved = resolve(model, provider, self.settings)
-        tokenizer = get_tokenizer(
-            resolved.tokenizer if resolved else ("anthropic" if provider == "anthropic" else "o200k_base")
-        )
+        tokenizer = get_tokenizer(resolved.tokenizer if resolved else wire.tokenizer)
         system_value = body.get("system", body.get("instructions"))
         fingerprint = identity_hash([system_value, body.get("tools")])
         hashes = [identity_hash(m) for m in view.raw_messages]
@@ -214,18 +227,16 @@ class ExchangeWriter:
                 agent_id=view.agent_session_id, fingerprint=fingerprint, hashes=hashes
             )
         assignment = exchange.assignment
-        components = measure_components(
-            tokenizer=tokenizer, system=sent_view.system, tools=sent_view.tools, messages=sent_view.messages
-        )
         self._pause()
-        fields = parsed.usage_fields(api)
+        fields = wire.usage_fields(parsed.usage)
         usage = provider_usage(parsed, fields)
+        measured, components, basis = measured_call(sent_view, tokenizer, usage)
         outcome, failure = call_outcome(exchange, parsed)
         ok = outcome == "ok"
         limit = call_limit(resolved)
         policy = exchange.policy
         refused = policy is not None and policy.refusal is not None
-        new_messages = apis.convert_messages(api, view.raw_messages[assignment.new_from :])
+        new_messages = wire.to_messages(view.raw_messages[assignment.new_from :])
         if (
             assignment.continued
             and new_messages
@@ -233,14 +244,12 @@ class ExchangeWriter:
             and assignment.new_from
         ):
             new_messages = new_messages[1:]  # our own record of the previous answer is already there
-        answer = apis.response_message(api, parsed) if ok else None
+        answer = wire.answer_message(parsed) if ok else None
         if ok and exchange.agent_answer is not None:  # read_result rounds served: what the agent got
-            answer = apis.response_message(
-                api, ParsedResponse(content=list(exchange.agent_answer["content"]))
-            )
+            answer = wire.answer_message(ParsedResponse(content=list(exchange.agent_answer["content"])))
         details = call_details(
             exchange, api, view, body, parsed, fields, new_messages=len(new_messages), tokenizer_id=tokenizer.id,
-            components_total=components.total, usage=usage, rewritten=assignment.rewritten,
+            components_total=measured.total, usage=usage, rewritten=assignment.rewritten,
         )  # fmt: skip
         if failure is not None:
             details["failure"] = failure
@@ -281,9 +290,10 @@ class ExchangeWriter:
                 model=model,
                 turn_index=stored[-1].turn_index if stored else None,
                 **(limit.columns() if limit is not None else {}),
-                projected_tokens=components.total,
-                remaining_tokens=limit.tokens - components.total if limit is not None else None,
+                projected_tokens=measured.total,
+                remaining_tokens=limit.tokens - measured.total if limit is not None else None,
                 components=components,
+                components_basis=basis,
                 usage=usage,
                 message_seq=last_seq,
                 details=details,
