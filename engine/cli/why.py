@@ -1,0 +1,65 @@
+"""``ctxdesk why DB[:SESSION] [--format text|json]``: how each session ended, why it compacted,
+which calls failed (the "Why did it stop?" page, headless, for CI and scripts).
+
+A transcript file works too (imported into a temporary database first). The JSON is
+docs/why.schema.json; ``ended.cause`` and each compaction's ``trigger`` use issue #30's words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, TextIO
+
+from engine.cli.common import EXIT_OK
+
+if TYPE_CHECKING:
+    from engine.explain import SessionExplanation
+
+
+def cmd_why(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.explain import checked_json, explain_store
+    from engine.report import open_target
+
+    with open_target(args.target, db=args.db) as (store, ids, _label):
+        report = explain_store(store, ids)
+    if args.format == "json":
+        print(json.dumps(checked_json(report.to_json()), indent=2, ensure_ascii=False), file=out)
+        return EXIT_OK
+    for i, session in enumerate(report.sessions):
+        if i:
+            print(file=out)
+        print(why_text(session), file=out)
+    return EXIT_OK
+
+
+def why_text(session: SessionExplanation) -> str:
+    """One session as text: the sentence first, then the ending, each compaction and failed call."""
+    lines = [
+        f"{session.session_id}  {session.agent_label}  {session.title or ''}".rstrip(),
+        f"  {session.headline}",
+    ]
+    lines.append(f"  ended: {session.ended.cause} at call {session.ended.call}: {session.ended.detail}")
+    for c in session.compactions:
+        lines.append(f"  compaction ({c.by}, {c.trigger}): {c.sentence}")
+        for label, items in (("kept", c.kept), ("dropped", c.dropped)):
+            for item in items:
+                lines.append(
+                    f"    {label} {item.kind}: {item.text}" + (f" ({item.detail})" if item.detail else "")
+                )
+    for f in session.failed_calls:
+        lines.append(f"  failed call {f.call} ({f.cause}): {f.sentence}")
+    return "\n".join(lines)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "why",
+        help="why each session stopped and why it compacted (the 'Why did it stop?' page as text or JSON)",
+    )
+    p.add_argument(
+        "target", metavar="DB[:SESSION]", nargs="?", help="a session database (and session), or a transcript"
+    )
+    p.add_argument("--db", default=None, help="the database, when TARGET is a session id")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=cmd_why)

@@ -1,0 +1,70 @@
+"""Why a session stopped and why it compacted, for every source (session manager, proxy, every
+importer): pure functions over a session's stored rows returning frozen explanations.
+
+``explain_session(session, messages, events)`` -> :class:`SessionExplanation` (how it ended, each
+compaction with what it kept and dropped, each failed call); ``explain_store(store, ids)`` ->
+:class:`WhyReport`, whose ``to_json()`` is ``ctxdesk why --format json`` (docs/why.schema.json).
+Modules: ``model`` (results and their words), ``calls`` (calls numbered from 1), ``ending``,
+``compactions`` (+ ``agents``: each agent's own threshold; ``kept``: what survived), ``failures``,
+``sentences``, ``session``.
+"""
+
+from engine.explain.agents import AGENT_LABELS, AgentThreshold, agent_label, agent_of, agent_threshold
+from engine.explain.calls import Call, Calls, is_failed_request
+from engine.explain.compactions import explain_compactions
+from engine.explain.ending import FINAL_TOOLS, STOP_REASONS, explain_ending
+from engine.explain.failures import explain_failures
+from engine.explain.json_shape import WhyJson, schema_text
+from engine.explain.json_shape import checked as checked_json
+from engine.explain.kept import kept_and_dropped
+from engine.explain.model import (
+    COMPACTION_BY,
+    COMPACTION_TRIGGERS,
+    END_CAUSES,
+    ENDED_HOW,
+    ENDED_HOW_WORDS,
+    ITEM_KINDS,
+    CompactionExplanation,
+    ContextItem,
+    Ending,
+    FailedCall,
+    SessionExplanation,
+    WhyReport,
+    ended_how,
+)
+from engine.explain.session import explain_session, explain_store
+
+__all__ = [
+    "AGENT_LABELS",
+    "COMPACTION_BY",
+    "COMPACTION_TRIGGERS",
+    "ENDED_HOW",
+    "ENDED_HOW_WORDS",
+    "END_CAUSES",
+    "FINAL_TOOLS",
+    "ITEM_KINDS",
+    "STOP_REASONS",
+    "AgentThreshold",
+    "Call",
+    "Calls",
+    "CompactionExplanation",
+    "ContextItem",
+    "Ending",
+    "FailedCall",
+    "SessionExplanation",
+    "WhyJson",
+    "WhyReport",
+    "agent_label",
+    "agent_of",
+    "agent_threshold",
+    "checked_json",
+    "ended_how",
+    "explain_compactions",
+    "explain_ending",
+    "explain_failures",
+    "explain_session",
+    "explain_store",
+    "is_failed_request",
+    "kept_and_dropped",
+    "schema_text",
+]

@@ -1,0 +1,129 @@
+"""Who ran a session, and each agent's own compaction rule: Claude Code's auto-compact point,
+Codex's ``model_auto_compact_token_limit``, Gemini CLI's ``compressionThreshold``, ctxdesk's
+``compact_threshold``.
+
+The rules are the agents' published defaults; a setting recorded with the compaction
+(``details.agent_setting``) overrides them, and a compaction below the default point says that
+some override not in the file was in force rather than claiming a threshold that was not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.store import SessionRecord
+
+#: Display names of the agents, keyed by the import format (``import:<name>``) or the source.
+AGENT_LABELS: dict[str, str] = {
+    "claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cline": "Cline",
+    "openhands": "OpenHands", "swe-agent": "SWE-agent", "mini-swe-agent": "mini-swe-agent", "aider": "Aider",
+    "letta": "Letta", "langchain": "LangChain", "openai": "The agent (OpenAI chat log)",
+    "openai-responses": "The agent (OpenAI Responses log)", "anthropic": "The agent (Anthropic Messages log)",
+    "claude-web": "Claude.ai", "opencode": "OpenCode", "qwen-code": "Qwen Code", "copilot": "Copilot CLI",
+    "crush": "Crush", "kilo": "Kilo CLI", "ctxdesk": "ctxdesk", "proxy": "The agent",
+}  # fmt: skip
+
+#: Claude Code keeps this many tokens below its auto-compact window free (its summary buffer).
+CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
+#: Claude Code reserves up to this many output tokens for the summary it writes when compacting.
+CLAUDE_CODE_SUMMARY_RESERVE = 20_000
+#: Gemini CLI compresses the chat when it reaches this share of the model's window.
+GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
+
+
+def agent_of(session: SessionRecord) -> str:
+    """The agent's key: the import format (``claude-code``, ``codex``, ...), ``ctxdesk`` for the
+    session manager, ``proxy`` for traffic recorded by ``ctxdesk proxy``."""
+    source = session.source or "engine"
+    if source.startswith("import:"):
+        return source.removeprefix("import:")
+    if source == "engine":
+        return "ctxdesk"
+    return source
+
+
+def agent_label(agent: str) -> str:
+    return AGENT_LABELS.get(agent, agent)
+
+
+@dataclass(frozen=True)
+class AgentThreshold:
+    """The token count at which an agent compacts on its own, and how that number was found."""
+
+    tokens: int | None
+    rule: str
+    setting: dict[str, Any] = field(default_factory=dict)
+
+
+def agent_threshold(
+    agent: str, *, window: int | None, setting: Mapping[str, Any] | None = None
+) -> AgentThreshold | None:
+    """The agent's own compaction point for a model ``window``, under ``setting`` (what the file or
+    importer recorded: Claude Code ``autocompact_pct_override`` / ``auto_compact_window``, Codex
+    ``model_auto_compact_token_limit``, Gemini CLI ``compressionThreshold``); None for an agent
+    without a rule of its own."""
+    setting = dict(setting or {})
+    if agent == "claude-code":
+        return _claude_code(window, setting)
+    if agent == "codex":
+        limit = _int(setting.get("model_auto_compact_token_limit"))
+        if limit:
+            return AgentThreshold(limit, f"model_auto_compact_token_limit = {limit:,}", setting)
+        return AgentThreshold(
+            None, "Codex's model_auto_compact_token_limit is not recorded in the file", setting
+        )
+    if agent == "gemini":
+        share = _share(setting.get("compressionThreshold"))
+        rule_share = share if share is not None else GEMINI_DEFAULT_COMPRESSION_THRESHOLD
+        name = "compressionThreshold" if share is not None else "default compressionThreshold"
+        if window:
+            tokens = math.floor(window * rule_share)
+            return AgentThreshold(tokens, f"{name} {rule_share:g} × window {window:,}", setting)
+        return AgentThreshold(None, f"{name} {rule_share:g} of a window not recorded", setting)
+    return None
+
+
+def _claude_code(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
+    override_window = _int(setting.get("auto_compact_window"))
+    pct = _int(setting.get("autocompact_pct_override"))
+    if override_window:
+        effective = override_window
+        base = f"auto-compact window {override_window:,} − {CLAUDE_CODE_AUTOCOMPACT_BUFFER:,}"
+    elif window:
+        effective = window - CLAUDE_CODE_SUMMARY_RESERVE
+        base = "auto-compact at window − 13,000"
+    else:
+        return AgentThreshold(None, "the model's window is not recorded", setting)
+    tokens = effective - CLAUDE_CODE_AUTOCOMPACT_BUFFER
+    if pct is not None and 0 < pct <= 100:
+        by_pct = math.floor(effective * pct / 100)
+        if by_pct < tokens:
+            return AgentThreshold(
+                by_pct, f"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE={pct}: {pct}% of {effective:,}", setting
+            )
+    return AgentThreshold(tokens, base, setting)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _share(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        share = float(value)
+    except ValueError:
+        return None
+    return share if 0 < share <= 1 else None

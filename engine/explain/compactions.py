@@ -1,0 +1,227 @@
+"""Every compaction of a session: who did it and why, tokens before and after, the limit and the
+threshold in force, and what it kept and dropped.
+
+Read from the compaction event's details (``by``, ``trigger_kind``, ``threshold_tokens``,
+``agent_setting``, ``instructions``, ``after_failed_call``: docs/HELPERS.md "Compaction events"),
+derived where a source leaves one out: the event's trigger and source say who; a compaction right
+after a call the provider refused as too long is reactive; an agent's own threshold follows its
+rule (:mod:`engine.explain.agents`); ctxdesk's is its ``compact_threshold`` share of the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.call_failures import failure_of
+from engine.compaction.constraints import slash_command
+from engine.explain.agents import agent_threshold
+from engine.explain.calls import Call, Calls
+from engine.explain.kept import kept_and_dropped
+from engine.explain.model import CompactionBy, CompactionExplanation, CompactionTrigger
+from engine.explain.sentences import compaction_sentence
+from engine.limit import recorded_limit
+from engine.messages import is_user_input
+from engine.sent import compaction_removals
+from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD
+from engine.store import SessionRecord, Snapshot, StoredEvent, StoredMessage
+
+#: ctxdesk's own compaction triggers (the session manager) -> (by, trigger kind).
+ENGINE_TRIGGERS: dict[str, tuple[CompactionBy, CompactionTrigger]] = {
+    "compact_threshold": ("ctxdesk", "threshold"),
+    "hard_block": ("ctxdesk", "threshold"),
+    "provider_error": ("ctxdesk", "reactive"),
+    "manual": ("user", "manual"),
+    "tool": ("agent", "manual"),
+}
+
+
+def explain_compactions(
+    session: SessionRecord,
+    agent: str,
+    agent_label: str,
+    messages: Sequence[StoredMessage],
+    events: Sequence[StoredEvent],
+    calls: Calls,
+    snapshots: Mapping[int, Snapshot] | None = None,
+) -> tuple[CompactionExplanation, ...]:
+    """One explanation per compaction that changed what the model saw (outcome ``compacted``)."""
+    out = []
+    for event in sorted(events, key=lambda e: e.seq):
+        if event.kind != "compaction" or event.outcome != "compacted":
+            continue
+        prior = [c for c in calls.before(event) if not c.is_compaction_call]
+        last = prior[-1] if prior else None
+        failed = _failed_before(event, prior, calls)
+        by, trigger = _who_and_why(event, agent, failed)
+        limit = _limit(event, last, session)
+        window = _window(event, last, session)
+        setting = event.details.get("agent_setting")
+        setting = setting if isinstance(setting, dict) else {}
+        threshold, rule = _threshold(event, by, trigger, agent, window, limit, setting, session)
+        removed, cleared = compaction_removals(event.details)
+        surviving = _surviving_text(event, messages, removed, snapshots or {})
+        kept, dropped = kept_and_dropped(messages, removed, cleared, surviving, calls=calls)
+        before = _int(event.details.get("before_tokens"))
+        explained = CompactionExplanation(
+            event_seq=event.seq, call=last.number if last else None, by=by, trigger=trigger,
+            tokens_before=before, tokens_after=_int(event.details.get("after_tokens")),
+            reached_tokens=_guard_estimate(event, events) if by == "ctxdesk" else before,
+            limit_tokens=limit, threshold_tokens=threshold, threshold_rule=rule, agent_setting=setting,
+            instructions=_instructions(event, trigger, messages, last, calls), after_failed_call=failed.number if failed else None,
+            kept=kept, dropped=dropped,
+        )  # fmt: skip
+        out.append(
+            explained.model_copy(update={"sentence": compaction_sentence(explained, agent_label, event)})
+        )
+    return tuple(out)
+
+
+def _guard_estimate(event: StoredEvent, events: Sequence[StoredEvent]) -> int | None:
+    """The guard's projection of the request that set off a ctxdesk compaction (the last guard check
+    of the same turn before it): the number the thresholds were compared with."""
+    for earlier in sorted(events, key=lambda e: e.seq, reverse=True):
+        if earlier.seq >= event.seq or earlier.kind != "guard":
+            continue
+        if earlier.turn_index != event.turn_index:
+            return None
+        if earlier.projected_tokens is not None:
+            return earlier.projected_tokens
+    return None
+
+
+def _failed_before(event: StoredEvent, prior: Sequence[Call], calls: Calls) -> Call | None:
+    """The failed call a compaction answered: named in its details, else the last call before it
+    when that one got no answer because the prompt was too long."""
+    named = event.details.get("after_failed_call")
+    if isinstance(named, int):
+        return calls.of_event(named)
+    if not prior or not prior[-1].failed or prior[-1].event is None:
+        return None
+    failure = failure_of(prior[-1].event.details) or {}
+    too_long = (
+        failure.get("cause") == "prompt_too_long" or prior[-1].event.outcome == "context_length_exceeded"
+    )
+    return prior[-1] if too_long else None
+
+
+def _who_and_why(
+    event: StoredEvent, agent: str, failed: Call | None
+) -> tuple[CompactionBy, CompactionTrigger]:
+    d = event.details
+    by, trigger = d.get("by"), d.get("trigger_kind")
+    if by in ("agent", "ctxdesk", "proxy", "user") and trigger in (
+        "auto",
+        "manual",
+        "reactive",
+        "policy",
+        "threshold",
+    ):
+        return by, trigger
+    source = str(d.get("source") or "")
+    if event.trigger == "proxy_policy":
+        guess: tuple[CompactionBy, CompactionTrigger] = ("proxy", "policy")
+    elif event.trigger == "manual" and (d.get("policy") == "live_compaction" or agent == "proxy"):
+        guess = ("user", "manual")
+    elif source.startswith("import:") or d.get("harness"):
+        guess = ("user", "manual") if event.trigger == "manual" else ("agent", "auto")
+    else:
+        guess = ENGINE_TRIGGERS.get(str(event.trigger), ("ctxdesk", "threshold"))
+    if failed is not None and guess[1] in ("auto", "threshold"):
+        guess = (guess[0], "reactive")
+    return (by if by in ("agent", "ctxdesk", "proxy", "user") else guess[0]), (
+        trigger if trigger in ("auto", "manual", "reactive", "policy", "threshold") else guess[1]
+    )
+
+
+def _limit(event: StoredEvent, last: Call | None, session: SessionRecord) -> int | None:
+    if last is not None and last.event is not None:
+        found = recorded_limit(last.event)
+        if found:
+            return found
+    if not event.details.get("target_tokens"):  # the session manager records its target there instead
+        found = recorded_limit(event)
+        if found:
+            return found
+    return _int(session.metadata.get("context_window"))
+
+
+def _window(event: StoredEvent, last: Call | None, session: SessionRecord) -> int | None:
+    for source in (last.event if last else None, event):
+        if source is not None and source.context_window:
+            return source.context_window
+    return _int(session.metadata.get("context_window")) or _int(session.settings.get("context_window"))
+
+
+def _threshold(
+    event: StoredEvent,
+    by: str,
+    trigger: str,
+    agent: str,
+    window: int | None,
+    limit: int | None,
+    setting: dict[str, Any],
+    session: SessionRecord,
+) -> tuple[int | None, str | None]:
+    recorded = _int(event.details.get("threshold_tokens"))
+    if recorded:
+        return recorded, "recorded with the compaction"
+    if by == "ctxdesk" and limit and event.trigger in ("compact_threshold", "hard_block"):
+        name = "compact_threshold" if event.trigger == "compact_threshold" else "hard_block_threshold"
+        default = DEFAULT_COMPACT_THRESHOLD if name == "compact_threshold" else DEFAULT_HARD_BLOCK_THRESHOLD
+        share = _float(session.settings.get(name)) or default
+        return math.floor(limit * share), f"{name} {share:g} × limit {limit:,}"
+    if by == "agent" and trigger in ("auto", "reactive"):
+        rule = agent_threshold(agent, window=window, setting=setting)
+        if rule is not None:
+            return rule.tokens, rule.rule
+    return None, None
+
+
+def _instructions(
+    event: StoredEvent, trigger: str, messages: Sequence[StoredMessage], last: Call | None, calls: Calls
+) -> str | None:
+    """A manual compaction's instructions: recorded, else the arguments of the ``/compact`` the
+    user typed between the call before it and the call after it."""
+    recorded = event.details.get("instructions")
+    if isinstance(recorded, str) and recorded.strip():
+        return recorded.strip()
+    if trigger != "manual":
+        return None
+    start = last.message_seq if last and last.message_seq is not None else -1
+    later = [c for c in calls.after(event) if not c.is_compaction_call and c.message_seq is not None]
+    end = later[0].message_seq if later else None
+    for row in messages:
+        if row.seq <= start or (end is not None and row.seq > end) or not is_user_input(row.message):
+            continue
+        command = slash_command(row.message.text)
+        if command and command[0].lstrip("/") == "compact":
+            return command[1] or None
+    return None
+
+
+def _surviving_text(
+    event: StoredEvent,
+    messages: Sequence[StoredMessage],
+    removed: frozenset[int] | set[int],
+    snapshots: Mapping[int, Snapshot],
+) -> str:
+    """The summary the compaction wrote and the messages it left in place."""
+    d = event.details
+    snapshot = snapshots.get(d["snapshot_id"]) if isinstance(d.get("snapshot_id"), int) else None
+    summary = (snapshot.summary if snapshot else None) or d.get("summary") or ""
+    if snapshot is not None:
+        kept = [m.text for m in snapshot.messages]
+    else:
+        upto = max(removed) if removed else (event.message_seq if event.message_seq is not None else -1)
+        kept = [m.message.text for m in messages if m.seq not in removed and m.seq <= upto]
+    return "\n".join([str(summary), *kept])
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

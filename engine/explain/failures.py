@@ -1,0 +1,113 @@
+"""Every failed model call of a session: its cause, the provider's status and message (secrets
+redacted), and what the agent did next (read from the record, else from what followed it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.call_failures import classify_failure, failure_of, prompt_too_long_counts
+from engine.explain.calls import Call, Calls
+from engine.explain.model import FailedCall
+from engine.redact import redact_secrets
+from engine.store import StoredEvent
+
+#: Request outcomes the sources wrote before ``details["failure"]`` existed, and their cause.
+OUTCOME_CAUSES = {
+    "context_length_exceeded": "prompt_too_long",
+    "interrupted": "interrupted",
+    "rate_limited": "rate_limited",
+    "overloaded": "overloaded",
+}
+MESSAGE_CHARS = 500
+
+
+def explain_failures(calls: Calls, events: Sequence[StoredEvent], agent_label: str) -> tuple[FailedCall, ...]:
+    """One :class:`FailedCall` per request event that got no answer, in call order."""
+    out = []
+    ordered = sorted(events, key=lambda e: e.seq)
+    for call in calls.calls:
+        if not call.failed or call.event is None:
+            continue
+        event = call.event
+        record = failure_of(event.details) or {}
+        message = record.get("message") or event.reason
+        cause = (
+            record.get("cause")
+            or OUTCOME_CAUSES.get(str(event.outcome))
+            or classify_failure(None, None, message)
+        )
+        message = _short(redact_secrets(message)) if message else None
+        counts = (
+            (record.get("prompt_tokens"), record.get("maximum_tokens"))
+            if record.get("prompt_tokens")
+            else prompt_too_long_counts(message) or (None, None)
+        )
+        following = _next(call, calls, ordered)
+        nxt = str(record.get("next") or following)
+        failed = FailedCall(
+            event_seq=event.seq, call=call.number, cause=cause, status=_status(record.get("status")),
+            message=message, next=nxt, prompt_tokens=counts[0], maximum_tokens=counts[1],
+        )  # fmt: skip
+        out.append(failed.model_copy(update={"sentence": failure_sentence(failed, agent_label)}))
+    return tuple(out)
+
+
+def _next(call: Call, calls: Calls, events: Sequence[StoredEvent]) -> str:
+    """What followed a failed call: a compaction, a retry, another call, or nothing."""
+    assert call.event is not None
+    later_calls = [c for c in calls.calls if c.number > call.number]
+    upto = later_calls[0].position if later_calls else None
+    between = [e for e in events if e.seq > call.event.seq and (upto is None or e.seq < upto)]
+    compacted = [e for e in between if e.kind == "compaction" and e.outcome == "compacted"]
+    forced = [e for e in between if e.kind == "guard" and e.outcome in ("forced_final", "skipped_provider")]
+    if compacted:
+        words = "compacted reactively"
+    elif forced:
+        words = (
+            "was forced into a final turn" if forced[0].outcome == "forced_final" else "skipped the provider"
+        )
+    else:
+        words = ""
+    if not later_calls:
+        return f"{words}; no call followed" if words else "stopped: no call followed"
+    nxt = later_calls[0]
+    if nxt.is_compaction_call:
+        words = words or "compacted reactively"
+        after = [c for c in later_calls[1:] if not c.is_compaction_call]
+        return f"{words}, then sent call {after[0].number}" if after else f"{words}; no call followed"
+    same_turn = nxt.event is not None and nxt.event.turn_index == call.event.turn_index
+    if words:
+        return f"{words}, then sent call {nxt.number}"
+    return f"retried as call {nxt.number}" if same_turn else f"sent call {nxt.number} (a later turn)"
+
+
+def failure_sentence(failed: FailedCall, agent_label: str) -> str:
+    """ "The provider refused call 12: prompt is too long (212,301 > 200,000); Claude Code then
+    compacted reactively"."""
+    if failed.cause == "interrupted":
+        head = f"Call {failed.call} was interrupted before its answer came"
+    elif failed.cause == "prompt_too_long":
+        counts = (
+            f" ({failed.prompt_tokens:,} > {failed.maximum_tokens:,})"
+            if failed.prompt_tokens and failed.maximum_tokens
+            else ""
+        )
+        head = f"The provider refused call {failed.call}: prompt is too long{counts}"
+    else:
+        status = f" {failed.status}" if failed.status else ""
+        words = {"rate_limited": "rate limited", "overloaded": "overloaded"}.get(failed.cause, "an error")
+        head = f"The provider answered call {failed.call} with{status} {words}".replace(
+            "with rate", "with: rate"
+        )
+        if failed.message:
+            head += f" ({_short(failed.message, 120)})"
+    return f"{head}; {agent_label} then {failed.next}"
+
+
+def _status(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _short(text: str, limit: int = MESSAGE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

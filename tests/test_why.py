@@ -1,0 +1,430 @@
+"""Why a session ended and why it compacted (engine.explain): named cases on tiny stored sessions
+(real SQLite, real tiktoken), then the demo databases and the real agents' fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.call_failures import failure_details
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.explain import SessionExplanation, agent_threshold, explain_store
+from engine.messages import Message, assistant, tool_result, tool_use, user
+from engine.store import SessionStore
+from engine.tokens import get_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "data"
+
+
+# -- builders ------------------------------------------------------------------------------------
+
+
+def reply(text: str = "done", *uses: Any, stop: str | None = None) -> Message:
+    message = assistant(text, *uses)
+    return message.model_copy(update={"meta": {"stop_reason": stop}}) if stop else message
+
+
+def request(**details: Any) -> dict[str, Any]:
+    """A request event after the next assistant message (its details)."""
+    return details
+
+
+def session(
+    store: SessionStore,
+    messages: Sequence[Message],
+    *,
+    source: str = "engine",
+    events: Sequence[tuple[str, ContextEvent]] = (),
+    requests: dict[int, dict[str, Any]] | None = None,
+    metadata: dict[str, Any] | None = None,
+    window: int | None = 200_000,
+) -> str:
+    """A stored session: one request event per assistant message (details from ``requests`` by the
+    reply's index), then ``events`` placed ``("after", n)``: after the n-th request (0: first)."""
+    tokenizer = get_tokenizer("claude-sonnet-4-5")
+    sid = store.create_session(
+        model="claude-sonnet-4-5", provider="anthropic", tokenizer=tokenizer.id, source=source
+    )
+    if metadata:
+        store.update_session(sid, metadata=metadata)
+    rows = store.append_messages(sid, messages, tokenizer=tokenizer)
+    replies = [r for r in rows if r.message.role == "assistant"]
+    placed: dict[int, list[ContextEvent]] = {}
+    for where, event in events:
+        placed.setdefault(int(where), []).append(event)
+    for event in placed.get(0, []):
+        store.record_event(sid, event)
+    for i, row in enumerate(replies, 1):
+        details = (requests or {}).get(i, {})
+        outcome = "provider_error" if "failure" in details else "ok"
+        store.record_event(
+            sid,
+            ContextEvent(
+                kind="request", outcome=outcome, turn_index=row.turn_index, message_seq=row.seq,
+                context_window=window, limit_tokens=window,
+                usage=None if "failure" in details else ProviderUsage(input_tokens=100, output_tokens=10),
+                components=ComponentTokens(conversation=100), details={"messages_sent": row.seq, **details},
+            ),
+        )  # fmt: skip
+        for event in placed.get(i, []):
+            store.record_event(sid, event)
+    return sid
+
+
+def explain(store: SessionStore, sid: str) -> SessionExplanation:
+    [out] = explain_store(store, [sid]).sessions
+    return out
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "why.db")
+
+
+def failed(cause: str, status: int, message: str) -> dict[str, Any]:
+    return {"failure": failure_details(cause, status=status, message=message)}  # type: ignore[arg-type]
+
+
+# -- how a session ended ---------------------------------------------------------------------------
+
+ENDINGS: list[tuple[str, dict[str, Any], str, int | None]] = [
+    ("the model ended its turn", {"messages": [user("hi"), reply("hello", stop="end_turn")]}, "finished", 1),
+    (
+        "a text answer with no stop reason recorded",
+        {"messages": [user("hi"), reply("hello")]},
+        "finished",
+        1,
+    ),
+    (
+        "the reply was cut at max_tokens",
+        {
+            "messages": [user("write it all"), reply("def a():")],
+            "requests": {1: request(stop_reason="max_tokens")},
+        },
+        "max_tokens",
+        1,
+    ),
+    ("OpenAI's length", {"messages": [user("go"), reply("partial", stop="length")]}, "max_tokens", 1),
+    ("a refusal", {"messages": [user("do harm"), reply("", stop="refusal")]}, "refusal", 1),
+    (
+        "a tool call left without a result",
+        {"messages": [user("list"), reply("", tool_use("t1", "Bash", command="ls"))]},
+        "interrupted",
+        1,
+    ),
+    (
+        "the user pressed Esc",
+        {"messages": [user("go"), reply("working"), user("[Request interrupted by user]")]},
+        "interrupted",
+        1,
+    ),
+    (
+        "the transcript stops after a tool result",
+        {
+            "messages": [
+                user("list"),
+                reply("", tool_use("t1", "Bash", command="ls")),
+                tool_result("t1", "a b"),
+            ]
+        },
+        "interrupted",
+        1,
+    ),
+    (
+        "the last call was refused as too long",
+        {
+            "messages": [user("go"), reply("ok"), user("more"), reply("")],
+            "requests": {
+                2: failed("prompt_too_long", 400, "prompt is too long: 212301 tokens > 200000 maximum")
+            },
+        },
+        "prompt_too_long",
+        2,
+    ),
+    (
+        "the last call hit a rate limit",
+        {
+            "messages": [user("go"), reply("")],
+            "requests": {1: failed("rate_limited", 429, "rate_limit_error")},
+        },
+        "provider_error",
+        1,
+    ),
+    (
+        "a final-answer tool",
+        {"messages": [user("fix"), reply("", tool_use("t1", "finish", outputs={})), tool_result("t1", "ok")]},
+        "finished",
+        1,
+    ),
+    (
+        "SWE-agent's exit status",
+        {"messages": [user("fix"), reply("done")], "metadata": {"exit_status": "exit_context"}},
+        "prompt_too_long",
+        1,
+    ),
+    ("an unknown stop reason", {"messages": [user("hi"), reply("x", stop="weird_reason")]}, "unknown", 1),
+    ("nothing recorded", {"messages": []}, "unknown", None),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "cause", "call"), ENDINGS, ids=[c[0] for c in ENDINGS])
+def test_how_a_session_ended(
+    store: SessionStore, name: str, spec: dict[str, Any], cause: str, call: int | None
+) -> None:
+    sid = session(store, spec["messages"], requests=spec.get("requests"), metadata=spec.get("metadata"))
+    ended = explain(store, sid).ended
+    assert (ended.cause, ended.call) == (cause, call), ended.detail
+    assert ended.detail
+
+
+def test_a_forced_final_turn_is_ctxdesks_guard(store: SessionStore) -> None:
+    guard = ContextEvent(
+        kind="guard",
+        trigger="turn_preflight",
+        outcome="forced_final",
+        turn_index=1,
+        projected_tokens=7_812,
+        limit_tokens=7_000,
+    )
+    sid = session(store, [user("a"), reply("b"), user("c"), reply("wrap up")], events=[("1", guard)])
+    ended = explain(store, sid).ended
+    assert ended.cause == "forced_final" and ended.call == 2
+    assert "7,812" in ended.detail and "7,000" in ended.detail
+
+
+def test_a_proxy_policy_refusal(store: SessionStore) -> None:
+    refused = ContextEvent(
+        kind="guard",
+        trigger="proxy_policy",
+        outcome="rejected",
+        turn_index=1,
+        reason="over the 50,000-token budget",
+    )
+    sid = session(store, [user("a"), reply("b"), user("c")], source="proxy", events=[("1", refused)])
+    ended = explain(store, sid).ended
+    assert (ended.cause, ended.call) == ("policy_refused", 2)
+    assert "50,000-token budget" in ended.detail
+
+
+# -- compactions -----------------------------------------------------------------------------------
+
+
+def compaction(trigger: str = "compact_threshold", **details: Any) -> ContextEvent:
+    return ContextEvent(
+        kind="compaction", trigger=trigger, outcome="compacted", turn_index=1,
+        details={"before_tokens": 170_000, "after_tokens": 9_000, "removed_message_seqs": [0, 1], **details},
+    )  # fmt: skip
+
+
+CONVERSATION = [
+    user("read app.py"),
+    reply("app.py returns 42"),
+    user("now util.py"),
+    reply("util doubles x", stop="end_turn"),
+]
+
+COMPACTIONS: list[tuple[str, str, ContextEvent, dict[int, dict[str, Any]], dict[str, Any]]] = [
+    (
+        "Claude Code's default auto-compact point",
+        "import:claude-code",
+        compaction(source="import:claude-code", harness="claude-code"),
+        {},
+        {
+            "by": "agent",
+            "trigger": "auto",
+            "threshold_tokens": 167_000,
+            "call": 1,
+            "sentence": "Claude Code compacted itself at call 1: its estimate reached 170,000 of 167,000 tokens "
+            "(auto-compact at window − 13,000)",
+        },
+    ),
+    (
+        "Claude Code with CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+        "import:claude-code",
+        compaction(source="import:claude-code", agent_setting={"autocompact_pct_override": 80}),
+        {},
+        {"by": "agent", "trigger": "auto", "threshold_tokens": 144_000},
+    ),
+    (
+        "Codex's model_auto_compact_token_limit",
+        "import:codex",
+        compaction(source="import:codex", agent_setting={"model_auto_compact_token_limit": 12_000}),
+        {},
+        {"by": "agent", "trigger": "auto", "threshold_tokens": 12_000},
+    ),
+    (
+        "Gemini CLI's compressionThreshold",
+        "import:gemini",
+        compaction(source="import:gemini", agent_setting={"compressionThreshold": 0.7}),
+        {},
+        {"by": "agent", "trigger": "auto", "threshold_tokens": 140_000},
+    ),
+    (
+        "reactive after a prompt-too-long",
+        "import:claude-code",
+        compaction(source="import:claude-code"),
+        {1: failed("prompt_too_long", 400, "prompt is too long: 212301 tokens > 200000 maximum")},
+        {"by": "agent", "trigger": "reactive", "after_failed_call": 1, "call": 1},
+    ),
+    (
+        "a manual /compact with instructions",
+        "import:claude-code",
+        compaction("manual", source="import:claude-code", instructions="keep the API notes"),
+        {},
+        {"by": "user", "trigger": "manual", "instructions": "keep the API notes"},
+    ),
+    (
+        "a proxy policy",
+        "proxy",
+        compaction("proxy_policy", policy="clear_tool_results"),
+        {},
+        {"by": "proxy", "trigger": "policy"},
+    ),
+    (
+        "ctxdesk's threshold",
+        "engine",
+        compaction("compact_threshold"),
+        {},
+        {"by": "ctxdesk", "trigger": "threshold", "threshold_tokens": 190_000, "limit_tokens": 200_000},
+    ),
+    (
+        "recorded by and trigger_kind win",
+        "import:codex",
+        compaction(source="import:codex", by="user", trigger_kind="manual"),
+        {},
+        {"by": "user", "trigger": "manual"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "event", "requests", "expected"), COMPACTIONS, ids=[c[0] for c in COMPACTIONS]
+)
+def test_who_compacted_and_why(
+    store: SessionStore,
+    name: str,
+    source: str,
+    event: ContextEvent,
+    requests: dict[int, dict[str, Any]],
+    expected: dict[str, Any],
+) -> None:
+    sid = session(store, CONVERSATION, source=source, events=[("1", event)], requests=requests)
+    [c] = explain(store, sid).compactions
+    got = c.model_dump()
+    assert {k: got[k] for k in expected if k != "sentence"} == {
+        k: v for k, v in expected.items() if k != "sentence"
+    }
+    if "sentence" in expected:
+        assert c.sentence == expected["sentence"]
+    assert c.tokens_before == 170_000 and c.tokens_after == 9_000
+
+
+def test_a_reactive_compaction_names_the_refused_call_first(store: SessionStore) -> None:
+    sid = session(
+        store, CONVERSATION, source="import:claude-code", events=[("1", compaction(source="import:claude-code"))],
+        requests={1: failed("prompt_too_long", 400, "prompt is too long: 212301 tokens > 200000 maximum")},
+    )  # fmt: skip
+    why = explain(store, sid)
+    [f] = why.failed_calls
+    assert (f.call, f.cause, f.status, f.prompt_tokens, f.maximum_tokens) == (
+        1,
+        "prompt_too_long",
+        400,
+        212_301,
+        200_000,
+    )
+    assert f.next == "compacted reactively, then sent call 2"
+    assert why.headline == (
+        "The provider refused call 1: prompt is too long (212,301 > 200,000); "
+        "Claude Code then compacted reactively, then sent call 2"
+    )
+
+
+def test_a_failed_calls_message_is_redacted(store: SessionStore) -> None:
+    secret = "sk-ant-api03-" + "x" * 40
+    sid = session(
+        store, [user("go"), reply(""), user("again"), reply("ok")],
+        requests={1: {"failure": {"cause": "provider_error", "status": 500, "message": f"bad key {secret}"}}},
+    )  # fmt: skip
+    [f] = explain(store, sid).failed_calls
+    assert secret not in (f.message or "") and f.next == "sent call 2 (a later turn)"
+
+
+def test_agent_thresholds_without_a_window_say_so() -> None:
+    assert agent_threshold("claude-code", window=None).tokens is None  # type: ignore[union-attr]
+    assert agent_threshold("aider", window=200_000) is None
+    gemini = agent_threshold("gemini", window=1_048_576)
+    assert (
+        gemini is not None and gemini.tokens == 524_288 and "default compressionThreshold 0.5" in gemini.rule
+    )
+
+
+# -- what a compaction kept and dropped ------------------------------------------------------------
+
+CAVEAT = (
+    "Caveat: The messages below were generated by the user while running local commands. DO NOT respond to "
+    "these messages or otherwise consider them in your response unless the user explicitly asks you to."
+)
+
+
+def test_kept_and_dropped_without_false_alarms(store: SessionStore) -> None:
+    messages = [
+        user("Never touch the migrations folder."),
+        user(CAVEAT),
+        reply("", tool_use("t1", "Read", file_path="/repo/app.py")),
+        tool_result("t1", "def main():\n    return 42\n"),
+        reply("", tool_use("t2", "Bash", command="pytest -x tests/test_app.py")),
+        tool_result("t2", "FAILED tests/test_app.py::test_main - AssertionError\nexit code 1", is_error=True),
+        reply("", tool_use("t3", "Read", file_path="/repo/util.py")),
+        tool_result("t3", "def helper(x):\n    return x * 2\n"),
+        reply("", tool_use("t4", "Edit", file_path="/repo/util.py", old_string="2", new_string="3")),
+        tool_result("t4", "ok"),
+        reply("done", stop="end_turn"),
+    ]
+    event = compaction(
+        source="import:claude-code", removed_message_seqs=list(range(8)),
+        summary="The user asked about app.py; main() returns 42.",
+    )  # fmt: skip
+    sid = session(store, messages, source="import:claude-code", events=[("3", event)])
+    [c] = explain(store, sid).compactions
+    kept = {(i.kind, i.text) for i in c.kept}
+    dropped = {(i.kind, i.text) for i in c.dropped}
+    assert ("file", "/repo/app.py") in kept  # named in the summary
+    assert ("file", "/repo/util.py") in kept  # an Edit refers to it again after the compaction
+    assert ("instruction", "Never touch the migrations folder.") in dropped
+    assert ("command", "pytest -x tests/test_app.py") in dropped
+    assert any(kind == "error" for kind, _ in dropped)
+    assert not any("Caveat" in text or "DO NOT respond" in text for _, text in kept | dropped)
+    util = next(i for i in c.kept if i.text == "/repo/util.py")
+    assert "referred to again by Edit" in (util.detail or "")
+
+
+# -- the demo databases ----------------------------------------------------------------------------
+
+
+def test_the_demo_keeps_its_forced_final_explanation() -> None:
+    with SessionStore(DEMO / "demo-guard-limits.db", read_only=True) as store:
+        report = {s.session_id: s for s in explain_store(store).sessions}
+    forced = report["demo-small-window-final-5aacc716"]
+    assert forced.ended.cause == "forced_final"
+    assert forced.headline.startswith("ctxdesk's guard forced a final turn")
+    overflow = report["demo-gateway-overflow-5034274d"]
+    [f] = overflow.failed_calls
+    [c] = overflow.compactions
+    assert f.cause == "prompt_too_long" and c.trigger == "reactive" and c.after_failed_call == f.call
+    assert overflow.ended.cause == "finished"
+
+
+def test_the_demo_compactions_name_the_guards_estimate() -> None:
+    with SessionStore(DEMO / "demo-coding-agent.db", read_only=True) as store:
+        report = explain_store(store)
+    compactions = [c for s in report.sessions for c in s.compactions]
+    assert {c.by for c in compactions} == {"ctxdesk", "agent", "user"}
+    for c in compactions:
+        if c.trigger == "threshold":
+            assert c.reached_tokens is not None and c.threshold_tokens is not None
+            assert c.reached_tokens >= c.threshold_tokens, c.sentence  # the estimate it compared did cross it

@@ -1,0 +1,153 @@
+"""``ctxdesk why``: its JSON against docs/why.schema.json, its text, and the real agents' fixtures
+and transcripts (every session says how it ended; ``unknown`` only where the file cannot tell)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.explain import explain_store
+from engine.explain.json_shape import WhyJson, schema_text
+from engine.importers import import_file, import_files
+from engine.importers.locations import folder_files
+from engine.store import SessionStore
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "docs" / "why.schema.json"
+CLAUDE = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
+AGENT_FIXTURES = [ROOT / "tests" / "fixtures" / "real_agents", ROOT / "tests" / "fixtures" / "agents"]
+SHARED_SESSIONS = ROOT.parent / "shared" / "sessions"
+DEMO = ROOT / "data" / "demo-guard-limits.db"
+
+#: Sessions whose file does not say how they ended, and why (none yet: add one only with its reason).
+UNKNOWN_BECAUSE: dict[str, str] = {}
+
+
+def run(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(argv, out=out), out.getvalue()
+
+
+def test_the_published_schema_is_current() -> None:
+    assert SCHEMA.read_text(encoding="utf-8") == schema_text(), (
+        "run: python -m engine.explain --schema > docs/why.schema.json"
+    )
+
+
+def test_the_json_has_exactly_the_documented_shape() -> None:
+    code, text = run(["why", str(DEMO), "--format", "json"])
+    assert code == 0
+    data = json.loads(text)
+    WhyJson.model_validate(data)  # extra keys or words outside the vocabulary fail here
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    session = next(s for s in data["sessions"] if s["session_id"] == "demo-small-window-final-5aacc716")
+    assert set(session) == {"session_id", "agent", "title", "ended", "compactions", "failed_calls"}
+    assert set(session["ended"]) == {"cause", "call", "detail"}
+    assert session["ended"]["cause"] == "forced_final"
+    overflow = next(s for s in data["sessions"] if s["session_id"] == "demo-gateway-overflow-5034274d")
+    assert set(overflow["compactions"][0]) == {
+        "call", "by", "trigger", "tokens_before", "tokens_after", "limit_tokens", "threshold_tokens", "instructions",
+        "kept", "dropped",
+    }  # fmt: skip
+    assert set(overflow["failed_calls"][0]) == {"call", "cause", "status", "message", "next"}
+    assert overflow["compactions"][0]["trigger"] == "reactive"
+
+
+def test_one_session_by_id_prefix_as_text() -> None:
+    code, text = run(["why", f"{DEMO}:demo-small-window"])
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0].startswith("demo-small-window-final-5aacc716  ctxdesk")
+    assert lines[1].strip().startswith("ctxdesk's guard forced a final turn")
+    assert "demo-gateway-overflow" not in text
+
+
+def test_a_missing_database_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run(["why", str(tmp_path / "nope.db")])
+    assert code != 0
+    assert "nope.db" in capsys.readouterr().err
+
+
+# -- the real agents' fixtures --------------------------------------------------------------------
+
+#: Claude Code scenario -> (end cause, [(by, trigger) of each compaction]).
+CLAUDE_SCENARIOS = {
+    "compact_auto": ("finished", [("agent", "auto")]),
+    "compact_manual": ("finished", [("user", "manual")]),
+    "parallel_tools": ("finished", []),
+    "resume": ("finished", []),
+    "thinking": ("finished", []),
+    "large_output": ("finished", []),
+    # scripts/make_why_fixtures.py
+    "finish": ("finished", []),
+    "max_tokens": ("max_tokens", []),
+    "refusal": ("refusal", []),
+    "interrupt": ("interrupted", []),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(CLAUDE_SCENARIOS))
+def test_claude_code_fixtures_say_how_they_ended(tmp_path: Path, scenario: str) -> None:
+    db = tmp_path / "why.db"
+    with SessionStore(db) as store:
+        for path in sorted((CLAUDE / scenario / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+    code, text = run(["why", str(db), "--format", "json"])
+    assert code == 0
+    [main_session] = [s for s in json.loads(text)["sessions"] if ":" not in s["session_id"]]
+    cause, compactions = CLAUDE_SCENARIOS[scenario]
+    assert main_session["ended"]["cause"] == cause
+    assert [(c["by"], c["trigger"]) for c in main_session["compactions"]] == compactions
+
+
+def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "auto.db") as store:
+        for path in sorted((CLAUDE / "compact_auto" / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    [c] = why.compactions
+    # compactMetadata: preTokens 95,049, postTokens 2,813; run with --autocompact 100000 (not in the file)
+    assert (c.tokens_before, c.tokens_after) == (95_049, 2_813)
+    assert c.threshold_tokens == 167_000 and "not recorded in the file" in c.sentence
+
+
+def test_the_manual_compaction_fixture_keeps_what_the_summary_names(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "manual.db") as store:
+        for path in sorted((CLAUDE / "compact_manual" / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    [c] = why.compactions
+    assert {i.text.rsplit("/", 1)[-1] for i in c.kept if i.kind == "file"} == {"app.py", "util.py"}
+    assert c.dropped == ()
+
+
+def _unknown(store: SessionStore) -> dict[str, str]:
+    return {s.session_id: s.ended.detail for s in explain_store(store).sessions if s.ended.cause == "unknown"}
+
+
+def test_no_fixture_session_ends_unknown(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "all.db") as store:
+        results = import_files(
+            [p for f in AGENT_FIXTURES for p in folder_files(f)], store, on_error=lambda path, exc: None
+        )
+        assert sum(len(r.session_ids) for r in results) >= 20
+        unknown = _unknown(store)
+        causes = {s.ended.cause for s in explain_store(store).sessions}
+    assert unknown.keys() == UNKNOWN_BECAUSE.keys(), unknown
+    assert {"finished", "interrupted"} <= causes
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SHARED_SESSIONS.is_dir(), reason="../shared not found (fresh clone)")
+def test_no_shared_transcript_ends_unknown(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "shared.db") as store:
+        import_files(folder_files(SHARED_SESSIONS), store, on_error=lambda path, exc: None)
+        report = explain_store(store)
+        unknown = _unknown(store)
+    assert len(report.sessions) >= 10
+    assert unknown.keys() == UNKNOWN_BECAUSE.keys(), unknown
