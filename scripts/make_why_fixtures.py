@@ -84,7 +84,10 @@ def _scenarios() -> dict[str, WhyScenario]:
             WhyScenario("max_tokens", "Rewrite app.py in full, every line.", max_tokens),
             WhyScenario("refusal", "Explain app.py.", refusal),
             WhyScenario(
-                "interrupt", "Wait two minutes with sleep, then tell me.", interrupt, interrupt_on="time.sleep(120)"
+                "interrupt",
+                "Wait two minutes with sleep, then tell me.",
+                interrupt,
+                interrupt_on="time.sleep(120)",
             ),
             WhyScenario("stream_cut", "What does app.py return?", stream_cut, timeout=300),
         ]
