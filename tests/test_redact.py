@@ -26,6 +26,46 @@ KEY = "sk-ant-api03-Zx9fQ2mPq7Lr4Ws8Ty1Uv5Nb3Kc6Jd0Hg"
         ("the keyboard layout; sk-short", None),
         ("/tmp/ctxdesk-real-agents-0123456789abcdef/home", None),
         ("key=sk-ant-api03-abcdefghijklmnopqrstu", "key=[REDACTED]"),
+        pytest.param(
+            "grant_type=refresh_token&refresh_token=rt0123456789&client_secret=cs9876543210&client_id=app",
+            "grant_type=refresh_token&refresh_token=[REDACTED]&client_secret=[REDACTED]&client_id=app",
+            id="an OAuth form body",
+        ),
+        pytest.param(
+            '{"model":"x","api_key":"zzzzzzzzzzzzz","max_tokens":10}',
+            '{"model":"x","api_key":"[REDACTED]","max_tokens":10}',
+            id="a body field in compact JSON",
+        ),
+        pytest.param(
+            '{\\"password\\": \\"hunter2hunter2\\"}',
+            '{\\"password\\": \\"[REDACTED]\\"}',
+            id="JSON inside JSON",
+        ),
+        pytest.param(
+            "DATABASE_URL=postgresql://app:s3cret@db:5432/x",
+            "DATABASE_URL=postgresql://app:[REDACTED]@db:5432/x",
+            id="a URL's password",
+        ),
+        pytest.param(
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG",
+            "AWS_SECRET_ACCESS_KEY=[REDACTED]",
+            id="an env line",
+        ),
+        pytest.param(
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED]", id="basic auth"
+        ),
+        pytest.param(
+            "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "token [REDACTED]",
+            id="a JWT",
+        ),
+        pytest.param(
+            "client = Anthropic(api_key=settings.api_key); password = os.environ",
+            None,
+            id="code naming a secret",
+        ),
+        pytest.param("secret = get_secret(name)", None, id="a call"),
+        pytest.param('"input_tokens": 123456789, "cache_creation_input_tokens": 0', None, id="usage fields"),
     ],
 )
 def test_redact_secrets(text, expected):

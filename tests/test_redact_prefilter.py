@@ -1,33 +1,62 @@
-"""redact_secrets' quick scans skip only texts the full patterns would leave as they are."""
+"""redact_secrets' quick scans (key hints, anchors, the ASCII-lowercased text) find exactly what the
+full patterns, tried at every character, would."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.redact import _KEYS, _NAMED, REDACTED, _keep_name, redact_secrets
+from engine.redact import _ASCII_LOWER, _KEYS, _NAMED, REDACTED, redact_secrets
 
 FRAGMENTS = [
-    "sk-ant-", "sk-proj-", "sk-", "AIza", "ghp_", "xoxb-", "AKIA", "x-api-key", "X-Goog-Api-Key", "Authorization",
-    "BEARER ", "api_key", "ApiKey", "access-token", "client_secret", "Secret", "PASSWORD", "ſecret", "ſk-",
-    ": ", "=", '"', "'", " ", "-", "_", "abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "ctxdesk", "é", "\n",
-    REDACTED,
+    "sk-ant-", "sk-proj-", "sk-", "AIza", "ghp_", "xoxb-", "AKIA", "eyJ", ".", "x-api-key", "X-Goog-Api-Key",
+    "Authorization", "BEARER ", "Basic ", "api_key", "ApiKey", "access-token", "refresh_token", "client_secret",
+    "Secret", "PASSWORD", "passwd", "https://", "user", ":", "@", ": ", "=", '"', '\\"', "'", " ", "-", "_",
+    "abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "os.environ", "get(", "ctxdesk", "\n", "&", "?", REDACTED,
 ]  # fmt: skip
 
 
 def _full_scan(text: str) -> str:
-    return _NAMED.sub(_keep_name, _KEYS.sub(REDACTED, text)) if text else text
+    """The reference: every pattern tried at every character of the text lowercased as redact_secrets
+    does it (str.lower, or ASCII letters only where str.lower changes the length)."""
+    text = _KEYS.sub(REDACTED, text)
+    lowered = text.lower() if len(text.lower()) == len(text) else text.translate(_ASCII_LOWER)
+    out, pos = [], 0
+    for match in _NAMED.finditer(lowered):
+        group = "value" if match.start("value") >= 0 else "password"
+        out += [text[pos : match.start(group)], REDACTED]
+        pos = match.end(group)
+    return "".join(out) + text[pos:]
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_size=30).map("".join))
+ascii_texts = st.lists(
+    st.sampled_from(FRAGMENTS) | st.text(st.characters(max_codepoint=127), max_size=6), max_size=30
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ascii_texts)
 def test_redaction_equals_the_full_scan(text: str) -> None:
+    assert redact_secrets(text) == _full_scan(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ascii_texts)
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact_secrets(text)
+    assert redact_secrets(once) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*FRAGMENTS, "é", "İ", "ſ", "\u212a"]), max_size=30).map("".join))
+def test_non_ascii_letters_keep_the_spans_in_place(text: str) -> None:
+    """'İ'.lower() is two characters: spans found in the lowered text must still fit the original."""
     assert redact_secrets(text) == _full_scan(text)
 
 
 def test_examples_still_redacted() -> None:
     assert redact_secrets("401 invalid x-api-key sk-ant-" + "a" * 30) == f"401 invalid x-api-key {REDACTED}"
     assert redact_secrets('{"password": "hunter2hunter2"}') == f'{{"password": "{REDACTED}"}}'
-    assert redact_secrets("ſecret=abcdefghijkl") == _full_scan("ſecret=abcdefghijkl")
+    assert redact_secrets("İ password=hunter2hunter2") == f"İ password={REDACTED}"
     plain = '{"openai_role": "developer", "timestamp": "2026-11-24T06:26:17.443Z"}'
     assert redact_secrets(plain) is plain

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import NotADatabaseError, StoreError
+from engine.redact import redact_row
 from engine.store.backend import SessionStoreBackend
 from engine.store.sqlite import check_database_file
 
@@ -132,7 +133,7 @@ def _copy_session(
     values = src.execute(
         f"SELECT {', '.join(session_columns)} FROM sessions WHERE id = ?", (session_id,)
     ).fetchone()
-    dst_conn.execute(_insert_sql("sessions", session_columns), values)
+    dst_conn.execute(_insert_sql("sessions", session_columns), redact_row(values))
     rows["sessions"] = rows.get("sessions", 0) + 1
     new_ids: dict[str, dict[int, int]] = {}
     for table in owned:
@@ -154,7 +155,7 @@ def _copy_session(
             for i, target in ref_at.items():
                 if out[i] is not None:
                     out[i] = new_ids.get(target, {}).get(out[i])
-            values = [v for i, v in enumerate(out) if i != id_at]
+            values = redact_row(v for i, v in enumerate(out) if i != id_at)
             if id_at is not None and referenced:
                 new_ids.setdefault(table.name, {})[row[id_at]] = dst_conn.execute(sql, values).lastrowid
             else:
@@ -195,7 +196,7 @@ def copy_database(
             cur = src.execute(f"SELECT {', '.join(columns)} FROM {table.name}")
             while chunk := cur.fetchmany(1000):
                 with dst.transaction() as conn:
-                    conn.executemany(_insert_sql(table.name, columns, ignore=True), chunk)
+                    conn.executemany(_insert_sql(table.name, columns, ignore=True), map(redact_row, chunk))
         sessions = _session_order(src)
         for done, (session_id, _) in enumerate(sessions, start=1):
             with dst.transaction() as conn:

@@ -21,6 +21,7 @@ from engine.cache_analysis import (
     classify_call,
     summarize,
 )
+from engine.redact import redact_row
 from engine.rollup import cost_rows
 from engine.store.records import event_from_row, utc_now
 
@@ -53,7 +54,7 @@ def insert_cost_rows(conn: Any, rows: Iterable[Mapping[str, Any]], session_id: s
     for row in rows:
         row = {**row, "session_id": session_id, "computed_utc": now}
         row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
-        values.append([row[c] for c in _COLUMNS])
+        values.append(redact_row(row[c] for c in _COLUMNS))
     if values:
         conn.executemany(_INSERT, values)
     return len(values)

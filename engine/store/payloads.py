@@ -3,7 +3,8 @@
 A request body is split into its system prompt, tool list and messages, each stored once in
 ``payload_parts`` by the sha256 of its compact JSON; ``model_requests`` keeps the hashes, the
 other parameters, the response, the provider's usage and timing. :func:`rebuild_body` puts the
-body back together (equal, as JSON, to what was sent). The SQL lives here, called by the store.
+body back together (equal, as JSON, to what was sent, apart from secrets: every part is redacted
+before it is hashed). The SQL lives here, called by the store.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import NotFoundError, StoreError
+from engine.redact import redact_bytes, redact_row, redact_secrets
 
 #: Body keys that hold the system prompt, the message list and the tools, by API.
 SYSTEM_KEYS = ("system", "instructions", "systemInstruction")
@@ -172,9 +174,24 @@ def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
+#: Digests of part texts known to hold no secret: every call re-sends its history's parts, so a
+#: part is redacted once (not once per call, quadratic in a session). Bounded; cleared when full.
+_CLEAN_PARTS: set[str] = set()
+_CLEAN_PARTS_MAX = 200_000
+
+
 def _put_part(conn: sqlite3.Connection, kind: str, value: Any, now: str) -> str:
+    """Store one part, secrets redacted before it is hashed (the hash names what is stored)."""
     text = compact_json(value)
     digest = part_hash(text)
+    if digest not in _CLEAN_PARTS:
+        redacted = redact_secrets(text)
+        if redacted is text:
+            if len(_CLEAN_PARTS) >= _CLEAN_PARTS_MAX:
+                _CLEAN_PARTS.clear()
+            _CLEAN_PARTS.add(digest)
+        else:
+            text, digest = redacted, part_hash(redacted)
     conn.execute(
         "INSERT OR IGNORE INTO payload_parts (hash, kind, size_bytes, content_json, created_utc) VALUES (?,?,?,?,?)",
         (digest, kind, len(text.encode("utf-8")), text, now),
@@ -209,7 +226,7 @@ def insert_request(conn: sqlite3.Connection, session_id: str, record: RequestRec
             " cache_read_input_tokens, cache_creation_input_tokens, cache_creation_5m_tokens,"
             " cache_creation_1h_tokens, reasoning_tokens, usage_json, latency_ms, ttfb_ms, headers_json, started_utc)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
+            redact_row((
                 session_id, seq, record.event_id, record.source, record.api, record.method, record.path,
                 int(split is not None), record.agent_session_id,
                 b.get("model") if isinstance(b.get("model"), str) else None,
@@ -222,13 +239,13 @@ def insert_request(conn: sqlite3.Connection, session_id: str, record: RequestRec
                 _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
                 _dumps(cache_control_positions(b)) if split else None,
                 record.request_bytes, record.request_sha256,
-                sqlite3.Binary(record.raw_body) if record.raw_body is not None and split is None else None,
+                sqlite3.Binary(redact_bytes(record.raw_body)) if record.raw_body is not None and split is None else None,
                 record.status_code, record.error_type, record.error_message, _dumps(record.response),
                 record.stop_reason, record.input_tokens, record.output_tokens, record.cache_read_input_tokens,
                 record.cache_creation_input_tokens, record.cache_creation_5m_tokens, record.cache_creation_1h_tokens,
                 record.reasoning_tokens, _dumps(record.usage), record.latency_ms, record.ttfb_ms,
                 _dumps(safe_headers(record.headers)), record.started_utc or now,
-            ),
+            )),
         )  # fmt: skip
     except sqlite3.IntegrityError as exc:
         raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc

@@ -15,6 +15,7 @@ from engine.errors import StoreError
 from engine.events import ComponentTokens, ProviderUsage
 from engine.limit import recorded_limit
 from engine.messages import Block, Message
+from engine.redact import redact_secrets
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
 
@@ -25,6 +26,29 @@ def content_to_json(message: Message) -> str:
     return json.dumps(
         [b.model_dump(mode="json", exclude_none=True) for b in message.content], ensure_ascii=False
     )
+
+
+def stored_form(message: Message) -> tuple[Message, str]:
+    """``message`` as the store keeps it, secrets redacted (:func:`engine.redact.redact_secrets` over
+    its content JSON and its meta), with that content JSON; the message itself when nothing is."""
+    text = content_to_json(message)
+    redacted = redact_secrets(text)
+    meta = message.meta
+    if meta:
+        meta_text = json.dumps(meta, ensure_ascii=False, default=str)
+        if (meta_redacted := redact_secrets(meta_text)) is not meta_text:
+            meta = json.loads(meta_redacted)
+    if redacted is text and meta is message.meta:
+        return message, text
+    content = (
+        content_from_json(redacted, where="a redacted message") if redacted is not text else message.content
+    )
+    return message.model_copy(update={"content": content, "meta": meta}), redacted
+
+
+def redact_message(message: Message) -> Message:
+    """``message`` as the store keeps it (compare a source's message with a stored one by this)."""
+    return stored_form(message)[0]
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

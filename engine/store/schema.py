@@ -168,7 +168,11 @@ TABLES_V1: tuple[Table, ...] = (
             _c("line_count", "INTEGER", "Lines of text (NULL for binary)."),
             _c("sha256", "TEXT NOT NULL", "sha256 of content."),
             _c("preview", "TEXT", "First 200 characters (text) or a description (binary)."),
-            _c("content", "BLOB NOT NULL", "The exact bytes of the output."),
+            _c(
+                "content",
+                "BLOB NOT NULL",
+                "The exact bytes of the output (not redacted: read_result serves them back to the model).",
+            ),
             _c("tokens", "INTEGER", "Tokens the output would have cost inline."),
             _c("created_utc", "TEXT NOT NULL", "ISO-8601 UTC time it was stored."),
         ),
@@ -269,7 +273,11 @@ TABLES_M002: tuple[Table, ...] = (
         "payload_parts",
         "Content-addressed pieces of exact requests (a system prompt, a tool list, one message), stored once.",
         (
-            _c("hash", "TEXT PRIMARY KEY", "sha256 (hex) of content_json's UTF-8 bytes."),
+            _c(
+                "hash",
+                "TEXT PRIMARY KEY",
+                "sha256 (hex) of content_json's UTF-8 bytes (as stored: redacted).",
+            ),
             _c("kind", "TEXT NOT NULL", "system, tools or message."),
             _c("size_bytes", "INTEGER NOT NULL", "Bytes of content_json."),
             _c("content_json", "TEXT NOT NULL", "The piece as sent (compact JSON, key order kept)."),
@@ -278,7 +286,8 @@ TABLES_M002: tuple[Table, ...] = (
     ),
     Table(
         "model_requests",
-        "One model call exactly as sent and answered: parts by hash, params, response, provider usage, timing.",
+        "One model call exactly as sent and answered (secrets redacted): parts by hash, params, response, "
+        "provider usage, timing.",
         (
             _c("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "Request id."),
             _c("session_id", "TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE", "Owning session."),
@@ -678,6 +687,15 @@ def schema_markdown() -> str:
         "your own SQL may rely on them. Migrations: "
         + ", ".join(f"`{name}`" for name, _ in MIGRATIONS)
         + ".",
+        "",
+        "**Secrets at rest.** Every text the store writes, in every table, passes through one redaction",
+        "(`engine.redact.redact_secrets`, applied at the store's write boundary): API keys, bearer tokens,",
+        "passwords and other named credentials (`x-api-key`, `Authorization`, `api_key`, `client_secret`,",
+        "`refresh_token`, a URL's password, ...) are stored as `[REDACTED]`, the name kept. Transcripts,",
+        "snapshots and exact requests (`payload_parts`, `model_requests`, a raw body included) are otherwise",
+        "kept exactly as sent: a rebuilt request equals the one sent apart from its secrets. Only an",
+        "offloaded output (`tool_result_blobs.content`) is kept byte for byte, being what `read_result`",
+        "serves back to the model. Token counts are of what the model saw.",
         "",
     ]
     for table in describe_schema():

@@ -28,7 +28,7 @@ from typing import Any
 from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
-from engine.redact import redact_json_text, redact_secrets
+from engine.redact import redact_row
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -46,13 +46,13 @@ from engine.store.records import (
     StoredMessage,
     ToolRecord,
     content_from_json,
-    content_to_json,
     event_from_row,
     intern_columns,
     loads_json,
     message_to_json,
     messages_from_json_text,
     share_fields_set,
+    stored_form,
     usage_from_row,
     utc_now,
 )
@@ -390,10 +390,10 @@ class SessionStore:
                     "INSERT INTO sessions (id, title, model, provider, tokenizer, tokens_exact, source, source_path,"
                     " parent_session_id, status, settings_json, metadata_json, created_utc, updated_utc)"
                     " VALUES (?,?,?,?,?,?,?,?,?,'active',?,?,?,?)",
-                    (
+                    redact_row((
                         session_id, title, model, provider, tokenizer, int(tokens_exact), source, source_path,
                         parent_session_id, _dumps(settings), _dumps(metadata), now, now,
-                    ),
+                    )),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
@@ -416,7 +416,7 @@ class SessionStore:
         with self.transaction() as conn:
             cur = conn.execute(
                 f"UPDATE sessions SET {sets}{', ' if sets else ''}updated_utc = ? WHERE id = ?",
-                (*values, utc_now(), session_id),
+                (*redact_row(values), utc_now(), session_id),
             )
             if cur.rowcount == 0:
                 raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
@@ -469,6 +469,7 @@ class SessionStore:
                     tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
                 )
                 kind = message_kind(message)
+                message, content_json = stored_form(message)  # counted as sent, kept without secrets
                 tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
                 cur = conn.execute(
                     "INSERT INTO messages (session_id, seq, turn_index, role, kind, message_uid, content_json,"
@@ -476,13 +477,13 @@ class SessionStore:
                     " provider_input_tokens, provider_output_tokens, provider_cache_read_tokens,"
                     " provider_cache_creation_tokens, meta_json, created_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
-                        session_id, seq, turn, message.role, kind, message.id, content_to_json(message),
-                        message.text[:PREVIEW_CHARS], tool_names, int(message.pinned), tokens, result_tokens,
-                        tokenizer.id,
+                        session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
+                        *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
+                        result_tokens, tokenizer.id,
                         usage.input_tokens if usage else None, usage.output_tokens if usage else None,
                         usage.cache_read_input_tokens if usage else None,
                         usage.cache_creation_input_tokens if usage else None,
-                        redact_json_text(_dumps(message.meta)) if message.meta else None, now,
+                        _dumps(message.meta) if message.meta else None, now,
                     ),
                 )  # fmt: skip
                 rows.append(
@@ -561,9 +562,8 @@ class SessionStore:
                     " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
                     " message_seq, details_json, created_utc, unattributed_tokens, components_basis)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome,
-                        redact_secrets(event.reason) if event.reason else event.reason,
+                    redact_row((
+                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
                         event.provider, event.model, event.context_window, event.max_output_tokens,
                         event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
                         c.system if event.components else None, c.skills if event.components else None,
@@ -572,9 +572,9 @@ class SessionStore:
                         c.offloaded_bytes if event.components else None,
                         u.input_tokens if u else None, u.output_tokens if u else None,
                         u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-                        event.message_seq, redact_json_text(_dumps(event.details)), utc_now(),
+                        event.message_seq, _dumps(event.details), utc_now(),
                         c.unattributed if event.components else None, event.components_basis,
-                    ),
+                    )),
                 )  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
@@ -614,16 +614,18 @@ class SessionStore:
             cur = conn.execute(
                 "INSERT INTO session_snapshots (session_id, through_seq, messages_json, summary, message_count,"
                 " tokens, strategy, event_id, created_utc) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    session_id,
-                    through_seq,
-                    payload,
-                    summary,
-                    len(messages),
-                    tokens,
-                    strategy,
-                    event_id,
-                    utc_now(),
+                redact_row(
+                    (
+                        session_id,
+                        through_seq,
+                        payload,
+                        summary,
+                        len(messages),
+                        tokens,
+                        strategy,
+                        event_id,
+                        utc_now(),
+                    )
                 ),
             )
         return int(cur.lastrowid or 0)
@@ -688,6 +690,8 @@ class SessionStore:
                 if stats.is_text
                 else f"binary data, {stats.size:,} bytes"
             )
+        # The content itself stays exact (read_result serves it back to the model); its description does not.
+        tool_name, tool_use_id, preview = redact_row((tool_name, tool_use_id, preview))
         record = BlobRecord(
             ref_id=ref_id, session_id=session_id, tool_use_id=tool_use_id, tool_name=tool_name,
             size_bytes=stats.size, is_text=stats.is_text, line_count=stats.line_count,
@@ -753,16 +757,18 @@ class SessionStore:
             cur = conn.execute(
                 "INSERT INTO context_states (session_id, strategy, level, range_start, range_end, summary,"
                 " summary_tokens, summarizer, created_utc) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    session_id,
-                    strategy,
-                    level,
-                    range_start,
-                    range_end,
-                    summary,
-                    summary_tokens,
-                    summarizer,
-                    utc_now(),
+                redact_row(
+                    (
+                        session_id,
+                        strategy,
+                        level,
+                        range_start,
+                        range_end,
+                        summary,
+                        summary_tokens,
+                        summarizer,
+                        utc_now(),
+                    )
                 ),
             )
         return int(cur.lastrowid or 0)
@@ -821,7 +827,7 @@ class SessionStore:
                 " VALUES (?,?,?,?,?,?) ON CONFLICT (session_id, name) DO UPDATE SET category = excluded.category,"
                 " server = excluded.server, tokens = excluded.tokens, definition_json = excluded.definition_json",
                 [
-                    (session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition))
+                    redact_row((session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition)))
                     for t in tools
                 ],
             )
