@@ -43,6 +43,12 @@ SCRATCH = Path("/tmp/ctxdesk-real-agents")
 CLAUDE_MODEL = "claude-sonnet-4-5"
 #: Claude Code's smallest auto-compact window (``--autocompact`` takes at least 100k tokens).
 AUTOCOMPACT = ("--autocompact", "100000")
+#: Threshold compaction over the model's whole window, lowered to a share of it by the user's setting
+#: (``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``; without ``--autocompact``, ``-p`` runs compact only after a 400).
+AUTOCOMPACT_FULL = ("--autocompact", "200000")
+AUTOCOMPACT_PCT = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}
+#: What a user asks a manual compaction to keep (``/compact <instructions>``).
+COMPACT_INSTRUCTIONS = "Keep the rule about the public API and every file name."
 
 
 # -- Claude Code -----------------------------------------------------------------------------
@@ -217,6 +223,25 @@ def _scenarios() -> dict[str, Scenario]:
             ),
         ]
 
+    def compact_auto_pct(repo: Path) -> list[Any]:
+        # 120,000 of the 200,000 window: past a 50% auto-compact threshold, below the default one
+        past_half = {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": 2_000,
+            "cache_read_input_tokens": 118_000,
+        }
+        return [
+            *_main(
+                A.tool_calls(("Read", {"file_path": str(repo / "app.py")})),
+                A.text("app.py returns 42.", usage=past_half),
+            ),
+            SUMMARY,
+            *_main(
+                A.tool_calls(("Read", {"file_path": str(repo / "util.py")})),
+                A.text("util.py doubles x; app.py returned 42 before the compaction."),
+            ),
+        ]
+
     def compact_reactive(repo: Path) -> list[Any]:
         return [
             *_main(
@@ -276,6 +301,26 @@ def _scenarios() -> dict[str, Scenario]:
                     Run("Summarise what we know.", resume=True),
                 ],
                 compact_manual,
+                _files,
+            ),
+            Scenario(
+                "compact_manual_instructions",
+                [
+                    Run("What does app.py return?"),
+                    Run("And util.py?", resume=True),
+                    Run(f"/compact {COMPACT_INSTRUCTIONS}", resume=True),
+                    Run("Summarise what we know.", resume=True),
+                ],
+                compact_manual,
+                _files,
+            ),
+            Scenario(
+                "compact_auto_pct",
+                [
+                    Run("What does app.py return?", args=AUTOCOMPACT_FULL, env=AUTOCOMPACT_PCT),
+                    Run("Now read util.py.", resume=True, args=AUTOCOMPACT_FULL, env=AUTOCOMPACT_PCT),
+                ],
+                compact_auto_pct,
                 _files,
             ),
             Scenario(

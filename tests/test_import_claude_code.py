@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from model_server.fixtures import load_request_log
 from real_agents import agent_bin
 
+from engine.call_failures import failure_of
 from engine.importers.formats.claude_code.bundle import (
     claude_code_bundle,
     find_claude_code_bundles,
@@ -58,6 +59,10 @@ CLAUDE_BIN = agent_bin("claude")
 _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.S)
 #: The summarizer call's instructions: Claude Code sends them, the transcript does not keep them.
 COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY"
+
+
+#: What the compact_manual_instructions scenario asked ``/compact`` to keep.
+COMPACT_INSTRUCTIONS = "Keep the rule about the public API and every file name."
 
 
 #: The attribution block Claude Code puts first in ``system`` as it sends (not in the file).
@@ -107,6 +112,18 @@ def answered_calls(scenario: str) -> tuple[list[dict[str, Any]], list[dict[str, 
     return [r for r in log if not is_subagent_request(r)], [r for r in log if is_subagent_request(r)]
 
 
+def refused_calls(scenario: str) -> list[dict[str, Any]]:
+    """Messages calls the server answered with an error (a 400 "prompt is too long"), in order."""
+    return [
+        r for r in load_request_log(FIXTURES / scenario) if r["path"] == "/v1/messages" and r["status"] != 200
+    ]
+
+
+def answered(calls: list[Any]) -> list[Any]:
+    """The calls that got an answer (the failed ones are compared with the server's errors apart)."""
+    return [c for c in calls if failure_of(c.details) is None]
+
+
 def turns(messages: list[Message]) -> list[str]:
     """Roles with consecutive same-role messages merged (the API reads them as one turn)."""
     out: list[str] = []
@@ -149,11 +166,12 @@ def compared_calls(
     main_log, sub_log = answered_calls(scenario)
     subs = [s for s in sessions if s.parent_key]
     pairs: list[tuple[ParsedSession, Any, dict[str, Any]]] = []
-    assert len(sessions[0].calls) == len(main_log), f"{scenario}: main calls vs log"
-    pairs += [(sessions[0], c, r) for c, r in zip(sessions[0].calls, main_log, strict=True)]
-    sub_calls = [c for s in subs for c in s.calls]
+    main_calls = answered(sessions[0].calls)
+    assert len(main_calls) == len(main_log), f"{scenario}: main calls vs log"
+    pairs += [(sessions[0], c, r) for c, r in zip(main_calls, main_log, strict=True)]
+    sub_calls = [c for s in subs for c in answered(s.calls)]
     assert len(sub_calls) == len(sub_log), f"{scenario}: sub-agent calls vs log"
-    pairs += [(s, c, r) for s in subs for c, r in zip(s.calls, sub_log, strict=False)]
+    pairs += [(s, c, r) for s in subs for c, r in zip(answered(s.calls), sub_log, strict=False)]
     return pairs
 
 
@@ -185,14 +203,32 @@ def test_every_recorded_call_is_rebuilt_exactly_as_the_cli_sent_it(scenario: str
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_call_the_provider_refused_is_imported_as_a_failed_call_with_what_it_sent(
+    scenario: str,
+) -> None:
+    sessions = bundle_sessions(scenario)
+    failed = [c for s in sessions for c in s.calls if failure_of(c.details) is not None]
+    refused = refused_calls(scenario)
+    assert len(failed) == len(refused), scenario
+    for call, record in zip(failed, refused, strict=True):
+        assert call.usage is None and call.exact_request.body == as_sent(record)
+        assert call.exact_request.status_code in (None, record["status"])  # when the file keeps it
+        if record["status"] == 400:  # Claude Code compacts after "prompt is too long" only
+            assert failure_of(call.details) == {
+                "cause": "prompt_too_long", "status": None, "message": None, "next": "compacted",
+            }  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "refusal"])
 def test_without_request_records_every_call_rebuilds_the_messages_the_cli_sent(scenario: str) -> None:
+    # (a refused answer leaves no line but the request record: without it the file cannot show the call)
     for session, call, record in compared_calls(scenario, recorded_requests=False):
         ours, sent = rebuilt(session, call), api_messages(record)
         where = f"{scenario} {session.key} request {record['seq']}"
         if call.details.get("compaction_call"):
             if sent[-1].text.lstrip().startswith(COMPACT_PROMPT):
                 sent = sent[:-1]  # the summarizer's instructions, a turn of their own: not in the file
-            if scenario == "compact_auto":
+            if scenario.startswith("compact_auto"):
                 # without the records a threshold compaction cannot be told from one after a
                 # "prompt is too long" (the failed call leaves no line): its summarizer is taken
                 # to leave the kept segment out, as that one does
@@ -289,8 +325,10 @@ def test_saved_large_output_becomes_the_offloaded_blob_of_its_result() -> None:
     ("scenario", "trigger"),
     [
         ("compact_auto", "compact_threshold"),
+        ("compact_auto_pct", "compact_threshold"),
         ("compact_reactive", "compact_threshold"),
         ("compact_manual", "manual"),
+        ("compact_manual_instructions", "manual"),
     ],
 )
 def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, trigger: str) -> None:
@@ -310,15 +348,24 @@ def test_compaction_is_recorded_and_later_calls_send_the_summary(scenario: str, 
         assert info["before_tokens"] > 90_000
     assert "Primary Request" in info["summary"] and info["kept_uuids"]
     (summarizer,) = [c for c in main.calls if c.details.get("compaction_call")]
+    expected = {  # docs/HELPERS.md "Compaction events": who, what triggered it, the user's instructions
+        "compact_auto": ("agent", "auto", None),
+        "compact_auto_pct": ("agent", "auto", None),
+        "compact_reactive": ("agent", "reactive", None),
+        "compact_manual": ("user", "manual", None),
+        "compact_manual_instructions": ("user", "manual", COMPACT_INSTRUCTIONS),
+    }[scenario]
+    assert (info["by"], info["trigger_kind"], info.get("instructions")) == expected
     assert summarizer.usage is None and summarizer.components.summary == 0
     after = main.calls[main.calls.index(summarizer) + 1]
     assert rebuilt(main, after)[0] == summary.message
     assert after.components.summary > 0
     assert after.components.total < summarizer.components.total + after.components.system
-    if trigger == "compact_threshold":  # Claude Code's own compaction point, drawn as its limit line
+    if info["trigger_kind"] == "auto":  # Claude Code's own compaction point, drawn as its limit line
         assert main.metadata["harness_compaction_tokens"] == info["before_tokens"]
         assert all(c.details["harness_compaction_tokens"] == info["before_tokens"] for c in main.calls)
-    assert {c.context_window for c in main.calls} == {200_000}  # the model's real window
+    else:  # a reactive compaction's size is where the prompt no longer fitted, not a threshold
+        assert "harness_compaction_tokens" not in main.metadata
 
 
 def test_title_is_the_first_real_prompt_not_a_caveat_or_command() -> None:
@@ -748,7 +795,9 @@ def test_imported_database_holds_each_recorded_call_as_the_cli_sent_it(scenario:
 
     result = import_file(only_file(scenario), store)
     main_log, sub_log = answered_calls(scenario)
-    sent = [as_sent(r) for r in (*main_log, *sub_log) if not is_summarizer_request(r)]
+    failed = refused_calls(scenario)  # recorded too, before the calls after them
+    logged = sorted((*main_log, *failed), key=lambda r: r["seq"]) + sub_log
+    sent = [as_sent(r) for r in logged if not is_summarizer_request(r)]
     stored = [r for sid in result.session_ids for r in store.list_requests(sid, with_body=True)]
     assert [r.body for r in stored] == sent
     events = {e.id: e for sid in result.session_ids for e in store.list_events(sid, kind="request")}
@@ -798,3 +847,43 @@ def test_exact_components_leave_out_the_thinking_the_api_strips() -> None:
     kept = exact_components(request, claude, rule=thinking_rule("claude-opus-4-5"))
     stripped = exact_components(request, claude, rule=thinking_rule("claude-sonnet-4-5", version="1.0.98"))
     assert kept.conversation - stripped.conversation == claude.count(thought["thinking"])
+
+
+def test_a_reactive_compaction_names_the_failed_call_it_followed(store: Any) -> None:
+    from engine.importers import import_file
+
+    (session_id,) = import_file(only_file("compact_reactive"), store).session_ids
+    requests = store.list_events(session_id, kind="request")
+    (failed,) = [e for e in requests if failure_of(e.details)]
+    assert failed.outcome == "context_length_exceeded" and failed.usage is None
+    assert failed.components_basis == "estimate" and failed.components.total > 0  # what it sent, measured
+    (compaction,) = store.list_events(session_id, kind="compaction")
+    assert (compaction.details["by"], compaction.details["trigger_kind"]) == ("agent", "reactive")
+    assert compaction.details["after_failed_call"] == failed.seq < compaction.seq
+    (stored,) = [r for r in store.list_requests(session_id, with_body=True) if r.event_id == failed.id]
+    assert stored.body == as_sent(refused_calls("compact_reactive")[0])
+
+
+def test_a_manual_compaction_keeps_the_users_instructions(store: Any) -> None:
+    from engine.importers import import_file
+
+    (session_id,) = import_file(only_file("compact_manual_instructions"), store).session_ids
+    (compaction,) = store.list_events(session_id, kind="compaction")
+    assert compaction.trigger == "manual"
+    assert (compaction.details["by"], compaction.details["trigger_kind"]) == ("user", "manual")
+    assert compaction.details["instructions"] == COMPACT_INSTRUCTIONS
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_call_with_a_provider_count_adds_up_to_it_and_says_its_limit(scenario: str, store: Any) -> None:
+    from engine.importers import import_file
+
+    for session_id in import_file(only_file(scenario), store).session_ids:
+        for event in store.list_events(session_id, kind="request"):
+            provider = event.usage.prompt_tokens if event.usage else None
+            if provider:
+                assert event.components.total == provider == event.projected_tokens, scenario
+                assert event.components_basis in ("exact", "reconciled")
+                # the file's requests were rebuilt byte for byte: nothing left unattributed
+                assert event.components.unattributed == 0, scenario
+            assert event.context_window == 200_000 and event.details["limit_source"] == "model table"

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ImportFormatError
-from engine.events import ProviderUsage
+from engine.events import ComponentTokens, ProviderUsage
 from engine.importers import accuracy_report, detect_format, import_file, import_files
 from engine.importers.model import ParsedMessage
 from engine.importers.writer import MISSING_RESULT_TEXT, repair_tool_pairing
@@ -232,12 +232,24 @@ def test_request_components_sum_the_messages_sent_before_the_call(store: Session
         tokenizer = get_tokenizer(store.get_session(session_id).tokenizer)
         for event in store.list_events(session_id, kind="request"):
             sent = rows[: event.details["messages_sent"]]
-            c = event.components
-            assert c.tool_results == sum(r.tool_result_tokens for r in sent)
-            assert c.conversation == sum(r.tokens - r.tool_result_tokens for r in sent) + REPLY_PRIMING_TOKENS
-            assert event.details["estimate_total"] == c.total == event.projected_tokens
+            measured = event.details["measured"]  # our measure, before reconciling it
+            assert measured.get("tool_results", 0) == sum(r.tool_result_tokens for r in sent)
+            conversation = sum(r.tokens - r.tool_result_tokens for r in sent) + REPLY_PRIMING_TOKENS
+            assert measured.get("conversation", 0) == conversation
+            assert event.details["estimate_total"] == sum(measured.values())
+            c, provider = event.components, event.usage.prompt_tokens if event.usage else None
+            assert c.total == event.projected_tokens
+            if provider:  # the stored components add up to the provider's count
+                assert (c.total, event.components_basis) == (provider, "reconciled")
+            else:
+                assert (c.total, event.components_basis) == (event.details["estimate_total"], "estimate")
             assert event.details["tokenizer"] == tokenizer.id
             assert event.details["exact"] is tokenizer.exact
+
+
+def measured(event: Any) -> ComponentTokens:
+    """A stored call's components as we measured them (before reconciling them to the provider's count)."""
+    return ComponentTokens(**event.details["measured"])
 
 
 # -- synthetic Claude Code lines -------------------------------------------------------------------
@@ -282,9 +294,9 @@ def test_claude_code_compact_boundary_restarts_what_later_calls_sent(
     assert len(rows) == 4 and rows[2].message.meta["isCompactSummary"] is True
     # the summarizer's own call (sent the whole history) sits between the two answers
     first, summarizer, second = store.list_events("s1", kind="request")
-    assert first.components.conversation == rows[0].tokens + REPLY_PRIMING_TOKENS
+    assert measured(first).conversation == rows[0].tokens + REPLY_PRIMING_TOKENS
     assert summarizer.details["compaction_call"] is True
-    after = second.components
+    after = measured(second)
     assert after.summary + after.conversation == rows[2].tokens + REPLY_PRIMING_TOKENS
     assert "skipped" not in " ".join(result.notes)  # the boundary line is read, not skipped
 

@@ -56,6 +56,7 @@ def run_import(
     model: str | None,
     err: TextIO,
     live: bool = False,
+    settings: Any = None,
 ) -> tuple[list[Any], list[tuple[Path, str]]]:
     """Import into ``db``; (results, [(file, why it was skipped)]). Raises the first error of a
     named file; removes a database this call created when it fails or imports nothing."""
@@ -68,7 +69,7 @@ def run_import(
     progress = ProgressPrinter(err)
     try:
         with open_store(db) as store:
-            results = import_files(named, store, model=model, on_progress=progress)
+            results = import_files(named, store, model=model, on_progress=progress, settings=settings)
             results += import_files(
                 found,
                 store,
@@ -76,6 +77,7 @@ def run_import(
                 on_progress=progress,
                 on_error=lambda p, e: skipped.append((p, str(e))),
                 live=live,
+                settings=settings,
             )
     except (ContextDeskError, OSError):
         if not existed:
@@ -99,6 +101,7 @@ def remove_database(db: str | Path) -> None:
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     if not args.files and not args.agent:
         raise UsageError("give transcript files or folders, or --from AGENT")
+    from engine.settings import load_settings
     from engine.store.factory import configured_database, redact_url
 
     db = (
@@ -109,7 +112,10 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
         where = f" for {args.agent}" if args.agent else ""
         raise UsageError(f"no transcript files found{where}")
     # Sessions found where an agent keeps them may be being written right now.
-    results, skipped = run_import(db, named, found, model=args.model, err=sys.stderr, live=bool(args.agent))
+    settings = load_settings(getattr(args, "settings", None))  # its windows apply to imported sessions too
+    results, skipped = run_import(
+        db, named, found, model=args.model, err=sys.stderr, live=bool(args.agent), settings=settings
+    )
     report(results, skipped, out, verbose=args.verbose)
     imported = [r for r in results if r.sessions]
     unchanged = sum(1 for r in results if r.status == "unchanged")

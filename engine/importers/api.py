@@ -21,6 +21,7 @@ from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.model import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
 from engine.importers.writer import claim_session_id, write_session
+from engine.settings import Settings
 from engine.store import SessionStore
 
 #: on_progress(done, total, label): sessions written of a file, or files done of a batch.
@@ -81,8 +82,11 @@ def import_file(
     known: dict[str, dict[str, Any]] | None = None,
     live: bool = False,
     cache: LineCache | None = None,
+    settings: Settings | None = None,
 ) -> ImportResult:
     """Import one transcript file into ``store``; ``model`` names the model when the file does not.
+    ``settings``: the user's settings, whose window for a model wins over the file's and the model
+    table's (:func:`engine.settings.limit_for_model`); None: none.
 
     A file imported before is continued: unchanged (same size and modification time) it is
     skipped without being read; grown, only its new messages are added (its sessions keep
@@ -111,7 +115,9 @@ def import_file(
     notes: list[str] = []
     updated = False
     try:
-        updated = _write_file(store, parsed, fmt, source_path, state, ids, written, notes, on_progress)
+        updated = _write_file(
+            store, parsed, fmt, source_path, state, ids, written, notes, on_progress, settings=settings
+        )
     except (*_SHAPE_ERRORS, PydanticValidationError) as exc:  # rolled back: nothing of the file stays
         raise ImportFormatError(
             f"cannot store a value of this {fmt} file: {_shape_problem(exc)}", path=str(path)
@@ -132,6 +138,8 @@ def _write_file(
     written: list[ImportedSession],
     notes: list[str],
     on_progress: ProgressCallback | None,
+    *,
+    settings: Settings | None = None,
 ) -> bool:
     """Write a file's sessions in one transaction; True when one was imported from it before."""
     updated = False
@@ -156,6 +164,7 @@ def _write_file(
                 write_session(
                     store, session, session_id=session_id, parent_id=parent_id,
                     source=f"import:{fmt}", source_path=source_path, existing=existing, import_state=state,
+                    settings=settings,
                 )
             )  # fmt: skip
             notes.extend(f"{session_id}: {note}" for note in dict.fromkeys(session.notes))
@@ -173,6 +182,7 @@ def import_files(
     on_error: Callable[[Path, ImportFormatError], None] | None = None,
     live: bool = False,
     cache: LineCache | None = None,
+    settings: Settings | None = None,
 ) -> list[ImportResult]:
     """Import several files, each in its own transaction. Without ``on_error`` it stops at the
     first file that fails (files before it stay imported) and raises its ImportFormatError;
@@ -182,7 +192,9 @@ def import_files(
     known = imported_files(store)
     for done, path in enumerate(paths, start=1):
         try:
-            results.append(import_file(path, store, model=model, known=known, live=live, cache=cache))
+            results.append(
+                import_file(path, store, model=model, known=known, live=live, cache=cache, settings=settings)
+            )
         except ImportFormatError as exc:
             if on_error is None:
                 raise

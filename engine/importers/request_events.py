@@ -1,21 +1,44 @@
 """The events of an imported session's model calls: one ``request`` event per call, and the
 agent's own compactions (with the snapshot of what it went on with).
 
-A request event carries our estimate of what that call sent, by component: the system
-prompt and tool definitions when the source has them, and the messages before the call
-(since the last compaction boundary), split into tool-result content and the rest. The
-provider's usage sits beside it, so the timeline shows estimate and truth together.
+A request event carries what that call sent by component, measured by the one rule every source
+uses (:func:`engine.components.measure_request`): the system prompt and tool definitions when the
+source has them, and the messages before the call (since the last compaction boundary). Where the
+provider counted the call, the components are reconciled to its count
+(:func:`engine.components.reconcile_call`, ``components_basis``): ``details["estimate_total"]``
+keeps our own measure beside it. The limit is the one the file, the model table or the user's
+settings give (:func:`engine.settings.limit_for_model`). A call that failed (``details["failure"]``,
+engine.call_failures) is recorded with its outcome and no usage.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from engine.call_failures import failure_of
+from engine.components import HistoryTotals, measure_request, reconcile_call
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.importers.model import CallInfo, ParsedSession
+from engine.limit import Limit
+from engine.settings import Settings, limit_for_model
 from engine.store import SessionStore, StoredMessage
-from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
+from engine.tokens import Tokenizer
+
+#: A failed call's outcome, by its cause (the outcome words request events already use).
+FAILURE_OUTCOMES = {"prompt_too_long": "context_length_exceeded", "interrupted": "interrupted"}
+
+
+@dataclass(frozen=True)
+class CallMeasure:
+    """What the walk measured for one call: our estimate, the provider's usage, and the context
+    segment it belongs to (segments are separated by the agent's compactions)."""
+
+    estimate: int
+    usage: ProviderUsage | None
+    segment: int
 
 
 def record_requests(
@@ -27,67 +50,171 @@ def record_requests(
     source: str,
     *,
     first_new: int = 0,
+    settings: Settings | None = None,
 ) -> list[tuple[int, ProviderUsage | None]]:
     """Record a request event per call at messages from ``first_new`` on (earlier ones were
     recorded by an earlier import); returns (estimate, usage) per call in order, all of them.
 
     When the source does not keep part of what every call sent (``parsed.unlogged_prefix_in``:
     Codex's tool definitions, Gemini CLI's system instruction and tools), that part is the
-    provider's count minus ours at the first call with usage, added to that component of every
-    call and named in its details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``)."""
-    prefix = 0
+    provider's count minus ours at the first call with usage of each context segment (measured
+    again after every compaction, never carried across one), added to that component of the
+    segment's calls and named in their details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``)."""
+    walk = _Walk(store, session_id, parsed, rows, tokenizer, source, settings)
+    prefixes: dict[int, int] = {}
     if parsed.unlogged_prefix_in:
-        dry = _walk(store, session_id, parsed, rows, tokenizer, source, first_new=len(rows) + 1, prefix=0)
-        prefix = next(
-            (max(0, u.prompt_tokens - est) for est, u in dry if u is not None and u.prompt_tokens), 0
-        )
-        if prefix:
+        prefixes = unlogged_prefixes(walk.run(first_new=len(rows) + 1, prefixes={}))
+        if prefixes:
+            shown = ", ".join(f"{p:,}" for p in dict.fromkeys(prefixes.values()))
             parsed.notes.append(
-                f"{prefix:,} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
-                "measured at the first call with usage"
+                f"{shown} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
+                "measured at the first call with usage after each compaction"
             )
-    return _walk(store, session_id, parsed, rows, tokenizer, source, first_new=first_new, prefix=prefix)
+    return [(m.estimate, m.usage) for m in walk.run(first_new=first_new, prefixes=prefixes)]
 
 
-def _walk(
-    store: SessionStore,
-    session_id: str,
-    parsed: ParsedSession,
-    rows: Sequence[Any],
-    tokenizer: Tokenizer,
-    source: str,
-    *,
-    first_new: int,
-    prefix: int,
-) -> list[tuple[int, ProviderUsage | None]]:
-    out: list[tuple[int, ProviderUsage | None]] = []
-    memo: dict[Any, int] = {}  # the system prompt and tool list are mostly the same call after call
-    conversation = tool_results = 0  # running sums over the messages sent so far
-    for i, (pm, row) in enumerate(zip(parsed.messages, rows, strict=True)):
-        record = i >= first_new
-        if pm.starts_context:
-            if pm.compaction is not None and record:
-                _compaction(
-                    store, session_id, pm.compaction, row, conversation + tool_results, source, rows=rows
-                )
-            conversation = tool_results = 0
-        if pm.call is not None:
-            out.append(
-                _request(
-                    store, session_id, parsed, pm.call, row, i, conversation, tool_results, tokenizer, source,
-                    record=record, memo=memo, prefix=prefix,
-                )
-            )  # fmt: skip
-        conversation += row.tokens - row.tool_result_tokens
-        tool_results += row.tool_result_tokens
-        for call in pm.pending_calls:
-            out.append(
-                _request(
-                    store, session_id, parsed, call, row, i + 1, conversation, tool_results, tokenizer, source,
-                    record=record, memo=memo, prefix=prefix,
-                )
-            )  # fmt: skip
+def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
+    """{segment: the provider's count minus our measure at its first call with usage}; a segment
+    with no such call takes the last one measured before it (an estimate: nothing better is known)."""
+    out: dict[int, int] = {}
+    for m in measures:
+        if m.segment not in out and m.usage is not None and m.usage.prompt_tokens:
+            out[m.segment] = max(0, m.usage.prompt_tokens - m.estimate)
+    last = None
+    for segment in range(max((m.segment for m in measures), default=-1) + 1):
+        if segment in out:
+            last = out[segment]
+        elif last is not None:
+            out[segment] = last
     return out
+
+
+class _Walk:
+    """One pass over a session's messages, measuring (and recording) each call in order."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        parsed: ParsedSession,
+        rows: Sequence[StoredMessage],
+        tokenizer: Tokenizer,
+        source: str,
+        settings: Settings | None,
+    ) -> None:
+        self.store, self.session_id, self.parsed, self.rows = store, session_id, parsed, rows
+        self.tokenizer, self.source, self.settings = tokenizer, source, settings
+        self.fixed: dict[
+            Any, ComponentTokens
+        ] = {}  # system prompt and tools: mostly the same call after call
+        self.limits: dict[Any, Limit | None] = {}
+
+    def run(self, *, first_new: int, prefixes: dict[int, int]) -> list[CallMeasure]:
+        out: list[CallMeasure] = []
+        history = HistoryTotals(self.tokenizer)
+        failed_events: dict[str, int] = {}  # request ref of a failed call -> its event id
+        segment = 0
+        for i, (pm, row) in enumerate(zip(self.parsed.messages, self.rows, strict=True)):
+            record = i >= first_new
+            if pm.starts_context:
+                if pm.compaction is not None and record:
+                    _compaction(
+                        self.store, self.session_id, pm.compaction, row, history.conversation + history.tool_results,
+                        self.source, rows=self.rows, failed_events=failed_events,
+                    )  # fmt: skip
+                history.reset()
+                segment += 1
+            prefix = prefixes.get(segment, 0)
+            if pm.call is not None:
+                out.append(self.call(pm.call, row, i, history, segment, prefix, record, failed_events))
+            history.extend((row.message,))
+            for call in pm.pending_calls:
+                out.append(self.call(call, row, i + 1, history, segment, prefix, record, failed_events))
+        return out
+
+    def call(
+        self,
+        call: CallInfo,
+        row: StoredMessage,
+        sent_messages: int,
+        history: HistoryTotals,
+        segment: int,
+        prefix: int,
+        record: bool,
+        failed_events: dict[str, int],
+    ) -> CallMeasure:
+        parsed = self.parsed
+        system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
+        tools = call.tools if call.tools is not None else parsed.tools
+        if call.components is not None:  # a parser that rebuilt the request measured it (Claude Code)
+            measured = call.components
+        else:
+            fixed = _memo(
+                self.fixed, (system, id(tools)),
+                lambda: measure_request(self.tokenizer, system=system or "", tools=tools or [], messages=()),
+            )  # fmt: skip
+            measured = fixed.model_copy(
+                update={"conversation": history.conversation, "tool_results": history.tool_results}
+            )
+        where = parsed.unlogged_prefix_in
+        if prefix and where:
+            measured = measured.model_copy(update={where: getattr(measured, where) + prefix})
+        usage = call.usage
+        estimate = measured.total
+        if not record:
+            return CallMeasure(estimate, usage, segment)
+        # a request rebuilt byte for byte saw all the provider got: a shortfall is only our count's
+        # error, spread over what was sent; otherwise it may be harness text the file did not keep
+        exact_bytes = call.exact_request is not None
+        components, basis = reconcile_call(
+            measured, usage.prompt_tokens if usage else None, exact_tokenizer=self.tokenizer.exact,
+            max_scale_up=math.inf if exact_bytes else 1.0,
+        )  # fmt: skip
+        details: dict[str, Any] = {
+            "estimate_total": estimate,
+            # our own measure, before reconciling it to the provider's count
+            "measured": {k: v for k, v in measured.model_dump().items() if v and k != "offloaded_bytes"},
+            "provider_prompt_tokens": usage.prompt_tokens if usage else None,
+            "exact": self.tokenizer.exact,
+            "tokenizer": self.tokenizer.id,
+            "source": self.source,
+            "messages_sent": sent_messages,
+            "segment": segment,
+            **call.details,
+        }
+        if prefix and where:
+            details.update(unlogged_prefix_tokens=prefix, unlogged_prefix_in=where)
+        model = call.model or parsed.model
+        limit = self.limit(model, call.context_window or parsed.context_window)
+        columns: dict[str, int | None] = limit.columns() if limit is not None else {}
+        if limit is not None:
+            details["limit_source"] = limit.source
+        if call.limit_tokens is not None:  # the harness's own limit when the source tells it
+            columns["limit_tokens"] = call.limit_tokens
+        failure = failure_of(call.details)
+        event_id = self.store.record_event(
+            self.session_id,
+            ContextEvent(
+                kind="request", provider=parsed.provider, model=model, turn_index=row.turn_index,
+                outcome=FAILURE_OUTCOMES.get(failure["cause"], "provider_error") if failure else None,
+                projected_tokens=components.total, components=components, components_basis=basis, usage=usage,
+                message_seq=row.seq, details=details, **columns,
+            ),
+        )  # fmt: skip
+        if failure is not None and call.details.get("request_ref"):
+            failed_events[str(call.details["request_ref"])] = event_id
+        exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
+        if exact is not None:
+            self.store.record_request(self.session_id, exact.model_copy(update={"event_id": event_id}))
+        return CallMeasure(estimate, usage, segment)
+
+    def limit(self, model: str | None, file_window: int | None) -> Limit | None:
+        key = (model, file_window)
+        if key not in self.limits:
+            self.limits[key] = limit_for_model(
+                model, file_window=file_window, settings=self.settings, provider=self.parsed.provider
+            )
+        return self.limits[key]
 
 
 def _compaction(
@@ -99,8 +226,21 @@ def _compaction(
     source: str,
     *,
     rows: Sequence[StoredMessage] = (),
+    failed_events: dict[str, int] | None = None,
 ) -> None:
-    """A compaction the agent made (the source says where): later calls start from ``row``."""
+    """A compaction the agent made (the source says where): later calls start from ``row``.
+
+    ``details`` follow docs/HELPERS.md "Compaction events" (``by``, ``trigger_kind``,
+    ``instructions``, ...); a parser's ``after_failed_request_ref`` becomes ``after_failed_call``,
+    the seq of the failed call's request event (recorded before it)."""
+    details = dict(details)
+    details.setdefault("by", "user" if details.get("trigger") == "manual" else "agent")
+    failed_ref = details.pop("after_failed_request_ref", None)
+    failed_id = (failed_events or {}).get(str(failed_ref)) if failed_ref else None
+    if failed_id is not None:
+        details["after_failed_call"] = next(
+            (e.seq for e in store.list_events(session_id, kind="request") if e.id == failed_id), None
+        )
     event_id = store.record_event(
         session_id,
         ContextEvent(
@@ -126,69 +266,9 @@ def _compaction(
         )  # fmt: skip
 
 
-def _request(
-    store: SessionStore,
-    session_id: str,
-    parsed: ParsedSession,
-    call: CallInfo,
-    row: StoredMessage,
-    sent_messages: int,
-    conversation: int,
-    tool_results: int,
-    tokenizer: Tokenizer,
-    source: str,
-    *,
-    record: bool = True,
-    memo: dict[Any, int] | None = None,
-    prefix: int = 0,
-) -> tuple[int, ProviderUsage | None]:
-    memo = {} if memo is None else memo
-    system = call.system_prompt if call.system_prompt is not None else parsed.system_prompt
-    tools = call.tools if call.tools is not None else parsed.tools
-    components = ComponentTokens(
-        system=_memo(memo, ("system", system), lambda: tokenizer.count(system) + MESSAGE_OVERHEAD_TOKENS)
-        if system
-        else 0,
-        tools=_memo(memo, ("tools", id(tools)), lambda: tokenizer.count_tools(tools)) if tools else 0,
-        conversation=conversation + (REPLY_PRIMING_TOKENS if conversation or tool_results else 0),
-        tool_results=tool_results,
-    )
-    # a parser that rebuilt the exact request computed its components itself (Claude Code)
-    components = call.components or components
-    where = parsed.unlogged_prefix_in
-    if prefix and where:
-        components = components.model_copy(update={where: getattr(components, where) + prefix})
-    total = components.total
-    usage = call.usage
-    details: dict[str, Any] = {
-        "estimate_total": total,
-        "provider_prompt_tokens": usage.prompt_tokens if usage else None,
-        "exact": tokenizer.exact,
-        "tokenizer": tokenizer.id,
-        "source": source,
-        "messages_sent": sent_messages,
-        **call.details,
-    }
-    if prefix and where:
-        details.update(unlogged_prefix_tokens=prefix, unlogged_prefix_in=where)
-    if not record:
-        return total, usage
-    event_id = store.record_event(
-        session_id,
-        ContextEvent(
-            kind="request", provider=parsed.provider, model=call.model or parsed.model,
-            context_window=call.context_window or parsed.context_window, turn_index=row.turn_index, projected_tokens=total, components=components, usage=usage,
-            limit_tokens=call.limit_tokens,  # the harness's own limit when the source tells it
-            message_seq=row.seq, details=details,
-        ),
-    )  # fmt: skip
-    exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
-    if exact is not None:
-        store.record_request(session_id, exact.model_copy(update={"event_id": event_id}))
-    return total, usage
-
-
-def _memo(memo: dict[Any, int], key: Any, compute: Callable[[], int]) -> int:
+def _memo(
+    memo: dict[Any, ComponentTokens], key: Any, compute: Callable[[], ComponentTokens]
+) -> ComponentTokens:
     if key not in memo:
         memo[key] = compute()
     return memo[key]

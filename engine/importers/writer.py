@@ -16,6 +16,7 @@ from engine.importers.model import ImportedSession, ParsedMessage, ParsedSession
 from engine.importers.parsing import title_of, tool_category
 from engine.importers.request_events import record_requests
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only
+from engine.settings import Settings
 from engine.store import SessionStore, ToolRecord
 from engine.tokens import Tokenizer, get_tokenizer
 
@@ -100,6 +101,7 @@ def write_session(
     source_path: str,
     existing: bool = False,
     import_state: dict[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> ImportedSession:
     """Write one parsed session (caller holds the transaction); returns its summary.
 
@@ -163,7 +165,9 @@ def write_session(
     added = store.append_messages(session_id, messages[start:], tokenizer=tokenizer, usages=usages[start:])
     rows = [*kept, *added]
     with store.batched_costs():  # the calls' request_costs rows in one pass, not one per event
-        estimates = record_requests(store, session_id, parsed, rows, tokenizer, source, first_new=start)
+        estimates = record_requests(
+            store, session_id, parsed, rows, tokenizer, source, first_new=start, settings=settings
+        )
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
     _write_blobs(store, session_id, parsed.blobs)
     with_usage = [(est, usage) for est, usage in estimates if usage is not None]

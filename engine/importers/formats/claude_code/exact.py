@@ -45,7 +45,7 @@ def apply_replays(
         )
         offloaded = call.components.offloaded_bytes if call.components is not None else 0
         call.components = components.model_copy(update={"offloaded_bytes": offloaded})
-        call.exact_request = _request_record(call, replay)
+        call.exact_request = request_record(call, replay)
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
             call.details.pop(key, None)
         call.details.update(_exact_details(replay))
@@ -67,7 +67,7 @@ def apply_replays(
     unlinked = [r for r in replays.values() if r.request_id not in linked]
     if unlinked:
         session.notes.append(
-            f"{len(unlinked)} recorded request(s) with no reply in the file (failed or interrupted calls)"
+            f"{len(unlinked)} recorded request(s) with no reply in the file: imported as failed calls"
         )
     unverified = sum(1 for _, r in found if r.verified is False)
     if unverified:
@@ -93,7 +93,23 @@ def _exact_details(replay: ReplayedRequest) -> dict[str, Any]:
     return {k: v for k, v in details.items() if v is not None}
 
 
-def _request_record(call: CallInfo, replay: ReplayedRequest) -> RequestRecord:
+def apply_failed(call: CallInfo, replay: ReplayedRequest, tokenizer: Tokenizer) -> None:
+    """A call that got no answer, with the request it sent: its components and exact body (no usage)."""
+    rule = thinking_rule(call.model, context_management=(replay.body or {}).get("context_management"))
+    call.components = exact_components(replay, tokenizer, where=f"api-request line {replay.line}", rule=rule)
+    failure = call.details.get("failure")
+    status = (failure or {}).get("status") if failure else 200  # a refusal is an answer
+    call.exact_request = request_record(call, replay, status_code=status).model_copy(
+        update={"error_message": (failure or {}).get("message")}
+    )
+    call.details.update({k: v for k, v in _exact_details(replay).items() if k not in call.details})
+
+
+def request_record(
+    call: CallInfo, replay: ReplayedRequest, *, status_code: int | None = 200
+) -> RequestRecord:
+    """The store's record of the request ``replay`` rebuilt, with the call's usage (None for a
+    failed call: the provider billed nothing)."""
     usage = call.usage
     return RequestRecord(
         api="anthropic_messages",
@@ -101,7 +117,7 @@ def _request_record(call: CallInfo, replay: ReplayedRequest) -> RequestRecord:
         path="/v1/messages",
         body=replay.body,
         headers=replay.headers or None,
-        status_code=200,
+        status_code=status_code,
         stop_reason=call.details.get("stop_reason"),
         input_tokens=usage.input_tokens if usage else None,
         output_tokens=usage.output_tokens if usage else None,

@@ -266,6 +266,9 @@ def _set_cache_control(body: dict[str, Any], mark: Any) -> str | None:
     node: Any = body
     parents: list[tuple[Any, Any]] = []
     for step in path:
+        if isinstance(node, str) and step == 0 and parents and parents[-1][1] == "content":
+            # a message sent as a string becomes one text block when a breakpoint is put on it
+            node = [{"type": "text", "text": node}]
         try:
             child = node[step]
         except (KeyError, IndexError, TypeError):
@@ -325,7 +328,9 @@ def _transcript_runs(lines: Sequence[Line]) -> tuple[dict[str, dict[str, Any]], 
         ending = '],"role":' + json.dumps(role, ensure_ascii=False) + "}"
         digest = hasher.copy()
         digest.update(ending.encode("utf-8"))
-        out.setdefault(digest.hexdigest(), {"role": role, "content": list(blocks)})
+        # one line of string content is sent as that string (the hash is the same either way)
+        alone = isinstance(content, str) and len(blocks) == 1
+        out.setdefault(digest.hexdigest(), {"role": role, "content": content if alone else list(blocks)})
     return out, frozenset(summaries)
 
 

@@ -13,13 +13,15 @@ claude_code_titles, saved tool outputs become blobs in claude_code_blobs.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.importers.formats.claude_code.blobs import ToolResultFile, assign_blobs
-from engine.importers.formats.claude_code.exact import apply_replays
+from engine.importers.formats.claude_code.exact import apply_failed, apply_replays
+from engine.importers.formats.claude_code.failures import FailedCall, failed_calls
 from engine.importers.formats.claude_code.replay import (
     REPLAY_LINE_TYPES,
     ReplayedRequest,
@@ -31,8 +33,7 @@ from engine.importers.formats.claude_code.thread import Line, Thread, build_thre
 from engine.importers.formats.claude_code.titles import is_real_prompt as is_real_prompt
 from engine.importers.formats.claude_code.titles import prompt_text, set_title
 from engine.importers.model import ParsedSession, SourceProblem
-from engine.model_table import ModelTable
-from engine.tokens import get_tokenizer
+from engine.tokens import Tokenizer, get_tokenizer
 
 #: Tokenizer when a thread names no model (the writer's fallback too).
 FALLBACK_TOKENIZER = "chars/4"
@@ -140,16 +141,38 @@ def thread_session(
     exact = apply_replays(session, [call for _, _, call in plan], replays or {}, tokenizer)
     if prefix is not None and not exact:
         session.metadata["harness_prefix_tokens"] = prefix
-    _record_compactions(session, thread)
+    failed = _place_failed_calls(thread, lines, replays or {}, model, tokenizer)
+    _record_compactions(session, thread, lines, failed)
     point = session.metadata.get("harness_compaction_tokens")
-    window = _real_window(model)
-    for _, _, call in plan:
+    session.calls = [c for pm in thread.messages for c in ([pm.call] if pm.call else []) + pm.pending_calls]
+    for call in session.calls:
         if point:  # where Claude Code itself compacted: its own limit line
             call.details["harness_compaction_tokens"] = point
             call.limit_tokens = point
-        call.context_window = call.context_window or window
-    session.calls = [call for _, _, call in plan]
     return session
+
+
+def _place_failed_calls(
+    thread: Thread,
+    lines: Sequence[Line],
+    replays: dict[str, ReplayedRequest],
+    model: str | None,
+    tokenizer: Tokenizer,
+) -> list[FailedCall]:
+    """Calls that got no answer, each after the last message it sent (before the calls made
+    after it: a reactive compaction's summarizer follows its failed call)."""
+    failed = failed_calls(thread, lines, replays, model)
+    placed: dict[int, int] = {}
+    for f in failed:
+        if f.replay is not None:
+            apply_failed(f.call, f.replay, tokenizer)
+        if f.after_index is None:
+            thread.notes.append(f"a failed call at line {f.line} before any message: left out")
+            continue
+        pending = thread.messages[f.after_index].pending_calls
+        pending.insert(placed.get(f.after_index, 0), f.call)
+        placed[f.after_index] = placed.get(f.after_index, 0) + 1
+    return failed
 
 
 def mark_compactions(thread: Thread, lines: Sequence[Line], replays: dict[str, ReplayedRequest]) -> None:
@@ -169,14 +192,15 @@ def mark_compactions(thread: Thread, lines: Sequence[Line], replays: dict[str, R
         c.summarizes_kept = not any(last_reply < n < c.line for n in failed_lines)
 
 
-def _real_window(model: str | None) -> int | None:
-    """The model's real context window from the bundled model table (None when unknown)."""
-    info = ModelTable.bundled().lookup(model) if model else None
-    return info.context_window if info is not None else None
-
-
-def _record_compactions(session: ParsedSession, thread: Thread) -> None:
-    autos = [c.pre_tokens for c in thread.compactions if c.trigger == "compact_threshold" and c.pre_tokens]
+def _record_compactions(
+    session: ParsedSession, thread: Thread, lines: Sequence[Line], failed: Sequence[FailedCall]
+) -> None:
+    reactive = {c.line: _failed_before(c.line, failed) for c in thread.compactions}
+    autos = [
+        c.pre_tokens
+        for c in thread.compactions
+        if c.trigger == "compact_threshold" and c.pre_tokens and reactive[c.line] is None
+    ]
     if autos:
         session.metadata["harness_compaction_tokens"] = min(autos)
     for c in thread.compactions:
@@ -184,9 +208,16 @@ def _record_compactions(session: ParsedSession, thread: Thread) -> None:
             continue
         pm = thread.messages[c.summary_index]
         kept = sorted({thread.uuid_index[u] for u in c.kept_uuids if u in thread.uuid_index})
+        after = reactive[c.line]
+        manual = c.trigger == "manual"
         pm.compaction = {
             "harness": "claude-code",
             "trigger": c.trigger,
+            "by": "user" if manual else "agent",
+            "trigger_kind": "manual" if manual else "reactive" if after is not None else "auto",
+            **({"instructions": _compact_instructions(lines, c.line)} if manual else {}),
+            **({"after_failed_request_ref": after.call.details.get("request_ref")} if after else {}),
+            **({"after_failed_line": after.line} if after else {}),
             "outcome": "compacted",
             "before_tokens": c.pre_tokens,
             "after_tokens": c.post_tokens,
@@ -209,3 +240,30 @@ def _session_meta(first: dict[str, Any], lines: Sequence[Line], version: str | N
         "summaries": summaries or None,
     }
     return {k: v for k, v in meta.items() if v is not None}
+
+
+def _failed_before(boundary_line: int, failed: Sequence[FailedCall]) -> FailedCall | None:
+    """The failed call a compaction followed ("prompt is too long": Claude Code's reactive compaction)."""
+    before = [f for f in failed if f.line < boundary_line]
+    last = before[-1] if before else None
+    if last is None or (last.call.details.get("failure") or {}).get("cause") != "prompt_too_long":
+        return None
+    return last
+
+
+_COMPACT_ARGS = re.compile(
+    r"<command-name>/compact</command-name>.*?<command-args>(.*?)</command-args>", re.S
+)
+
+
+def _compact_instructions(lines: Sequence[Line], boundary_line: int) -> str | None:
+    """The user's instructions to a manual ``/compact`` (its ``<command-args>``), from the command
+    line Claude Code writes beside the boundary; None when they gave none."""
+    near = sorted(lines, key=lambda line: abs(line[0] - boundary_line))
+    for _, obj in near[:40]:
+        message = obj.get("message") if obj.get("type") == "user" else None
+        content = message.get("content") if isinstance(message, dict) else None
+        match = _COMPACT_ARGS.search(content) if isinstance(content, str) else None
+        if match:
+            return match.group(1).strip() or None
+    return None
