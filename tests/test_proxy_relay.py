@@ -313,15 +313,15 @@ def test_expect_continue_chunked_bodies_and_head_requests_are_served(
     with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=raw_upstream.url)) as proxy:
         continued = _exchange(
             proxy.port,
-            b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n"
+            b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: k\r\ncontent-length: %d\r\n"
             b"expect: 100-continue\r\nconnection: close\r\n\r\n%s" % (len(body), body),
         )
         chunked = _exchange(
             proxy.port,
-            b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n"
+            b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n"
             b"connection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body),
         )
-        head = _exchange(proxy.port, b"HEAD / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        head = _exchange(proxy.port, b"HEAD / HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
         assert proxy.recorder.flush(10)
     assert continued.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n") and continued.endswith(
         b"0\r\n\r\n"
@@ -444,7 +444,7 @@ class _ScriptHandler(socketserver.StreamRequestHandler):
 
 def _request(body: bytes, extra: bytes = b"") -> bytes:
     return (
-        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\n"
+        b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\n"
         b"content-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
     )
 
@@ -577,7 +577,7 @@ def test_an_agent_gone_mid_chunked_body_leaves_nothing_hanging(tmp_path: Path) -
         with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as proxy:
             with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
                 sock.sendall(
-                    b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n\r\n"
+                    b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n\r\n"
                     b'10\r\n{"model":"m","'
                 )
                 time.sleep(0.3)
@@ -593,7 +593,7 @@ def test_an_agent_gone_mid_chunked_body_leaves_nothing_hanging(tmp_path: Path) -
 def _post_as_http_1_0(port: int, body: bytes) -> bytes:
     return _exchange(
         port,
-        b"POST /v1/messages HTTP/1.0\r\nhost: x\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
+        b"POST /v1/messages HTTP/1.0\r\nhost: 127.0.0.1\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
         % (len(body), body),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,12 +23,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from engine.proxy.admission import admit
 from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail
 from engine.proxy.controller import Controller
 from engine.proxy.exchange import Exchange, new_exchange
 from engine.proxy.policy_step import apply_policies
 from engine.proxy.recorder import Hold, Recorder
-from engine.proxy.wire import detect_api, upstream_kind
+from engine.proxy.wire import detect_api, error_body, upstream_kind
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
@@ -65,9 +67,14 @@ def upstream_url(base: str, path: str, query: str) -> str:
 
 
 def create_app(
-    recorder: Recorder, upstreams: Upstreams | None = None, controller: Controller | None = None
+    recorder: Recorder,
+    upstreams: Upstreams | None = None,
+    controller: Controller | None = None,
+    *,
+    allow_remote: bool = False,
 ) -> Starlette:
-    """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies."""
+    """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies,
+    requests :func:`engine.proxy.admission.admit` refuses get their answer (a browser's, a rebinding Host)."""
     upstreams = upstreams or Upstreams()
     state: dict[str, httpx.AsyncClient] = {}
 
@@ -84,6 +91,13 @@ def create_app(
         await asyncio.to_thread(recorder.flush, SHUTDOWN_FLUSH_S)
 
     async def forward(request: Request) -> Response:
+        refusal = admit(request.method, request.url.path, request.headers, allow_remote=allow_remote)
+        if refusal is not None:
+            kind = upstream_kind(
+                detect_api(request.method, request.url.path), request.headers, request.url.path
+            )
+            payload = json.dumps(error_body(kind, refusal.message, error_type=refusal.error_type)).encode()
+            return Response(payload, status_code=refusal.status, media_type="application/json")
         # the writer thread keeps off the GIL until the answer's headers are out: a streamed
         # answer releases the hold as its relay starts (or after HOLD_FALLBACK_S if it never does)
         hold = recorder.hold()

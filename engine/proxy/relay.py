@@ -26,6 +26,7 @@ import httpx
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
+from engine.proxy.admission import ALLOWED_METHODS, admit
 from engine.proxy.answers import record_failure
 from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
@@ -47,7 +48,7 @@ from engine.proxy.http1 import (
 from engine.proxy.policy_step import apply_policies
 from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
-from engine.proxy.wire import detect_api, upstream_kind
+from engine.proxy.wire import detect_api, error_body, upstream_kind
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -77,8 +78,10 @@ class Relay:
         app_origin: Origin,
         connect_timeout_s: float,
         read_timeout_s: float,
+        allow_remote: bool = False,
     ) -> None:
         self.recorder = recorder
+        self.allow_remote = allow_remote
         self.controller = controller
         self.bases = {"anthropic": anthropic, "openai": openai}
         self.app_origin = app_origin
@@ -141,6 +144,16 @@ class Relay:
         headers = Headers(raw=[(k.lower(), v) for k, v in head.headers])
         api = detect_api(head.method, head.path)
         kind = upstream_kind(api, headers, head.path)
+        refusal = admit(head.method, head.target, headers, allow_remote=self.allow_remote)
+        if refusal is not None:  # answered here, never forwarded nor recorded
+            if refusal.status == 204:  # OPTIONS *
+                await send(
+                    writer, b"HTTP/1.1 204 No Content\r\nallow: " + ALLOWED_METHODS.encode() + b"\r\n\r\n"
+                )
+                return head.content_length == 0 and not head.chunked
+            body = json.dumps(error_body(kind, refusal.message, error_type=refusal.error_type)).encode()
+            _answer_quietly(writer, refusal.status, body=body)
+            return False
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
         way = route(head, api, headers, self.controller, origin)
         if way == "app":

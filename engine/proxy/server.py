@@ -61,13 +61,14 @@ class ProxyServer:
         allow_remote: bool = False,
     ) -> None:
         check_host(host, allow_remote=allow_remote)
+        self.allow_remote = allow_remote
         self.policy_file = PolicyFile(settings_file, settings)
         self.recorder = Recorder(db_path, settings=self.policy_file.settings)
         self.live = LiveCompactions(db_path)
         self.host, self._port = host, port
         self.upstreams = upstreams or Upstreams()
         self.controller = Controller(self.policy_file, self.live)
-        self.app = create_app(self.recorder, self.upstreams, self.controller)
+        self.app = create_app(self.recorder, self.upstreams, self.controller, allow_remote=allow_remote)
         config = uvicorn.Config(
             self.app,
             host="127.0.0.1",  # the app is reached through the relay only
@@ -128,6 +129,7 @@ class ProxyServer:
             self.recorder, self.controller, anthropic=self.upstreams.anthropic, openai=self.upstreams.openai,
             app_origin=Origin("http", "127.0.0.1", inner.getsockname()[1]),
             connect_timeout_s=self.upstreams.connect_timeout_s, read_timeout_s=self.upstreams.read_timeout_s,
+            allow_remote=self.allow_remote,
         )  # fmt: skip
         try:
             self._front = await asyncio.start_server(

@@ -1,0 +1,118 @@
+"""The proxy's edges (#32): who it serves (Origin and Host checked, a browser's foreign page and a
+rebinding Host refused, the agents' own requests served), ``OPTIONS *`` and ``CONNECT`` answered."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from model_server import ScriptedServer
+from model_server import anthropic as A
+
+from engine.proxy import ProxyServer, Upstreams
+from engine.proxy.admission import admit
+from engine.store import SessionStore
+
+BODY = json.dumps(
+    {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "target", "headers", "status"),
+    [
+        ("an agent: loopback host, no origin", "POST", "/v1/messages", {"host": "127.0.0.1:8788"}, None),
+        ("localhost by name", "POST", "/v1/messages", {"host": "localhost:8788"}, None),
+        ("IPv6 loopback", "POST", "/v1/messages", {"host": "[::1]:8788"}, None),
+        ("no host at all (HTTP/1.0)", "POST", "/v1/messages", {}, None),
+        ("a page on this machine", "POST", "/v1/messages",
+         {"host": "127.0.0.1:8788", "origin": "http://localhost:8501"}, None),
+        ("a foreign web page", "POST", "/v1/messages",
+         {"host": "127.0.0.1:8788", "origin": "https://evil.example"}, 403),
+        ("a sandboxed page (origin null)", "POST", "/v1/messages", {"host": "127.0.0.1:8788", "origin": "null"}, 403),
+        ("a cross-site fetch without origin", "GET", "/v1/models",
+         {"host": "127.0.0.1:8788", "sec-fetch-site": "cross-site"}, 403),
+        ("a rebinding host", "POST", "/v1/messages", {"host": "evil.example:8788"}, 403),
+        ("a host that only starts like loopback", "POST", "/v1/messages", {"host": "127.0.0.1.evil.example"}, 403),
+        ("OPTIONS *", "OPTIONS", "*", {"host": "127.0.0.1:8788"}, 204),
+        ("CONNECT", "CONNECT", "api.anthropic.com:443", {"host": "api.anthropic.com:443"}, 405),
+    ],
+)  # fmt: skip
+def test_who_the_proxy_serves(
+    name: str, method: str, target: str, headers: dict[str, str], status: int | None
+) -> None:
+    refusal = admit(method, target, headers)
+    assert (refusal.status if refusal else None) == status, name
+
+
+def test_a_remote_proxy_serves_any_host_but_still_no_foreign_page() -> None:
+    assert admit("POST", "/v1/messages", {"host": "10.0.0.5:8788"}, allow_remote=True) is None
+    refusal = admit(
+        "POST", "/v1/messages", {"host": "10.0.0.5:8788", "origin": "https://evil.example"}, allow_remote=True
+    )
+    assert refusal is not None and refusal.status == 403
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[tuple[ProxyServer, ScriptedServer]]:
+    with (
+        A.install(ScriptedServer(default=A.text("ok"))) as upstream,
+        ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url)) as server,
+    ):
+        yield server, upstream
+
+
+def exchange(port: int, head: str, body: str = "") -> bytes:
+    """One raw request on its own connection; the whole answer (the proxy closes or we read to the end)."""
+    data = body.encode()
+    raw = (
+        head.replace("\n", "\r\n").encode()
+        + (b"content-length: %d\r\n" % len(data) if data else b"")
+        + b"\r\n"
+        + data
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(raw)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_web_page_cannot_post_through_the_proxy(proxy: tuple[ProxyServer, ScriptedServer]) -> None:
+    server, upstream = proxy
+    # a "simple" request any page can send without a CORS preflight
+    page = f"POST /v1/messages HTTP/1.1\nhost: 127.0.0.1:{server.port}\norigin: https://evil.example\ncontent-type: text/plain\n"
+    rebinding = (
+        f"POST /v1/messages HTTP/1.1\nhost: evil.example:{server.port}\ncontent-type: application/json\n"
+    )
+    for head in (page, rebinding):
+        answer = exchange(server.port, head, BODY)
+        status, _, body = answer.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 403 "), answer[:200]
+        assert json.loads(body)["error"]["type"] == "permission_error"  # Anthropic's error shape
+    agent = f"POST /v1/messages HTTP/1.1\nhost: 127.0.0.1:{server.port}\ncontent-type: application/json\nconnection: close\n"
+    assert exchange(server.port, agent, BODY).startswith(b"HTTP/1.1 200 ")
+    assert server.recorder.flush()
+    assert len(upstream.requests) == 1  # only the agent's
+    with SessionStore(server.recorder.db_path, read_only=True) as store:
+        assert sum(len(store.list_requests(s.id)) for s in store.list_sessions()) == 1  # nothing fake written
+
+
+def test_options_star_and_connect_get_a_proper_answer(proxy: tuple[ProxyServer, ScriptedServer]) -> None:
+    server, upstream = proxy
+    options = exchange(server.port, f"OPTIONS * HTTP/1.1\nhost: 127.0.0.1:{server.port}\nconnection: close\n")
+    assert options.startswith(b"HTTP/1.1 204 ") and b"allow: GET, POST" in options
+    connect = exchange(server.port, "CONNECT api.anthropic.com:443 HTTP/1.1\nhost: api.anthropic.com:443\n")
+    status, _, body = connect.partition(b"\r\n\r\n")
+    assert (
+        status.startswith(b"HTTP/1.1 405 ") and "not a forward proxy" in json.loads(body)["error"]["message"]
+    )
+    # still serving, nothing sent upstream
+    agent = f"POST /v1/messages HTTP/1.1\nhost: 127.0.0.1:{server.port}\ncontent-type: application/json\nconnection: close\n"
+    assert exchange(server.port, agent, BODY).startswith(b"HTTP/1.1 200 ")
+    assert len(upstream.requests) == 1
