@@ -10,7 +10,7 @@ scripts/make_real_agent_fixtures.py's, whose helpers this reuses):
 - ``refusal``: the model refuses (``stop_reason: refusal``);
 - ``interrupt``: the model asks for a long Bash command and the user stops the CLI while it runs
   (SIGINT, as Ctrl-C; SIGKILL if it does not exit): a tool call left without a result;
-- ``stream_cut``: the server drops the connection mid-answer, every time (Claude Code retries, then gives up).
+- ``provider_error``: the server answers 500 every time (Claude Code retries ten times, then gives up).
 
 The CLI is ``claude`` in ``$CTXDESK_AGENTS_BIN`` (tests/real_agents.py). Each folder keeps the
 transcripts, the CLI's stdout per run (``runs.json``: exit code, the signal sent) and the
@@ -71,9 +71,10 @@ def _scenarios() -> dict[str, WhyScenario]:
         wait = "python3 -c 'import time; time.sleep(120)'"  # a bare sleep is blocked by Claude Code
         return [A.tool_calls(("Bash", {"command": wait, "description": "Wait two minutes"}))]
 
-    def stream_cut(repo: Path) -> list[Any]:
+    def provider_error(repo: Path) -> list[Any]:
         cut = A.ScriptedResponse(
-            status=500, body={"type": "error", "error": {"type": "api_error", "message": "stream cut"}}
+            status=500,
+            body={"type": "error", "error": {"type": "api_error", "message": "internal server error"}},
         )
         return [cut] * 12
 
@@ -89,7 +90,7 @@ def _scenarios() -> dict[str, WhyScenario]:
                 interrupt,
                 interrupt_on="time.sleep(120)",
             ),
-            WhyScenario("stream_cut", "What does app.py return?", stream_cut, timeout=300),
+            WhyScenario("provider_error", "What does app.py return?", provider_error, timeout=420),
         ]
     }
 

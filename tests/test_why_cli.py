@@ -88,6 +88,7 @@ CLAUDE_SCENARIOS = {
     "max_tokens": ("max_tokens", []),
     "refusal": ("refusal", []),
     "interrupt": ("interrupted", []),
+    "provider_error": ("provider_error", []),
 }
 
 

@@ -55,6 +55,9 @@ def explain_compactions(
         last = prior[-1] if prior else None
         failed = _failed_before(event, prior, calls)
         by, trigger = _who_and_why(event, agent, failed)
+        if by == "proxy":  # a policy edits the request it is recorded with: the call after it
+            edited = [c for c in calls.after(event) if not c.is_compaction_call]
+            last = edited[0] if edited else last
         limit = _limit(event, last, session)
         window = _window(event, last, session)
         setting = event.details.get("agent_setting")

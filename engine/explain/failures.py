@@ -43,7 +43,9 @@ def explain_failures(calls: Calls, events: Sequence[StoredEvent], agent_label: s
             else prompt_too_long_counts(message) or (None, None)
         )
         following = _next(call, calls, ordered)
-        nxt = str(record.get("next") or following)
+        said = str(record.get("next") or "")
+        # The source's own word wins unless what followed says the same thing more precisely.
+        nxt = said if said and not following.startswith(said.split()[0]) else following
         failed = FailedCall(
             event_seq=event.seq, call=call.number, cause=cause, status=_status(record.get("status")),
             message=message, next=nxt, prompt_tokens=counts[0], maximum_tokens=counts[1],
