@@ -26,6 +26,7 @@ NPM_PEERS: dict[str, str] = {
     "gemini": "@google/gemini-cli@0.61.0",
     "ccusage": "ccusage@20.0.24",
     "opencode": "opencode-ai@1.18.33",
+    "kilo": "@kilocode/cli@7.7.7",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

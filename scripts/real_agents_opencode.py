@@ -1,7 +1,10 @@
-"""OpenCode fixtures: the real ``opencode`` CLI run offline against the scripted Chat Completions
-server, its own database kept beside the server's request log.
+"""OpenCode and Kilo CLI fixtures: the real ``opencode`` / ``kilo`` CLI run offline against the
+scripted Chat Completions server, its own database kept beside the server's request log.
 
-    python scripts/real_agents_opencode.py [--scenario NAME] [--out tests/fixtures/real_agents]
+    python scripts/real_agents_opencode.py [--agent opencode|kilo] [--scenario NAME] [--out tests/fixtures/real_agents]
+
+Kilo CLI is a fork of OpenCode: the same flags, configuration and database, under its own name
+(``~/.config/kilo/kilo.json``, ``$XDG_DATA_HOME/kilo/kilo.db``, ``KILO_*`` variables).
 
 OpenCode reads a custom provider from ``opencode.json`` (``provider.<id>`` with
 ``npm: "@ai-sdk/openai-compatible"`` and ``options.baseURL``); ``opencode run`` takes one prompt,
@@ -18,6 +21,7 @@ import argparse
 import json
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,7 +43,25 @@ from bench.peers import npm_bin
 from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
 
 MODEL = "local/gpt-4o"
-DB = Path("opencode") / "opencode.db"
+
+
+@dataclass(frozen=True)
+class App:
+    """What differs between OpenCode and its fork Kilo CLI."""
+
+    name: str  # the CLI, the npm peer and the folders under ~/.config and ~/.local/share
+    config_name: str
+    env_prefix: str
+
+    @property
+    def database(self) -> Path:
+        return Path(self.name) / f"{self.name}.db"
+
+
+APPS = {
+    "opencode": App("opencode", "opencode.json", "OPENCODE"),
+    "kilo": App("kilo", "kilo.json", "KILO"),
+}
 
 
 def scenarios(repo: Path) -> dict[str, list[Turn]]:
@@ -100,27 +122,27 @@ def config(base_url: str) -> dict[str, object]:
 
 
 def run_opencode(
-    name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH, binary: Path | None = None
+    name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH, app: App = APPS["opencode"]
 ) -> Path:
     """Run scenario ``name`` with the real CLI; returns the fixture folder written."""
-    binary = binary or npm_bin("opencode")
+    binary = npm_bin(app.name)
     if binary is None:
-        raise SystemExit("opencode is not installed: python -m bench.peers install")
-    workspace = make_workspace(f"opencode-{name}", scratch)
+        raise SystemExit(f"{app.name} is not installed: python -m bench.peers install")
+    workspace = make_workspace(f"{app.name}-{name}", scratch)
     turns = scenarios(workspace.repo)[name]
     server = chat_server(workspace)
-    settings = workspace.home / ".config" / "opencode" / "opencode.json"
+    settings = workspace.home / ".config" / app.name / app.config_name
     settings.parent.mkdir(parents=True)
     session_id = None
     with server:
         settings.write_text(json.dumps(config(server.base_url), indent=1), encoding="utf-8")
-        env = base_env(
-            workspace,
-            OPENCODE_DISABLE_AUTOUPDATE="1",
-            OPENCODE_DISABLE_MODELS_FETCH="1",
-            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+        quiet = (
+            "DISABLE_AUTOUPDATE",
+            "DISABLE_MODELS_FETCH",
+            "DISABLE_LSP_DOWNLOAD",
+            "DISABLE_DEFAULT_PLUGINS",
         )
+        env = base_env(workspace, **{f"{app.env_prefix}_{flag}": "1" for flag in quiet})
         for turn in turns:
             server.queue(*turn.replies)
             cmd = [str(binary), "run", "--pure", "--auto", "--format", "json", "-m", MODEL]
@@ -129,9 +151,9 @@ def run_opencode(
             session_id = session_id or _session_id(stdout)
         leftover = server.pending
     if leftover:
-        raise RuntimeError(f"opencode {name}: {len(leftover)} scripted replies were never asked for")
-    target = fresh_target(out / "opencode" / name)
-    keep_database(workspace, target)
+        raise RuntimeError(f"{app.name} {name}: {len(leftover)} scripted replies were never asked for")
+    target = fresh_target(out / app.name / name)
+    keep_database(workspace, target, app)
     keep_server_side(server, workspace, target)
     return target
 
@@ -145,10 +167,10 @@ def _session_id(stdout: str) -> str:
     raise RuntimeError(f"opencode run printed no sessionID: {stdout[-500:]}")
 
 
-def keep_database(workspace: Workspace, target: Path) -> Path:
-    """OpenCode's database, compacted into the fixture (its write-ahead log folded in)."""
-    source = workspace.home / ".local" / "share" / DB
-    kept = target / "data" / DB
+def keep_database(workspace: Workspace, target: Path, app: App) -> Path:
+    """The app's database, compacted into the fixture (its write-ahead log folded in)."""
+    source = workspace.home / ".local" / "share" / app.database
+    kept = target / "data" / app.database
     kept.parent.mkdir(parents=True)
     with sqlite3.connect(source) as conn:
         conn.execute("VACUUM INTO ?", (str(kept),))
@@ -158,14 +180,18 @@ def keep_database(workspace: Workspace, target: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--agent", choices=sorted(APPS), action="append", help="only these CLIs (default: both)"
+    )
     parser.add_argument("--scenario", action="append", help="run only these scenarios")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     parser.add_argument(
         "--scratch", type=Path, default=SCRATCH, help="where the scratch HOME and repository go"
     )
     args = parser.parse_args(argv)
-    for name in args.scenario or list(scenarios(Path("/repo"))):
-        print("opencode", name, "->", run_opencode(name, args.out, scratch=args.scratch))
+    for agent in args.agent or sorted(APPS):
+        for name in args.scenario or list(scenarios(Path("/repo"))):
+            print(agent, name, "->", run_opencode(name, args.out, scratch=args.scratch, app=APPS[agent]))
     return 0
 
 

@@ -1,5 +1,5 @@
-"""OpenCode's own database, written by the real CLI run offline (tests/fixtures/real_agents/opencode,
-made by scripts/real_agents_opencode.py), checked call by call against what the scripted server
+"""OpenCode's own database and its fork Kilo CLI's, written by the real CLIs run offline
+(tests/fixtures/real_agents/{opencode,kilo}, made by scripts/real_agents_opencode.py), checked call by call against what the scripted server
 received: every request event's messages are the request's messages (texts, reasoning sent back,
 tool calls with their ids and arguments, tool results), in order; its usage is what the server
 answered; no call is invented.
@@ -22,8 +22,11 @@ from engine.store import SessionStore
 from tests.chat_requests import chat_requests, imported_atoms, request_atoms
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "opencode" / "tools-resume"
+REAL = ROOT / "tests" / "fixtures" / "real_agents"
+FIXTURE = REAL / "opencode" / "tools-resume"
 DATABASE = FIXTURE / "data" / "opencode" / "opencode.db"
+KILO = REAL / "kilo" / "tools-resume"
+KILO_DATABASE = KILO / "data" / "kilo" / "kilo.db"
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from real_agents_chat import load_answers  # noqa: E402
@@ -61,8 +64,18 @@ def check_every_call(folder: Path, database: Path, store: SessionStore, *, calls
     ]
 
 
-def test_every_call_is_the_request_opencode_sent_with_the_usage_it_was_answered(store: SessionStore) -> None:
-    check_every_call(FIXTURE, DATABASE, store, calls=5)
+@pytest.mark.parametrize(
+    ("folder", "database"), [(FIXTURE, DATABASE), (KILO, KILO_DATABASE)], ids=["opencode", "kilo"]
+)
+def test_every_call_is_the_request_the_cli_sent_with_the_usage_it_was_answered(
+    folder: Path, database: Path, store: SessionStore
+) -> None:
+    check_every_call(folder, database, store, calls=5)
+
+
+def test_kilo_and_opencode_databases_are_told_apart(store: SessionStore) -> None:
+    assert import_file(KILO_DATABASE, store).format == "kilo"
+    assert import_file(DATABASE, store).format == "opencode"
 
 
 def test_the_session_keeps_its_folder_title_and_the_parallel_calls_of_one_step(store: SessionStore) -> None:
@@ -134,17 +147,24 @@ def test_import_from_opencode_finds_the_database_where_opencode_keeps_it(tmp_pat
     ]
 
 
-@pytest.mark.peer("opencode")
-def test_live_opencode_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
+@pytest.mark.parametrize(
+    "agent",
+    [
+        pytest.param("opencode", marks=pytest.mark.peer("opencode")),
+        pytest.param("kilo", marks=pytest.mark.peer("kilo")),
+    ],
+)
+def test_live_run_imports_exactly(agent: str, tmp_path: Path, store: SessionStore) -> None:
     """The installed CLI, run now against the scripted server, imports call for call."""
     script = ROOT / "scripts" / "real_agents_opencode.py"
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
     done = subprocess.run(
-        [sys.executable, str(script), "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")],
+        [sys.executable, str(script), "--agent", agent, "--out", str(out), "--scratch", str(scratch)],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    folder = tmp_path / "out" / "opencode" / "tools-resume"
-    check_every_call(folder, folder / "data" / "opencode" / "opencode.db", store, calls=5)
+    folder = out / agent / "tools-resume"
+    check_every_call(folder, folder / "data" / agent / f"{agent}.db", store, calls=5)

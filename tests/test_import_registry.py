@@ -27,6 +27,7 @@ SAMPLES = {
     "codex": "agents/codex/rollout-compacted.jsonl",
     "gemini": "agents/gemini/session-2026-11-24T06-14-b6435e65.json",
     "opencode": "real_agents/opencode/tools-resume/data/opencode/opencode.db",
+    "kilo": "real_agents/kilo/tools-resume/data/kilo/kilo.db",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",

@@ -17,6 +17,7 @@ from engine.importers.formats import claude_web as _claude_web
 from engine.importers.formats import cline as _cline
 from engine.importers.formats import codex as _codex
 from engine.importers.formats import gemini as _gemini
+from engine.importers.formats import kilo as _kilo
 from engine.importers.formats import langchain as _langchain
 from engine.importers.formats import letta as _letta
 from engine.importers.formats import openai_chat as _openai_chat
@@ -32,6 +33,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _codex.FORMAT,
     _gemini.FORMAT,
     _opencode.FORMAT,
+    _kilo.FORMAT,
     _cline.FORMAT,
     _claude_web.FORMAT,
     _langchain.FORMAT,

@@ -15,8 +15,9 @@ the provider's count. A session started by the ``task`` tool is a child of its p
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,36 @@ INTERRUPTED_OUTPUT = "[Tool execution was interrupted]"
 COMPACTION_PROMPT = "What did we do so far?"
 SUBTASK_PROMPT = "The following tool was executed by the user"
 _TABLES = frozenset({"session", "message", "part"})
+ENVIRONMENT_TAG = "<environment_details>"
+
+
+def environment_details(context: dict[str, Any], info: dict[str, Any]) -> str:
+    """Kilo CLI's ``<environment_details>`` for a user message (its ``injectEditorContext``): the
+    message's time to the second, the folders, and the editor's files when an editor sent them."""
+    created = (info.get("time") or {}).get("created")
+    when = datetime.fromtimestamp(created / 1000, tz=UTC) if isinstance(created, int | float) else None
+    lines = [f"Message time: {when.strftime('%Y-%m-%dT%H:%M:%SZ') if when else ''}"]
+    if context.get("directory"):
+        lines.append(f"Working directory: {context['directory']}")
+    if context.get("worktree"):
+        lines.append(f"Workspace root folder: {context['worktree']}")
+    if context.get("activeFile"):
+        lines.append(f"Active file: {context['activeFile']}")
+    for key, title in (("visibleFiles", "Visible files:"), ("openTabs", "Open tabs:")):
+        if context.get(key):
+            lines += [title, *(f"  {name}" for name in context[key])]
+    return "\n".join(["", "", ENVIRONMENT_TAG, *lines, "</environment_details>"])
+
+
+def _kilo_folders(row: dict[str, Any]) -> dict[str, Any]:
+    """The session's directory and its worktree (the directory, up one level per segment of the
+    session's ``path``), as Kilo CLI derives them."""
+    directory = str(row.get("directory") or "")
+    ups = [".." for segment in str(row.get("path") or "").split("/") if segment]
+    return {
+        "directory": directory,
+        "worktree": os.path.normpath(os.path.join(directory, *ups)) if ups else directory,
+    }
 
 
 @dataclass(frozen=True)
@@ -47,16 +78,39 @@ class Rows:
     parts: list[tuple[str, dict[str, Any]]]  # (message id, data)
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise SourceProblem(f"cannot open the SQLite database ({exc})") from exc
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def app_of(path: Path) -> str | None:
+    """``opencode`` or ``kilo`` (its fork, which adds its own tables) for a database holding
+    OpenCode's tables, else None."""
+    conn = _connect(path)
+    try:
+        tables = _tables(conn)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    if not tables >= _TABLES:
+        return None
+    return "kilo" if any(t.startswith("kilo_") for t in tables) else "opencode"
+
+
 def read_database(path: Path) -> Rows:
     """The sessions, messages and parts of an OpenCode database, read-only (OpenCode may be
     writing it: its write-ahead log is read too)."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise SourceProblem(f"cannot open the SQLite database ({exc})") from exc
+    conn = _connect(path)
     try:
         conn.row_factory = sqlite3.Row
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = _tables(conn)
         missing = _TABLES - tables
         if missing:
             raise SourceProblem(
@@ -90,7 +144,7 @@ def _json(text: str, where: str) -> dict[str, Any]:
     return value
 
 
-def parse_rows(rows: Rows) -> list[ParsedSession]:
+def parse_rows(rows: Rows, app: str = "opencode") -> list[ParsedSession]:
     """One session per OpenCode session that has messages; sub-agent sessions name their parent."""
     parts: dict[str, list[dict[str, Any]]] = {}
     for message_id, data in rows.parts:
@@ -101,14 +155,14 @@ def parse_rows(rows: Rows) -> list[ParsedSession]:
     sessions = []
     for row in rows.sessions:
         messages = by_session.get(row["id"], [])
-        session = _session(row, [(info, parts.get(mid, [])) for mid, info in messages])
+        session = _session(row, [(info, parts.get(mid, [])) for mid, info in messages], app)
         if session.messages:
             sessions.append(session)
     return sessions
 
 
 def _session(
-    row: dict[str, Any], history: list[tuple[dict[str, Any], list[dict[str, Any]]]]
+    row: dict[str, Any], history: list[tuple[dict[str, Any], list[dict[str, Any]]]], app: str
 ) -> ParsedSession:
     session = ParsedSession(
         key=str(row["id"]),
@@ -130,7 +184,7 @@ def _session(
         where = f"session {row['id']} message {index}"
         role = info.get("role")
         if role == "user":
-            message = _user_message(parts, where, info)
+            message = _user_message(parts, where, info, _kilo_folders(row) if app == "kilo" else None)
             if message is not None:
                 starts = str(info.get("id")) in summarised or any(
                     p.get("type") == "compaction" for p in parts
@@ -152,15 +206,15 @@ def _session(
     meta = {
         "cwd": row.get("directory"),
         "title": row.get("title"),
-        "opencode_session_id": row.get("id"),
-        "opencode_version": row.get("version"),
+        f"{app}_session_id": row.get("id"),
+        f"{app}_version": row.get("version"),
         "agent": row.get("agent"),
         "started_utc": _utc(row.get("time_created")),
         "last_updated_utc": _utc(row.get("time_updated")),
     }
     session.metadata.update({k: v for k, v in meta.items() if v})
     session.notes.append(
-        "OpenCode does not keep the system prompt and tool definitions it sent (their size is measured "
+        f"{'OpenCode' if app == 'opencode' else 'Kilo CLI'} does not keep the system prompt and tool definitions it sent (their size is measured "
         "from the provider's count)"
     )
     return session
@@ -177,7 +231,14 @@ def _finished_compaction(
     )  # fmt: skip
 
 
-def _user_message(parts: list[dict[str, Any]], where: str, info: dict[str, Any]) -> Any:
+def _user_message(
+    parts: list[dict[str, Any]],
+    where: str,
+    info: dict[str, Any],
+    editor_context: dict[str, Any] | None = None,
+) -> Any:
+    """The user message as sent. ``editor_context`` (Kilo CLI): the ``<environment_details>`` text
+    Kilo appends at send time to every user message that does not carry one already."""
     blocks: list[Any] = []
     for part in parts:
         kind = part.get("type")
@@ -192,6 +253,15 @@ def _user_message(parts: list[dict[str, Any]], where: str, info: dict[str, Any])
             blocks.append(TextBlock(text=SUBTASK_PROMPT))
     if not blocks:
         return None
+    if editor_context is not None and not any(
+        p.get("type") == "text"
+        and p.get("synthetic")
+        and str(p.get("text", "")).lstrip().startswith(ENVIRONMENT_TAG)
+        for p in parts
+    ):
+        blocks.append(
+            TextBlock(text=environment_details({**editor_context, **(info.get("editorContext") or {})}, info))
+        )
     meta = {"id": info.get("id")} if info.get("id") else {}
     content: Any = blocks[0].text if len(blocks) == 1 else blocks
     return build_message("user", content, where=where, meta=meta)
@@ -297,22 +367,23 @@ def _utc(millis: Any) -> str | None:
 
 
 def sniff(doc: Document) -> bool:
-    return doc.database and doc.path.suffix == ".db"
+    return doc.database and app_of(doc.path) == "opencode"
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
-    sessions = parse_rows(read_database(doc.path))
+    app = app_of(doc.path) or "opencode"
+    sessions = parse_rows(read_database(doc.path), app)
     if not sessions:
-        raise SourceProblem("an OpenCode database with no session messages")
+        raise SourceProblem(
+            f"an {'OpenCode' if app == 'opencode' else 'Kilo CLI'} database with no session messages"
+        )
     return sessions
 
 
-def data_roots(app: str, env_var: str | None = None) -> Any:
+def data_roots(app: str) -> Callable[[Mapping[str, str], Path], list[Path]]:
     """``roots(env, home)`` for an OpenCode-like app: ``$XDG_DATA_HOME/<app>``, else ``~/.local/share/<app>``."""
 
     def roots(env: Mapping[str, str], home: Path) -> list[Path]:
-        if env_var and env.get(env_var):
-            return [Path(env[env_var])]
         base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
         return [base / app]
 

@@ -1,0 +1,23 @@
+"""Kilo CLI (``@kilocode/cli``, a fork of OpenCode): the same SQLite database as OpenCode, under
+its own name, ``$XDG_DATA_HOME/kilo/kilo.db`` (``~/.local/share/kilo/kilo.db``), with Kilo's own
+tables beside OpenCode's. Read by :mod:`engine.importers.formats.opencode`."""
+
+from __future__ import annotations
+
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations
+from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse
+
+
+def sniff(doc: Document) -> bool:
+    return doc.database and app_of(doc.path) == "kilo"
+
+
+FORMAT = ImportFormat(
+    name="kilo",
+    agent="Kilo CLI",
+    sniff=sniff,
+    parse=parse,
+    files="`~/.local/share/kilo/kilo.db` (SQLite)",
+    locations=Locations(roots=data_roots("kilo"), files_under=databases_under),
+)
