@@ -59,14 +59,15 @@ def session(
     for event in placed.get(0, []):
         store.record_event(sid, event)
     for i, row in enumerate(replies, 1):
-        details = (requests or {}).get(i, {})
+        details = dict((requests or {}).get(i, {}))
+        usage = details.pop("usage", ProviderUsage(input_tokens=100, output_tokens=10))
         outcome = "provider_error" if "failure" in details else "ok"
         store.record_event(
             sid,
             ContextEvent(
                 kind="request", outcome=outcome, turn_index=row.turn_index, message_seq=row.seq,
                 context_window=window, limit_tokens=window,
-                usage=None if "failure" in details else ProviderUsage(input_tokens=100, output_tokens=10),
+                usage=None if "failure" in details else usage,
                 components=ComponentTokens(conversation=100), details={"messages_sent": row.seq, **details},
             ),
         )  # fmt: skip
@@ -321,6 +322,20 @@ def test_who_compacted_and_why(
     if "sentence" in expected:
         assert c.sentence == expected["sentence"]
     assert c.tokens_before == 170_000 and c.tokens_after == 9_000
+
+
+def test_claude_codes_estimate_below_its_point_with_the_providers_count_past_it(store: SessionStore) -> None:
+    """Claude Code compares the provider's count of the last call; its own estimate (preTokens) is lower."""
+    event = compaction(source="import:claude-code", before_tokens=155_979)
+    counted = {
+        1: {"usage": ProviderUsage(input_tokens=3, cache_read_input_tokens=166_000, output_tokens=1_200)}
+    }
+    sid = session(store, CONVERSATION, source="import:claude-code", events=[("1", event)], requests=counted)
+    [c] = explain(store, sid).compactions
+    assert c.sentence == (
+        "Claude Code compacted itself at call 1: its estimate reached 155,979 of 167,000 tokens "
+        "(auto-compact at window − 13,000); the provider counted 167,203 for call 1"
+    )
 
 
 def test_a_reactive_compaction_names_the_refused_call_first(store: SessionStore) -> None:

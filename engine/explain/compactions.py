@@ -71,6 +71,7 @@ def explain_compactions(
             event_seq=event.seq, call=last.number if last else None, by=by, trigger=trigger,
             tokens_before=before, tokens_after=_int(event.details.get("after_tokens")),
             reached_tokens=_guard_estimate(event, events) if by == "ctxdesk" else before,
+            last_call_tokens=_counted(last),
             limit_tokens=limit, threshold_tokens=threshold, threshold_rule=rule, agent_setting=setting,
             instructions=_instructions(event, trigger, messages, last, calls), after_failed_call=failed.number if failed else None,
             kept=kept, dropped=dropped,
@@ -79,6 +80,12 @@ def explain_compactions(
             explained.model_copy(update={"sentence": compaction_sentence(explained, agent_label, event)})
         )
     return tuple(out)
+
+
+def _counted(call: Call | None) -> int | None:
+    """The provider's count of a call: its prompt and its output (Claude Code compares this sum)."""
+    usage = call.event.usage if call is not None and call.event is not None else None
+    return usage.prompt_tokens + usage.output_tokens if usage is not None else None
 
 
 def _guard_estimate(event: StoredEvent, events: Sequence[StoredEvent]) -> int | None:

@@ -65,6 +65,10 @@ class CompactionExplanation(_Frozen):
         None,
         description="The estimate that set it off (ctxdesk: the guard's projection of the request; agents: tokens before).",
     )
+    last_call_tokens: int | None = Field(
+        None,
+        description="What the provider counted for the call before it (prompt and output): what an agent compares.",
+    )
     limit_tokens: int | None
     threshold_tokens: int | None
     threshold_rule: str | None = Field(None, description="How the threshold was known, in words.")

@@ -20,7 +20,10 @@ def compaction_sentence(c: CompactionExplanation, agent_label: str, event: Store
             return f"{agent_label} compacted itself {at}{sizes}"
         if c.threshold_tokens:
             head = f"{agent_label} compacted itself {at}: its estimate reached {c.tokens_before:,} of {c.threshold_tokens:,} tokens ({c.threshold_rule})"
-            if c.tokens_before < c.threshold_tokens:
+            counted = c.last_call_tokens
+            if counted is not None and counted >= c.threshold_tokens > c.tokens_before:
+                head += f"; the provider counted {counted:,} for call {c.call}"
+            elif c.tokens_before < c.threshold_tokens and (counted is None or counted < c.threshold_tokens):
                 head += "; that is below the default point, so a lower auto-compact setting not recorded in the file was in force"
             return head
         limit = f" of a {c.limit_tokens:,}-token limit" if c.limit_tokens else ""
