@@ -79,6 +79,9 @@ def test_a_missing_database_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
 CLAUDE_SCENARIOS = {
     "compact_auto": ("finished", [("agent", "auto")]),
     "compact_manual": ("finished", [("user", "manual")]),
+    "compact_manual_instructions": ("finished", [("user", "manual")]),
+    "compact_reactive": ("finished", [("agent", "reactive")]),
+    "compact_auto_pct": ("finished", [("agent", "auto")]),
     "parallel_tools": ("finished", []),
     "resume": ("finished", []),
     "thinking": ("finished", []),
@@ -125,6 +128,30 @@ def test_the_manual_compaction_fixture_keeps_what_the_summary_names(tmp_path: Pa
     [c] = why.compactions
     assert {i.text.rsplit("/", 1)[-1] for i in c.kept if i.kind == "file"} == {"app.py", "util.py"}
     assert c.dropped == ()
+
+
+def test_the_reactive_fixture_names_the_refused_call(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "reactive.db") as store:
+        for path in sorted((CLAUDE / "compact_reactive" / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    [f] = why.failed_calls
+    [c] = why.compactions
+    assert (f.cause, c.trigger, c.after_failed_call) == ("prompt_too_long", "reactive", f.call)
+    assert (
+        why.headline
+        == f"The provider refused call {f.call}: prompt is too long; Claude Code then compacted reactively, then sent call {f.call + 2}"
+    )
+
+
+def test_the_manual_instructions_fixture_quotes_them(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "manual.db") as store:
+        for path in sorted((CLAUDE / "compact_manual_instructions" / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    [c] = why.compactions
+    assert c.instructions == "Keep the rule about the public API and every file name."
+    assert "with the instructions “Keep the rule about the public API and every file name.”" in c.sentence
 
 
 def _unknown(store: SessionStore) -> dict[str, str]:
