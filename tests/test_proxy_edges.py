@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from model_server import ScriptedServer
 from model_server import anthropic as A
 
+from engine.call_failures import failure_of
 from engine.proxy import ProxyServer, Upstreams
 from engine.proxy.admission import admit
 from engine.store import SessionStore
@@ -76,7 +79,7 @@ def exchange(port: int, head: str, body: str = "") -> bytes:
     )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(raw)
-        sock.shutdown(socket.SHUT_WR)
+        # no half-close: an agent that stops sending before its answer is taken for gone
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
@@ -116,3 +119,56 @@ def test_options_star_and_connect_get_a_proper_answer(proxy: tuple[ProxyServer, 
     agent = f"POST /v1/messages HTTP/1.1\nhost: 127.0.0.1:{server.port}\ncontent-type: application/json\nconnection: close\n"
     assert exchange(server.port, agent, BODY).startswith(b"HTTP/1.1 200 ")
     assert len(upstream.requests) == 1
+
+
+class SilentUpstream:
+    """An upstream that takes a request and never answers; it notes when the proxy closes on it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.got_request = threading.Event()
+        self.closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with self.sock:
+            conn, _ = self.sock.accept()
+        with conn:
+            conn.settimeout(30)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            self.got_request.set()
+            try:
+                while conn.recv(65536):
+                    pass
+            except OSError:
+                pass
+            self.closed.set()
+
+
+def test_an_agent_that_gives_up_before_the_answer_cancels_the_upstream_request(tmp_path: Path) -> None:
+    upstream = SilentUpstream()
+    with ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.url)) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        data = BODY.encode()
+        sock.sendall(
+            f"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-ctxdesk-session: gave-up\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        assert upstream.got_request.wait(10)
+        gone_at = time.monotonic()
+        sock.close()  # the agent gives up (Esc, a timeout of its own)
+        assert upstream.closed.wait(10)  # the proxy closed the upstream request: cancelled there
+        assert time.monotonic() - gone_at < 2  # at once, not after the 600 s read timeout
+        assert server.recorder.flush(10)
+        with SessionStore(server.recorder.db_path, read_only=True) as store:
+            (request,) = store.list_requests("proxy-unparsed") or [
+                r for s in store.list_sessions() for r in store.list_requests(s.id)
+            ]
+            events = [e for s in store.list_sessions() for e in store.list_events(s.id, kind="request")]
+    (event,) = events
+    assert event.outcome == "client_disconnected" and failure_of(event.details)["cause"] == "interrupted"
+    assert request.error_type == "client_disconnected"

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
+from typing import Any
 
 import httpx
 from starlette.datastructures import Headers
@@ -51,6 +52,8 @@ from engine.proxy.streams import ClientGone, drained, forward_body, put, read_bo
 from engine.proxy.wire import detect_api, error_body, upstream_kind
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+#: How often the relay looks whether the agent is still there while the upstream has not answered.
+AGENT_CHECK_S = 0.05
 
 
 def route(
@@ -256,7 +259,7 @@ class Relay:
                     put(conn.writer, upstream_head + body)
                 sent = True
                 answer = ResponseReader(conn.reader, keep=exchange.response_chunks)
-                response = await answer.read_head(self.read_timeout_s)
+                response = await head_unless_gone(answer, reader, self.read_timeout_s)
             except ConnectionError as exc:
                 if isinstance(exc, ClientGone) or not conn.reused or sent:
                     raise
@@ -269,7 +272,7 @@ class Relay:
                 put(conn.writer, upstream_head + b"".join(chunks))
                 sent = True
                 answer = ResponseReader(conn.reader, keep=exchange.response_chunks)
-                response = await answer.read_head(self.read_timeout_s)
+                response = await head_unless_gone(answer, reader, self.read_timeout_s)
             while 100 <= response.status < 200:  # interim answers pass through
                 await send(writer, response.raw)
                 response = await answer.read_head(self.read_timeout_s)
@@ -331,6 +334,25 @@ class Relay:
             exchange.latency_ms = (time.perf_counter() - started) * 1000
             self.recorder.submit(exchange)
         return keep_alive
+
+
+async def head_unless_gone(answer: ResponseReader, agent: asyncio.StreamReader, timeout: float | None) -> Any:
+    """The upstream's answer head, unless the agent hangs up first: then :class:`ClientGone` (the
+    caller closes the upstream connection, which cancels the request there). An agent that only
+    stopped sending is taken for gone, as uvicorn takes it: HTTP agents do not half-close."""
+    head = asyncio.ensure_future(answer.read_head(timeout))
+    try:
+        while True:
+            done, _ = await asyncio.wait((head,), timeout=AGENT_CHECK_S)
+            if done:
+                return head.result()
+            if agent.at_eof():
+                raise ClientGone("the client went away while waiting for the answer")
+    finally:
+        if not head.done():
+            head.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await head
 
 
 # -- through the proxy's own app ---------------------------------------------------------
