@@ -443,3 +443,14 @@ def test_the_demo_compactions_name_the_guards_estimate() -> None:
         if c.trigger == "threshold":
             assert c.reached_tokens is not None and c.threshold_tokens is not None
             assert c.reached_tokens >= c.threshold_tokens, c.sentence  # the estimate it compared did cross it
+
+
+def test_without_detail_the_endings_are_the_same_and_nothing_is_listed() -> None:
+    """The Sessions page's "ended how" reads only the end of each transcript: the same answers."""
+    with SessionStore(DEMO / "demo-coding-agent.db", read_only=True) as store:
+        full, light = explain_store(store), explain_store(store, detail=False)
+    for a, b in zip(full.sessions, light.sessions, strict=True):
+        assert (a.ended, a.headline, a.ended_how) == (b.ended, b.headline, b.ended_how)
+        assert [c.sentence for c in a.compactions] == [c.sentence for c in b.compactions]
+        assert all(c.kept == () and c.dropped == () for c in b.compactions)
+    assert any(c.kept for s in full.sessions for c in s.compactions)

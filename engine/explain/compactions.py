@@ -45,8 +45,11 @@ def explain_compactions(
     events: Sequence[StoredEvent],
     calls: Calls,
     snapshots: Mapping[int, Snapshot] | None = None,
+    *,
+    detail: bool = True,
 ) -> tuple[CompactionExplanation, ...]:
-    """One explanation per compaction that changed what the model saw (outcome ``compacted``)."""
+    """One explanation per compaction that changed what the model saw (outcome ``compacted``);
+    what each kept and dropped only with ``detail``."""
     out = []
     for event in sorted(events, key=lambda e: e.seq):
         if event.kind != "compaction" or event.outcome != "compacted":
@@ -64,8 +67,17 @@ def explain_compactions(
         setting = setting if isinstance(setting, dict) else {}
         threshold, rule = _threshold(event, by, trigger, agent, window, limit, setting, session)
         removed, cleared = compaction_removals(event.details)
-        surviving = _surviving_text(event, messages, removed, snapshots or {})
-        kept, dropped = kept_and_dropped(messages, removed, cleared, surviving, calls=calls)
+        kept, dropped = (
+            kept_and_dropped(
+                messages,
+                removed,
+                cleared,
+                _surviving_text(event, messages, removed, snapshots or {}),
+                calls=calls,
+            )
+            if detail
+            else ((), ())
+        )
         before = _int(event.details.get("before_tokens"))
         explained = CompactionExplanation(
             event_seq=event.seq, call=last.number if last else None, by=by, trigger=trigger,
