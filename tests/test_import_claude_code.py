@@ -887,3 +887,18 @@ def test_each_call_with_a_provider_count_adds_up_to_it_and_says_its_limit(scenar
                 # the file's requests were rebuilt byte for byte: nothing left unattributed
                 assert event.components.unattributed == 0, scenario
             assert event.context_window == 200_000 and event.details["limit_source"] == "model table"
+
+
+@pytest.mark.parametrize("scenario", ["compact_auto", "compact_reactive", "compact_manual"])
+def test_without_request_records_the_harness_prefix_is_measured_again_after_a_compaction(scenario: str) -> None:
+    (main,) = bundle_sessions(scenario, recorded_requests=False)
+    (summary_at,) = [i for i, pm in enumerate(main.messages) if pm.starts_context]
+    with_usage = [c for c in answered(main.calls) if c.usage is not None and c.usage.prompt_tokens]
+    after = [c for c in with_usage if c.details["at_message_index"] >= summary_at]
+    before = [c for c in with_usage if c.details["at_message_index"] < summary_at]
+    assert before and after
+    # the first call of each context closes on the provider's count: nothing measured before the
+    # compaction (the first context's prefix) is carried after it
+    for first in (before[0], after[0]):
+        assert first.components.total == first.usage.prompt_tokens
+    assert after[0].details["harness_prefix_tokens"] != before[0].details["harness_prefix_tokens"]

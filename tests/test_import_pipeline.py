@@ -16,7 +16,7 @@ import pytest
 from engine.cli import main
 from engine.errors import ImportFormatError
 from engine.events import ContextEvent
-from engine.importers import import_file, import_files
+from engine.importers import detect_format, import_file, import_files
 from engine.importers.follow import ImportFollower
 from engine.importers.locations import agent_files, folder_files
 from engine.store import SessionStore
@@ -319,3 +319,30 @@ def test_a_line_cache_decodes_only_appended_lines_and_gives_the_same_import(tmp_
         assert store.load_transcript(result.sessions[0].session_id) == reference.load_transcript(
             whole.sessions[0].session_id
         )
+
+
+def _transcripts(*subs: str) -> list[Path]:
+    """The transcript files of the fixture folders (their server logs and run summaries left out)."""
+    found = []
+    for sub in subs:
+        for path in folder_files(Path(__file__).resolve().parent / "fixtures" / sub):
+            try:
+                detect_format(path)
+            except ImportFormatError:
+                continue
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", _transcripts("real_agents", "agents", "sessions"), ids=lambda p: f"{p.parent.name}/{p.name}"[-60:]
+)
+def test_the_stored_components_of_every_counted_call_add_up_to_the_providers_count(
+    path: Path, tmp_path: Path
+) -> None:
+    from engine.importers.accuracy import residual_report
+    from engine.store import SessionStore
+
+    with SessionStore(tmp_path / "x.db") as store:
+        report = residual_report(store, import_file(path, store).session_ids)
+    assert report.mismatched == 0, report

@@ -6,6 +6,10 @@ our estimate grew by. The delta is the fair one when the provider counts things 
 see (Claude Code's hidden system prompt and tool definitions): they cancel out. Sources
 with only run totals (SWE-agent ``model_stats``) get an aggregate: the sum of our estimates
 against the tokens sent, when the run made as many calls as we recorded.
+
+:func:`residual_report` checks what a reader sees: the stored components of every call the
+provider counted add up to its count, and how much of it no component accounts for (the
+"Harness, unattributed" residual).
 """
 
 from __future__ import annotations
@@ -148,3 +152,43 @@ def _median_ratio(pairs: Sequence[tuple[int, int]]) -> float | None:
     if not pairs:
         return None
     return statistics.median(ours / theirs for ours, theirs in pairs)
+
+
+class ResidualReport(BaseModel):
+    """Stored components against the provider's count, over the calls it counted (shares in percent)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int
+    #: Calls whose stored components do not add up to the provider's count (should be 0).
+    mismatched: int
+    mean_residual_pct: float | None
+    max_residual_pct: float | None
+    #: Our own measure (before reconciling) against the provider's count.
+    mean_measure_error_pct: float | None
+    max_measure_error_pct: float | None
+
+
+def residual_report(store: SessionStore, session_ids: Sequence[str]) -> ResidualReport:
+    """How the stored components of the sessions' calls relate to the provider's counts."""
+    residuals: list[float] = []
+    errors: list[float] = []
+    mismatched = 0
+    for sid in session_ids:
+        for event in store.list_events(sid, kind="request"):
+            provider = event.usage.prompt_tokens if event.usage else None
+            if not provider or event.components is None:
+                continue
+            mismatched += event.components.total != provider
+            residuals.append(100 * event.components.unattributed / provider)
+            measured = event.details.get("estimate_total")
+            if isinstance(measured, int):
+                errors.append(100 * abs(measured - provider) / provider)
+    return ResidualReport(
+        calls=len(residuals),
+        mismatched=mismatched,
+        mean_residual_pct=statistics.fmean(residuals) if residuals else None,
+        max_residual_pct=max(residuals, default=None),
+        mean_measure_error_pct=statistics.fmean(errors) if errors else None,
+        max_measure_error_pct=max(errors, default=None),
+    )

@@ -234,27 +234,44 @@ def rebuild_calls(
     thread: Thread, tokenizer: Tokenizer, *, version: str | None, model: str | None
 ) -> tuple[Plan, int | None]:
     """Set each call's sent span, components and details; returns the plan and the harness
-    prefix (None when no call has the provider's usage). Each message is counted once."""
+    prefix of its first context (None when no call has the provider's usage). Each message is
+    counted once.
+
+    The harness prefix (what every call sent that the file does not hold: system prompt, tools,
+    reminders) is the provider's count minus ours at the first call with usage of each context,
+    measured again after every compaction: what Claude Code sends changes across one, so nothing
+    measured before it is carried after it (a context with no usage takes the last one measured)."""
     plan = context_plan(thread)
     counts = _Counts([pm.message for pm in thread.messages], tokenizer)
-    prefix: int | None = None
+    starts = [i for i, pm in enumerate(thread.messages) if pm.starts_context]
+    prefixes: dict[int, int] = {}
+    contexts: list[int] = []
     for at, sent, call in plan:
         rule = thinking_rule(call.model or model, version=version)
         components, dropped, slimmed = counts.components(sent, rule)
         if slimmed:
             call.details["thinking_stripped_tokens"] = dropped
-        if prefix is None and call.usage is not None and call.usage.prompt_tokens:
-            prefix = max(0, call.usage.prompt_tokens - components.total)
+        context = bisect.bisect_right(starts, at)  # compactions before the call's last message
+        if context not in prefixes and call.usage is not None and call.usage.prompt_tokens:
+            prefixes[context] = max(0, call.usage.prompt_tokens - components.total)
+        contexts.append(context)
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"
         call.details["request_messages"] = len(sent)  # messages_sent (a seq bound) is the writer's
         call.details["at_message_index"] = at
         call.sent = sent
         call.thinking_rule = rule
         call.components = components
-    if prefix:
-        for _, _, call in plan:
+    known: int | None = None
+    for context in range(max(contexts, default=-1) + 1):
+        if context in prefixes:
+            known = prefixes[context]
+        elif known is not None:
+            prefixes[context] = known
+    for (_, _, call), context in zip(plan, contexts, strict=True):
+        prefix = prefixes.get(context)
+        if prefix:
             base = call.components or ComponentTokens()
             call.components = base.model_copy(update={"system": prefix})
             call.details["harness_prefix_tokens"] = prefix
             call.details["system_is_harness_prefix"] = True
-    return plan, prefix
+    return plan, prefixes[min(prefixes)] if prefixes else None
