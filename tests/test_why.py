@@ -454,3 +454,21 @@ def test_without_detail_the_endings_are_the_same_and_nothing_is_listed() -> None
         assert [c.sentence for c in a.compactions] == [c.sentence for c in b.compactions]
         assert all(c.kept == () and c.dropped == () for c in b.compactions)
     assert any(c.kept for s in full.sessions for c in s.compactions)
+
+
+def test_a_cleared_result_is_dropped_content_even_though_its_call_stays(store: SessionStore) -> None:
+    messages = [
+        user("read it"),
+        reply("", tool_use("t1", "Read", file_path="/repo/app.py")),
+        tool_result("t1", "def main():\n    return 42\n"),
+        reply("app.py returns 42", stop="end_turn"),
+    ]
+    clearing = ContextEvent(
+        kind="compaction", trigger="compact_threshold", outcome="compacted", turn_index=0,
+        details={"before_tokens": 900, "after_tokens": 300, "removed_message_seqs": [], "cleared_message_seqs": [2]},
+    )  # fmt: skip
+    sid = session(store, messages, events=[("2", clearing)])
+    [c] = explain(store, sid).compactions
+    [item] = c.dropped
+    assert (item.kind, item.text, c.kept) == ("file", "/repo/app.py", ())
+    assert item.detail == "read at message 1; its content cleared, the call naming it kept"

@@ -86,8 +86,9 @@ def kept_and_dropped(
             gone = seq in removed or (result_seq is not None and result_seq in cleared)
             if not gone:
                 continue
+            only_cleared = seq not in removed  # the call stays; only its result's content went
             for path, action in described.files:
-                add(*_file_item(path, action, seq, low_text, uses, calls, cleared=result_seq in cleared))
+                add(*_file_item(path, action, seq, low_text, uses, calls, cleared=only_cleared))
             if described.command:
                 command = described.command
                 is_kept = command.lower()[:60] in low_text
@@ -138,16 +139,17 @@ def _file_item(
         action, "used"
     )
     parts = [f"{what} at message {seq}"]
-    if cleared:
-        parts.append("its result cleared")
-    if named:
+    if cleared:  # the content is gone whatever names the path; the agent can read it again
+        parts.append("its content cleared, the call naming it kept")
+    elif named:
         parts.append("named in the summary or the kept messages")
     if again is not None:
         call = _call_at(calls, again.seq)
         parts.append(f"referred to again by {again.tool}" + (f" at call {call}" if call else ""))
-    if not named and again is None:
+    if not cleared and not named and again is None:
         parts.append("not in the summary and never used again")
-    return ContextItem(kind="file", text=path, seq=seq, detail="; ".join(parts)), named or again is not None
+    is_kept = not cleared and (named or again is not None)
+    return ContextItem(kind="file", text=path, seq=seq, detail="; ".join(parts)), is_kept
 
 
 def _error_item(
