@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from bench import bench_accuracy_calibration as calibration
 from bench.common import SHARED_SESSIONS
 from bench.report import Table
 from engine.importers import accuracy_report, import_file
@@ -24,7 +25,15 @@ def short_name(path: Path) -> str:
     return name if len(name) <= 48 else name[:30] + "…" + name[-16:]
 
 
-def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
+def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> list[Table]:
+    """The static estimator per file, then the calibrated one held out beside it (the same run)."""
+    return [
+        static_accuracy(quick, sessions_dir=sessions_dir),
+        calibration.run(quick, sessions_dir=sessions_dir),
+    ]
+
+
+def static_accuracy(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
     table = Table(
         title="Token accuracy against the provider's own counts (real sessions in ../shared/sessions)",
         columns=[

@@ -2,6 +2,7 @@
 
 from engine.budget import ContextBudget, measure_budget, reproject
 from engine.cache_analysis import PREFIX_RESET_EVENTS, CacheAnalysis, analyze_cache, call_records
+from engine.calibration_pairs import refit_calibration
 from engine.clients import AnthropicClient, ModelClient, ModelRequest, ModelResponse, ScriptedClient
 from engine.clients_openai import OpenAIClient
 from engine.compaction import (
@@ -59,12 +60,14 @@ from engine.settings import (
     DEFAULT_HARD_BLOCK_THRESHOLD,
     DEFAULT_NOTE_THRESHOLD,
     DEFAULT_SETTINGS_PATH,
+    IMPORTED_LIMIT_PRECEDENCE,
     SETTINGS_ENV_VAR,
     FileChangeWatcher,
     ModelSettings,
     ResolvedModelSettings,
     Settings,
     SettingsWatcher,
+    limit_for_model,
     load_settings,
     resolve_model_settings,
     save_settings,
@@ -86,6 +89,7 @@ __all__ = [
     "DEFAULT_HARD_BLOCK_THRESHOLD",
     "DEFAULT_NOTE_THRESHOLD",
     "DEFAULT_SETTINGS_PATH",
+    "IMPORTED_LIMIT_PRECEDENCE",
     "PREFIX_RESET_EVENTS",
     "READ_RESULT_TOOL",
     "SETTINGS_ENV_VAR",
@@ -165,6 +169,7 @@ __all__ = [
     "import_file",
     "import_files",
     "is_over_context_budget",
+    "limit_for_model",
     "load_model_table",
     "load_settings",
     "measure_budget",
@@ -178,6 +183,7 @@ __all__ = [
     "project_costs",
     "reconcile",
     "redact_secrets",
+    "refit_calibration",
     "refresh_request_costs",
     "reproject",
     "resolve_model_settings",

@@ -34,7 +34,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "measure",
-        ("engine.tokens", "engine.components", "engine.settings", "engine.cost", "engine.cache_analysis", "engine.rollup"),
+        (
+            "engine.tokens", "engine.components", "engine.settings", "engine.calibration", "engine.cost",
+            "engine.cache_analysis", "engine.rollup",
+        ),
     ),
     ("budget", ("engine.budget", "engine.turns")),
     ("store", ("engine.store",)),
@@ -47,14 +50,21 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("guard", ("engine.guard",)),
     ("runtime and sources", ("engine.session", "engine.importers", "engine.proxy")),
-    ("readers", ("engine.findings", "engine.cache_findings", "engine.explain", "engine.report", "engine.demo")),
+    (
+        "readers",
+        (
+            "engine.findings", "engine.cache_findings", "engine.explain", "engine.report", "engine.demo",
+            "engine.calibration_pairs",
+        ),
+    ),
     ("apps", ("engine", "engine.cli", "dashboard")),
 )  # fmt: skip
 
 #: Modules the dashboard and the CLI may import names from besides ``engine`` itself: each
 #: declares ``__all__`` and the names must be in it (docs/architecture.md, "Public API").
 SUB_APIS = (
-    "engine.compaction", "engine.convert", "engine.demo", "engine.events", "engine.explain", "engine.importers",
+    "engine.calibration", "engine.compaction", "engine.convert", "engine.demo", "engine.events", "engine.explain",
+    "engine.importers",
     "engine.locations", "engine.proxy", "engine.report", "engine.sent", "engine.store",
     "engine.store.factory",
 )  # fmt: skip

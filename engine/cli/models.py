@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 from engine.cli.common import EXIT_OK
 
 if TYPE_CHECKING:
+    from engine.calibration import Calibration
     from engine.settings import Settings
 from engine.textfmt import format_table
 
@@ -21,6 +22,16 @@ MODEL_FIELDS = (
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     from engine.settings import load_settings, resolve_model_settings
 
+    if args.calibrate:
+        from engine.calibration_pairs import refit_calibration
+
+        print(calibration_text(refit_calibration(args.calibrate)), file=out)
+        return EXIT_OK
+    if args.calibration:
+        from engine.calibration import load_calibration
+
+        print(calibration_text(load_calibration()), file=out)
+        return EXIT_OK
     settings = load_settings(args.settings)
     if args.name is None:
         from engine.model_table import load_model_table
@@ -83,8 +94,50 @@ PRECEDENCE_WORDS = {
 }
 
 
+def calibration_text(calibration: Calibration) -> str:
+    """The stored calibration: per estimator and model family, its data, weights and held-out error."""
+    from engine.calibration import FEATURES, calibration_path, static_weights
+
+    lines = [f"calibration file: {calibration_path()}"]
+    if not calibration.fits:
+        return "\n".join(
+            [*lines, "no calibration yet: `ctxdesk models --calibrate DB_OR_TRANSCRIPTS...` fits one"]
+        )
+    for key, fit in sorted(calibration.fits.items()):
+        held = fit.held_out
+        verdict = (
+            "used: better than the static estimator held out"
+            if fit.usable
+            else "not used: " + ("no second conversation to hold out" if held is None else "the static estimator is as good held out")
+        )  # fmt: skip
+        lines += [
+            "",
+            f"{key}  ({fit.pairs:,} growth pairs from {fit.groups} conversation(s), fitted {fit.fitted_utc}): {verdict}",
+        ]
+        static = static_weights(fit.estimator)
+        rows = [(f, f"{fit.weights[f]:.4f}", f"{static[f]:.4f}") for f in FEATURES]
+        lines.append(format_table(("feature", "calibrated", "static"), rows))
+        if held is not None:
+            lines.append(
+                f"held out by conversation ({held.pairs:,} pairs): mean absolute growth error "
+                f"{held.calibrated_pct:.2f}% calibrated, {held.static_pct:.2f}% static"
+            )
+            rows = [(g, n, f"{c:.2f}%", f"{st:.2f}%") for g, (n, c, st) in sorted(held.by_group.items())]
+            lines.append(format_table(("held-out conversation", "pairs", "calibrated", "static"), rows))
+    return "\n".join(lines)
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("models", help="resolved window settings and where each value came from")
     p.add_argument("name", nargs="?", metavar="NAME")
     p.add_argument("--provider", default=None, help="provider id when the name does not say")
+    p.add_argument(
+        "--calibration",
+        action="store_true",
+        help="show the token estimator's calibration ($CTXDESK_CALIBRATION, else beside the settings file)",
+    )
+    p.add_argument(
+        "--calibrate", nargs="+", metavar="SOURCE", default=None,
+        help="fit the calibration to the provider's counts in these session databases or transcripts, and store it",
+    )  # fmt: skip
     p.set_defaults(run=cmd_models)

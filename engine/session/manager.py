@@ -37,12 +37,12 @@ from engine.session.compacting import (
 from engine.session.event_building import note_event, resume_event
 from engine.session.guarding import SessionGuard
 from engine.session.history import open_history
-from engine.session.targets import SettingsSource, Targets
+from engine.session.targets import SettingsSource, Targets, session_estimator
 from engine.session.tools import ToolExecutor, ToolHandler, check_handlers, tool_records, tool_registry
 from engine.settings import ResolvedModelSettings
 from engine.store import SessionStore
 from engine.store.factory import open_store
-from engine.tokens import Tokenizer, get_tokenizer
+from engine.tokens import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class SessionManager:
         self.compaction = parse_strategy(compaction)
         self.summarizer = summarizer or default_summarizer()
         self._sections = prompt_sections(system_prompt, sections, skills)
-        self.tokenizer: Tokenizer = get_tokenizer(self._targets.primary.settings.tokenizer)
+        self.tokenizer: Tokenizer
+        self.tokenizer, calibration_problem = session_estimator(self._targets.primary.settings)
         self._registry = tool_registry(tools, self.tokenizer, self._targets.deferral_budget())
         self._tool_tokens = ToolTokens(self.tokenizer)
         self._guard = SessionGuard(self.tokenizer)
@@ -127,6 +128,8 @@ class SessionManager:
             metadata=metadata,
         )
         self.session_id = session_id = self._history.session_id
+        if calibration_problem is not None:
+            self._history.record([calibration_problem])
         self._compactor = Compactor(
             store,
             session_id,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.calibration import estimator_for
 from engine.clients import ModelClient
 from engine.deferral import deferral_budget
 from engine.errors import ConfigError, ValidationError
@@ -22,8 +23,22 @@ from engine.settings import (
     load_settings,
     resolve_model_settings,
 )
+from engine.tokens import Tokenizer, get_tokenizer
 
 logger = logging.getLogger(__name__)
+
+
+def session_estimator(settings: ResolvedModelSettings) -> tuple[Tokenizer, ContextEvent | None]:
+    """The tokenizer a session counts with before the provider answers (the calibrated estimator
+    when a usable calibration exists, ``engine.calibration.estimator_for``), and the ``degraded``
+    event to record when the calibration file could not be read (the static estimator is used)."""
+    try:
+        return estimator_for(settings.tokenizer, settings.model), None
+    except ConfigError as exc:
+        return get_tokenizer(settings.tokenizer), degraded_event(
+            "calibration", exc, fallback="static estimator"
+        )
+
 
 SettingsSource = Settings | SettingsWatcher | str | os.PathLike[str] | None
 

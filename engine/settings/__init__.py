@@ -14,6 +14,7 @@ from engine.settings.files import (
     load_settings,
     save_settings,
     settings_path,
+    write_atomically,
 )
 from engine.settings.models import (
     BUILTIN_SETTINGS,
@@ -79,4 +80,5 @@ __all__ = [
     "resolve_model_settings",
     "save_settings",
     "settings_path",
+    "write_atomically",
 ]

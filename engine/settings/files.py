@@ -112,23 +112,29 @@ def save_settings(settings: Settings, path: str | os.PathLike[str]) -> Path:
         else updated_settings_text(existing, settings, source=str(target))
     )
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        write_atomically(target, text)
     except OSError as exc:
         raise ConfigError(f"cannot write settings file: {exc.strerror or exc}", source=str(target)) from exc
     return target
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """``text`` into ``target`` whole or not at all: a temp file in the same directory, flushed to
+    disk, then renamed over it (its permissions kept). Raises OSError; the temp file is removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def updated_settings_text(existing: str, settings: Settings, *, source: str | None = None) -> str:
