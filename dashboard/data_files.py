@@ -10,7 +10,7 @@ from pathlib import Path
 from dashboard import pg_source
 from engine.errors import NotFoundError
 from engine.locations import DB_PATHS_ENV_VAR, SAMPLE_DATA_DIR
-from engine.store.factory import default_database
+from engine.store.factory import DB_URLS_ENV_VAR, default_database
 
 #: The bundled sample data (written by ``ctxdesk demo``), used when nothing else is given.
 DEFAULT_DATA_DIR = SAMPLE_DATA_DIR
@@ -57,6 +57,8 @@ def loaded_paths(
         items = [a for a in argv[list(argv).index("--") + 1 :] if a]
     if not items and env.get(DB_PATHS_ENV_VAR):
         items = [p for p in env[DB_PATHS_ENV_VAR].split(os.pathsep) if p.strip()]
+    # database URLs come by environment, never argv (ctxdesk dashboard: a password in /proc)
+    items += [u.strip() for u in env.get(DB_URLS_ENV_VAR, "").splitlines() if u.strip()]
     if not items and (team := default_database(env)):  # $CTXDESK_DB: a team's postgresql:// URL
         items = [team]
     if not items:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import duckdb
 import duckdb_extensions
 
-from engine.store.factory import is_database_url, redact_url
+from engine.store.factory import database_name, is_database_url, redact_url
 
 __all__ = [
     "attach_postgres",
@@ -72,7 +72,7 @@ def blob_hex_sql(path: str, column: str) -> str:
 
 def label(url: str) -> str:
     """A short label: the database name, with the schema when one is named."""
-    name = urlsplit(url).path.lstrip("/") or "postgres"
+    name = database_name(url)  # a key=value DSN too (its whole text would show the password)
     schema = schema_of(url)
     return f"{name}.{schema}" if schema else name
 

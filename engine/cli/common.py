@@ -37,12 +37,12 @@ class UsageError(Exception):
 
 
 def open_read_only(path: str) -> Any:
-    """A read-only store on an existing database file or a ``postgresql://`` URL (UsageError
-    when there is no such file)."""
-    from engine.store.factory import is_database_url, open_store
+    """A read-only store on an existing database file, a ``postgresql://`` URL or a key=value DSN
+    (UsageError when there is no such file)."""
+    from engine.store.factory import is_database_url, open_store, redact_url
 
     if not is_database_url(path) and not Path(path).is_file():
-        raise UsageError(f"no such database file: {path}")
+        raise UsageError(f"no such database file: {redact_url(path)}")
     return open_store(path, read_only=True)
 
 

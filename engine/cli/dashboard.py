@@ -61,7 +61,8 @@ def default_db_paths() -> list[Path]:
 
 
 def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: bool) -> list[str]:
-    """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``."""
+    """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``; a database URL is left
+    out (any user can read a process's argv in /proc): :func:`dashboard_env` passes it."""
     command = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port)]
     for name, value in SERVER_OPTIONS:
         command += [f"--{name}", value]
@@ -69,15 +70,25 @@ def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: 
         command += ["--server.allowedHosts", host]
     if headless:
         command += ["--server.headless", "true"]
-    return [*command, "--", *(str(p) for p in paths)]
+    from engine.store.factory import is_database_url
+
+    return [*command, "--", *(str(p) for p in paths if not is_database_url(str(p)))]
 
 
 def dashboard_env(
     paths: Sequence[Path], base: dict[str, str] | None = None, *, settings: Path | None = None
 ) -> dict[str, str]:
-    """The environment for the dashboard: ``base`` (default: ours) plus $CTXDESK_DB_PATHS, and
+    """The environment for the dashboard: ``base`` (default: ours) plus $CTXDESK_DB_PATHS (files),
+    $CTXDESK_DB_URLS (database URLs, one a line: the environment is readable by its owner only), and
     $CTXDESK_SETTINGS when a settings file is given."""
-    env = {**(os.environ if base is None else base), DB_PATHS_ENV_VAR: os.pathsep.join(str(p) for p in paths)}
+    from engine.store.factory import DB_URLS_ENV_VAR, is_database_url
+
+    files = [str(p) for p in paths if not is_database_url(str(p))]
+    urls = [str(p) for p in paths if is_database_url(str(p))]
+    env = {**(os.environ if base is None else base), DB_PATHS_ENV_VAR: os.pathsep.join(files)}
+    env.pop(DB_URLS_ENV_VAR, None)
+    if urls:
+        env[DB_URLS_ENV_VAR] = "\n".join(urls)
     if settings is not None:
         env[SETTINGS_ENV_VAR] = str(settings)
     return env

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.backend import SessionStoreBackend
-from engine.store.urls import URL_SCHEMES, is_database_url, redact_url
+from engine.store.urls import URL_SCHEMES, database_name, is_database_url, is_dsn, redact_url
 
 #: Environment variable naming the default database (a file path or a postgresql:// URL).
 DB_ENV_VAR = "CTXDESK_DB"
+#: Database URLs ``ctxdesk dashboard`` hands its Streamlit child, one a line (never in its argv).
+DB_URLS_ENV_VAR = "CTXDESK_DB_URLS"
 
 
 def open_store(target: str | os.PathLike[str], *, read_only: bool = False) -> Any:
@@ -55,11 +57,14 @@ def configured_database(settings_path: str | os.PathLike[str] | None = None) -> 
 
 __all__ = [
     "DB_ENV_VAR",
+    "DB_URLS_ENV_VAR",
     "URL_SCHEMES",
     "SessionStoreBackend",
     "configured_database",
+    "database_name",
     "default_database",
     "is_database_url",
+    "is_dsn",
     "open_store",
     "redact_url",
 ]

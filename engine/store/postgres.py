@@ -16,7 +16,6 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -31,7 +30,7 @@ from engine.store.pg_rollups import ensure_rollups
 from engine.store.records import StoredMessage
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.store.sqlite import SessionStore
-from engine.store.urls import is_database_url, redact_url
+from engine.store.urls import database_name, is_database_url, redact_url
 from engine.tokens import Tokenizer
 
 POOL_MAX_SIZE = 8
@@ -39,11 +38,11 @@ CONNECT_TIMEOUT_S = 10
 
 
 class DatabaseUrl(str):
-    """``store.path`` of a server store: the redacted URL, with ``.name`` the database name."""
+    """``store.path`` of a server store: the redacted URL or DSN, with ``.name`` the database name."""
 
     @property
     def name(self) -> str:
-        return urlsplit(self).path.lstrip("/") or "postgres"
+        return database_name(self)
 
 
 def _advisory_key(text: str) -> int:
@@ -66,7 +65,7 @@ class PostgresSessionStore(SessionStore):
         timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         if not is_database_url(url):
-            raise StoreError("not a postgresql:// URL", path=redact_url(str(url)))
+            raise StoreError("not a postgresql:// URL or key=value DSN", path=redact_url(str(url)))
         self.url = url
         self.path = DatabaseUrl(redact_url(url))  # type: ignore[assignment]
         self.read_only = read_only
@@ -77,7 +76,7 @@ class PostgresSessionStore(SessionStore):
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
-            raise StoreError(f"invalid database URL ({exc})", path=str(self.path)) from exc
+            raise StoreError(f"invalid database URL ({redact_url(str(exc))})", path=str(self.path)) from exc
         if read_only:  # keeps the URL's own options (a search_path, say)
             kwargs["options"] = f"{given.get('options') or ''} -c default_transaction_read_only=on".strip()
         self._pool_kwargs = kwargs | {"connect_timeout": max(1, round(timeout))}
@@ -320,5 +319,6 @@ class PostgresSessionStore(SessionStore):
 
 
 def _first_line(exc: BaseException) -> str:
+    """The error's first line, any password it quotes (a DSN echoed by libpq) hidden."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return redact_url(text.splitlines()[0]) if text else type(exc).__name__
