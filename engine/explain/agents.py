@@ -73,7 +73,9 @@ def agent_threshold(
         if limit:
             return AgentThreshold(limit, f"model_auto_compact_token_limit = {limit:,}", setting)
         return AgentThreshold(
-            None, "Codex's model_auto_compact_token_limit is not recorded in the file", setting
+            None,
+            "model_auto_compact_token_limit is not recorded in the file (Codex's default is 90% of the model's window)",
+            setting,
         )
     if agent == "gemini":
         share = _share(setting.get("compressionThreshold"))
