@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 from engine.cli.common import EXIT_OK
 
 if TYPE_CHECKING:
-    from engine.explain import SessionExplanation
+    from engine.explain import CompactionExplanation, SessionExplanation
 
 
 def cmd_why(args: argparse.Namespace, out: TextIO) -> int:
@@ -42,6 +42,7 @@ def why_text(session: SessionExplanation) -> str:
     lines.append(f"  ended: {session.ended.cause} at call {session.ended.call}: {session.ended.detail}")
     for c in session.compactions:
         lines.append(f"  compaction ({c.by}, {c.trigger}): {c.sentence}")
+        lines.append(f"    {compaction_facts(c)}")
         for label, items in (("kept", c.kept), ("dropped", c.dropped)):
             for item in items:
                 lines.append(
@@ -50,6 +51,25 @@ def why_text(session: SessionExplanation) -> str:
     for f in session.failed_calls:
         lines.append(f"  failed call {f.call} ({f.cause}): {f.sentence}")
     return "\n".join(lines)
+
+
+def compaction_facts(c: CompactionExplanation) -> str:
+    """Tokens before and after, the limit and threshold in force, how close the call came, the agent's setting."""
+
+    def n(value: int | None) -> str:
+        return f"{value:,}" if value is not None else "not recorded"
+
+    parts = [f"tokens {n(c.tokens_before)} -> {n(c.tokens_after)}", f"limit {n(c.limit_tokens)}"]
+    parts.append(
+        f"threshold {n(c.threshold_tokens)}" + (f" ({c.threshold_rule})" if c.threshold_rule else "")
+    )
+    if c.share is not None:
+        parts.append(f"reached {c.share:.1%} of the limit")
+    if c.agent_setting:
+        parts.append("agent setting " + ", ".join(f"{k} = {v}" for k, v in c.agent_setting.items()))
+    if c.after_failed_call:
+        parts.append(f"after failed call {c.after_failed_call}")
+    return "; ".join(parts)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
