@@ -4,6 +4,8 @@
   always has it) and are deselected on a user's fresh clone, which has only tests/fixtures.
 - ``browser``-marked tests need Debian's chromium at /usr/bin/chromium. Under CI
   (``CI=true``) a missing browser is a failure, never a silent skip.
+- Lanes: ``browser``, ``apptest`` (Streamlit's AppTest, found by the module using it) and ``peer`` tests are
+  also ``slow``; ``pytest -m "not slow"`` is the fast lane for the inner loop, the README's command runs all.
 - ``peer("NAME")``-marked tests need a pinned peer tool of bench/peers.py (an agent CLI, ccusage,
   claude-cache-audit): skipped where it is not installed, a failure under CI (.ci/run installs them).
 """
@@ -55,7 +57,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         True, reason=f"../shared not found at {SHARED} (fresh clone): full-file check"
     )
     browser_missing = not (CHROMIUM.exists() and shutil.which(str(CHROMIUM)))
+    apptest_modules: dict[str, bool] = {}
     for item in items:
+        module = str(getattr(item, "fspath", ""))
+        if module not in apptest_modules:
+            apptest_modules[module] = module.endswith(".py") and "AppTest" in Path(module).read_text(
+                encoding="utf-8"
+            )
+        if apptest_modules[module]:
+            item.add_marker(pytest.mark.apptest)
+        if any(m in item.keywords for m in ("browser", "apptest", "peer")):
+            item.add_marker(pytest.mark.slow)
         if "shared" in item.keywords and not SHARED_SESSIONS.is_dir():
             if IN_CI:
                 raise pytest.UsageError(f"CI must have ../shared at {SHARED}")
