@@ -172,3 +172,70 @@ def test_an_agent_that_gives_up_before_the_answer_cancels_the_upstream_request(t
     (event,) = events
     assert event.outcome == "client_disconnected" and failure_of(event.details)["cause"] == "interrupted"
     assert request.error_type == "client_disconnected"
+
+
+def test_a_body_over_the_limit_is_refused_unread_in_the_providers_shape(tmp_path: Path) -> None:
+    with (
+        A.install(ScriptedServer(default=A.text("ok"))) as upstream,
+        ProxyServer(
+            tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url), max_body_bytes=1000
+        ) as server,
+    ):
+        big = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "x" * 5000}]})  # fmt: skip
+        head = "POST /v1/messages HTTP/1.1\nhost: 127.0.0.1\nx-api-key: k\ncontent-type: application/json\n"
+        status, _, body = exchange(server.port, head, big).partition(b"\r\n\r\n")
+        chunked = (
+            f"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: k\r\ntransfer-encoding: chunked\r\n\r\n"
+            f"{len(big):x}\r\n{big}\r\n0\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(chunked.encode())
+            chunked_answer = sock.recv(65536)
+        small = "POST /v1/messages HTTP/1.1\nhost: 127.0.0.1\ncontent-type: application/json\nconnection: close\n"
+        assert exchange(server.port, small, BODY).startswith(b"HTTP/1.1 200 ")
+        assert server.recorder.flush(10)
+        with SessionStore(server.recorder.db_path, read_only=True) as store:
+            refused = [r for r in store.list_requests("proxy-unparsed") if r.status_code == 413]
+    assert status.startswith(b"HTTP/1.1 413 ")
+    error = json.loads(body)["error"]
+    assert (
+        error["type"] == "request_too_large"
+        and "5,0" in error["message"]
+        and "--max-body-mb" in error["message"]
+    )
+    assert chunked_answer.startswith(b"HTTP/1.1 413 ")  # a chunked body stops being read at the limit too
+    assert len(upstream.requests) == 1  # only the small one went upstream
+    assert len(refused) == 2 and refused[0].request_bytes == len(big)  # refused heads recorded with their size
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "inflates"), [("an answer", 1 << 20, True), ("a bomb", (32 << 20) + 1, False)]
+)
+def test_an_answer_is_inflated_only_up_to_the_limit(name: str, size: int, inflates: bool) -> None:
+    import asyncio
+    import gzip
+
+    import httpx
+
+    from engine.proxy.read_rounds import AnswerTooLarge, read_decoded
+    from engine.proxy.wire.shared import DECODED_LIMIT, decode_body
+
+    packed = gzip.compress(b"\0" * size)
+    assert len(packed) < size // 100
+    reply = httpx.Response(200, headers={"content-encoding": "gzip"}, stream=httpx.ByteStream(packed))
+    if inflates:
+        assert len(decode_body(packed, "gzip")) == size
+        assert len(asyncio.run(read_decoded(reply, DECODED_LIMIT))) == size
+        return
+    with pytest.raises(ValueError, match="inflates past"):
+        decode_body(packed, "gzip")
+    with pytest.raises(AnswerTooLarge):
+        asyncio.run(read_decoded(reply, DECODED_LIMIT))
+
+
+def test_the_clis_default_body_limit_is_the_proxys() -> None:
+    from engine.cli.proxy import MAX_BODY_MB
+    from engine.proxy.admission import MAX_BODY_BYTES
+
+    assert MAX_BODY_MB * 1024 * 1024 == MAX_BODY_BYTES

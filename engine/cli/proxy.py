@@ -12,6 +12,9 @@ from engine.cli.common import EXIT_OK, port_number
 
 DEFAULT_PROXY_PORT = 8788
 DEFAULT_PROXY_DB = "ctxdesk-proxy.db"
+#: The proxy's default request body limit in MiB (engine.proxy.admission.MAX_BODY_BYTES, not imported
+#: here: the CLI imports the proxy only when it runs).
+MAX_BODY_MB = 64
 
 
 def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
@@ -46,6 +49,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         upstreams=upstreams,
         settings_file=settings_file,
         allow_remote=args.allow_remote,
+        max_body_bytes=args.max_body_mb * 1024 * 1024,
     )
     if not is_loopback(args.host):
         print(
@@ -75,12 +79,10 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _shown(db: object) -> str:
-    """The database as printed: a URL without its password."""
-    text = str(db)
-    if "://" in text and "@" in text.split("://", 1)[1]:
-        scheme, rest = text.split("://", 1)
-        return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
-    return text
+    """The database as printed: a URL or DSN without its password (every form: ``engine.store.urls``)."""
+    from engine.store.factory import redact_url
+
+    return redact_url(str(db))
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -107,4 +109,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-remote", action="store_true", help="allow a --host other than loopback (prints a warning)"
     )
+    p.add_argument(
+        "--max-body-mb", type=_positive_mb, default=MAX_BODY_MB, metavar="MB",
+        help="largest request body taken, in MiB; a larger one gets a 413 in the provider's shape (default %(default)s)",
+    )  # fmt: skip
     p.set_defaults(run=cmd_proxy)
+
+
+def _positive_mb(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"--max-body-mb must be a whole number of MiB > 0, got {value!r}")
+    return number

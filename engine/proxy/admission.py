@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 
 #: Methods the proxy relays (``OPTIONS *`` lists them).
 ALLOWED_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+#: Largest request body the proxy takes (``--max-body-mb``): over the providers' own request limits
+#: (Anthropic's Messages API takes 32 MB), and the most a request may cost the proxy to read and record.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,18 @@ def admit(
     if method == "OPTIONS" and target == "*":
         return Refusal(204, "", "")
     return None
+
+
+def body_refusal(length: int, limit: int) -> Refusal | None:
+    """A request body of ``length`` bytes (so far) over ``limit``: a 413, the body not read further."""
+    if length <= limit:
+        return None
+    return Refusal(
+        413,
+        f"ctxdesk proxy: the request body ({length:,} bytes) is over its limit of {limit:,} bytes "
+        "(ctxdesk proxy --max-body-mb)",
+        "request_too_large",
+    )
 
 
 def host_name(host: str) -> str:

@@ -10,6 +10,7 @@ import time
 
 from starlette.responses import Response
 
+from engine.proxy.admission import Refusal
 from engine.proxy.exchange import Exchange
 from engine.proxy.recorder import Recorder
 from engine.proxy.wire import error_body
@@ -45,6 +46,17 @@ def fail(
 ) -> Response:
     body = record_failure(recorder, exchange, started, kind, status, error, exc)
     return Response(body, status_code=status, media_type="application/json")
+
+
+def refuse_unread(
+    recorder: Recorder, exchange: Exchange, started: float, kind: str, refusal: Refusal, size: int
+) -> Response:
+    """Answer a request refused before its body was read (too large), recording its head and size."""
+    exchange.request_size = size
+    return refuse(
+        recorder, exchange, started, refusal.status,
+        error_body(kind, refusal.message, error_type=refusal.error_type, code=refusal.error_type),
+    )  # fmt: skip
 
 
 def refuse(

@@ -23,8 +23,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.proxy.admission import admit
-from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail
+from engine.proxy.admission import MAX_BODY_BYTES, admit, body_refusal
+from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
 from engine.proxy.controller import Controller
 from engine.proxy.exchange import Exchange, new_exchange
 from engine.proxy.policy_step import apply_policies
@@ -72,6 +72,7 @@ def create_app(
     controller: Controller | None = None,
     *,
     allow_remote: bool = False,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies,
     requests :func:`engine.proxy.admission.admit` refuses get their answer (a browser's, a rebinding Host)."""
@@ -120,6 +121,12 @@ def create_app(
         base = upstreams.anthropic if kind == "anthropic" else upstreams.openai
         query = request.url.query
         recorder.begin()
+        declared = _declared_length(request)
+        if declared is not None and (too_large := body_refusal(declared, max_body_bytes)) is not None:
+            exchange = new_exchange(
+                api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
+            )
+            return refuse_unread(recorder, exchange, started, kind, too_large, declared)
         if "content-length" in request.headers and (
             controller is None or not controller.needs_body(api, request.headers)
         ):
@@ -139,12 +146,17 @@ def create_app(
                 headers, _tee(request, exchange.request_chunks), hold,
             )  # fmt: skip
         try:
-            body = await request.body()
+            body, size = await _capped_body(request, max_body_bytes)
         except ClientDisconnect as exc:  # the agent went away before its body was whole
             exchange = new_exchange(
                 api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
             )
             return fail(recorder, exchange, started, kind, 499, "client_disconnected", exc)
+        if (too_large := body_refusal(size, max_body_bytes)) is not None:  # chunked, past the limit
+            exchange = new_exchange(
+                api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
+            )
+            return refuse_unread(recorder, exchange, started, kind, too_large, size)
         exchange = new_exchange(
             api, request.method, path + (f"?{query}" if query else ""), request.headers, body
         )
@@ -168,6 +180,26 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.recorder = recorder
     return app
+
+
+def _declared_length(request: Request) -> int | None:
+    try:
+        return int(request.headers["content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def _capped_body(request: Request, limit: int) -> tuple[bytes, int]:
+    """The body read whole, unless it passes ``limit``: then b"" and the size read when it did
+    (the rest is left unread; the connection closes with the 413)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return b"", size
+        chunks.append(chunk)
+    return b"".join(chunks), size
 
 
 async def _tee(request: Request, chunks: list[bytes]) -> AsyncIterator[bytes]:

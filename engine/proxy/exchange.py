@@ -43,6 +43,8 @@ class Exchange:
     #: the body's chunks as they were forwarded, when it was streamed upstream (joined by the writer)
     request_chunks: list[bytes] | None = None
     submitted: bool = False  # handed to the recorder (it takes each exchange once)
+    #: the body's size when less of it was kept (a body over the limit, refused unread)
+    request_size: int | None = None
 
 
 def utc_now() -> str:

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.proxy.read_result import read_stored
-from engine.proxy.wire.shared import compact_json
+from engine.proxy.wire.shared import DECODED_LIMIT, compact_json
 
 if TYPE_CHECKING:  # the proxy's request path imports this module lazily
     import httpx
@@ -52,7 +52,26 @@ def _round_exchange(recorder: Recorder, exchange: Exchange, round_no: int, paylo
     return ex
 
 
-def _relay(recorder: Recorder, rounds: list[Exchange], reply: httpx.Response) -> Response:
+class AnswerTooLarge(ValueError):
+    """An upstream answer that inflates past the proxy's limit."""
+
+
+async def read_decoded(reply: httpx.Response, limit: int) -> bytes:
+    """A streamed answer's body, decoded, read to its end; :class:`AnswerTooLarge` past ``limit``."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in reply.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise AnswerTooLarge(f"the upstream's answer inflates past {limit:,} bytes")
+            chunks.append(chunk)
+    finally:
+        await reply.aclose()
+    return b"".join(chunks)
+
+
+def _relay(recorder: Recorder, rounds: list[Exchange], reply: httpx.Response, content: bytes) -> Response:
     """Every round recorded; the agent gets the upstream's answer as it is (an error, or one the
     rounds cannot read)."""
     from starlette.responses import Response
@@ -63,7 +82,7 @@ def _relay(recorder: Recorder, rounds: list[Exchange], reply: httpx.Response) ->
         recorder.submit(ex)
     skip = RESPONSE_HOP_BY_HOP | {"content-length", "content-encoding"}
     passthrough = {k: v for k, v in reply.headers.items() if k.lower() not in skip}
-    return Response(reply.content, status_code=reply.status_code, headers=passthrough)
+    return Response(content, status_code=reply.status_code, headers=passthrough)
 
 
 async def serve_read_rounds(
@@ -86,7 +105,14 @@ async def serve_read_rounds(
         ex = _round_exchange(recorder, exchange, round_no, payload)
         rounds.append(ex)
         try:
-            reply = await client.send(client.build_request("POST", url, headers=headers, content=payload))
+            reply = await client.send(
+                client.build_request("POST", url, headers=headers, content=payload), stream=True
+            )
+            content = await read_decoded(reply, DECODED_LIMIT)
+        except AnswerTooLarge as exc:  # a decompression bomb, or an answer no model gives
+            for other in rounds[:-1]:
+                recorder.submit(other)
+            return fail(recorder, ex, started, kind, 502, "upstream_answer_too_large", exc)
         except httpx.HTTPError as exc:
             for other in rounds[:-1]:
                 recorder.submit(other)
@@ -96,10 +122,11 @@ async def serve_read_rounds(
         ex.status = reply.status_code
         ex.ttfb_ms = ex.latency_ms = (time.perf_counter() - started) * 1000
         ex.response_headers = {k.lower(): v for k, v in reply.headers.items()}
-        ex.response_chunks = [reply.content]
-        answer = wire.round_answer(reply.status_code, reply.headers.get("content-type"), reply.content)
+        ex.response_chunks = [content]
+        ex.response_headers.pop("content-encoding", None)  # kept decoded
+        answer = wire.round_answer(reply.status_code, reply.headers.get("content-type"), content)
         if answer is None:
-            return _relay(recorder, rounds, reply)
+            return _relay(recorder, rounds, reply, content)
         answers.append(answer)
         reads, others = wire.read_calls(answer)
         if not reads or others or round_no == MAX_READ_ROUNDS:

@@ -82,6 +82,7 @@ PROXY_ERRORS = (
     "upstream_unreachable",
     "upstream_timeout",
     "upstream_error",
+    "upstream_answer_too_large",
     "proxy_error",
     "client_disconnected",
 )

@@ -27,8 +27,8 @@ import httpx
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from engine.proxy.admission import ALLOWED_METHODS, admit
-from engine.proxy.answers import record_failure
+from engine.proxy.admission import ALLOWED_METHODS, MAX_BODY_BYTES, admit, body_refusal
+from engine.proxy.answers import record_failure, refuse_unread
 from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
 from engine.proxy.controller import Controller
@@ -82,9 +82,11 @@ class Relay:
         connect_timeout_s: float,
         read_timeout_s: float,
         allow_remote: bool = False,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.recorder = recorder
         self.allow_remote = allow_remote
+        self.max_body_bytes = max_body_bytes
         self.controller = controller
         self.bases = {"anthropic": anthropic, "openai": openai}
         self.app_origin = app_origin
@@ -158,6 +160,16 @@ class Relay:
             _answer_quietly(writer, refusal.status, body=body)
             return False
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
+        if (too_large := body_refusal(head.content_length, self.max_body_bytes)) is not None:
+            # answered from the head, the body never read: nothing of it is held in memory
+            self.recorder.begin()
+            path = head.path + (f"?{head.query}" if head.query else "")
+            exchange = new_exchange(api, head.method, path, headers, b"")
+            answer = refuse_unread(
+                self.recorder, exchange, time.perf_counter(), kind, too_large, head.content_length
+            )
+            await send(writer, _rendered(answer, close=True))
+            return False
         way = route(head, api, headers, self.controller, origin)
         if way == "app":
             return await via_app(self.app, self.app_origin, head, raw, reader, writer)

@@ -15,6 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from engine.errors import ConfigError
+from engine.proxy.admission import MAX_BODY_BYTES
 from engine.proxy.app import SHUTDOWN_FLUSH_S, Upstreams, create_app
 from engine.proxy.connections import Origin
 from engine.proxy.controller import Controller
@@ -59,16 +60,24 @@ class ProxyServer:
         settings: Settings | None = None,
         settings_file: str | Path | None = None,
         allow_remote: bool = False,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         check_host(host, allow_remote=allow_remote)
         self.allow_remote = allow_remote
+        self.max_body_bytes = max_body_bytes
         self.policy_file = PolicyFile(settings_file, settings)
         self.recorder = Recorder(db_path, settings=self.policy_file.settings)
         self.live = LiveCompactions(db_path)
         self.host, self._port = host, port
         self.upstreams = upstreams or Upstreams()
         self.controller = Controller(self.policy_file, self.live)
-        self.app = create_app(self.recorder, self.upstreams, self.controller, allow_remote=allow_remote)
+        self.app = create_app(
+            self.recorder,
+            self.upstreams,
+            self.controller,
+            allow_remote=allow_remote,
+            max_body_bytes=max_body_bytes,
+        )
         config = uvicorn.Config(
             self.app,
             host="127.0.0.1",  # the app is reached through the relay only
@@ -129,7 +138,7 @@ class ProxyServer:
             self.recorder, self.controller, anthropic=self.upstreams.anthropic, openai=self.upstreams.openai,
             app_origin=Origin("http", "127.0.0.1", inner.getsockname()[1]),
             connect_timeout_s=self.upstreams.connect_timeout_s, read_timeout_s=self.upstreams.read_timeout_s,
-            allow_remote=self.allow_remote,
+            allow_remote=self.allow_remote, max_body_bytes=self.max_body_bytes,
         )  # fmt: skip
         try:
             self._front = await asyncio.start_server(

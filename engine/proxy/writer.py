@@ -137,7 +137,7 @@ class ExchangeWriter:
             path=exchange.path,
             body=body,
             raw_body=None if body is not None else sent_bytes,
-            request_bytes=len(sent_bytes),
+            request_bytes=exchange.request_size if exchange.request_size is not None else len(sent_bytes),
             request_sha256=hashlib.sha256(sent_bytes).hexdigest(),
             headers=exchange.request_headers,
             status_code=exchange.status,

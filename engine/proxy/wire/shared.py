@@ -22,8 +22,9 @@ PROMPT_TOO_LONG = re.compile(
     r"prompt is too long|exceed(s|ed)? (the )?context (window|length)|context_length_exceeded|maximum context length",
     re.IGNORECASE,
 )
-#: Largest answer body the proxy inflates (gzip/deflate) to read it; past it the answer is recorded unparsed.
-DECODED_LIMIT = 256 * 1024 * 1024
+#: Largest answer body the proxy inflates (gzip/deflate) to read it (a model's answer is a few MB at
+#: most): past it the answer is recorded unparsed, and the proxy's own read_result rounds answer a 502.
+DECODED_LIMIT = 32 * 1024 * 1024
 #: How a compaction summary is sent in a history (a message of its own, or the first user message's start).
 SUMMARY_NOTE = (
     "<ctxdesk-summary>\nSummary of the earlier conversation (compacted by ctxdesk):\n{}\n</ctxdesk-summary>"
