@@ -117,7 +117,7 @@ def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Pa
     [c] = why.compactions
     # compactMetadata: preTokens 95,049, postTokens 2,813; run with --autocompact 100000 (not in the file)
     assert (c.tokens_before, c.tokens_after) == (95_049, 2_813)
-    assert c.threshold_tokens == 167_000 and "not recorded in the file" in c.sentence
+    assert (c.limit_tokens, c.threshold_tokens) == (200_000, 167_000) and "not recorded in the file" in c.sentence
 
 
 def test_the_manual_compaction_fixture_keeps_what_the_summary_names(tmp_path: Path) -> None:

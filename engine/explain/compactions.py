@@ -160,6 +160,10 @@ def _who_and_why(
 def _limit(event: StoredEvent, last: Call | None, session: SessionRecord) -> int | None:
     if last is not None and last.event is not None:
         found = recorded_limit(last.event)
+        # The Claude Code importer records where the agent compacted as each call's limit line; the
+        # limit a compaction is measured against is the model's window.
+        if found and last.event.details.get("harness_compaction_tokens") == found and last.event.context_window:
+            return last.event.context_window
         if found:
             return found
     if not event.details.get("target_tokens"):  # the session manager records its target there instead
