@@ -9,6 +9,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -346,3 +348,134 @@ def test_the_stored_components_of_every_counted_call_add_up_to_the_providers_cou
     with SessionStore(tmp_path / "x.db") as store:
         report = residual_report(store, import_file(path, store).session_ids)
     assert report.mismatched == 0, report
+
+
+# -- hostile files (#32.9) ---------------------------------------------------------------------------
+
+
+def _cli_in_child(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``ctxdesk`` in a child process, so that a read that would block forever fails the test."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES.parents[1])},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["symlink loop", "fifo", "dangling symlink"])
+def test_a_folder_with_a_file_that_cannot_be_read_imports_the_rest_and_says_why(
+    tmp_path: Path, kind: str
+) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(CODEX_ROLLOUT, folder)
+    odd = folder / "odd.jsonl"
+    if kind == "symlink loop":
+        odd.symlink_to(odd.name)  # resolving it raised RuntimeError and aborted the whole import
+    elif kind == "fifo":
+        os.mkfifo(odd)  # reading it blocked the import forever
+    else:
+        odd.symlink_to(tmp_path / "gone.jsonl")
+    db = tmp_path / "x.db"
+    done = _cli_in_child("import", str(folder), "--db", str(db), "--verbose")
+    assert done.returncode == 0, done.stderr
+    assert "1 file(s) imported or updated" in done.stdout and "1 skipped" in done.stdout
+    assert "odd.jsonl" in done.stdout  # --verbose says which and why
+    with SessionStore(db) as store:
+        assert len(store.list_sessions()) == 1
+
+
+def test_a_fifo_named_on_the_command_line_is_refused_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    done = _cli_in_child("import", str(fifo), "--db", str(tmp_path / "x.db"))
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+
+
+def _jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "message"),
+    [
+        pytest.param(['{"a": 1}', '{"b": "' + "x" * 5_000 + '"}', '{"c": 3}'], 2, "line 2 is longer than 4,096 bytes",
+                     id="a long line in the middle"),
+        pytest.param(['{"a": "' + "x" * 5_000 + '"}'], 1, "line 1 is longer than 4,096 bytes", id="one long line"),
+        pytest.param(["{", '  "a": "' + "x" * 5_000 + '"', "}"], 1, "document is longer than 4,096 bytes",
+                     id="a pretty-printed document past the cap"),
+        pytest.param(["[" + ", ".join(["1"] * 3_000) + "]"], 1, "document is longer than 4,096 bytes",
+                     id="a list past the cap"),
+    ],
+)  # fmt: skip
+def test_a_line_past_the_cap_is_refused_naming_its_line(
+    tmp_path: Path, lines: list[str], line: int, message: str
+) -> None:
+    from engine.importers.detect import read_document
+    from engine.importers.model import SourceProblem
+
+    path = _jsonl(tmp_path / "big.jsonl", lines)
+    with pytest.raises(SourceProblem, match=message) as caught:
+        read_document(path, max_line_bytes=4_096)
+    assert caught.value.line == line
+
+
+def test_lines_under_the_cap_read_as_before(tmp_path: Path) -> None:
+    from engine.importers.detect import read_document
+    from engine.importers.model import SourceProblem
+
+    text = CLAUDE_FILE.read_text(encoding="utf-8")
+    largest = max(len(line.encode()) for line in text.splitlines())
+    small = read_document(CLAUDE_FILE, max_line_bytes=largest + 1)
+    assert small.lines == read_document(CLAUDE_FILE).lines
+    assert [n for n, _ in small.lines] == [n for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    with pytest.raises(SourceProblem, match="is longer than"):
+        read_document(CLAUDE_FILE, max_line_bytes=largest - 1)
+
+
+def test_a_raw_line_separator_inside_a_string_is_text_not_a_line_break(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    lines = CLAUDE_FILE.read_text(encoding="utf-8").splitlines()
+    # a prompt with U+2028 written raw (valid JSON: only \n ends a JSON Lines line)
+    first = next(k for k, line in enumerate(lines) if '"type":"user"' in line.replace(" ", ""))
+    value = json.loads(lines[first])
+    value["message"]["content"] = "before\u2028after"
+    lines[first] = json.dumps(value, ensure_ascii=False)
+    path = _jsonl(tmp_path / "sep.jsonl", lines)
+    assert import_file(path, store).sessions
+
+
+@pytest.mark.slow
+def test_a_line_past_the_cap_costs_at_most_twice_the_cap_of_memory(tmp_path: Path) -> None:
+    from engine.importers.lines import MAX_LINE_BYTES
+
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as fh:
+        fh.write(b'{"type": "user", "sessionId": "s", "uuid": "u", "message": {"role": "user", "content": "')
+        chunk = b"x" * (1 << 20)
+        for _ in range(MAX_LINE_BYTES // len(chunk) + 16):  # 16 MB past the cap
+            fh.write(chunk)
+        fh.write(b'"}}\n')
+    probe = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from engine.errors import ImportFormatError\n"
+        "from engine.importers import import_file\n"
+        "from engine.store import SessionStore\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "with SessionStore(sys.argv[2]) as store:\n"
+        "    try:\n"
+        "        import_file(Path(sys.argv[1]), store)\n"
+        "    except ImportFormatError as exc:\n"
+        "        print(exc)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path), str(tmp_path / "x.db")], capture_output=True, text=True,
+        timeout=600, env={**os.environ, "PYTHONPATH": str(FIXTURES.parents[1])},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    message, grown = done.stdout.strip().splitlines()
+    assert f"{path}:1:" in message and "longer than" in message
+    assert int(grown) <= 2 * MAX_LINE_BYTES

@@ -41,6 +41,8 @@ def collect_paths(files: list[str], agent: str | None) -> tuple[list[Path], list
             found.extend(folder_files(path))
         elif path.is_file():
             named.append(path)
+        elif path.exists():  # a FIFO, a device: reading it could block forever
+            raise UsageError(f"not a regular file: {item}")
         else:
             raise UsageError(f"no such file or folder: {item}")
     if agent:

@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from stat import S_ISDIR, S_ISFIFO, S_ISREG
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
@@ -94,8 +95,8 @@ def import_file(
     :func:`imported_files` of the store, when the caller has it already.
     """
     path = Path(path)
+    state = _file_state(path)  # first: a symlink loop or a FIFO is refused before anything reads it
     source_path = str(path.resolve())
-    state = _file_state(path)
     previous = (known if known is not None else imported_files(store)).get(source_path)
     if (
         previous is not None
@@ -216,10 +217,17 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
 
 
 def _file_state(path: Path) -> dict[str, Any]:
+    """Size and time of a regular file (what tells a re-import it changed); a path that is no
+    regular file (a symlink loop, a FIFO that would block the read forever, a device) is refused."""
     try:
         stat = path.stat()
-    except OSError as exc:
+    except OSError as exc:  # a symlink loop: "Too many levels of symbolic links"
         raise ImportFormatError(f"cannot read file ({exc.strerror or exc})", path=str(path)) from exc
+    if not S_ISREG(stat.st_mode):
+        kind = (
+            "a FIFO" if S_ISFIFO(stat.st_mode) else "a folder" if S_ISDIR(stat.st_mode) else "a special file"
+        )
+        raise ImportFormatError(f"not a regular file ({kind}): skipped", path=str(path))
     state: dict[str, Any] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     for fmt in REGISTRY:  # files kept beside a session (Claude Code: <session>/subagents/, tool-results/)
         companions = fmt.companions(path) if fmt.companions is not None else None

@@ -1,9 +1,10 @@
-"""Reading a transcript file: JSON (one document), JSON Lines (one object a line) or a text
-format (Aider's Markdown), with growing files re-read from where the last read stopped.
+"""Reading a transcript file: JSON (one document), JSON Lines (one object a line, streamed by
+:mod:`engine.importers.lines` under a per-line cap) or a text format (Aider's Markdown), with
+growing files re-read from where the last read stopped.
 
-A malformed line is reported with its number; a large file that cannot be a transcript is
-refused from its first bytes; a file that belongs beside a transcript (a companion) says
-what to import instead.
+A malformed line is reported with its number, a line past the cap too (before it is read whole);
+a large file that cannot be a transcript is refused from its first bytes; a file that belongs
+beside a transcript (a companion) says what to import instead.
 """
 
 from __future__ import annotations
@@ -16,26 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.importers.model import SourceProblem
-
-#: A JSON escape of half a UTF-16 surrogate pair (valid JSON, not storable text).
-_LONE_SURROGATE = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+from engine.importers.lines import (
+    MAX_LINE_BYTES,
+    LineRead,
+    first_character,
+    read_lines,
+    read_whole,
+    too_long,
 )
-
-
-#: Any surrogate escape: one quick scan before the slow one (whose lookbehind is tried at every
-#: character: twice the cost of parsing the JSON).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    return _SURROGATE_ESCAPE.search(text) is not None and _LONE_SURROGATE.search(text) is not None
-
+from engine.importers.model import SourceProblem
 
 #: Text formats recognised by how they start (before any JSON parsing).
 AIDER_HEAD = "# aider chat started at"
+_AIDER_SESSION_START = re.compile(r"^# aider chat started at", re.MULTILINE)
+
+
+def is_aider_log(text: str) -> bool:
+    """An Aider chat log: not JSON, with a session header at the start of some line (lines before
+    the first header happen: a log cut at its head, notes a user added)."""
+    stripped = text.lstrip()
+    return bool(stripped) and stripped[0] not in "{[" and _AIDER_SESSION_START.search(text) is not None
+
+
 #: Files that belong to a transcript without being one: what they are, what to import instead.
 COMPANION_FILES = {
     "ui_messages.json": "a Cline / Roo Code task's UI log (per-request metrics, not the conversation): "
@@ -81,7 +84,7 @@ class LineCache:
         self.files: dict[str, _Consumed] = {}
         self.appended_reads = 0
 
-    def read(self, path: Path, *, live: bool) -> Document | None:
+    def read(self, path: Path, *, live: bool, max_line_bytes: int = MAX_LINE_BYTES) -> Document | None:
         cached = self.files.get(str(path))
         if cached is None:
             return None
@@ -93,77 +96,48 @@ class LineCache:
                 fh.seek(cached.size - len(cached.check))
                 if fh.read(len(cached.check)) != cached.check:
                     return None  # rewritten, not appended to: read it whole
-                new = fh.read()
-        except OSError:
-            return None
-        try:
-            text = new.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if _has_lone_surrogate(text):
+                added = read_lines(
+                    fh, start=cached.size, first_number=cached.physical_lines + 1, live=live, continuing=True,
+                    max_line_bytes=max_line_bytes,
+                )  # fmt: skip
+        except (OSError, SourceProblem):
+            return None  # read it whole: a bad line is then reported as it is
+        if added.rewritten:
             return None  # rewritten on reading: read it whole
-        added, consumed_chars, physical = _decode_lines(
-            text, first_number=cached.physical_lines + 1, live=live
-        )
-        cached.lines.extend(added)
-        self._advance(cached, path, cached.size + len(text[:consumed_chars].encode("utf-8")), physical)
+        cached.lines.extend((n, v) for n, v in added.lines if n <= added.physical)
+        self._advance(cached, path, added.end, added.physical)
         self.appended_reads += 1
         return Document(path, lines=tuple(cached.lines), size=size)
 
-    def keep(self, path: Path, raw: bytes, lines: tuple[tuple[int, Any], ...]) -> None:
+    def keep(self, path: Path, read: LineRead) -> None:
+        """Keep what a whole read of ``path`` consumed (its complete lines) for the next read."""
         try:
             recent = time.time() - path.stat().st_mtime < self.recent_s
         except OSError:
             recent = False
         if not recent:
             return  # not being written: nothing to gain
-        end = len(raw) if raw.endswith((b"\n", b"\r")) else raw.rfind(b"\n") + 1
-        physical = raw[:end].count(b"\n")
-        numbered = [(n, v) for n, v in lines if n <= physical]
+        numbered = [(n, v) for n, v in read.lines if n <= read.physical]
         entry = _Consumed(size=0, check=b"", physical_lines=0, lines=numbered)
         self.files[str(path)] = entry
-        self._advance(entry, path, end, physical, raw=raw)
+        self._advance(entry, path, read.end, read.physical)
 
-    def _advance(
-        self, entry: _Consumed, path: Path, size: int, physical: int, *, raw: bytes | None = None
-    ) -> None:
-        if raw is None:
-            with path.open("rb") as fh:
-                fh.seek(max(0, size - self.CHECK_BYTES))
-                entry.check = fh.read(min(size, self.CHECK_BYTES))
-        else:
-            entry.check = raw[max(0, size - self.CHECK_BYTES) : size]
+    def _advance(self, entry: _Consumed, path: Path, size: int, physical: int) -> None:
+        with path.open("rb") as fh:
+            fh.seek(max(0, size - self.CHECK_BYTES))
+            entry.check = fh.read(min(size, self.CHECK_BYTES))
         entry.size = size
         entry.physical_lines = max(entry.physical_lines, physical)
 
 
-def _decode_lines(text: str, *, first_number: int, live: bool) -> tuple[list[tuple[int, Any]], int, int]:
-    """(lines, characters consumed, last physical line number consumed) of appended text."""
-    out: list[tuple[int, Any]] = []
-    consumed = 0
-    number = first_number - 1
-    for line in text.splitlines(keepends=True):
-        complete = line.endswith(("\n", "\r"))
-        if not complete and live:
-            break  # still being written
-        number += 1
-        consumed += len(line)
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceProblem(f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number) from exc
-        if not isinstance(value, dict):
-            raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
-        out.append((number, value))
-    return out, consumed, number
-
-
-def read_document(path: Path, *, live: bool = False, cache: LineCache | None = None) -> Document:
-    """The file parsed. ``live``: the file may be being written, so an unfinished last line (no
-    newline after it, not valid JSON) is left for the next read instead of being an error.
-    ``cache``: a JSON Lines file read before through it decodes only its appended lines."""
+def read_document(
+    path: Path, *, live: bool = False, cache: LineCache | None = None, max_line_bytes: int = MAX_LINE_BYTES
+) -> Document:
+    """The file parsed, streamed: JSON Lines one line at a time, no line (nor a JSON document)
+    past ``max_line_bytes`` (refused naming its line, before it is read whole). ``live``: the file
+    may be being written, so an unfinished last line (no newline after it, not valid JSON) is left
+    for the next read instead of being an error. ``cache``: a JSON Lines file read before through
+    it decodes only its appended lines."""
     companion = COMPANION_FILES.get(path.name)
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
@@ -174,32 +148,64 @@ def read_document(path: Path, *, live: bool = False, cache: LineCache | None = N
     except OSError as exc:
         raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
     if cache is not None:
-        appended = cache.read(path, live=live)
+        appended = cache.read(path, live=live, max_line_bytes=max_line_bytes)
         if appended is not None:
             return appended
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            first = first_character(fh, max_line_bytes=max_line_bytes)
+            if first is None:
+                raise SourceProblem("empty file")
+            if first == "{":  # JSON Lines, or one JSON object (on one line, or pretty-printed)
+                try:
+                    read = read_lines(fh, live=live, max_line_bytes=max_line_bytes)
+                except SourceProblem as exc:
+                    if not str(exc).startswith("not JSON or JSON Lines"):
+                        raise
+                    if size > max_line_bytes:  # maybe a pretty-printed object: too long to read whole
+                        raise SourceProblem(
+                            too_long(f"a {size:,}-byte document", max_line_bytes), line=1
+                        ) from exc
+                    return _whole(path, fh, size, max_line_bytes, not_json=exc)  # a pretty-printed object
+                if len(read.lines) == 1 and read.complete:
+                    return Document(path, value=read.lines[0][1], size=size)
+                if cache is not None and not read.rewritten:
+                    cache.keep(path, read)
+                return Document(path, lines=tuple(read.lines), size=size)
+            return _whole(path, fh, size, max_line_bytes)
     except OSError as exc:
         raise SourceProblem(f"cannot read file ({exc.strerror or exc})") from exc
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
+
+
+def _whole(
+    path: Path, fh: Any, size: int, max_line_bytes: int, *, not_json: SourceProblem | None = None
+) -> Document:
+    """A file read whole: a JSON document (a list, a pretty-printed object) or an Aider log."""
+    text, _ = read_whole(fh, size, max_line_bytes=max_line_bytes)
     if not text.strip():
         raise SourceProblem("empty file")
-    rewritten = False
-    if _has_lone_surrogate(text):
-        text = _LONE_SURROGATE.sub(r"\\ufffd", text)  # SQLite cannot store half a character
-        rewritten = True
-    if text.lstrip().startswith(AIDER_HEAD):
-        return Document(path, text=text, size=len(raw))
+    if is_aider_log(text):
+        return Document(path, text=text, size=size)
     try:
-        return Document(path, value=json.loads(text), size=len(raw))
-    except json.JSONDecodeError as whole_error:
-        lines = _read_lines(text, whole_error, live=live)
-        if cache is not None and not rewritten:
-            cache.keep(path, raw, lines)
-        return Document(path, lines=lines, size=len(raw))
+        return Document(path, value=json.loads(text), size=size)
+    except json.JSONDecodeError as exc:
+        if not_json is not None:
+            raise not_json from exc
+        stripped = text.lstrip()
+        if stripped[0] in "{[":  # a list followed by more: "Extra data" where the second value starts
+            raise SourceProblem(
+                f"not JSON or JSON Lines ({exc.msg} at line {exc.lineno})", line=exc.lineno
+            ) from exc
+        number = text[: len(text) - len(stripped)].count("\n") + 1
+        first_line = stripped.partition("\n")[0]
+        try:
+            json.loads(first_line)
+        except json.JSONDecodeError as line_error:
+            raise SourceProblem(f"not JSON or JSON Lines ({line_error.msg})", line=number) from exc
+        raise SourceProblem(
+            f"not JSON or JSON Lines ({exc.msg} at line {exc.lineno})", line=exc.lineno
+        ) from exc
     except RecursionError as exc:
         raise SourceProblem("JSON nested too deeply to read") from exc
 
@@ -232,7 +238,7 @@ def _sniff_head(path: Path) -> None:
             raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
         text = head[: exc.start].decode("utf-8-sig")
     stripped = text.lstrip()
-    if not stripped or stripped[0] in "{[" or stripped.startswith(AIDER_HEAD):
+    if not stripped or stripped[0] in "{[" or is_aider_log(text):
         return
     number = text[: len(text) - len(stripped)].count("\n") + 1
     first, newline, _ = stripped.partition("\n")
@@ -241,32 +247,3 @@ def _sniff_head(path: Path) -> None:
     except json.JSONDecodeError as exc:
         raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
     raise SourceProblem("not JSON or JSON Lines (no JSON object or array at its start)", line=number)
-
-
-def _read_lines(
-    text: str, whole_error: json.JSONDecodeError, *, live: bool = False
-) -> tuple[tuple[int, Any], ...]:
-    lines: list[tuple[int, Any]] = []
-    split = text.splitlines()
-    # A file being written may end in a line not finished yet: left for the next import.
-    unfinished = len(split) if live and split and not text.endswith(("\n", "\r")) else None
-    for number, line in enumerate(split, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == unfinished and lines:
-                break
-            if not lines:
-                raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
-            raise SourceProblem(f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number) from exc
-        if not isinstance(value, dict):
-            if not lines:
-                raise SourceProblem(
-                    f"not JSON or JSON Lines ({whole_error.msg} at line {whole_error.lineno})",
-                    line=whole_error.lineno,
-                )
-            raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
-        lines.append((number, value))
-    return tuple(lines)

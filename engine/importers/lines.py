@@ -1,0 +1,164 @@
+"""Reading a transcript file as a stream: JSON Lines one line at a time, each line decoded and
+parsed on its own, and no line (nor a whole JSON document) longer than a cap.
+
+Memory is bounded by the largest line accepted (plus the values parsed): a line past
+:data:`MAX_LINE_BYTES` is refused from its first ``cap + 1`` bytes, naming its line, instead of
+being read whole. Lines split on ``\\n`` only, as JSON Lines does (a raw U+2028 inside a string
+is text, not a line break).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from engine.importers.model import SourceProblem
+
+#: The most one line (or one JSON document) of a transcript may hold: far above any real line
+#: (a Claude Code line with a large image is a few MB), far below what would exhaust memory.
+MAX_LINE_BYTES = 128 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+#: A JSON escape of half a UTF-16 surrogate pair (valid JSON, not storable text).
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+#: Any surrogate escape: one quick scan before the slow one (whose lookbehind is tried at every
+#: character: twice the cost of parsing the JSON).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    return _SURROGATE_ESCAPE.search(text) is not None and _LONE_SURROGATE.search(text) is not None
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each half surrogate pair escaped as U+FFFD (SQLite cannot store half a character)."""
+    return _LONE_SURROGATE.sub(r"\\ufffd", text)
+
+
+def too_long(what: str, cap: int) -> str:
+    return f"{what} is longer than {cap:,} bytes, the most one line or JSON document may hold"
+
+
+@dataclass
+class LineRead:
+    """What :func:`read_lines` consumed: the parsed lines, the byte offset after the last complete
+    line read (``end``), the last physical line number read, whether it read to the end of the file
+    (``complete``: False when ``live`` left an unfinished last line), and whether a line had a lone
+    surrogate replaced (``rewritten``: the parsed values are not the bytes on disk)."""
+
+    lines: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    end: int = 0
+    physical: int = 0
+    complete: bool = True
+    rewritten: bool = False
+
+
+def read_lines(
+    fh: BinaryIO,
+    *,
+    start: int = 0,
+    first_number: int = 1,
+    live: bool = False,
+    continuing: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> LineRead:
+    """The JSON Lines of ``fh`` from byte ``start`` (its physical line ``first_number``).
+
+    ``live``: the file may be being written: an unfinished last line (no newline, not valid JSON,
+    or a character cut in two) is left for the next read. ``continuing``: lines were read before
+    (a followed file's appended part), so a first bad line is a malformed line, not a sign that
+    the file is not JSON Lines.
+    """
+    out = LineRead(end=start, physical=first_number - 1)
+    fh.seek(start)
+    offset, number = start, first_number - 1
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            return out
+        number += 1
+        ended = raw.endswith(b"\n")
+        if len(raw) > max_line_bytes and not ended:
+            raise SourceProblem(too_long(f"line {number}", max_line_bytes), line=number)
+        if offset == 0 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+            offset += len(_BOM)
+        if live and not ended and continuing:
+            out.complete = False  # appended and still being written: the next read takes it whole
+            return out
+        unfinished = live and not ended and bool(out.lines)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if unfinished:
+                out.complete = False
+                return out
+            raise SourceProblem(f"not UTF-8 text (byte {offset + exc.start})", line=number) from exc
+        if text.strip():
+            if has_lone_surrogate(text):
+                text, out.rewritten = without_lone_surrogates(text), True
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                if unfinished:
+                    out.complete = False
+                    return out
+                if not out.lines and not continuing:
+                    raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
+                raise SourceProblem(
+                    f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number
+                ) from exc
+            except RecursionError as exc:
+                raise SourceProblem("JSON nested too deeply to read", line=number) from exc
+            if not isinstance(value, dict):
+                if not out.lines and not continuing:
+                    raise SourceProblem(
+                        f"not JSON or JSON Lines (line {number} holds a {type(value).__name__}, not an object)",
+                        line=number,
+                    )
+                raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
+            out.lines.append((number, value))
+        offset += len(raw)
+        if ended:
+            out.end, out.physical = offset, number
+
+
+def first_character(fh: BinaryIO, *, max_line_bytes: int = MAX_LINE_BYTES) -> str | None:
+    """The file's first character that is not whitespace (a BOM skipped), None for a blank file;
+    reads at most ``max_line_bytes`` of leading whitespace."""
+    fh.seek(0)
+    seen = 0
+    while seen <= max_line_bytes:
+        chunk = fh.read(64 * 1024)
+        if not chunk:
+            return None
+        if seen == 0 and chunk.startswith(_BOM):
+            chunk = chunk[len(_BOM) :]
+        stripped = chunk.lstrip()
+        if stripped:
+            return chr(stripped[0]) if stripped[0] < 0x80 else stripped[:4].decode("utf-8", "replace")[0]
+        seen += len(chunk)
+    raise SourceProblem(too_long("the whitespace at the start of the file", max_line_bytes), line=1)
+
+
+def read_whole(fh: BinaryIO, size: int, *, max_line_bytes: int = MAX_LINE_BYTES) -> tuple[str, bool]:
+    """The whole file as text (a JSON document, an Aider log), refused past the cap before it is
+    read; (text, a lone surrogate was replaced)."""
+    if size > max_line_bytes:
+        raise SourceProblem(too_long(f"a {size:,}-byte document", max_line_bytes), line=1)
+    fh.seek(0)
+    raw = fh.read(max_line_bytes + 1)
+    if len(raw) > max_line_bytes:  # grew since it was measured
+        raise SourceProblem(too_long("the document", max_line_bytes), line=1)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SourceProblem(f"not UTF-8 text (byte {exc.start})") from exc
+    if has_lone_surrogate(text):
+        return without_lone_surrogates(text), True
+    return text, False
