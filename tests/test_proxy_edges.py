@@ -192,7 +192,9 @@ def test_a_body_over_the_limit_is_refused_unread_in_the_providers_shape(tmp_path
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(chunked.encode())
             chunked_answer = sock.recv(65536)
-        small = "POST /v1/messages HTTP/1.1\nhost: 127.0.0.1\ncontent-type: application/json\nconnection: close\n"
+        small = (
+            "POST /v1/messages HTTP/1.1\nhost: 127.0.0.1\ncontent-type: application/json\nconnection: close\n"
+        )
         assert exchange(server.port, small, BODY).startswith(b"HTTP/1.1 200 ")
         assert server.recorder.flush(10)
         with SessionStore(server.recorder.db_path, read_only=True) as store:
@@ -206,7 +208,9 @@ def test_a_body_over_the_limit_is_refused_unread_in_the_providers_shape(tmp_path
     )
     assert chunked_answer.startswith(b"HTTP/1.1 413 ")  # a chunked body stops being read at the limit too
     assert len(upstream.requests) == 1  # only the small one went upstream
-    assert len(refused) == 2 and refused[0].request_bytes == len(big)  # refused heads recorded with their size
+    assert len(refused) == 2 and refused[0].request_bytes == len(
+        big
+    )  # refused heads recorded with their size
 
 
 @pytest.mark.parametrize(
@@ -239,3 +243,32 @@ def test_the_clis_default_body_limit_is_the_proxys() -> None:
     from engine.proxy.admission import MAX_BODY_BYTES
 
     assert MAX_BODY_MB * 1024 * 1024 == MAX_BODY_BYTES
+
+
+def test_a_body_past_the_record_limit_is_forwarded_whole_and_recorded_as_its_prefix_size_and_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    from engine.proxy import exchange as exchange_module
+
+    monkeypatch.setattr(exchange_module, "RECORD_REQUEST_LIMIT", 10_000)
+    big = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [
+        {"role": "user", "content": "y" * 200_000}]})  # fmt: skip
+    with (
+        A.install(ScriptedServer(default=A.text("ok"))) as upstream,
+        ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url)) as server,
+    ):
+        head = (
+            "POST /v1/messages HTTP/1.1\nhost: 127.0.0.1\ncontent-type: application/json\nconnection: close\n"
+        )
+        assert exchange(server.port, head, big).startswith(b"HTTP/1.1 200 ")
+        assert server.recorder.flush(10)
+        with SessionStore(server.recorder.db_path, read_only=True) as store:
+            (recorded,) = store.list_requests("proxy-unparsed", with_body=True)
+    assert json.dumps(upstream.requests[0].body) == big  # the model got all of it
+    assert (
+        recorded.request_bytes == len(big)
+        and recorded.request_sha256 == hashlib.sha256(big.encode()).hexdigest()
+    )
+    assert recorded.raw_body == big.encode()[: exchange_module.RECORDED_PREFIX]

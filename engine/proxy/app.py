@@ -26,7 +26,7 @@ from starlette.routing import Route
 from engine.proxy.admission import MAX_BODY_BYTES, admit, body_refusal
 from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
 from engine.proxy.controller import Controller
-from engine.proxy.exchange import Exchange, new_exchange
+from engine.proxy.exchange import Exchange, KeptBody, new_exchange
 from engine.proxy.policy_step import apply_policies
 from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.wire import detect_api, error_body, upstream_kind
@@ -135,7 +135,7 @@ def create_app(
             exchange = new_exchange(
                 api, request.method, path + (f"?{query}" if query else ""), request.headers, b""
             )
-            exchange.request_chunks = []
+            exchange.request_chunks = KeptBody()
             headers = [
                 (k, v)
                 for k, v in request.headers.raw
@@ -202,7 +202,7 @@ async def _capped_body(request: Request, limit: int) -> tuple[bytes, int]:
     return b"".join(chunks), size
 
 
-async def _tee(request: Request, chunks: list[bytes]) -> AsyncIterator[bytes]:
+async def _tee(request: Request, chunks: KeptBody) -> AsyncIterator[bytes]:
     """The request body as it arrives, each chunk kept for the recorder as it is forwarded."""
     async for chunk in request.stream():
         if chunk:

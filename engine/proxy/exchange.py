@@ -6,6 +6,7 @@ masked), filled in as the answer streams, read by the writer thread.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,11 +41,65 @@ class Exchange:
         None  # the answer the agent got, when it differs from the upstream's
     )
     parent: Exchange | None = None  # set on the proxy's own follow-up calls (read_result rounds)
-    #: the body's chunks as they were forwarded, when it was streamed upstream (joined by the writer)
-    request_chunks: list[bytes] | None = None
+    #: the body as it was forwarded, when it was streamed upstream (joined by the writer)
+    request_chunks: KeptBody | None = None
     submitted: bool = False  # handed to the recorder (it takes each exchange once)
-    #: the body's size when less of it was kept (a body over the limit, refused unread)
+    #: the body's size and hash when less of it was kept (refused unread, or past the record limit)
     request_size: int | None = None
+    request_sha256: str | None = None
+
+
+#: Largest request body kept whole for the recorder; past it only its first ``RECORDED_PREFIX`` bytes,
+#: its size and hash are (a body under the proxy's --max-body-mb never is: recording stays bounded).
+RECORD_REQUEST_LIMIT = 64 * 1024 * 1024
+RECORDED_PREFIX = 64 * 1024
+
+
+class KeptBody:
+    """A request body kept for the recorder as it is forwarded: whole up to ``limit`` bytes; past it,
+    its first ``RECORDED_PREFIX`` bytes, its size and its SHA-256 (hashed only then, off the common path)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.limit = RECORD_REQUEST_LIMIT if limit is None else limit
+        self._hash: Any = None
+
+    def append(self, data: bytes) -> None:
+        self.size += len(data)
+        if self._hash is not None:
+            self._hash.update(data)
+            return
+        self.chunks.append(data)
+        if self.size > self.limit:
+            self._hash = hashlib.sha256()
+            for chunk in self.chunks:
+                self._hash.update(chunk)
+            self.chunks = [
+                b"".join(self.chunks[: _chunks_for(self.chunks, RECORDED_PREFIX)])[:RECORDED_PREFIX]
+            ]
+
+    @property
+    def whole(self) -> bool:
+        return self._hash is None
+
+    def data(self) -> bytes:
+        """The body kept: all of it, or its prefix."""
+        return b"".join(self.chunks)
+
+    def digest(self) -> str | None:
+        """The whole body's SHA-256 when only its prefix is kept."""
+        return self._hash.hexdigest() if self._hash is not None else None
+
+
+def _chunks_for(chunks: list[bytes], size: int) -> int:
+    """How many leading chunks hold at least ``size`` bytes."""
+    total = 0
+    for n, chunk in enumerate(chunks, 1):
+        total += len(chunk)
+        if total >= size:
+            return n
+    return len(chunks)
 
 
 def utc_now() -> str:

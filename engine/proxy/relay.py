@@ -32,7 +32,7 @@ from engine.proxy.answers import record_failure, refuse_unread
 from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
 from engine.proxy.controller import Controller
-from engine.proxy.exchange import Exchange, new_exchange
+from engine.proxy.exchange import Exchange, KeptBody, new_exchange
 from engine.proxy.http1 import (
     BrokenAnswer,
     HeadError,
@@ -182,7 +182,7 @@ class Relay:
             if head.expects_continue:
                 await send(writer, _CONTINUE)
             if way == "direct":
-                exchange.request_chunks = []
+                exchange.request_chunks = KeptBody()
                 upstream_head = render_request_head(head.method, target, origin.netloc, head.headers)
                 return await self._exchange(
                     head, kind, origin, upstream_head, None, exchange, started, hold, reader, writer
@@ -248,12 +248,11 @@ class Relay:
         exchange: Exchange, started: float, hold: Hold, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     ) -> bool:  # fmt: skip
         """Send one request (``body``, else the agent's body as it arrives) and relay the answer."""
-        chunks = exchange.request_chunks if body is None else [body]
-        assert chunks is not None
+        chunks = exchange.request_chunks if body is None else None
 
         async def failed(status: int, error: str, exc: BaseException) -> bool:
-            if body is None:
-                await read_body(reader, head.content_length - sum(map(len, chunks)), chunks.append)
+            if chunks is not None:
+                await read_body(reader, head.content_length - chunks.size, chunks.append)
             error_body = record_failure(self.recorder, exchange, started, kind, status, error, exc)
             _answer_quietly(writer, status, body=error_body, close=not head.keep_alive)
             await drained(writer)
@@ -264,7 +263,7 @@ class Relay:
         try:
             conn = await self.upstream.acquire(origin)
             try:
-                if body is None:
+                if chunks is not None:
                     put(conn.writer, upstream_head)
                     await forward_body(reader, conn, head.content_length, chunks.append)
                 else:
@@ -273,15 +272,20 @@ class Relay:
                 answer = ResponseReader(conn.reader, keep=exchange.response_chunks)
                 response = await head_unless_gone(answer, reader, self.read_timeout_s)
             except ConnectionError as exc:
-                if isinstance(exc, ClientGone) or not conn.reused or sent:
-                    raise
+                if (
+                    isinstance(exc, ClientGone)
+                    or not conn.reused
+                    or sent
+                    or (chunks is not None and not chunks.whole)
+                ):
+                    raise  # (a body past the record limit is no longer whole here: it cannot go again)
                 # the upstream had closed this kept-alive connection before taking the whole request:
                 # the request once more, on a new connection
                 conn.close()
-                if body is None:
-                    await read_body(reader, head.content_length - sum(map(len, chunks)), chunks.append)
+                if chunks is not None:
+                    await read_body(reader, head.content_length - chunks.size, chunks.append)
                 conn = await self.upstream.acquire(origin, fresh=True)
-                put(conn.writer, upstream_head + b"".join(chunks))
+                put(conn.writer, upstream_head + (chunks.data() if chunks is not None else body or b""))
                 sent = True
                 answer = ResponseReader(conn.reader, keep=exchange.response_chunks)
                 response = await head_unless_gone(answer, reader, self.read_timeout_s)

@@ -108,9 +108,13 @@ class ExchangeWriter:
 
     def write(self, exchange: Exchange) -> None:
         """Parse and store one exchange (raises on a store failure; the caller retries)."""
-        if exchange.request_chunks is not None:
-            exchange.request_body, exchange.request_chunks = b"".join(exchange.request_chunks), None
-        agent_body = json_object(exchange.request_body)
+        kept = exchange.request_chunks
+        if kept is not None:
+            exchange.request_body, exchange.request_chunks = kept.data(), None
+            if not kept.whole:  # past the record limit: its prefix, size and hash
+                exchange.request_size, exchange.request_sha256 = kept.size, kept.digest()
+        # a body kept only in part is not read: recorded as bytes, with its whole size and hash
+        agent_body = json_object(exchange.request_body) if exchange.request_sha256 is None else None
         sent_bytes = exchange.sent_body if exchange.sent_body is not None else exchange.request_body
         body = json_object(sent_bytes) if exchange.sent_body is not None else agent_body
         api = exchange.api
@@ -138,7 +142,7 @@ class ExchangeWriter:
             body=body,
             raw_body=None if body is not None else sent_bytes,
             request_bytes=exchange.request_size if exchange.request_size is not None else len(sent_bytes),
-            request_sha256=hashlib.sha256(sent_bytes).hexdigest(),
+            request_sha256=exchange.request_sha256 or hashlib.sha256(sent_bytes).hexdigest(),
             headers=exchange.request_headers,
             status_code=exchange.status,
             error_type=parsed.error_type,
