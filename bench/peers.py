@@ -3,7 +3,9 @@ where each is installed, and how to install them (``python -m bench.peers instal
 
 npm packages (the agent CLIs, ccusage) go under one ``node_modules/.bin``: ``$CTXDESK_AGENTS_BIN``
 when set, else ``~/.cache/ctxdesk-agents/node_modules/.bin``. PyPI tools that must not enter the
-project's own environment go into bench/.venv (``bench.setup_env``). Nothing here names a path of
+project's own environment go into bench/.venv (``bench.setup_env``); agents whose dependencies clash
+with it (Aider, mini-swe-agent) each into a venv of their own beside the npm folder
+(``<prefix>/venvs/<name>``). Nothing here names a path of
 one machine: a fresh machine gets everything from the registries by running the install.
 """
 
@@ -31,7 +33,12 @@ NPM_PEERS: dict[str, str] = {
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {
     "claude-cache-audit": "claude-cache-audit==0.1.0",
+    "aider": "aider-chat==0.86.2",
+    "mini": "mini-swe-agent==2.4.6",
 }
+#: Agents whose pinned dependencies clash with the project's (litellm, tree-sitter, ...): each gets
+#: a venv of its own, ``<agents dir>/venvs/<name>``, without the system site-packages.
+ISOLATED_PEERS = frozenset({"aider", "mini"})
 NPM_TIMEOUT_S = 900
 
 
@@ -60,11 +67,16 @@ def npm_bin(name: str) -> Path | None:
 
 
 def venv_bin(name: str) -> Path | None:
-    """The console script ``name`` of a bench/.venv peer, else None."""
+    """The console script ``name`` of a PyPI peer (bench/.venv, or its own venv), else None."""
     from bench.common import VENV_DIR
 
-    path = VENV_DIR / "bin" / name
+    path = (isolated_venv(name) if name in ISOLATED_PEERS else VENV_DIR) / "bin" / name
     return path if path.is_file() else None
+
+
+def isolated_venv(name: str) -> Path:
+    """The venv of an agent installed apart from everything else."""
+    return agents_dir() / "venvs" / name
 
 
 def pinned_npm() -> str:
@@ -99,12 +111,27 @@ def install_venv() -> None:
     from bench.setup_env import ensure_venv
 
     python = ensure_venv()
-    missing = [spec for name, spec in VENV_PEERS.items() if venv_bin(name) is None]
+    missing = [
+        spec for name, spec in VENV_PEERS.items() if name not in ISOLATED_PEERS and venv_bin(name) is None
+    ]
     if missing:
         _run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *missing],
             NPM_TIMEOUT_S,
         )
+    for name in sorted(ISOLATED_PEERS):
+        if venv_bin(name) is None:
+            venv = isolated_venv(name)
+            _run([sys.executable, "-m", "venv", "--clear", str(venv)], NPM_TIMEOUT_S)
+            pip = [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ]
+            _run([*pip, VENV_PEERS[name]], NPM_TIMEOUT_S)
 
 
 def _run(command: list[str], timeout: int) -> None:

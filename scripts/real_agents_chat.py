@@ -88,8 +88,16 @@ def base_env(workspace: Workspace, **extra: str) -> dict[str, str]:
     }
 
 
-def run_cli(cmd: list[str], workspace: Workspace, env: dict[str, str], *, timeout: float = 300) -> str:
-    """Run one CLI invocation in the repository; its stdout, or an error naming the exit and stderr."""
+def run_cli(
+    cmd: list[str],
+    workspace: Workspace,
+    env: dict[str, str],
+    *,
+    timeout: float = 300,
+    stdin: str | None = None,
+) -> str:
+    """Run one CLI invocation in the repository (``stdin``: what the user types, else nothing); its
+    stdout, or an error naming the exit and stderr."""
     done = subprocess.run(
         cmd,
         cwd=workspace.repo,
@@ -97,7 +105,7 @@ def run_cli(cmd: list[str], workspace: Workspace, env: dict[str, str], *, timeou
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
     )
     if done.returncode != 0:
         raise RuntimeError(

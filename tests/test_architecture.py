@@ -326,7 +326,7 @@ _SQL = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "PRAG
 KNOWN_SQL_OUTSIDE_STORE: set[str] = set()
 #: Importers that read another application's own SQLite database, read-only (OpenCode keeps its
 #: sessions in one): SQL on a file that is not a ctxdesk session database.
-FOREIGN_DATABASE_READERS = frozenset({"engine.importers.formats.opencode"})
+FOREIGN_DATABASE_READERS = frozenset({"engine.importers.formats.opencode.database"})
 
 
 def _runs_sql(path: Path) -> bool:

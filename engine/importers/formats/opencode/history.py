@@ -1,31 +1,15 @@
-"""OpenCode (and its fork Kilo CLI): every session in one SQLite database,
-``$XDG_DATA_HOME/opencode/opencode.db`` (``~/.local/share/opencode/opencode.db``).
-
-The ``message`` table holds one row per user prompt and per assistant step (its ``data`` JSON:
-role, model, ``tokens`` with the provider's usage), ``part`` the pieces of each message in order
-(text, reasoning, tool calls with their input, output and status, step markers, compaction and
-sub-task markers). A session's history is rebuilt the way OpenCode sends it (its
-``MessageV2.toModelMessages``): ignored text left out, a completed tool's output (or the
-"cleared" note once OpenCode compacted it), a failed tool's error, an unfinished tool marked
-interrupted, and history restarting at the last finished compaction. Each assistant step is one
-model call. The system prompt and tool definitions are not stored: their size is measured from
-the provider's count. A session started by the ``task`` tool is a child of its parent.
-"""
+"""An OpenCode session's history rebuilt the way OpenCode sends it (its
+``MessageV2.toModelMessages``), one model call per assistant step; Kilo CLI's additions to what
+it sends (``<environment_details>``) included."""
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations
+from engine.importers.formats.opencode.database import Rows
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -36,7 +20,6 @@ INTERRUPTED_OUTPUT = "[Tool execution was interrupted]"
 #: The user text OpenCode sends for a compaction marker and for a command the user ran as a tool.
 COMPACTION_PROMPT = "What did we do so far?"
 SUBTASK_PROMPT = "The following tool was executed by the user"
-_TABLES = frozenset({"session", "message", "part"})
 ENVIRONMENT_TAG = "<environment_details>"
 
 
@@ -67,81 +50,6 @@ def _kilo_folders(row: dict[str, Any]) -> dict[str, Any]:
         "directory": directory,
         "worktree": os.path.normpath(os.path.join(directory, *ups)) if ups else directory,
     }
-
-
-@dataclass(frozen=True)
-class Rows:
-    """The rows of an OpenCode database this importer reads, in OpenCode's own order."""
-
-    sessions: list[dict[str, Any]]
-    messages: list[tuple[str, str, dict[str, Any]]]  # (id, session id, data)
-    parts: list[tuple[str, dict[str, Any]]]  # (message id, data)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise SourceProblem(f"cannot open the SQLite database ({exc})") from exc
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def app_of(path: Path) -> str | None:
-    """``opencode`` or ``kilo`` (its fork, which adds its own tables) for a database holding
-    OpenCode's tables, else None."""
-    conn = _connect(path)
-    try:
-        tables = _tables(conn)
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-    if not tables >= _TABLES:
-        return None
-    return "kilo" if any(t.startswith("kilo_") for t in tables) else "opencode"
-
-
-def read_database(path: Path) -> Rows:
-    """The sessions, messages and parts of an OpenCode database, read-only (OpenCode may be
-    writing it: its write-ahead log is read too)."""
-    conn = _connect(path)
-    try:
-        conn.row_factory = sqlite3.Row
-        tables = _tables(conn)
-        missing = _TABLES - tables
-        if missing:
-            raise SourceProblem(
-                f"a SQLite database without OpenCode's tables (missing {', '.join(sorted(missing))})"
-            )
-        sessions = [dict(row) for row in conn.execute("SELECT * FROM session ORDER BY time_created, id")]
-        messages = [
-            (row["id"], row["session_id"], _json(row["data"], f"message {row['id']}"))
-            for row in conn.execute(
-                "SELECT id, session_id, data FROM message ORDER BY session_id, time_created, id"
-            )
-        ]
-        parts = [
-            (row["message_id"], _json(row["data"], f"part {row['id']}"))
-            for row in conn.execute("SELECT id, message_id, data FROM part ORDER BY message_id, id")
-        ]
-    except sqlite3.Error as exc:
-        raise SourceProblem(f"cannot read the OpenCode database ({exc})") from exc
-    finally:
-        conn.close()
-    return Rows(sessions, messages, parts)
-
-
-def _json(text: str, where: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise SourceProblem(f"{where}: its data is not JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise SourceProblem(f"{where}: its data is {type(value).__name__}, not an object")
-    return value
 
 
 def parse_rows(rows: Rows, app: str = "opencode") -> list[ParsedSession]:
@@ -361,45 +269,3 @@ def _utc(millis: Any) -> str | None:
     if not isinstance(millis, int | float) or millis <= 0:
         return None
     return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-# -- the registry's view -----------------------------------------------------------------------
-
-
-def sniff(doc: Document) -> bool:
-    return doc.database and app_of(doc.path) == "opencode"
-
-
-def parse(doc: Document, key: str) -> list[ParsedSession]:
-    app = app_of(doc.path) or "opencode"
-    sessions = parse_rows(read_database(doc.path), app)
-    if not sessions:
-        raise SourceProblem(
-            f"an {'OpenCode' if app == 'opencode' else 'Kilo CLI'} database with no session messages"
-        )
-    return sessions
-
-
-def data_roots(app: str) -> Callable[[Mapping[str, str], Path], list[Path]]:
-    """``roots(env, home)`` for an OpenCode-like app: ``$XDG_DATA_HOME/<app>``, else ``~/.local/share/<app>``."""
-
-    def roots(env: Mapping[str, str], home: Path) -> list[Path]:
-        base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
-        return [base / app]
-
-    return roots
-
-
-def databases_under(root: Path) -> list[Path]:
-    """``<app>.db`` and channel databases (``opencode-dev.db``) in an app's data folder."""
-    return sorted(p for p in root.glob("*.db") if p.is_file() and not p.name.startswith("."))
-
-
-FORMAT = ImportFormat(
-    name="opencode",
-    agent="OpenCode",
-    sniff=sniff,
-    parse=parse,
-    files="`~/.local/share/opencode/opencode.db` (SQLite)",
-    locations=Locations(roots=data_roots("opencode"), files_under=databases_under),
-)

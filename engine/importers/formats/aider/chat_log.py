@@ -1,12 +1,15 @@
-"""Aider chat logs (``.aider.chat.history.md`` in the repository root).
+"""Aider's chat log (``.aider.chat.history.md`` in the repository root).
 
 Aider appends every session to one Markdown file: ``# aider chat started at <time>`` opens
 a session, ``#### `` lines are what the user typed, ``> `` lines are Aider's own output
-(the model in use, ``Tokens: 2.4k sent, 1.1k cache write, 251 received. Cost: ...`` after
-each call, applied edits, commits) and the other lines are the model's reply. Each reply is
-one model call; its usage is the ``Tokens:`` line that follows it (Aider rounds it to 0.1k,
-so it is marked ``usage_rounded``). Aider also sends the files added to the chat and its
-repository map, which this log does not keep: the provider's counts include them.
+(the command line, the model in use, ``Tokens: 2.4k sent, 1.1k cache write, 251 received.
+Cost: ...`` after each call, applied edits, commits) and the other lines are the model's reply.
+Each reply is one model call. Its ``Tokens:`` line (rounded to 0.1k: ``usage_rounded``) is the
+provider's count when Aider got one: a reply not streamed (``--no-stream``), or one whose line
+names cache reads or writes. A streamed reply without them was counted by Aider itself (the
+provider reported nothing): kept as ``details["aider_counted"]``, not as the provider's usage.
+Aider also sends the files added to the chat and its repository map, which this log does not
+keep: the provider's counts include them.
 """
 
 from __future__ import annotations
@@ -15,21 +18,27 @@ import re
 from pathlib import Path
 
 from engine.events import ProviderUsage
-from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 
 HEAD = "# aider chat started at"
+_HEAD_LINE = re.compile(rf"^{re.escape(HEAD)}", re.MULTILINE)
 _MODEL = re.compile(r"^(?:Main model|Model):\s*(\S+)")
 _TOKENS = re.compile(r"^Tokens:\s*(.+?)\.\s*(?:Cost:|$)")
 _AMOUNT = re.compile(r"([\d.]+)\s*([km]?)\s+(sent|received|cache write|cache hit)")
 
 
 def parse_aider(text: str, *, key: str, path: Path) -> list[ParsedSession]:
+    """One session per ``# aider chat started at`` header (at the start of a line). Lines before the
+    first header (a log cut at its head) are a session of their own when they hold a user input."""
     sessions: list[ParsedSession] = []
-    chunks = text.split(HEAD)
-    for number, chunk in enumerate(chunks[1:], start=1):
+    preamble, *chunks = _HEAD_LINE.split(text)
+    head = _session(preamble, key=f"{key}-0")
+    if any(m.message.role == "user" for m in head.messages):  # free text alone is no conversation
+        head.metadata["cwd"] = str(path.resolve().parent)
+        head.notes.append("lines before the log's first session header: its start time is not known")
+        sessions.append(head)
+    for number, chunk in enumerate(chunks, start=1):
         started, _, body = chunk.partition("\n")
         session = _session(body, key=key if number == 1 else f"{key}-{number}")
         session.metadata["started"] = started.strip()
@@ -48,6 +57,7 @@ def _session(body: str, *, key: str) -> ParsedSession:
     reply: list[str] = []
     last_reply: ParsedMessage | None = None
     notices = 0
+    streamed = True  # Aider's default; its command line says --no-stream otherwise
 
     def flush_user() -> None:
         if user:
@@ -83,6 +93,8 @@ def _session(body: str, *, key: str) -> ParsedSession:
             flush_reply()
             notice = line[1:].strip()
             notices += 1
+            if _is_command_line(notice):
+                streamed = "--no-stream" not in notice.split()
             found = _MODEL.match(notice)
             if found:
                 model = found.group(1)
@@ -94,18 +106,37 @@ def _session(body: str, *, key: str) -> ParsedSession:
                 and last_reply.call is not None
                 and last_reply.call.usage is None
             ):
-                last_reply.call.usage = _usage(tokens.group(1))
-                last_reply.call.details["usage_rounded"] = True
+                _count_call(last_reply.call, tokens.group(1), streamed=streamed)
             continue
         flush_user()  # every line of a multi-line input carries the prefix
         reply.append(line)
     flush_user()
     flush_reply()
+    if any(m.call is not None and "aider_counted" in m.call.details for m in session.messages):
+        session.notes.append(
+            "Aider counted the tokens of its streamed replies itself (the provider reported none): kept "
+            "beside each call as aider_counted, not as the provider's usage"
+        )
     session.provider = provider_of(session.model)
     session.unlogged_prefix_in = "system"  # Aider's prompts, repository map and the files in the chat
     if notices:
         session.notes.append("files in the chat and the repository map are sent but not logged by Aider")
     return session
+
+
+def _is_command_line(notice: str) -> bool:
+    words = notice.split()
+    return bool(words) and Path(words[0]).name in ("aider", "aider.exe") and len(words) > 1
+
+
+def _count_call(call: CallInfo, tokens: str, *, streamed: bool) -> None:
+    """The provider's usage from a ``Tokens:`` line, or Aider's own count when it had none."""
+    usage = _usage(tokens)
+    if streamed and not (usage.cache_read_input_tokens or usage.cache_creation_input_tokens):
+        call.details["aider_counted"] = {"sent": usage.prompt_tokens, "received": usage.output_tokens}
+        return
+    call.usage = usage
+    call.details["usage_rounded"] = True
 
 
 def _usage(text: str) -> ProviderUsage:
@@ -123,16 +154,3 @@ def _number(value: str, unit: str) -> int:
         return round(float(value) * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()])
     except ValueError:
         return 0
-
-
-def sniff(doc: Document) -> bool:
-    return doc.text is not None  # the reader recognises the chat log by its header
-
-
-def parse(doc: Document, key: str) -> list[ParsedSession]:
-    return parse_aider(doc.text or "", key=key, path=doc.path)
-
-
-FORMAT = ImportFormat(
-    name="aider", agent="Aider", sniff=sniff, parse=parse, files="`<repo>/.aider.chat.history.md`"
-)

@@ -1,0 +1,63 @@
+"""OpenCode (and its fork Kilo CLI): every session in one SQLite database,
+``$XDG_DATA_HOME/opencode/opencode.db`` (``~/.local/share/opencode/opencode.db``).
+
+The ``message`` table holds one row per user prompt and per assistant step (its ``data`` JSON:
+role, model, ``tokens`` with the provider's usage), ``part`` the pieces of each message in order
+(text, reasoning, tool calls with their input, output and status, step markers, compaction and
+sub-task markers). A session's history is rebuilt the way OpenCode sends it (its
+``MessageV2.toModelMessages``): ignored text left out, a completed tool's output (or the
+"cleared" note once OpenCode compacted it), a failed tool's error, an unfinished tool marked
+interrupted, and history restarting at the last finished compaction. Each assistant step is one
+model call. The system prompt and tool definitions are not stored: their size is measured from
+the provider's count. A session started by the ``task`` tool is a child of its parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations
+from engine.importers.formats.opencode.database import app_of, read_database
+from engine.importers.formats.opencode.history import parse_rows
+from engine.importers.model import ParsedSession, SourceProblem
+
+
+def sniff(doc: Document) -> bool:
+    return doc.database and app_of(doc.path) == "opencode"
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    app = app_of(doc.path) or "opencode"
+    sessions = parse_rows(read_database(doc.path), app)
+    if not sessions:
+        raise SourceProblem(
+            f"an {'OpenCode' if app == 'opencode' else 'Kilo CLI'} database with no session messages"
+        )
+    return sessions
+
+
+def data_roots(app: str) -> Callable[[Mapping[str, str], Path], list[Path]]:
+    """``roots(env, home)`` for an OpenCode-like app: ``$XDG_DATA_HOME/<app>``, else ``~/.local/share/<app>``."""
+
+    def roots(env: Mapping[str, str], home: Path) -> list[Path]:
+        base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
+        return [base / app]
+
+    return roots
+
+
+def databases_under(root: Path) -> list[Path]:
+    """``<app>.db`` and channel databases (``opencode-dev.db``) in an app's data folder."""
+    return sorted(p for p in root.glob("*.db") if p.is_file() and not p.name.startswith("."))
+
+
+FORMAT = ImportFormat(
+    name="opencode",
+    agent="OpenCode",
+    sniff=sniff,
+    parse=parse,
+    files="`~/.local/share/opencode/opencode.db` (SQLite)",
+    locations=Locations(roots=data_roots("opencode"), files_under=databases_under),
+)
