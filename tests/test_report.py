@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from engine.report import (
     render_html,
     schema_text,
 )
+from engine.settings import limit_for_model
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
 
@@ -34,6 +36,8 @@ OPENHANDS_FIXTURE = FIXTURES / "openhands__ponyc-4595__head12.jsonl"
 SCHEMA_PATH = ROOT / "docs" / "report.schema.json"
 SHARED_SESSIONS = ROOT.parent / "shared" / "sessions"
 MAIN_ID = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
+#: The limit the importer records for the fixture's model (no window in the file, no user settings).
+KNOWN_LIMIT = limit_for_model("claude-sonnet-4-20250514")
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +100,16 @@ def test_a_claude_code_transcript_reports_each_sub_agent_as_its_own_thread(claud
     assert (main_thread.request_count, sub.request_count) == (3, 34)
     for thread in claude_report.sessions:
         assert (thread.tokenizer, thread.exact) == ("anthropic", False)
-        # the file records the model's window and no limit: the window, as the dashboard draws it
-        assert (thread.limit.limit_tokens, thread.limit.source) == (200_000, "model window in request events")
+        # the importer records the limit it can know (engine.settings.limit_for_model: here the model table's)
+        assert (thread.limit.limit_tokens, thread.limit.source) == (KNOWN_LIMIT.tokens, "request events")
+        assert thread.limit.context_window == KNOWN_LIMIT.window == 200_000
     [turn] = sub.turns  # a sub-agent thread is one turn of many requests
     assert turn.requests == 34 and turn.used_source == "provider"
     assert turn.provider_usage is not None and turn.components is not None
-    assert turn.used_pct == round(100 * turn.provider_usage.prompt_tokens / 200_000, 1)
+    assert (
+        turn.components.total == turn.provider_usage.prompt_tokens and turn.components_basis == "reconciled"
+    )
+    assert turn.used_pct == round(100 * turn.provider_usage.prompt_tokens / KNOWN_LIMIT.tokens, 1)
     assert sub.peak_usage_pct == max(r.used_pct or 0 for r in sub.requests)
     assert {f.kind for f in sub.findings} == {"repeated_read", "unused_result"}
     assert claude_report.findings_count == len(sub.findings) == 3
@@ -123,8 +131,15 @@ def test_each_request_says_how_many_messages_it_sent_by_the_one_rule(claude_db: 
 def test_the_text_report_says_which_numbers_are_estimates(claude_report: Report) -> None:
     text = render(claude_report, "text")
     assert f"== sub-agent thread of {MAIN_ID}" in text
-    assert "components are estimates by tokenizer anthropic" in text
-    assert "provider usage is the provider's own count (exact)" in text
+    assert (
+        "components add up to the provider's own count where a call has one (34 reconciled to the provider)"
+        in text
+    )
+    assert "'estimate' is ours before the call, by tokenizer anthropic (an estimate)" in text
+    assert "basis: how its components were known; provider = exact" in text
+    assert re.search(
+        r"^turn +requests +system .* unattributed +total +basis +estimate +provider +used %$", text, re.M
+    )
     assert "page.tsx read 2 times with identical output" in text
 
 
@@ -143,7 +158,7 @@ def test_report_writes_json_to_a_file(tmp_path: Path) -> None:
     [
         (["--fail-on-findings", "3"], EXIT_GATE_FAILED, "3 finding(s) (repeated_read, unused_result) reach --fail-on-findings 3"),
         (["--fail-on-findings", "4"], 0, None),
-        (["--fail-over", "15"], EXIT_GATE_FAILED, "peak context usage 20.6% of the limit"),
+        (["--fail-over", "15"], EXIT_GATE_FAILED, "peak context usage 30.3% of the limit"),
         (["--fail-over", "50"], 0, None),
     ],
 )  # fmt: skip

@@ -204,6 +204,7 @@ def test_a_session_goes_through_deferral_offload_note_compaction_and_a_forced_fi
         assert event.outcome == "ok" and event.projected_tokens == request.estimated_prompt_tokens
         assert event.usage is not None and event.usage.prompt_tokens == round(event.projected_tokens * 1.04)
         assert event.components.total == event.usage.prompt_tokens and event.components.unattributed == 0
+        assert event.components_basis == "reconciled"  # our measure, made to add up to the provider's count
         assert event.limit_tokens == 16_000 - 4_096 - 256
     stored = store.load_messages(sid)
     assert all(row.usage is not None for row in stored if row.message.role == "assistant")

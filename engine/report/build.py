@@ -168,11 +168,14 @@ def request_point(
     else:
         used, used_source = (components.total if components else event.projected_tokens or 0), "estimate"
     limit = recorded_limit(event) or session_limit
+    estimate = event.details.get("estimate_total", event.projected_tokens)
     return RequestPoint(
         event_seq=event.seq,
         turn_index=event.turn_index or 0,
         message_seq=event.message_seq,
         components=components,
+        components_basis=event.components_basis,
+        estimate_tokens=int(estimate) if isinstance(estimate, int | float) else None,
         provider_usage=usage,
         used_tokens=used,
         used_source=used_source,  # type: ignore[arg-type]

@@ -101,7 +101,8 @@ def timeline_figure(session: SessionReport) -> go.Figure:
         )  # fmt: skip
     fig.update_layout(
         height=480, hovermode="x unified", legend={"orientation": "h", "y": -0.2},
-        xaxis={"title": "Model request"}, yaxis={"title": f"Tokens ({e(session.tokenizer)} estimate)", "rangemode": "tozero"},
+        xaxis={"title": "Model request"},
+        yaxis={"title": "Tokens (reconciled to the provider's count where known)", "rangemode": "tozero"},
         margin={"t": 30, "r": 10, "l": 10, "b": 10},
     )  # fmt: skip
     return fig
@@ -152,14 +153,16 @@ def _findings_table(session: SessionReport) -> str:
 
 def _turns_table(session: SessionReport) -> str:
     head = "".join(
-        f"<th>{e(c)}</th>" for c in ("turn", "requests", *COMPONENTS, "estimate", "provider", "used %")
+        f"<th>{e(c)}</th>"
+        for c in ("turn", "requests", *COMPONENTS, "total", "basis", "estimate", "provider", "used %")
     )
     rows = []
     for t in session.turns:
         values = [getattr(t.components, c) if t.components else None for c in COMPONENTS]
         rows.append(
             "<tr>" + _num(t.turn_index) + _num(t.requests) + "".join(_num(v) for v in values)
-            + _num(t.components.total if t.components else None)
+            + _num(t.components.total if t.components else None) + f"<td>{e(t.components_basis or '-')}</td>"
+            + _num(t.estimate_tokens)
             + _num(t.provider_usage.prompt_tokens if t.provider_usage else None) + _num(t.used_pct) + "</tr>"
         )  # fmt: skip
     return f"<details><summary>Per turn</summary><table class='turns'><tr>{head}</tr>{''.join(rows)}</table></details>"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.events import COMPONENTS, ComponentTokens, ProviderUsage
+from engine.events import COMPONENTS, ComponentsBasis, ComponentTokens, ProviderUsage
 from engine.findings import Finding
 from engine.report.costs import ProjectCostReport, SessionCostReport
 
@@ -67,7 +67,19 @@ class RequestPoint(_Frozen):
     event_seq: int = Field(description="seq of the request event in context_events.")
     turn_index: int
     message_seq: int | None = Field(description="Transcript seq the event names (importers: the reply).")
-    components: Components | None = Field(description="Our estimate, by the session's tokenizer.")
+    components: Components | None = Field(
+        description="What the request sent by component: reconciled to the provider's count where the call has "
+        "one (see components_basis), else our estimate by the session's tokenizer."
+    )
+    components_basis: ComponentsBasis | None = Field(
+        None,
+        description="'exact' (the provider's tokenizer, adding up to its count), 'reconciled' (our measure made to "
+        "add up to the provider's count, the rest 'unattributed'), 'estimate' (no provider count); None: not recorded.",
+    )
+    estimate_tokens: int | None = Field(
+        None,
+        description="Our own estimate of the prompt before the provider answered (what the guard judged).",
+    )
     provider_usage: Usage | None = Field(description="The provider's count, when the source kept it.")
     used_tokens: int = Field(description="Prompt tokens: the provider's count when known, else our estimate.")
     used_source: UsedSource = Field(description="'provider' (exact) or 'estimate' (tokenizer).")

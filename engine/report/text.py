@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.events import COMPONENTS
 from engine.report.costs import project_cost_text, session_cost_text
-from engine.report.models import DiffReport, Report
+from engine.report.models import DiffReport, Report, SessionReport
 from engine.report.notes import FLOAT_FORMAT, cell, event_note, is_routine
 from engine.textfmt import format_table
 
@@ -34,8 +34,8 @@ def render_text(report: Report) -> str:
             f"requests {s.request_count:,}"
         )
         out.append(
-            f"tokens: components are {'exact counts' if s.exact else 'estimates'} by tokenizer {s.tokenizer}; "
-            "provider usage is the provider's own count (exact)"
+            f"tokens: components add up to the provider's own count where a call has one ({basis_words(s)}); "
+            f"'estimate' is ours before the call, by tokenizer {s.tokenizer} ({'exact' if s.exact else 'an estimate'})"
         )
         limit = s.limit
         out.append(
@@ -46,14 +46,16 @@ def render_text(report: Report) -> str:
                 else "no requests recorded"
             )
         )
-        out.append("\nper turn (the turn's last request; components = estimate, provider = exact)")
+        out.append(
+            "\nper turn (the turn's last request; basis: how its components were known; provider = exact)"
+        )
         rows = [
             (t.turn_index, t.requests, *(getattr(t.components, c) if t.components else None for c in COMPONENTS),
-             t.components.total if t.components else None,
+             t.components.total if t.components else None, t.components_basis, t.estimate_tokens,
              t.provider_usage.prompt_tokens if t.provider_usage else None, t.used_pct)
             for t in s.turns
         ]  # fmt: skip
-        headers = ("turn", "requests", *COMPONENTS, "estimate", "provider", "used %")
+        headers = ("turn", "requests", *COMPONENTS, "total", "basis", "estimate", "provider", "used %")
         out.append(render_table(headers, rows) if rows else "(no model requests)")
         out.append("\ncontext events")
         notable = [e for e in s.events if not is_routine(e)]
@@ -114,3 +116,14 @@ def render_diff_text(diff: DiffReport) -> str:
     if b.summary and b.summary != a.summary:
         out += ["", f"B's summary ({b.components.summary:,} tokens):", b.summary]
     return "\n".join(out) + "\n"
+
+
+def basis_words(session: SessionReport) -> str:
+    """How many of a session's requests had their components reconciled, exact or estimated."""
+    counts: dict[str, int] = {}
+    for r in session.requests:
+        counts[r.components_basis or "not recorded"] = counts.get(r.components_basis or "not recorded", 0) + 1
+    words = {"reconciled": "reconciled to the provider", "exact": "exact", "estimate": "estimate"}
+    return (
+        ", ".join(f"{n:,} {words.get(basis, basis)}" for basis, n in sorted(counts.items())) or "no requests"
+    )
