@@ -149,3 +149,47 @@ def test_a_full_disk_during_import_is_one_error_line_and_loses_nothing(tmp_path)
         assert result.stderr.startswith("ctxdesk: error:") and "Traceback" not in result.stderr
         with SessionStore(path, read_only=True) as store:
             assert [(s.id, store.message_count(s.id)) for s in store.list_sessions()][: len(before)] == before
+
+
+DEMO_DB = Path(__file__).resolve().parents[1] / "data" / "demo-guard-limits.db"
+
+
+def _damage(path: Path, text: bytes) -> None:
+    """Overwrite the first bytes of every ``text`` past the header page with bytes UTF-8 never has."""
+    data = bytearray(path.read_bytes())
+    at = data.find(text, 4096)
+    assert at != -1
+    while at != -1:
+        data[at : at + 3] = b"\xff\xfe\xfd"
+        at = data.find(text, at + 3)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("command", ["inspect", "report"])
+@pytest.mark.parametrize("damaged", ["message text", "column names"])
+def test_text_damaged_past_the_header_is_a_typed_error_naming_the_file(
+    tmp_path: Path, command: str, damaged: str
+) -> None:
+    """Pages whose b-trees still parse but whose text is not UTF-8 (a bad sector, a torn copy):
+    reading a session gives one line naming the file, never a UnicodeDecodeError traceback."""
+    path = tmp_path / "damaged.db"
+    if damaged == "message text":
+        session_id = _store_with_messages(path, count=20)
+        from engine.store import settle_database
+
+        settle_database(path)
+        _damage(path, b"message 1")
+    else:  # the schema's own text (sqlite_master spills past the first page): a column's name
+        shutil.copy(DEMO_DB, path)
+        with SessionStore(path, read_only=True) as store:
+            session_id = store.list_sessions()[0].id
+        _damage(path, b"content")
+    args = (
+        ["inspect", str(path), session_id]
+        if command == "inspect"
+        else ["report", session_id, "--db", str(path)]
+    )
+    result = _cli(*args)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "UnicodeDecodeError" not in result.stderr
+    assert str(path) in result.stderr and "not UTF-8" in result.stderr

@@ -135,7 +135,7 @@ def test_migrate_command_copies_a_folder_with_a_progress_bar(
     assert len(lines) == 2 and all("sessions copied" in line and "0 already in" in line for line in lines)
     out = io.StringIO()
     assert main(["migrate", str(folder), dst], out=out) == 0
-    assert all(" 0 sessions copied (0 rows)" in line for line in out.getvalue().splitlines())
+    assert all(" 0 sessions copied, 0 updated (0 rows)" in line for line in out.getvalue().splitlines())
     with SessionStore(DEMO_DB, read_only=True) as src, open_store(dst, read_only=True) as copy:
         for s in src.list_sessions():
             assert copy.load_transcript(s.id) == src.load_transcript(s.id)
@@ -148,3 +148,98 @@ def test_migrate_refuses_what_it_cannot_copy(tmp_path: Path, capsys: pytest.Capt
     assert main(["migrate", str(tmp_path / "absent.db"), str(tmp_path / "d.db")]) == 2
     assert main(["migrate", str(notes), str(tmp_path / "d.db")]) == 1
     assert "not a SQLite database" in capsys.readouterr().err
+
+
+def _grow(path: Path, sid: str) -> None:
+    """What a source gains after a first copy: messages, a call with usage (its cost row), a request
+    naming an old and a new event, a snapshot, a blob, a cached summary, a tool."""
+    with SessionStore(path) as s:
+        old_event = s.list_events(sid)[-1].id
+        s.append_messages(
+            sid, [user("and now?"), assistant("done")], tokenizer=TOKENIZER,
+            usages=[None, ProviderUsage(input_tokens=30, output_tokens=4, cache_creation_input_tokens=7)],
+        )  # fmt: skip
+        new_event = s.record_event(
+            sid,
+            ContextEvent(
+                kind="request", model="claude-sonnet-4-5", message_seq=5, components=ComponentTokens(conversation=30),
+                usage=ProviderUsage(input_tokens=30, output_tokens=4, cache_creation_input_tokens=7),
+            ),
+        )  # fmt: skip
+        s.record_event(sid, ContextEvent(kind="note", reason="later"))
+        s.write_snapshot(
+            sid, [user("shorter")], through_seq=5, summary="t", tokens=1, strategy="y", event_id=new_event
+        )
+        s.put_blob(sid, "more output", tool_name="bash", tool_use_id="t2")
+        s.save_context_state(
+            sid,
+            strategy="rolling",
+            range_start=2,
+            range_end=4,
+            summary="r2",
+            summary_tokens=1,
+            summarizer="offline",
+        )
+        s.upsert_tools(sid, [ToolRecord(name="grep", tokens=3, definition={"name": "grep"})])
+        for event_id in (old_event, new_event):
+            s.record_request(
+                sid,
+                RequestRecord(api="anthropic_messages", event_id=event_id, input_tokens=30,
+                              body={"model": "m", "messages": [{"role": "user", "content": "and now?"}]}),
+            )  # fmt: skip
+
+
+def _costs(store: Any, sid: str) -> list[tuple[Any, ...]]:
+    with store.transaction() as conn:
+        rows = conn.execute(
+            "SELECT e.seq, c.call_index, c.total_usd FROM request_costs c JOIN context_events e ON e.id = c.event_id"
+            " WHERE c.session_id = ? ORDER BY e.seq",
+            (sid,),
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rerun_after_the_source_grew_copies_what_grew_once(backend: str, tmp_path: Path) -> None:
+    source = tmp_path / "a.db"
+    _fill(source, "a")
+    with open_store(new_target(backend, tmp_path / "dst")) as dst:
+        copy_database(source, dst)
+        _grow(source, "a-parent")
+        with SessionStore(source, read_only=True) as src:
+            expected = _dump(src)
+        with SessionStore(source) as src:
+            expected_costs = _costs(src, "a-parent")
+        report = copy_database(source, dst)
+        assert (report.copied, report.grown, report.skipped) == ([], ["a-parent"], ["a-child"])
+        assert report.rows["messages"] == 2 and report.rows["context_events"] == 2
+        assert report.rows["model_requests"] == 2 and report.rows["session_snapshots"] == 1
+        assert _dump(dst) == expected
+        assert _costs(dst, "a-parent") == expected_costs and len(expected_costs) == 1
+        again = copy_database(source, dst)
+        assert (again.grown, again.rows, sorted(again.skipped)) == ([], {}, ["a-child", "a-parent"])
+        assert _dump(dst) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_source_that_rewrote_what_was_copied_is_not_merged(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "a.db"
+    _fill(source, "a")
+    dst = new_target(backend, tmp_path / "dst")
+    assert main(["migrate", str(source), dst]) == 0
+    with open_store(dst, read_only=True) as copy:
+        before = _dump(copy)
+    with SessionStore(source) as s:  # an import replacing a rewritten tail, then growing past it
+        s.truncate_messages("a-parent", 2, event_source="import:")
+        s.append_messages("a-parent", [user("rewritten"), user("x"), user("y")], tokenizer=TOKENIZER)
+        s.append_messages("a-child", [assistant("child grew")], tokenizer=TOKENIZER)
+    capsys.readouterr()
+    assert main(["migrate", str(source), dst]) == 1
+    err = capsys.readouterr().err
+    assert "a-parent" in err and "messages seq 3 differs" in err and "not merged" in err
+    with open_store(dst, read_only=True) as copy:
+        after = _dump(copy)
+    assert after["a-parent"] == before["a-parent"]  # left as it was
+    assert [m["message"]["content"] for m in after["a-child"]["messages"]][-1] == "child grew"

@@ -1,7 +1,8 @@
 """``ctxdesk migrate SRC... DST``: copy SQLite session databases into a team's PostgreSQL store.
 
-Idempotent: sessions already in DST are skipped, so a rerun (or a resumed, interrupted run)
-copies only what is missing. A progress bar on stderr counts sessions.
+Idempotent: a rerun (or a resumed, interrupted run) copies only what is missing: new sessions, and
+the rows sessions already in DST gained since (by seq). A session whose copied rows the source has
+since rewritten is not merged (a warning, exit 1). A progress bar on stderr counts sessions.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from engine.cli.common import EXIT_OK, UsageError
+from engine.cli.common import EXIT_ERROR, EXIT_OK, UsageError
 
 BAR_WIDTH = 30
 
@@ -61,15 +62,22 @@ def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
     sources = _sources(args.sources)
     if not is_database_url(args.dst) and any(Path(args.dst).resolve() == s.resolve() for s in sources):
         raise UsageError("DST is one of the sources")
+    diverged = 0
     with open_store(args.dst) as dst:
         for source in sources:
             report = copy_database(source, dst, on_progress=ProgressBar(sys.stderr, prefix=f"{source.name} "))
             rows = sum(n for table, n in report.rows.items() if table != "sessions")
             print(
-                f"{source}: {len(report.copied)} sessions copied ({rows:,} rows), "
+                f"{source}: {len(report.copied)} sessions copied, {len(report.grown)} updated ({rows:,} rows), "
                 f"{len(report.skipped)} already in {dst.path}",
                 file=out,
             )
+            for _, why in report.diverged:
+                print(f"ctxdesk: warning: {why}", file=sys.stderr)
+            diverged += len(report.diverged)
+    if diverged:
+        print(f"ctxdesk: error: {diverged} session(s) not merged (see the warnings above)", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 
@@ -78,7 +86,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "migrate",
         help="copy SQLite session databases into PostgreSQL (idempotent)",
         description="Copy every session of SQLite databases (files or folders of *.db) into DST, "
-        "a postgresql:// URL (or another database file). Sessions already in DST are skipped.",
+        "a postgresql:// URL or key=value DSN (or another database file). Safe to rerun: it copies new sessions "
+        "and the rows sessions already in DST gained since.",
     )
     p.add_argument("sources", nargs="+", metavar="SRC", help="SQLite database file or folder")
     p.add_argument("dst", metavar="DST", help="postgresql://user@host/db (or a database file)")

@@ -1,14 +1,18 @@
 """Copy SQLite session databases into another store (a team's PostgreSQL server, usually).
 
-Session by session, each in one transaction on the destination: a session already there is
-left alone, so running the copy again is a no-op and an interrupted run resumes where it
-stopped. Tables are found from the source's schema (every table with a ``session_id``,
-parents before children by their foreign keys), so tables added by later migrations are
-copied too. Row ids are renumbered by the destination; references to them are rewritten.
+Session by session, each in one transaction on the destination, copying what the destination
+does not hold yet: a new session whole, a session copied before only the rows the source gained
+since (by seq; by key or content where a table has no seq). Running the copy again is a no-op,
+an interrupted run resumes where it stopped, and a rerun after the source grew brings the copy up
+to date. Tables are found from the source's schema (every table with a ``session_id``, parents
+before children by their foreign keys), so tables added by later migrations are copied too. Row ids
+are renumbered by the destination; references to them are rewritten. A session whose copied rows
+the source has since rewritten is left as it is and reported (``CopyReport.diverged``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +35,11 @@ class CopyReport:
 
     source: str
     copied: list[str] = field(default_factory=list)
+    #: sessions already in the destination that got the rows the source gained since
+    grown: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: (session id, why) of sessions whose copied rows the source has since rewritten: left as they are
+    diverged: list[tuple[str, str]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
 
 
@@ -41,6 +49,7 @@ class _Table:
     columns: tuple[str, ...]
     has_id: bool  # an INTEGER PRIMARY KEY the destination renumbers
     references: dict[str, str]  # column -> table whose renumbered id it holds
+    key: tuple[str, ...] = ()  # primary key columns
 
 
 def _source(path: Path) -> sqlite3.Connection:
@@ -72,7 +81,8 @@ def _tables(conn: sqlite3.Connection) -> tuple[list[_Table], list[_Table]]:
             for r in conn.execute(f"PRAGMA foreign_key_list({name})").fetchall()
             if r[2] != "sessions" and r[4] == "id"
         }
-        tables[name] = _Table(name, columns, has_id, refs)
+        key = tuple(r[1] for r in sorted(info, key=lambda r: r[5]) if r[5] > 0)
+        tables[name] = _Table(name, columns, has_id, refs, key)
     ordered: list[_Table] = []
 
     def visit(table: _Table, path: tuple[str, ...] = ()) -> None:
@@ -121,6 +131,15 @@ def _insert_sql(table: str, columns: Sequence[str], *, ignore: bool = False) -> 
     return f"{verb} {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
+def _row_key(values: Sequence[Any]) -> str:
+    """A row's identity where seq cannot tell it: its primary key, or all its values."""
+    return hashlib.sha256(repr([_plain(v) for v in values]).encode()).hexdigest()
+
+
+class DivergedError(StoreError):
+    """The source changed rows the destination already holds (a rewritten transcript tail)."""
+
+
 def _copy_session(
     src: sqlite3.Connection,
     dst_conn: Any,
@@ -128,27 +147,49 @@ def _copy_session(
     owned: list[_Table],
     dst_columns: dict[str, set[str]],
     rows: dict[str, int],
-) -> None:
+) -> int:
+    """Copy what ``dst_conn`` does not hold yet of one session (all of it when the session is new),
+    inside the caller's transaction; returns the rows written.
+
+    Rows are new by their ``seq`` (past the destination's last), by their own key (blobs, tools,
+    cost rows) or, in tables with neither (snapshots, cached summaries), by their content. The
+    destination's last row of each seq-numbered table must still be the source's, else
+    DivergedError: the source rewrote what was copied, and merging would mix two histories.
+    """
+    written = 0
     session_columns = [c for c in _columns(src, "sessions") if c in dst_columns["sessions"]]
-    values = src.execute(
+    session_row = src.execute(
         f"SELECT {', '.join(session_columns)} FROM sessions WHERE id = ?", (session_id,)
     ).fetchone()
-    dst_conn.execute(_insert_sql("sessions", session_columns), redact_row(values))
-    rows["sessions"] = rows.get("sessions", 0) + 1
+    if not _exists(dst_conn, session_id):
+        dst_conn.execute(_insert_sql("sessions", session_columns), redact_row(session_row))
+        rows["sessions"] = rows.get("sessions", 0) + 1
     new_ids: dict[str, dict[int, int]] = {}
     for table in owned:
         if table.name not in dst_columns:
             raise StoreError(f"the destination has no table {table.name} (an older ctxdesk schema?)")
         columns = [c for c in table.columns if c in dst_columns[table.name]]
-        cur = src.execute(
-            f"SELECT {', '.join(columns)} FROM {table.name} WHERE session_id = ? ORDER BY rowid",
-            (session_id,),
-        )
         keep = [c for c in columns if not (table.has_id and c == "id")]
-        sql = _insert_sql(table.name, keep)
+        referenced = any(table.name in t.references.values() for t in owned)
+        by_seq = "seq" in columns
+        own_key = not table.has_id and not by_seq  # a primary key of its own: the insert skips a copy
+        sql = _insert_sql(table.name, keep, ignore=own_key)
+        after = -1
+        if by_seq:
+            after = _check_last_row(src, dst_conn, table, keep, session_id)
+            if referenced:  # rows already copied keep their destination ids: map them by seq
+                new_ids[table.name] = _ids_by_seq(src, dst_conn, table.name, session_id)
+        # what the destination holds already, where seq cannot tell: by primary key, else by content
+        identity = [c for c in keep if c in table.key] if own_key else keep
+        present = set() if by_seq else _present_keys(dst_conn, table.name, identity, session_id)
+        cur = src.execute(
+            f"SELECT {', '.join(columns)} FROM {table.name} WHERE session_id = ?"
+            + (" AND seq > ?" if by_seq else "")
+            + " ORDER BY rowid",
+            (session_id, after) if by_seq else (session_id,),
+        )
         id_at = columns.index("id") if table.has_id else None
         ref_at = {columns.index(c): target for c, target in table.references.items() if c in columns}
-        referenced = any(table.name in t.references.values() for t in owned)
         batch: list[list[Any]] = []
         for row in cur:
             out = list(row)
@@ -156,13 +197,70 @@ def _copy_session(
                 if out[i] is not None:
                     out[i] = new_ids.get(target, {}).get(out[i])
             values = redact_row(v for i, v in enumerate(out) if i != id_at)
+            if present and _row_key([values[keep.index(c)] for c in identity]) in present:
+                continue
+            if table.name == "request_costs" and values[keep.index("event_id")] is None:
+                continue  # the cost row of an event not copied (its key would be NULL)
             if id_at is not None and referenced:
                 new_ids.setdefault(table.name, {})[row[id_at]] = dst_conn.execute(sql, values).lastrowid
             else:
                 batch.append(values)
             rows[table.name] = rows.get(table.name, 0) + 1
+            written += 1
         if batch:
             dst_conn.executemany(sql, batch)
+    if written:  # the session's own row as the source has it now (title, status, import state)
+        mutable = [c for c in session_columns if c not in ("id", "created_utc")]
+        dst_conn.execute(
+            f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in mutable)} WHERE id = ?",
+            [*redact_row(session_row[session_columns.index(c)] for c in mutable), session_id],
+        )
+    return written
+
+
+def _check_last_row(
+    src: sqlite3.Connection, dst_conn: Any, table: _Table, keep: list[str], session_id: str
+) -> int:
+    """The destination's last seq of the session in ``table`` (-1: none), once its row there is
+    checked to be the source's (DivergedError otherwise)."""
+    last = dst_conn.execute(
+        f"SELECT max(seq) FROM {table.name} WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    if last is None or last[0] is None:
+        return -1
+    seq = int(last[0])
+    compare = [c for c in keep if c not in table.references and c not in ("created_utc",)]
+    select = f"SELECT {', '.join(compare)} FROM {table.name} WHERE session_id = ? AND seq = ?"
+    theirs = src.execute(select, (session_id, seq)).fetchone()
+    ours = dst_conn.execute(select, (session_id, seq)).fetchone()
+    if theirs is None or [_plain(v) for v in redact_row(theirs)] != [_plain(v) for v in ours]:
+        raise DivergedError(
+            f"session {session_id!r}: {table.name} seq {seq} differs from the copy already made "
+            "(the source rewrote it); not merged"
+        )
+    return seq
+
+
+def _plain(value: Any) -> Any:
+    """A value as both backends give it back (PostgreSQL text holds U+FFFD for a NUL)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    return bytes(value) if isinstance(value, memoryview | bytearray) else value
+
+
+def _ids_by_seq(src: sqlite3.Connection, dst_conn: Any, table: str, session_id: str) -> dict[int, int]:
+    """Source id -> destination id of the rows of a session already copied, matched by seq."""
+    sql = f"SELECT seq, id FROM {table} WHERE session_id = ?"
+    theirs = {seq: row_id for seq, row_id in dst_conn.execute(sql, (session_id,)).fetchall()}
+    return {
+        row_id: theirs[seq] for seq, row_id in src.execute(sql, (session_id,)).fetchall() if seq in theirs
+    }
+
+
+def _present_keys(dst_conn: Any, table: str, columns: list[str], session_id: str) -> set[str]:
+    """Keys (:func:`_row_key` of ``columns``) of the rows the destination holds of a session."""
+    cur = dst_conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?", (session_id,))
+    return {_row_key(list(row)) for row in cur.fetchall()}
 
 
 def _columns(src: sqlite3.Connection, table: str) -> list[str]:
@@ -184,7 +282,8 @@ def _destination_columns(dst: SessionStoreBackend, tables: Sequence[str]) -> dic
 def copy_database(
     source: str | Path, dst: SessionStoreBackend, *, on_progress: Progress | None = None
 ) -> CopyReport:
-    """Copy every session of the SQLite file ``source`` into ``dst`` (sessions already there are skipped)."""
+    """Copy every session of the SQLite file ``source`` into ``dst``: new sessions whole, the new rows
+    of sessions copied before."""
     path = Path(source)
     src = _source(path)
     report = CopyReport(source=str(path))
@@ -199,15 +298,22 @@ def copy_database(
                     conn.executemany(_insert_sql(table.name, columns, ignore=True), map(redact_row, chunk))
         sessions = _session_order(src)
         for done, (session_id, _) in enumerate(sessions, start=1):
-            with dst.transaction() as conn:
-                if _exists(conn, session_id):
-                    report.skipped.append(session_id)
-                else:
-                    _copy_session(src, conn, session_id, owned, dst_columns, report.rows)
+            try:
+                with dst.transaction() as conn:
+                    existed = _exists(conn, session_id)
+                    written = _copy_session(src, conn, session_id, owned, dst_columns, report.rows)
+            except DivergedError as exc:
+                report.diverged.append((session_id, str(exc)))
+            else:
+                if not existed:
                     report.copied.append(session_id)
+                elif written:
+                    report.grown.append(session_id)
+                else:
+                    report.skipped.append(session_id)
             if on_progress:
                 on_progress(done, len(sessions), session_id)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # not UTF-8: a damaged page
         raise StoreError(f"cannot read the source database ({exc})", path=str(path)) from exc
     finally:
         src.close()

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -321,8 +322,10 @@ class SessionStore:
                 raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
             try:
                 yield self._conn
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
                 self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
+                if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
+                    raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
                 raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
             except BaseException:
                 self._rollback()
@@ -364,7 +367,11 @@ class SessionStore:
             try:
                 return cur.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as exc:
+                if _NOT_UTF8 in str(exc):
+                    raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
                 raise StoreError(f"query failed ({exc})", path=str(self.path)) from exc
+            except UnicodeDecodeError as exc:
+                raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
 
     # -- sessions ------------------------------------------------------------------------
     def create_session(
@@ -844,6 +851,22 @@ class SessionStore:
 
 
 # -- row mapping -----------------------------------------------------------------------------
+
+
+#: How sqlite3 says a text value is not UTF-8 (it quotes the whole value after it).
+_NOT_UTF8 = "Could not decode to UTF-8"
+_COLUMN = re.compile(r"column '(\w+)'")
+
+
+def _not_utf8(exc: BaseException) -> str:
+    """What a read of text that is not UTF-8 means: SQLite wrote it as UTF-8, so a page is damaged.
+    (The value itself is not quoted: it is garbage, and may be megabytes long.)"""
+    column = _COLUMN.search(str(exc)) if not isinstance(exc, UnicodeDecodeError) else None
+    where = f" in column {column.group(1)}" if column else ""
+    return (
+        f"the database holds text that is not UTF-8{where}: its pages are damaged "
+        "(check it with `sqlite3 FILE 'PRAGMA integrity_check'`)"
+    )
 
 
 def _dumps(value: Any) -> str | None:
