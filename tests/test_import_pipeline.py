@@ -479,3 +479,47 @@ def test_a_line_past_the_cap_costs_at_most_twice_the_cap_of_memory(tmp_path: Pat
     message, grown = done.stdout.strip().splitlines()
     assert f"{path}:1:" in message and "longer than" in message
     assert int(grown) <= 2 * MAX_LINE_BYTES
+
+
+# -- what an import says (#36.7) ---------------------------------------------------------------------
+
+
+def test_a_skipped_file_is_never_reported_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.json").write_text('{"todo": []}', encoding="utf-8")
+    code, out = run_cli("import", str(folder), "--db", str(tmp_path / "x.db"))
+    progress = capsys.readouterr().err
+    assert code == 1 and "1 skipped" in out
+    assert "[1/1] skipped notes.json" in progress and "imported notes.json" not in progress
+
+
+def test_the_summary_gives_the_last_prompt_and_the_peak_share_of_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    code, out = run_cli("import", str(CLAUDE_FILE), "--db", str(db))
+    assert code == 0 and "[1/1] imported" in capsys.readouterr().err
+    with SessionStore(db) as store:
+        (session,) = [s for s in store.list_sessions() if s.parent_session_id is None]
+        requests = store.list_events(session.id, kind="request")
+    last = requests[-1]
+    peak = max(requests, key=lambda e: e.projected_tokens / e.limit_tokens)
+    expected = (
+        f"last prompt {last.usage.prompt_tokens:,} tokens, "
+        f"peak {peak.projected_tokens / peak.limit_tokens:.0%} of {peak.limit_tokens:,}"
+    )
+    (line,) = [line for line in out.splitlines() if f"session {session.id} (" in line]
+    assert line.endswith(expected)  # not the sum of every message's tokens
+
+
+def test_an_unknown_model_says_its_limit_is_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]),
+        encoding="utf-8",
+    )
+    code, out = run_cli("import", str(path), "--db", str(tmp_path / "x.db"))
+    assert code == 0 and "limit unknown" in out

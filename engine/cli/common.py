@@ -88,7 +88,10 @@ class ProgressPrinter:
         self._wrote = False
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        text = f"[{done}/{total}] imported {label}"
+        self.write(f"[{done}/{total}] imported {label}")
+
+    def write(self, text: str) -> None:
+        """One progress line (replacing the last one on a terminal)."""
         self.stream.write(("\r\x1b[K" + text) if self.tty else text + "\n")
         self.stream.flush()
         self._wrote = True

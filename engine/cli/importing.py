@@ -68,7 +68,8 @@ def run_import(
 
     existed = is_database_url(str(db)) or Path(db).exists()
     skipped: list[tuple[Path, str]] = []
-    progress = ProgressPrinter(err)
+    printer = ProgressPrinter(err)
+    progress = FileProgress(printer, skipped)
     try:
         with open_store(db) as store:
             results = import_files(named, store, model=model, on_progress=progress, settings=settings)
@@ -86,7 +87,7 @@ def run_import(
             remove_database(db)
         raise
     finally:
-        progress.finish()
+        printer.finish()
     if not existed and not any(r.sessions for r in results):
         remove_database(db)
     return results, skipped
@@ -139,7 +140,7 @@ def report(
             added = f", {s.added_messages:,} new" if result.status == "updated" else ""
             line = (
                 f"{result.path}: {result.format} session {s.session_id} ({s.title or 'untitled'}): "
-                f"{s.message_count:,} messages{added}, {s.request_count:,} requests, {s.transcript_tokens:,} tokens"
+                f"{s.message_count:,} messages{added}, {s.request_count:,} requests{context_summary(s)}"
             )
             by_project.setdefault(getattr(s, "project", None) or "", []).append(line)
         if verbose or len(results) == 1:
@@ -157,6 +158,32 @@ def report(
         print(
             f"{len(skipped)} file(s) skipped: not transcripts or unreadable (--verbose lists why)", file=out
         )
+
+
+def context_summary(session: Any) -> str:
+    """What a session's calls sent: the last call's prompt and the peak share of the limit
+    (", last prompt 36,541 tokens, peak 78% of 200,000"); empty without calls."""
+    if session.last_prompt_tokens is None:
+        return ""
+    text = f", last prompt {session.last_prompt_tokens:,} tokens"
+    share = session.peak_share
+    if share is None:
+        return text + " (limit unknown: give --model or a window in the settings)"
+    return text + f", peak {share:.0%} of {session.peak_limit_tokens:,}"
+
+
+class FileProgress:
+    """on_progress for a batch of files, saying of each whether it was imported or skipped (the
+    batch's ``on_error`` records a skipped file before its progress is reported)."""
+
+    def __init__(self, printer: Any, skipped: list[tuple[Path, str]]) -> None:
+        self.printer, self.skipped = printer, skipped
+        self._reported = 0
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        failed = len(self.skipped) > self._reported and self.skipped[-1][0].name == label
+        self._reported = len(self.skipped)
+        self.printer.write(f"[{done}/{total}] {'skipped' if failed else 'imported'} {label}")
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -159,6 +159,19 @@ class ImportedSession(_Frozen):
     context_window: int | None = None
     #: The project (working directory) the session ran in, when the source says.
     project: str | None = None
+    #: The last call's prompt (the provider's count when it gave one, else our estimate) and its limit.
+    last_prompt_tokens: int | None = None
+    last_limit_tokens: int | None = None
+    #: The call that came closest to its limit: its prompt and that limit (None: no limit known).
+    peak_prompt_tokens: int | None = None
+    peak_limit_tokens: int | None = None
+
+    @property
+    def peak_share(self) -> float | None:
+        """The largest share of its limit any call's prompt took (1.0 = the whole limit)."""
+        if self.peak_prompt_tokens is None or not self.peak_limit_tokens:
+            return None
+        return self.peak_prompt_tokens / self.peak_limit_tokens
 
 
 class ImportResult(_Frozen):

@@ -33,12 +33,18 @@ FAILURE_OUTCOMES = {"prompt_too_long": "context_length_exceeded", "interrupted":
 
 @dataclass(frozen=True)
 class CallMeasure:
-    """What the walk measured for one call: our estimate, the provider's usage, and the context
-    segment it belongs to (segments are separated by the agent's compactions)."""
+    """What the walk measured for one call: our estimate, the provider's usage, the context
+    segment it belongs to (segments are separated by the agent's compactions) and its limit."""
 
     estimate: int
     usage: ProviderUsage | None
     segment: int
+    limit_tokens: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The call's prompt: the provider's count when it gave one, else our estimate."""
+        return self.usage.prompt_tokens if self.usage is not None and self.usage.prompt_tokens else self.estimate
 
 
 def record_requests(
@@ -51,9 +57,9 @@ def record_requests(
     *,
     first_new: int = 0,
     settings: Settings | None = None,
-) -> list[tuple[int, ProviderUsage | None]]:
+) -> list[CallMeasure]:
     """Record a request event per call at messages from ``first_new`` on (earlier ones were
-    recorded by an earlier import); returns (estimate, usage) per call in order, all of them.
+    recorded by an earlier import); returns every call's measure in order, all of them.
 
     When the source does not keep part of what every call sent (``parsed.unlogged_prefix_in``:
     Codex's tool definitions, Gemini CLI's system instruction and tools), that part is the
@@ -70,7 +76,7 @@ def record_requests(
                 f"{shown} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
                 "measured at the first call with usage after each compaction"
             )
-    return [(m.estimate, m.usage) for m in walk.run(first_new=first_new, prefixes=prefixes)]
+    return walk.run(first_new=first_new, prefixes=prefixes)
 
 
 def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
@@ -161,8 +167,11 @@ class _Walk:
             measured = measured.model_copy(update={where: getattr(measured, where) + prefix})
         usage = call.usage
         estimate = measured.total
+        model = call.model or parsed.model
+        limit = self.limit(model, call.context_window or parsed.context_window)
+        limit_tokens = call.limit_tokens if call.limit_tokens is not None else limit.tokens if limit else None
         if not record:
-            return CallMeasure(estimate, usage, segment)
+            return CallMeasure(estimate, usage, segment, limit_tokens)
         # a request rebuilt byte for byte saw all the provider got: a shortfall is only our count's
         # error, spread over what was sent; otherwise it may be harness text the file did not keep
         exact_bytes = call.exact_request is not None
@@ -184,8 +193,6 @@ class _Walk:
         }
         if prefix and where:
             details.update(unlogged_prefix_tokens=prefix, unlogged_prefix_in=where)
-        model = call.model or parsed.model
-        limit = self.limit(model, call.context_window or parsed.context_window)
         columns: dict[str, int | None] = limit.columns() if limit is not None else {}
         if limit is not None:
             details["limit_source"] = limit.source
@@ -206,7 +213,7 @@ class _Walk:
         exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
         if exact is not None:
             self.store.record_request(self.session_id, exact.model_copy(update={"event_id": event_id}))
-        return CallMeasure(estimate, usage, segment)
+        return CallMeasure(estimate, usage, segment, limit_tokens)
 
     def limit(self, model: str | None, file_window: int | None) -> Limit | None:
         key = (model, file_window)

@@ -170,8 +170,10 @@ def write_session(
         )
     store.upsert_tools(session_id, _tool_records(parsed, messages, tokenizer))
     _write_blobs(store, session_id, parsed.blobs)
-    with_usage = [(est, usage) for est, usage in estimates if usage is not None]
+    with_usage = [m for m in estimates if m.usage is not None]
     last = with_usage[-1] if with_usage else (estimates[-1] if estimates else None)
+    limited = [m for m in estimates if m.limit_tokens]
+    peak = max(limited, key=lambda m: m.prompt_tokens / (m.limit_tokens or 1), default=None)
     return ImportedSession(
         session_id=session_id,
         parent_session_id=parent_id,
@@ -183,8 +185,12 @@ def write_session(
         request_count=len(estimates),
         usage_count=len(with_usage),
         transcript_tokens=sum(r.tokens for r in rows),
-        last_estimate_tokens=last[0] if last else None,
-        last_provider_prompt_tokens=last[1].prompt_tokens if last and last[1] else None,
+        last_estimate_tokens=last.estimate if last else None,
+        last_provider_prompt_tokens=last.usage.prompt_tokens if last and last.usage else None,
+        last_prompt_tokens=estimates[-1].prompt_tokens if estimates else None,
+        last_limit_tokens=estimates[-1].limit_tokens if estimates else None,
+        peak_prompt_tokens=peak.prompt_tokens if peak else None,
+        peak_limit_tokens=peak.limit_tokens if peak else None,
         added_messages=len(added),
         context_window=parsed.context_window,
         project=metadata.get("project") or metadata.get("cwd"),
