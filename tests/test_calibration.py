@@ -324,3 +324,17 @@ def test_on_the_real_sessions_a_calibration_is_used_only_where_it_is_better_held
     book = Calibration().with_fit(claude).with_fit(llama)
     chosen = estimator_for("anthropic", "claude-sonnet-4-5", book)
     assert (chosen is get_tokenizer("anthropic")) is (not claude.usable)  # never worse than the static one
+
+
+def test_calibrate_without_sources_fits_every_call_of_the_default_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "sessions.db"
+    with SessionStore(db) as store:
+        import_file(CLAUDE_CODE, store)
+    monkeypatch.setenv("CTXDESK_DB", str(db))
+    monkeypatch.setenv(CALIBRATION_ENV_VAR, str(tmp_path / "calibration.json"))
+    assert main(["models", "--calibrate"], out=io.StringIO()) == 0
+    assert load_calibration().fits["anthropic:claude"].pairs == len(
+        source_growth_pairs([db])[("anthropic", "claude")]
+    )

@@ -22,10 +22,12 @@ MODEL_FIELDS = (
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     from engine.settings import load_settings, resolve_model_settings
 
-    if args.calibrate:
-        from engine.calibration_pairs import refit_calibration
+    if args.calibrate is not None:
+        from engine import refit_calibration
+        from engine.cli.common import database_or_default
 
-        print(calibration_text(refit_calibration(args.calibrate)), file=out)
+        sources = args.calibrate or [database_or_default(None, args.settings)]  # every stored call
+        print(calibration_text(refit_calibration(sources)), file=out)
         return EXIT_OK
     if args.calibration:
         from engine.calibration import load_calibration
@@ -137,7 +139,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="show the token estimator's calibration ($CTXDESK_CALIBRATION, else beside the settings file)",
     )
     p.add_argument(
-        "--calibrate", nargs="+", metavar="SOURCE", default=None,
-        help="fit the calibration to the provider's counts in these session databases or transcripts, and store it",
+        "--calibrate", nargs="*", metavar="SOURCE", default=None,
+        help="fit the calibration to the provider's counts in these session databases or transcripts (none: the "
+        "default database), and store it",
     )  # fmt: skip
     p.set_defaults(run=cmd_models)
