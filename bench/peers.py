@@ -29,6 +29,7 @@ NPM_PEERS: dict[str, str] = {
     "ccusage": "ccusage@20.0.24",
     "opencode": "opencode-ai@1.18.33",
     "kilo": "@kilocode/cli@7.7.7",
+    "copilot": "@github/copilot@1.0.102",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

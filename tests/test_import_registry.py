@@ -28,6 +28,8 @@ SAMPLES = {
     "gemini": "agents/gemini/session-2026-11-24T06-14-b6435e65.json",
     "opencode": "real_agents/opencode/tools-resume/data/opencode/opencode.db",
     "kilo": "real_agents/kilo/tools-resume/data/kilo/kilo.db",
+    "copilot": "real_agents/copilot/tools-resume/session-state/00ed014f-8b87-4c03-8994-5e687e91ee3a/events.jsonl",
+    "mini-swe-agent": "real_agents/mini-swe-agent/tools-followup/config/mini-swe-agent/last_mini_run.traj.json",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",

@@ -16,10 +16,12 @@ from engine.importers.formats import claude_code as _claude_code
 from engine.importers.formats import claude_web as _claude_web
 from engine.importers.formats import cline as _cline
 from engine.importers.formats import codex as _codex
+from engine.importers.formats import copilot as _copilot
 from engine.importers.formats import gemini as _gemini
 from engine.importers.formats import kilo as _kilo
 from engine.importers.formats import langchain as _langchain
 from engine.importers.formats import letta as _letta
+from engine.importers.formats import mini_swe_agent as _mini_swe_agent
 from engine.importers.formats import openai_chat as _openai_chat
 from engine.importers.formats import openai_responses as _openai_responses
 from engine.importers.formats import opencode as _opencode
@@ -32,6 +34,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _claude_code.FORMAT,
     _codex.FORMAT,
     _gemini.FORMAT,
+    _copilot.FORMAT,
     _opencode.FORMAT,
     _kilo.FORMAT,
     _cline.FORMAT,
@@ -39,6 +42,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _langchain.FORMAT,
     _openai_responses.FORMAT,
     _letta.FORMAT,
+    _mini_swe_agent.FORMAT,
     _swe_agent.FORMAT,
     _openhands.FORMAT,
     _anthropic_api.FORMAT,

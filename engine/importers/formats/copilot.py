@@ -1,0 +1,189 @@
+"""GitHub Copilot CLI sessions (``~/.copilot/session-state/<session id>/events.jsonl``).
+
+One JSON object a line, ``{type, data, id, timestamp, parentId}``: ``session.start`` (version,
+model, working folder), ``system.message`` (the system prompt as sent), ``user.message`` (what the
+user typed, and ``transformedContent``: the text sent, with the ``<current_datetime>`` Copilot
+adds), ``session.usage_record`` (the provider's count for the next reply: ``inputTokens`` the whole
+prompt, cache reads and writes, output, reasoning), ``assistant.message`` (the reply's text and
+``toolRequests``), ``tool.execution_complete`` (``result.content``: what the model is sent back),
+``session.resume`` when a later run continues the session. Each assistant message is one model
+call; its tool results are sent in the order it asked for them. The tool definitions are not kept:
+their size is measured from the provider's count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
+from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing import build_message, provider_of
+from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
+
+PRODUCER = "copilot-agent"
+#: Event types that change nothing the model is sent (turn marks, hooks, telemetry, the UI's own).
+_BOOKKEEPING_PREFIXES = (
+    "session.",
+    "assistant.turn_",
+    "hook.",
+    "tool.execution_start",
+    "tool.user_requested",
+)
+
+
+def is_copilot_line(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("type") == "session.start"
+        and isinstance(value.get("data"), dict)
+        and value["data"].get("producer") == PRODUCER
+    )
+
+
+def copilot_usage(raw: Any) -> tuple[ProviderUsage | None, int]:
+    """(usage, reasoning tokens) of a ``session.usage_record``'s ``usage``: ``inputTokens`` is the
+    whole prompt, cache reads and writes included."""
+    if not isinstance(raw, dict) or raw.get("inputTokens") is None:
+        return None, 0
+    usage = ProviderUsage.from_prompt_total(
+        _count(raw.get("inputTokens")),
+        _count(raw.get("outputTokens")),
+        cache_read=_count(raw.get("cacheReadTokens")),
+        cache_write=_count(raw.get("cacheWriteTokens")),
+    )
+    return usage, _count(raw.get("reasoningTokens"))
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
+
+
+def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedSession:
+    start = next((e["data"] for _, e in events if e.get("type") == "session.start"), {})
+    session = ParsedSession(key=str(start.get("sessionId") or key), messages=[])
+    results: dict[str, ToolResultBlock] = {}
+    for _, event in events:
+        if event.get("type") == "tool.execution_complete":
+            data = event.get("data") or {}
+            results[str(data.get("toolCallId"))] = _result(data)
+    usage: tuple[ProviderUsage | None, int] | None = None
+    models: dict[str, int] = {}
+    for line, event in events:
+        kind, data = event.get("type"), event.get("data") or {}
+        where = f"line {line}"
+        if kind == "system.message" and session.system_prompt is None:
+            session.system_prompt = str(data.get("content") or "")
+        elif kind == "user.message":
+            text = data.get("transformedContent") or data.get("content") or ""
+            meta = {"id": data.get("messageId"), "typed": data.get("content")}
+            session.messages.append(ParsedMessage(build_message("user", str(text), where=where, meta=meta)))
+        elif kind == "session.usage_record":
+            usage = copilot_usage(data.get("usage"))
+        elif kind == "assistant.message":
+            model = data.get("model") if isinstance(data.get("model"), str) else None
+            if model:
+                models[model] = models.get(model, 0) + 1
+            session.messages.extend(
+                _reply(data, usage, results, model=model, where=where, when=event.get("timestamp"))
+            )
+            usage = None
+    if not session.messages:
+        raise SourceProblem("a Copilot CLI session with no messages")
+    session.model = max(models, key=lambda m: models[m]) if models else start.get("selectedModel")
+    session.provider = provider_of(session.model)
+    session.unlogged_prefix_in = "tools"  # the tool definitions are not in the events
+    context = start.get("context") if isinstance(start.get("context"), dict) else {}
+    meta = {
+        "cwd": context.get("cwd"),
+        "copilot_session_id": start.get("sessionId"),
+        "copilot_version": start.get("copilotVersion"),
+        "started_utc": start.get("startTime"),
+        "reasoning_effort": start.get("reasoningEffort"),
+    }
+    session.metadata.update({k: v for k, v in meta.items() if v})
+    session.notes.append(
+        "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
+    )
+    return session
+
+
+def _reply(
+    data: dict[str, Any],
+    usage: tuple[ProviderUsage | None, int] | None,
+    results: dict[str, ToolResultBlock],
+    *,
+    model: str | None,
+    where: str,
+    when: Any,
+) -> list[ParsedMessage]:
+    blocks: list[Any] = []
+    if data.get("content"):
+        blocks.append(TextBlock(text=str(data["content"])))
+    uses = [r for r in data.get("toolRequests") or [] if isinstance(r, dict)]
+    for request in uses:
+        arguments = request.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                arguments = {"input": arguments}
+        tool_input = arguments if isinstance(arguments, dict) else {}
+        blocks.append(
+            ToolUseBlock(id=str(request.get("toolCallId")), name=str(request.get("name")), input=tool_input)
+        )
+    call = CallInfo(usage=usage[0] if usage else None, model=model)
+    if usage and usage[1]:
+        call.details["reasoning_tokens"] = usage[1]
+    if when:
+        call.details["call_utc"] = when
+    meta = {"id": data.get("messageId")} if data.get("messageId") else {}
+    parsed = [ParsedMessage(build_message("assistant", blocks or "", where=where, meta=meta), call=call)]
+    answered = [results[str(r.get("toolCallId"))] for r in uses if str(r.get("toolCallId")) in results]
+    if answered:
+        parsed.append(
+            ParsedMessage(build_message("user", answered, where=where, meta={"from_tool_calls": True}))
+        )
+    return parsed
+
+
+def _result(data: dict[str, Any]) -> ToolResultBlock:
+    result = data.get("result") if isinstance(data.get("result"), dict) else {}
+    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    text = result.get("content")
+    if text is None:
+        text = error.get("message") or ""
+    return ToolResultBlock(
+        tool_use_id=str(data.get("toolCallId")), content=str(text), is_error=not data.get("success", True)
+    )
+
+
+def sniff(doc: Document) -> bool:
+    return doc.lines is not None and any(is_copilot_line(v) for _, v in doc.lines[:SNIFF_LINES])
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return [parse_events([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+
+
+def _roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    base = Path(env["COPILOT_HOME"]) if env.get("COPILOT_HOME") else home / ".copilot"
+    return [base / "session-state"]
+
+
+def _sessions(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*/events.jsonl") if p.is_file())
+
+
+FORMAT = ImportFormat(
+    name="copilot",
+    agent="GitHub Copilot CLI",
+    sniff=sniff,
+    parse=parse,
+    files="`~/.copilot/session-state/<session>/events.jsonl`",
+    locations=Locations(roots=_roots, files_under=_sessions),
+)

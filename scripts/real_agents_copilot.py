@@ -1,0 +1,136 @@
+"""GitHub Copilot CLI fixtures: the real ``copilot`` CLI run offline against the scripted Chat
+Completions server (its "bring your own key" provider), its session events kept beside the
+server's request log.
+
+    python scripts/real_agents_copilot.py [--scenario NAME] [--out tests/fixtures/real_agents]
+
+Copilot CLI takes an OpenAI-compatible provider from ``COPILOT_PROVIDER_BASE_URL`` /
+``COPILOT_PROVIDER_API_KEY`` / ``COPILOT_MODEL`` and, with ``COPILOT_OFFLINE=true``, contacts no
+GitHub server (no sign-in needed). ``copilot -p PROMPT --allow-all-tools`` runs one prompt;
+``--resume=<session id>`` continues a session. Each session is a folder
+``~/.copilot/session-state/<session id>/`` whose ``events.jsonl`` is kept (with ``workspace.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_agents_chat import (
+    FIXTURES,
+    SCRATCH,
+    Turn,
+    Workspace,
+    base_env,
+    chat_server,
+    fresh_target,
+    keep_server_side,
+    make_workspace,
+    run_cli,
+)
+
+from bench.peers import npm_bin
+from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
+
+MODEL = "gpt-4o"
+KEPT = ("events.jsonl", "workspace.yaml")
+
+
+def scenarios(repo: Path) -> dict[str, list[Turn]]:
+    readme = str(repo / "README.md")
+    return {
+        "tools-resume": [
+            Turn(
+                "Look at this repository, then add a usage line to README.md.",
+                (
+                    ChatReply(
+                        text="Listing the files and reading the README first.",
+                        tool_calls=(
+                            ("bash", {"command": "ls -a", "description": "List the files"}),
+                            ("view", {"path": readme}),
+                        ),
+                    ),
+                    chat_tool_calls(
+                        (
+                            "bash",
+                            {
+                                "command": "echo 'Usage: run `make test`.' >> README.md",
+                                "description": "Add usage",
+                            },
+                        )
+                    ),
+                    chat_text("I added a usage line to README.md."),
+                ),
+            ),
+            Turn(
+                "Show me the diff.",
+                (
+                    chat_tool_calls(("bash", {"command": "git diff", "description": "Show the change"})),
+                    chat_text("The diff adds one line: Usage: run `make test`."),
+                ),
+            ),
+        ],
+    }
+
+
+def run_copilot(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Path:
+    """Run scenario ``name`` with the real CLI; returns the fixture folder written."""
+    binary = npm_bin("copilot")
+    if binary is None:
+        raise SystemExit("copilot is not installed: python -m bench.peers install")
+    workspace = make_workspace(f"copilot-{name}", scratch)
+    server = chat_server(workspace)
+    session_id = None
+    with server:
+        env = base_env(
+            workspace,
+            COPILOT_PROVIDER_BASE_URL=f"{server.base_url}/v1",
+            COPILOT_PROVIDER_API_KEY="scripted",
+            COPILOT_MODEL=MODEL,
+            COPILOT_OFFLINE="true",
+        )
+        for turn in scenarios(workspace.repo)[name]:
+            server.queue(*turn.replies)
+            cmd = [str(binary), "-p", turn.prompt, "--allow-all-tools"]
+            if session_id:
+                cmd.append(f"--resume={session_id}")
+            run_cli(cmd, workspace, env)
+            session_id = session_id or _session_id(workspace)
+        leftover = server.pending
+    if leftover:
+        raise RuntimeError(f"copilot {name}: {len(leftover)} scripted replies were never asked for")
+    target = fresh_target(out / "copilot" / name)
+    states = workspace.home / ".copilot" / "session-state"
+    for folder in sorted(p for p in states.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for kept in KEPT:
+            if (folder / kept).is_file():
+                (target / "session-state" / folder.name).mkdir(parents=True, exist_ok=True)
+                (target / "session-state" / folder.name / kept).write_bytes((folder / kept).read_bytes())
+    keep_server_side(server, workspace, target)
+    return target
+
+
+def _session_id(workspace: Workspace) -> str:
+    states = workspace.home / ".copilot" / "session-state"
+    (folder,) = [p for p in states.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return folder.name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", action="append", help="run only these scenarios")
+    parser.add_argument("--out", type=Path, default=FIXTURES)
+    parser.add_argument(
+        "--scratch", type=Path, default=SCRATCH, help="where the scratch HOME and repository go"
+    )
+    args = parser.parse_args(argv)
+    for name in args.scenario or list(scenarios(Path("/repo"))):
+        print("copilot", name, "->", run_copilot(name, args.out, scratch=args.scratch))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""GitHub Copilot CLI read from a real run (@github/copilot 1.0.102 offline, its own-key provider
+pointed at the scripted Chat Completions server: tests/fixtures/real_agents/copilot, made by
+scripts/real_agents_copilot.py): every call of the session's events equals the request the server
+received (the system prompt, the user text with the date Copilot adds, tool calls and their results
+in the order asked, the resumed run's prompt), with the usage the server answered."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.importers import agent_files, import_file
+from engine.store import SessionStore
+from tests.chat_requests import chat_requests, imported_atoms, request_atoms, system_prompt_of
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "copilot" / "tools-resume"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from real_agents_chat import load_answers  # noqa: E402
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+def events_file(folder: Path) -> Path:
+    (path,) = sorted(folder.glob("session-state/*/events.jsonl"))
+    return path
+
+
+def check_every_call(folder: Path, store: SessionStore) -> None:
+    (session,) = import_file(events_file(folder), store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    system = store.get_session(session.session_id).metadata["system_prompt"]
+    assert len(events) == len(requests) == 5
+    for event, request in zip(events, requests, strict=True):
+        body = request["body"]
+        assert system == system_prompt_of(body)
+        assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(body["messages"])
+        answered = answers[request["seq"]]
+        assert event.usage.prompt_tokens == answered["prompt_tokens"]
+        assert event.usage.cache_read_input_tokens == answered["prompt_tokens_details"]["cached_tokens"]
+        assert event.usage.output_tokens == answered["completion_tokens"]
+        assert event.model == body["model"]
+
+
+def test_every_call_is_the_request_copilot_sent_with_the_usage_it_was_answered(store: SessionStore) -> None:
+    check_every_call(FIXTURE, store)
+
+
+def test_results_follow_the_order_of_the_calls_not_of_their_completion(store: SessionStore) -> None:
+    """The view finished before the shell command; the request sends them in the order asked."""
+    lines = [json.loads(line) for line in events_file(FIXTURE).read_text(encoding="utf-8").splitlines()]
+    completed = [e["data"]["toolCallId"] for e in lines if e["type"] == "tool.execution_complete"]
+    assert completed[:2] == ["call_scripted_0001_1", "call_scripted_0001_0"]
+    (session,) = import_file(events_file(FIXTURE), store).sessions
+    transcript = store.load_transcript(session.session_id)
+    assert transcript[2].tool_result_ids == ["call_scripted_0001_0", "call_scripted_0001_1"]
+    assert session.project == "/tmp/ctxdesk-real-agents/copilot-tools-resume/repo"
+
+
+def test_import_from_copilot_finds_its_sessions(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURE / "session-state", home / ".copilot" / "session-state")
+    found = agent_files("copilot", env={}, home=home)
+    assert [p.name for p in found] == ["events.jsonl"] and home in found[0].parents
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(FIXTURE / "session-state", moved / "session-state")
+    assert len(agent_files("copilot", env={"COPILOT_HOME": str(moved)}, home=home)) == 1
+
+
+@pytest.mark.peer("copilot")
+def test_live_copilot_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
+    script = ROOT / "scripts" / "real_agents_copilot.py"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_every_call(out / "copilot" / "tools-resume", store)
