@@ -890,7 +890,9 @@ def test_each_call_with_a_provider_count_adds_up_to_it_and_says_its_limit(scenar
 
 
 @pytest.mark.parametrize("scenario", ["compact_auto", "compact_reactive", "compact_manual"])
-def test_without_request_records_the_harness_prefix_is_measured_again_after_a_compaction(scenario: str) -> None:
+def test_without_request_records_the_harness_prefix_is_measured_again_after_a_compaction(
+    scenario: str,
+) -> None:
     (main,) = bundle_sessions(scenario, recorded_requests=False)
     (summary_at,) = [i for i, pm in enumerate(main.messages) if pm.starts_context]
     with_usage = [c for c in answered(main.calls) if c.usage is not None and c.usage.prompt_tokens]
@@ -902,3 +904,25 @@ def test_without_request_records_the_harness_prefix_is_measured_again_after_a_co
     for first in (before[0], after[0]):
         assert first.components.total == first.usage.prompt_tokens
     assert after[0].details["harness_prefix_tokens"] != before[0].details["harness_prefix_tokens"]
+
+
+LOGLINES = ROOT / "tests" / "fixtures" / "claude-code-transcripts" / "sample_session.json"
+
+
+def test_claude_code_transcripts_loglines_json_is_a_claude_code_session(store: Any) -> None:
+    from engine.importers import detect_format, import_file
+
+    entries = json.loads(LOGLINES.read_text(encoding="utf-8"))["loglines"]
+    assert detect_format(LOGLINES) == "claude-code"
+    (session_id,) = import_file(LOGLINES, store).session_ids
+    rows = store.load_messages(session_id)
+    assert [r.message.role for r in rows] == [e["message"]["role"] for e in entries]  # file order, none lost
+    assert [r.message.meta["timestamp"] for r in rows] == [e["timestamp"] for e in entries]
+    uses = [b.id for r in rows for b in r.message.blocks if b.type == "tool_use"]
+    results = [b.tool_use_id for r in rows for b in r.message.blocks if b.type == "tool_result"]
+    assert uses and uses == results
+    requests = store.list_events(session_id, kind="request")
+    summarizer = [e for e in requests if e.details.get("compaction_call")]  # the compaction's own call
+    assert len(requests) == sum(e["type"] == "assistant" for e in entries) + len(summarizer) == 16
+    (compaction,) = store.list_events(session_id, kind="compaction")  # its isCompactSummary entry
+    assert compaction.message_seq == next(k for k, e in enumerate(entries) if e.get("isCompactSummary"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations, head_lines, str_in
+from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations, head_lines, str_in
 from engine.importers.formats.claude_code.bundle import (
     accompanies_a_session,
     companion_state,
@@ -37,13 +37,27 @@ def is_claude_code_line(value: Any) -> bool:
     )
 
 
+def is_loglines(value: Any) -> bool:
+    """The session JSON simonw/claude-code-transcripts reads: ``{"loglines": [...]}``, each entry a
+    Claude Code line (``type``, ``timestamp``, ``message``) without its ids."""
+    if not isinstance(value, dict) or not isinstance(value.get("loglines"), list) or not value["loglines"]:
+        return False
+    return all(
+        isinstance(e, dict) and str_in(e.get("type"), CLAUDE_LINE_TYPES) and isinstance(e.get("message"), dict)
+        for e in value["loglines"][:SNIFF_LINES]
+    )
+
+
 def sniff(doc: Document) -> bool:
     if doc.lines is not None:
         return any(is_claude_code_line(v) for v in head_lines(doc))
-    return is_claude_code_line(doc.value)
+    return is_claude_code_line(doc.value) or is_loglines(doc.value)
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
+    if is_loglines(doc.value):  # in file order: the entries carry no uuids to follow
+        entries = [e for e in doc.value["loglines"] if isinstance(e, dict)]
+        return parse_claude_code(list(enumerate(entries, start=1)), fallback_id=key)
     if doc.lines is None:
         return parse_claude_code([(1, doc.value)], fallback_id=key)
     # with the files Claude Code keeps beside the session: subagents/, tool-results/
@@ -69,7 +83,7 @@ FORMAT = ImportFormat(
     sniff=sniff,
     parse=parse,
     files="`$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects/<project>/<session>.jsonl` "
-    "(+ `<session>/subagents/`, `tool-results/`)",
+    "(+ `<session>/subagents/`, `tool-results/`); claude-code-transcripts' `{\"loglines\": [...]}` JSON",
     locations=Locations(roots=roots, files_under=files_under),
     companions=companion_state,
     accompanies=accompanies_a_session,

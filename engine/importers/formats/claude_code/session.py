@@ -118,6 +118,8 @@ def thread_session(
 ) -> ParsedSession:
     """One thread (main or sub-agent) as a parsed session with every call's request rebuilt:
     exactly from the file's ``api-request`` lines where it has them (claude_code_replay)."""
+    # lines without uuids (claude-code-transcripts' loglines) have no tree to follow: file order
+    live = live and any(isinstance(o.get("uuid"), str) for _, o in lines)
     kept, notes = live_lines(lines) if live else (list(lines), [])
     thread = build_thread(kept)
     thread.notes.extend(notes)
