@@ -237,6 +237,10 @@ def test_calibrate_from_the_cli_stores_the_fit_and_shows_it(
     shown = out.getvalue()
     assert f"calibration file: {path}" in shown and "anthropic:claude" in shown and "tokens_code" in shown
     assert "no second conversation to hold out" in shown  # one file each: nothing held out, nothing used
+    out = io.StringIO()
+    assert main(["models", "claude-sonnet-4-5"], out=out) == 0
+    assert "counted before the provider answers with: estimate for Claude" in out.getvalue()
+    assert "calibrated" not in out.getvalue().rsplit("counted before", 1)[1]
 
 
 def test_growth_pairs_come_from_databases_and_transcripts_alike(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from engine.clients import ScriptedClient
 from engine.compaction import OfflineSummarizer
 from engine.events import ComponentTokens
 from engine.guard import ContextGuard, GuardTarget
+from engine.importers import import_file
 from engine.limit import Limit, recorded_limit
 from engine.messages import user
 from engine.session import SessionManager
@@ -33,6 +34,7 @@ from engine.settings import ResolvedModelSettings, Settings, resolve_model_setti
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
 from engine.turns import is_over_context_budget
+from tests.conftest import FIXTURES
 
 MODEL = "claude-sonnet-4-6"
 WINDOW, MAX_OUTPUT, BUFFER, BUDGET = 200_000, 32_000, 1_000, 50_000
@@ -48,9 +50,9 @@ LEVEL = {
 TOKENIZER = get_tokenizer("anthropic")
 
 
-def one_limit_settings() -> Settings:
-    """Settings whose limit for :data:`MODEL` is :data:`EXPECTED` (the cap below the uncapped value)."""
-    return Settings.from_dict({"models": {MODEL: LEVEL}})
+def one_limit_settings(model: str = MODEL) -> Settings:
+    """Settings whose limit for ``model`` is :data:`EXPECTED` (the cap below the uncapped value)."""
+    return Settings.from_dict({"models": {model: LEVEL}})
 
 
 def settings_file(tmp_path: Path) -> Path:
@@ -171,3 +173,12 @@ def test_a_budget_built_by_hand_agrees() -> None:
     )
     assert budget.limit == Limit(WINDOW, MAX_OUTPUT, BUFFER, BUDGET)
     assert budget.limit.tokens == EXPECTED
+
+
+def test_an_imported_session_records_it(tmp_path: Path) -> None:
+    """The settings override applies to imported sessions too (engine.settings.limit_for_model)."""
+    transcript = FIXTURES / "sessions" / "claude-code__fe5e1c67__head37.jsonl"  # claude-sonnet-4-20250514
+    with SessionStore(tmp_path / "imported.db") as store:
+        import_file(transcript, store, settings=one_limit_settings("claude-sonnet-4-20250514"))
+        requests = [e for s in store.list_sessions() for e in store.list_events(s.id, kind="request")]
+    assert requests and {recorded_limit(e) for e in requests} == {EXPECTED}

@@ -70,6 +70,10 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     ]  # fmt: skip
     print("\n" + format_table(("derived", "tokens"), derived), file=out)
     print("\n" + imported_limit_text(args.name, settings, args.provider), file=out)
+    from engine.calibration import estimator_for
+
+    counter = estimator_for(resolved.tokenizer, resolved.model)
+    print(f"counted before the provider answers with: {counter.info.description}", file=out)
     return EXIT_OK
 
 
