@@ -523,3 +523,35 @@ def test_an_unknown_model_says_its_limit_is_unknown(tmp_path: Path) -> None:
     )
     code, out = run_cli("import", str(path), "--db", str(tmp_path / "x.db"))
     assert code == 0 and "limit unknown" in out
+
+
+@pytest.mark.parametrize(
+    ("settings_text", "window", "limit", "source"),
+    [
+        pytest.param(None, 200_000, 135_744, "model table", id="the model table's window"),
+        pytest.param(
+            '[models."claude-sonnet-4-20250514"]\ncontext_window = 100000\nmax_output_tokens = 8000\n',
+            100_000, None, "settings", id="the user's settings win",
+        ),
+    ],
+)  # fmt: skip
+def test_an_imported_call_records_the_limit_it_can_know(
+    tmp_path: Path, settings_text: str | None, window: int, limit: int | None, source: str
+) -> None:
+    db = tmp_path / "x.db"
+    args = ["import", str(CLINE_TASK / "api_conversation_history.json"), "--db", str(db)]
+    if settings_text is not None:
+        settings = tmp_path / "settings.toml"
+        settings.write_text(settings_text, encoding="utf-8")
+        args = ["--settings", str(settings), *args]
+    assert run_cli(*args)[0] == 0
+    with SessionStore(db) as store:
+        (session,) = store.list_sessions()
+        events = store.list_events(session.id, kind="request")
+    assert events and {(e.context_window, e.details["limit_source"]) for e in events} == {(window, source)}
+    from engine.settings import limit_for_model, load_settings
+
+    expected = limit_for_model(
+        "claude-sonnet-4-20250514", settings=load_settings(settings) if settings_text else None
+    )
+    assert {e.limit_tokens for e in events} == {limit or expected.tokens}
