@@ -61,8 +61,9 @@ def explain_compactions(
         if by == "proxy":  # a policy edits the request it is recorded with: the call after it
             edited = [c for c in calls.after(event) if not c.is_compaction_call]
             last = edited[0] if edited else last
-        limit = _limit(event, last, session)
         window = _window(event, last, session)
+        # An agent answers to the provider's window, not to the limit ctxdesk would have set for it.
+        limit = window if by == "agent" and window else _limit(event, last, session)
         setting = event.details.get("agent_setting")
         setting = setting if isinstance(setting, dict) else {}
         threshold, rule = _threshold(event, by, trigger, agent, window, limit, setting, session)
@@ -160,10 +161,6 @@ def _who_and_why(
 def _limit(event: StoredEvent, last: Call | None, session: SessionRecord) -> int | None:
     if last is not None and last.event is not None:
         found = recorded_limit(last.event)
-        # The Claude Code importer records where the agent compacted as each call's limit line; the
-        # limit a compaction is measured against is the model's window.
-        if found and last.event.details.get("harness_compaction_tokens") == found and last.event.context_window:
-            return last.event.context_window
         if found:
             return found
     if not event.details.get("target_tokens"):  # the session manager records its target there instead
