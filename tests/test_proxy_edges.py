@@ -272,3 +272,52 @@ def test_a_body_past_the_record_limit_is_forwarded_whole_and_recorded_as_its_pre
         and recorded.request_sha256 == hashlib.sha256(big.encode()).hexdigest()
     )
     assert recorded.raw_body == big.encode()[: exchange_module.RECORDED_PREFIX]
+
+
+def test_a_settings_file_rewritten_badly_keeps_the_last_good_settings_and_no_request_is_dropped(
+    tmp_path: Path,
+) -> None:
+    import anthropic
+    from proxy_support import opened
+
+    settings = tmp_path / "settings.toml"
+    small = (
+        '[models."claude-sonnet-4-6"]\ncontext_window = 2000\nmax_output_tokens = 100\nbuffer_tokens = 0\n'
+    )
+    settings.write_text(small + '[policies]\nguard = { action = "error" }\n', encoding="utf-8")
+    long_prompt = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "word " * 3000}],
+    }
+    with (
+        A.install(ScriptedServer(default=A.text("ok"))) as upstream,
+        ProxyServer(
+            tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings
+        ) as server,
+    ):
+        client = opened(anthropic.Anthropic(base_url=server.base_url, api_key="sk-x", max_retries=0,
+                                            default_headers={"X-Ctxdesk-Session": "s"}))  # fmt: skip
+        for bad, why in (
+            ("a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+            ("# padding\n" * 500_000, "over 1,048,576 bytes"),
+            ('[policies]\nguard = { action = "nonsense" }\n', "guard"),
+        ):
+            settings.write_text(bad, encoding="utf-8")
+            for _ in range(
+                8
+            ):  # requests while the file is being re-read: each answered, by the last good guard
+                with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+                    client.messages.create(**long_prompt)
+                time.sleep(0.1)
+            assert server.policy_file.error is not None and why in server.policy_file.error
+        settings.write_text(small.replace("2000", "200000"), encoding="utf-8")  # valid again: no policies
+        deadline = time.monotonic() + 5
+        while server.policy_file.error is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.messages.create(**long_prompt).content[0].text == "ok"
+        assert server.recorder.flush(10)
+        with SessionStore(server.recorder.db_path, read_only=True) as store:
+            (event,) = store.list_events("s", kind="request")
+    assert event.context_window == 200_000  # the recorder reads the settings in force too
+    assert len(upstream.requests) == 1

@@ -76,7 +76,8 @@ class Controller:
         wire = wire_for(api)
         if wire is None or not wire.model_call:
             return PolicyOutcome()
-        config = self.policy_file.current()
+        loaded = self.policy_file.loaded  # settings and policies read together
+        config = loaded.config
         live_session = self.live.session_of(headers) if self.live is not None else None
         live_state = self.live.current(live_session) if live_session else None
         has_live = live_state is not None and live_state.snapshot is not None
@@ -92,7 +93,7 @@ class Controller:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         policies = config.for_model(model, provider)
         try:
-            resolved = resolve_model_settings(model or "unknown", provider, self.policy_file.settings)
+            resolved = resolve_model_settings(model or "unknown", provider, loaded.settings)
         except ContextDeskError:
             resolved = None
         tokenizer = get_tokenizer(resolved.tokenizer if resolved else "anthropic")

@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import ContextDeskError
@@ -35,8 +36,11 @@ DEFER_LIMIT_S = 0.5
 class Recorder:
     """Writes exchanges to the session database from one background thread."""
 
-    def __init__(self, db_path: str | Path, *, settings: Settings | None = None) -> None:
-        """``db_path``: a SQLite file, or a ``postgresql://`` URL (any SessionStoreBackend)."""
+    def __init__(
+        self, db_path: str | Path, *, settings: Settings | Callable[[], Settings | None] | None = None
+    ) -> None:
+        """``db_path``: a SQLite file, or a ``postgresql://`` URL (any SessionStoreBackend);
+        ``settings``: model windows, or where to read the ones in force (a settings file re-read)."""
         # a file, or a team's postgresql:// URL (engine.store.factory.open_store picks the backend)
         self.db_path: str | Path = str(db_path) if is_database_url(str(db_path)) else Path(db_path)
         self.settings = settings

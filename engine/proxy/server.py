@@ -66,7 +66,8 @@ class ProxyServer:
         self.allow_remote = allow_remote
         self.max_body_bytes = max_body_bytes
         self.policy_file = PolicyFile(settings_file, settings)
-        self.recorder = Recorder(db_path, settings=self.policy_file.settings)
+        # the recorder reads the settings in force (re-read on change), as the policies do
+        self.recorder = Recorder(db_path, settings=lambda: self.policy_file.settings)
         self.live = LiveCompactions(db_path)
         self.host, self._port = host, port
         self.upstreams = upstreams or Upstreams()
@@ -170,6 +171,7 @@ class ProxyServer:
             self._thread.join(SHUTDOWN_FLUSH_S + 5)  # the app's shutdown waits for answered requests
         self.recorder.close()
         self.live.close()
+        self.policy_file.close()
 
     def __enter__(self) -> ProxyServer:
         return self.start()
@@ -189,3 +191,4 @@ class ProxyServer:
         finally:
             self.recorder.close()
             self.live.close()
+            self.policy_file.close()

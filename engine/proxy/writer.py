@@ -70,7 +70,7 @@ class ExchangeWriter:
         self,
         store: Any,
         resolver: SessionResolver,
-        settings: Settings | None = None,
+        settings: Settings | Callable[[], Settings | None] | None = None,
         *,
         pause: Callable[[], None] = lambda: None,
     ) -> None:
@@ -221,7 +221,8 @@ class ExchangeWriter:
         self._pause()
         api, provider = wire.name, wire.provider
         model = view.model or parsed.model or "unknown"
-        resolved = resolve(model, provider, self.settings)
+        settings = self.settings() if callable(self.settings) else self.settings
+        resolved = resolve(model, provider, settings)
         tokenizer = get_tokenizer(resolved.tokenizer if resolved else wire.tokenizer)
         system_value = body.get("system", body.get("instructions"))
         fingerprint = identity_hash([system_value, body.get("tools")])
