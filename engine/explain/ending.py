@@ -269,7 +269,7 @@ def _tail(
     text = last.message.text.strip()
     if text.startswith(INTERRUPT_MARKERS):
         return Ending(
-            cause="interrupted", call=n, detail=f"The user stopped the turn after call {n}: {text[:80]}"
+            cause="interrupted", call=n, detail=f"The user stopped the turn after call {n}: {_marker(text)}"
         )
     if any(isinstance(b, ToolResultBlock) for b in last.message.blocks):
         tool = _tool_of(messages, last)
@@ -320,6 +320,15 @@ def _tool_of(messages: Sequence[StoredMessage], result_row: StoredMessage) -> st
 def _call_number_at(calls: Calls, event: StoredEvent) -> int | None:
     before = calls.before(event)
     return before[-1].number if before else (1 if calls.calls else None)
+
+
+def _marker(text: str) -> str:
+    """The harness's interruption note on one line ("[Request interrupted by user for tool use]";
+    Codex's "<turn_aborted> The user interrupted the previous turn on purpose. ...": its first sentence)."""
+    words = " ".join(text.replace("<turn_aborted>", "").replace("</turn_aborted>", "").split())
+    if not words.startswith("["):
+        words = words.split(". ")[0].rstrip(".")
+    return words if len(words) <= 100 else words[:99] + "…"
 
 
 def _clip(text: str, limit: int = 80) -> str:
