@@ -30,6 +30,7 @@ NPM_PEERS: dict[str, str] = {
     "opencode": "opencode-ai@1.18.33",
     "kilo": "@kilocode/cli@7.7.7",
     "copilot": "@github/copilot@1.0.102",
+    "qwen": "@qwen-code/qwen-code@0.24.4",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

@@ -30,6 +30,7 @@ SAMPLES = {
     "kilo": "real_agents/kilo/tools-resume/data/kilo/kilo.db",
     "copilot": "real_agents/copilot/tools-resume/session-state/00ed014f-8b87-4c03-8994-5e687e91ee3a/events.jsonl",
     "mini-swe-agent": "real_agents/mini-swe-agent/tools-followup/config/mini-swe-agent/last_mini_run.traj.json",
+    "qwen": "real_agents/qwen/tools-resume/projects/-tmp-ctxdesk-real-agents-qwen-tools-resume-repo/chats/945c2a2b-cc2e-4281-a6a1-aef390a10544.jsonl",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",
@@ -97,7 +98,7 @@ def test_every_agent_has_roots_under_home_or_its_env(agent: str, tmp_path: Path)
 
 
 def test_an_unknown_agent_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown agent 'aider': one of claude-code"):
+    with pytest.raises(ValueError, match="unknown agent 'aider': one of qwen, claude-code"):
         agent_roots("aider", env={}, home=tmp_path)
 
 

@@ -26,11 +26,13 @@ from engine.importers.formats import openai_chat as _openai_chat
 from engine.importers.formats import openai_responses as _openai_responses
 from engine.importers.formats import opencode as _opencode
 from engine.importers.formats import openhands as _openhands
+from engine.importers.formats import qwen as _qwen
 from engine.importers.formats import swe_agent as _swe_agent
 
 #: Every format, in the order detection tries them.
 REGISTRY: tuple[ImportFormat, ...] = (
     _aider.FORMAT,
+    _qwen.FORMAT,  # before Claude Code, whose sniff takes its lines (the same types and ids)
     _claude_code.FORMAT,
     _codex.FORMAT,
     _gemini.FORMAT,

@@ -1,0 +1,162 @@
+"""Qwen Code chat recordings (``~/.qwen/projects/<project>/chats/<session id>.jsonl``).
+
+Qwen Code (a fork of Gemini CLI) writes one JSON object a line: ``user`` (what the user typed),
+``assistant`` (the reply's parts: ``thought`` text, text, ``functionCall`` with its id; its
+``usageMetadata``: the provider's count, ``promptTokenCount`` the whole prompt), ``tool_result``
+(``functionResponse`` parts: what the model is sent back), and ``system`` bookkeeping (telemetry,
+attribution snapshots). Each assistant line is one model call. Qwen Code sends neither its system
+prompt and tools nor the ``<system-reminder>`` texts it puts before a session's first prompt (the
+skills, the environment, the deferred tools) and before a resumed prompt (the date): the file does
+not keep them, so their size is measured from the provider's count at the first call. It does not
+send earlier thoughts back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.events import ProviderUsage
+from engine.importers.documents import Document
+from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
+from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing import as_json_text, build_message, provider_of
+from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+
+_LINE_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
+
+
+def is_qwen_line(value: Any) -> bool:
+    message = value.get("message") if isinstance(value, dict) else None
+    return (
+        isinstance(value, dict)
+        and value.get("type") in _LINE_TYPES
+        and "sessionId" in value
+        and isinstance(message, dict)
+        and isinstance(message.get("parts"), list)
+    )
+
+
+def qwen_usage(raw: Any) -> tuple[ProviderUsage | None, int]:
+    """(usage, thought tokens) of a ``usageMetadata``: ``promptTokenCount`` is the whole prompt,
+    cached tokens included; ``candidatesTokenCount`` the whole completion."""
+    if not isinstance(raw, dict) or raw.get("promptTokenCount") is None:
+        return None, 0
+    usage = ProviderUsage.from_prompt_total(
+        _count(raw.get("promptTokenCount")),
+        _count(raw.get("candidatesTokenCount")),
+        cache_read=_count(raw.get("cachedContentTokenCount")),
+    )
+    return usage, _count(raw.get("thoughtsTokenCount"))
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
+
+
+def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedSession:
+    first = next((v for _, v in lines if v.get("sessionId")), {})
+    session = ParsedSession(key=str(first.get("sessionId") or key), messages=[])
+    models: dict[str, int] = {}
+    for number, line in lines:
+        kind = line.get("type")
+        parts = [p for p in (line.get("message") or {}).get("parts") or [] if isinstance(p, dict)]
+        where = f"line {number}"
+        meta = {"id": line["uuid"]} if line.get("uuid") else {}
+        if kind == "user":
+            texts = [TextBlock(text=str(p["text"])) for p in parts if "text" in p and not p.get("thought")]
+            if texts:
+                content: Any = texts[0].text if len(texts) == 1 else texts
+                session.messages.append(ParsedMessage(build_message("user", content, where=where, meta=meta)))
+        elif kind == "assistant":
+            model = line.get("model") if isinstance(line.get("model"), str) else None
+            if model:
+                models[model] = models.get(model, 0) + 1
+            usage, thoughts = qwen_usage(line.get("usageMetadata"))
+            call = CallInfo(
+                usage=usage, model=model, context_window=_count(line.get("contextWindowSize")) or None
+            )
+            if thoughts:
+                call.details["reasoning_tokens"] = thoughts
+            if line.get("timestamp"):
+                call.details["call_utc"] = line["timestamp"]
+            reply = build_message("assistant", _reply_blocks(parts) or "", where=where, meta=meta)
+            session.messages.append(ParsedMessage(reply, call=call))
+        elif kind == "tool_result":
+            results = [
+                _result(p["functionResponse"]) for p in parts if isinstance(p.get("functionResponse"), dict)
+            ]
+            if results:
+                message = build_message("user", results, where=where, meta={**meta, "from_tool_calls": True})
+                session.messages.append(ParsedMessage(message))
+    if not session.messages:
+        raise SourceProblem("a Qwen Code chat with no user or model messages")
+    session.model = max(models, key=lambda m: models[m]) if models else None
+    session.provider = provider_of(session.model)
+    session.unlogged_prefix_in = "system"  # system prompt, tools, and the reminders before the first prompt
+    meta = {
+        "cwd": first.get("cwd"),
+        "qwen_session_id": first.get("sessionId"),
+        "qwen_version": first.get("version"),
+        "git_branch": first.get("gitBranch"),
+        "started_utc": first.get("timestamp"),
+    }
+    session.metadata.update({k: v for k, v in meta.items() if v})
+    session.notes.append(
+        "Qwen Code does not keep its system prompt, its tools, or the <system-reminder> texts it sends before "
+        "a first or resumed prompt (their size is measured from the provider's count)"
+    )
+    return session
+
+
+def _reply_blocks(parts: list[dict[str, Any]]) -> list[Any]:
+    blocks: list[Any] = []
+    for part in parts:
+        if isinstance(part.get("functionCall"), dict):
+            call = part["functionCall"]
+            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            blocks.append(ToolUseBlock(id=str(call.get("id")), name=str(call.get("name")), input=args))
+        elif part.get("thought") and "text" in part:
+            blocks.append(ThinkingBlock(thinking=str(part["text"])))
+        elif "text" in part:
+            blocks.append(TextBlock(text=str(part["text"])))
+    return blocks
+
+
+def _result(response: dict[str, Any]) -> ToolResultBlock:
+    body = response.get("response")
+    if isinstance(body, dict) and ("output" in body or "error" in body):
+        text = body.get("output") if "output" in body else body.get("error")
+        return ToolResultBlock(
+            tool_use_id=str(response.get("id")),
+            content=str(text or ""),
+            is_error="error" in body and "output" not in body,
+        )
+    return ToolResultBlock(tool_use_id=str(response.get("id")), content=as_json_text(body))
+
+
+def sniff(doc: Document) -> bool:
+    return doc.lines is not None and any(is_qwen_line(v) for _, v in doc.lines[:SNIFF_LINES])
+
+
+def parse(doc: Document, key: str) -> list[ParsedSession]:
+    return [parse_lines([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+
+
+def _roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    return [home / ".qwen" / "projects"]
+
+
+def _chats(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*/chats/*.jsonl") if p.is_file())
+
+
+FORMAT = ImportFormat(
+    name="qwen",
+    agent="Qwen Code",
+    sniff=sniff,
+    parse=parse,
+    files="`~/.qwen/projects/<project>/chats/<session>.jsonl`",
+    locations=Locations(roots=_roots, files_under=_chats),
+)

@@ -1,0 +1,161 @@
+"""Qwen Code fixtures: the real ``qwen`` CLI run offline against the scripted Chat Completions
+server, its chat recording kept beside the server's request log.
+
+    python scripts/real_agents_qwen.py [--scenario NAME] [--out tests/fixtures/real_agents]
+
+Qwen Code (a fork of Gemini CLI) speaks OpenAI Chat Completions with ``security.auth.selectedType:
+"openai"`` in ``~/.qwen/settings.json`` and ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` /
+``OPENAI_MODEL``. ``qwen -p PROMPT --yolo -o json`` runs one prompt; ``--resume <session id>``
+continues it. It records each session in ``~/.qwen/projects/<project>/chats/<session id>.jsonl``
+(kept as ``projects/...``). Besides the main agent, Qwen Code's managed memory extractor calls the
+model after a reply (its own system prompt): the script answers those "OK.".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_agents_chat import (
+    FIXTURES,
+    SCRATCH,
+    Turn,
+    base_env,
+    chat_server,
+    fresh_target,
+    keep_server_side,
+    make_workspace,
+    run_cli,
+)
+
+from bench.peers import npm_bin
+from tests.model_server.core import RecordedRequest
+from tests.model_server.openai_chat import ChatReply
+
+MODEL = "gpt-4o"
+MAIN_AGENT = "You are Qwen Code"
+
+
+def is_main(request: RecordedRequest) -> bool:
+    """A call of the main agent (not the memory extractor or another side agent)."""
+    messages = (request.body or {}).get("messages") or [{}]
+    return str(messages[0].get("content", "")).startswith(MAIN_AGENT)
+
+
+def main_reply(
+    text: str | None = None, *calls: tuple[str, dict[str, object]], reasoning: str | None = None
+) -> ChatReply:
+    return ChatReply(text=text, tool_calls=tuple(calls), reasoning=reasoning, when=is_main)
+
+
+def scenarios(repo: Path) -> dict[str, list[Turn]]:
+    readme = str(repo / "README.md")
+    return {
+        "tools-resume": [
+            Turn(
+                "Look at this repository, then add a usage line to README.md.",
+                (
+                    main_reply(
+                        "Listing the files and reading the README first.",
+                        ("run_shell_command", {"command": "ls -a", "description": "List the files"}),
+                        ("read_file", {"file_path": readme}),
+                        reasoning="I should look before editing.",
+                    ),
+                    main_reply(
+                        None,
+                        (
+                            "edit",
+                            {
+                                "file_path": readme,
+                                "old_string": "hello\n",
+                                "new_string": "hello\nUsage: run `make test`.\n",
+                            },
+                        ),
+                    ),
+                    main_reply("I added a usage line to README.md."),
+                ),
+            ),
+            Turn(
+                "Show me the diff.",
+                (
+                    main_reply(
+                        None, ("run_shell_command", {"command": "git diff", "description": "Show the change"})
+                    ),
+                    main_reply("The diff adds one line: Usage: run `make test`."),
+                ),
+            ),
+        ],
+    }
+
+
+def run_qwen(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Path:
+    """Run scenario ``name`` with the real CLI; returns the fixture folder written."""
+    binary = npm_bin("qwen")
+    if binary is None:
+        raise SystemExit("qwen is not installed: python -m bench.peers install")
+    workspace = make_workspace(f"qwen-{name}", scratch)
+    settings = workspace.home / ".qwen" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(
+        json.dumps(
+            {"security": {"auth": {"selectedType": "openai"}}, "privacy": {"usageStatisticsEnabled": False}}
+        ),
+        encoding="utf-8",
+    )
+    server = chat_server(workspace)
+    session_id = None
+    with server:
+        env = base_env(
+            workspace,
+            OPENAI_API_KEY="scripted",
+            OPENAI_BASE_URL=f"{server.base_url}/v1",
+            OPENAI_MODEL=MODEL,
+            QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
+        )
+        for turn in scenarios(workspace.repo)[name]:
+            server.queue(*turn.replies)
+            cmd = [str(binary), "-p", turn.prompt, "--yolo", "-o", "json"]
+            if session_id:
+                cmd += ["--resume", session_id]
+            stdout = run_cli(cmd, workspace, env)
+            session_id = session_id or _session_id(stdout)
+        leftover = server.pending
+    if leftover:
+        raise RuntimeError(f"qwen {name}: {len(leftover)} scripted replies were never asked for")
+    target = fresh_target(out / "qwen" / name)
+    projects = workspace.home / ".qwen" / "projects"
+    for chat in sorted(projects.glob("*/chats/*.jsonl")):
+        kept = target / "projects" / chat.relative_to(projects)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(chat.read_bytes())
+    keep_server_side(server, workspace, target)
+    return target
+
+
+def _session_id(stdout: str) -> str:
+    start = stdout.find("[")
+    for event in json.loads(stdout[start:]) if start >= 0 else []:
+        if isinstance(event, dict) and event.get("session_id"):
+            return str(event["session_id"])
+    raise RuntimeError(f"qwen printed no session_id: {stdout[-500:]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", action="append", help="run only these scenarios")
+    parser.add_argument("--out", type=Path, default=FIXTURES)
+    parser.add_argument(
+        "--scratch", type=Path, default=SCRATCH, help="where the scratch HOME and repository go"
+    )
+    args = parser.parse_args(argv)
+    for name in args.scenario or list(scenarios(Path("/repo"))):
+        print("qwen", name, "->", run_qwen(name, args.out, scratch=args.scratch))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""Qwen Code read from a real run (@qwen-code/qwen-code 0.24.4 offline against the scripted Chat
+Completions server: tests/fixtures/real_agents/qwen, made by scripts/real_agents_qwen.py): every
+call of the chat recording equals the request the server received (texts, tool calls with ids and
+arguments, tool results, in order), except what Qwen Code sends and does not record: the
+``<system-reminder>`` texts before a first or resumed prompt. The usage is what the server answered."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.importers import agent_files, import_file
+from engine.store import SessionStore
+from tests.chat_requests import Atom, chat_requests, imported_atoms, request_atoms
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "qwen" / "tools-resume"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from real_agents_chat import load_answers  # noqa: E402
+
+REMINDER = "<system-reminder>"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+def chat_file(folder: Path) -> Path:
+    (path,) = sorted(folder.glob("projects/*/chats/*.jsonl"))
+    return path
+
+
+def without_reminders(atoms: list[Atom]) -> tuple[list[Atom], list[str]]:
+    kept = [a for a in atoms if not (a[0] == "text" and a[1] == "user" and a[2].startswith(REMINDER))]
+    return kept, [a[2] for a in atoms if a not in kept]
+
+
+def check_every_call(folder: Path, store: SessionStore) -> None:
+    (session,) = import_file(chat_file(folder), store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests) == 5
+    for event, request in zip(events, requests, strict=True):
+        sent, reminders = without_reminders(request_atoms(request["body"]["messages"]))
+        assert reminders and all(r.startswith(REMINDER) for r in reminders)
+        assert imported_atoms(transcript[: event.details["messages_sent"]]) == sent
+        answered = answers[request["seq"]]
+        assert event.usage.prompt_tokens == answered["prompt_tokens"]
+        assert event.usage.cache_read_input_tokens == answered["prompt_tokens_details"]["cached_tokens"]
+        assert event.usage.output_tokens == answered["completion_tokens"]
+        assert event.model == request["body"]["model"]
+
+
+def test_every_call_is_the_request_qwen_sent_but_its_unrecorded_reminders(store: SessionStore) -> None:
+    check_every_call(FIXTURE, store)
+
+
+def test_thoughts_are_kept_with_their_reply_and_counted(store: SessionStore) -> None:
+    (session,) = import_file(chat_file(FIXTURE), store).sessions
+    transcript = store.load_transcript(session.session_id)
+    first = next(m for m in transcript if m.role == "assistant")
+    assert first.blocks[0].thinking == "I should look before editing."
+    events = store.list_events(session.session_id, kind="request")
+    assert (
+        events[0].details["reasoning_tokens"]
+        == load_answers(FIXTURE)[1]["completion_tokens_details"]["reasoning_tokens"]
+    )
+    assert session.project == "/tmp/ctxdesk-real-agents/qwen-tools-resume/repo"
+
+
+def test_the_unrecorded_prefix_is_measured_from_the_first_call(store: SessionStore) -> None:
+    (session,) = import_file(chat_file(FIXTURE), store).sessions
+    events = store.list_events(session.session_id, kind="request")
+    assert events[0].details["unlogged_prefix_tokens"] > 5_000  # system prompt, tools, the reminders
+    assert events[0].projected_tokens == events[0].usage.prompt_tokens
+
+
+def test_import_from_qwen_finds_its_chats(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(FIXTURE / "projects", home / ".qwen" / "projects")
+    (found,) = agent_files("qwen", env={}, home=home)
+    assert found.name == chat_file(FIXTURE).name
+
+
+@pytest.mark.peer("qwen")
+def test_live_qwen_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
+    script = ROOT / "scripts" / "real_agents_qwen.py"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_every_call(out / "qwen" / "tools-resume", store)
