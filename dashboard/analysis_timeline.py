@@ -45,7 +45,8 @@ class Projection:
 
 def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
     return [
-        ComponentTokens(**{n: max(_int(row[n]) or 0, 0) for n in COMPONENTS}) for _, row in turns.iterrows()
+        ComponentTokens(**{n: max(_int(row.get(n)) or 0, 0) for n in COMPONENTS})
+        for _, row in turns.iterrows()
     ]
 
 

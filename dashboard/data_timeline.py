@@ -20,6 +20,7 @@ COMPONENT_COLUMNS = {
     "summary": "summary_tokens",
     "conversation": "conversation_tokens",
     "tool_results": "tool_results_tokens",
+    "unattributed": "unattributed_tokens",
 }
 USAGE_COLUMNS = (
     "provider_input_tokens",
