@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 from bench.peers import agents_bin  # noqa: E402
 from tests.model_server import gemini as gemini_api  # noqa: E402
 from tests.model_server import openai_responses  # noqa: E402
+from tests.model_server.core import read_log  # noqa: E402
+from tests.model_server.fixtures import store_request_log  # noqa: E402
+from tests.model_server.openai_responses import When  # noqa: E402
 
 AGENTS_BIN = agents_bin()
 OUT = ROOT / "tests" / "fixtures" / "real_agents"
@@ -64,8 +68,114 @@ CODEX_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
     ],
 }
 
+
+def codex_root_agent(request: Any) -> bool:
+    """A request of the main agent (Codex names the agent in its turn metadata header)."""
+    return '"agent_name":"/root"' in request.headers.get("x-codex-turn-metadata", "")
+
+
+def codex_sub_agent(request: Any) -> bool:
+    return not codex_root_agent(request)
+
+
+CODEX_SCENARIOS["auto-compact"] = [
+    # The first reply reports 30,000 more prompt tokens (as cache reads): past the 20,000 limit,
+    # Codex compacts mid-turn (its summary prompt, then the replacement history) and goes on.
+    (
+        "Look at this repository, then add a usage line to README.md.",
+        [
+            {
+                "output": [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "cat README.md"}}],
+                "pad": 30_000,
+            },
+            [{"type": "message", "text": "SUMMARY: the user wants a usage line in README.md, which holds `hello`."}],
+            [
+                {
+                    "type": "custom_tool_call",
+                    "name": "apply_patch",
+                    "input": "*** Begin Patch\n*** Update File: README.md\n@@\n hello\n+Usage: run `make test`.\n"
+                    "*** End Patch\n",
+                }
+            ],
+            [{"type": "message", "text": "I added a usage line to README.md."}],
+        ],
+    ),
+    ("Show me the diff.", [[{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "git diff"}}],
+                           [{"type": "message", "text": "One line was added."}]]),
+]  # fmt: skip
+
+CODEX_SCENARIOS["subagents"] = [
+    # multi_agent_v2: the main agent spawns /root/counter (its own rollout, parent_thread_id) and
+    # waits for it; replies go to the agent that asks (by the turn metadata's agent_name).
+    (
+        "Count the files in this repository with a helper agent.",
+        [
+            When(
+                [{"type": "function_call", "namespace": "collaboration", "name": "spawn_agent",
+                  "arguments": {"task_name": "counter", "message": "Count the files in the repository.",
+                                "fork_turns": "none"}}],
+                codex_root_agent,
+            ),
+            When([{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "ls | wc -l"}}], codex_sub_agent),
+            When([{"type": "message", "text": "There are 2 files."}], codex_sub_agent),
+            When(
+                [{"type": "function_call", "namespace": "collaboration", "name": "wait_agent",
+                  "arguments": {"timeout_ms": 20000}}],
+                codex_root_agent,
+            ),
+            When([{"type": "message", "text": "The helper counted 2 files."}], codex_root_agent),
+        ],
+    )
+]  # fmt: skip
+
+CODEX_SCENARIOS["goal-websearch"] = [
+    # create_goal answers with a second output item that has no call_id (goal_objective); a
+    # web_search_call the model made (sent with an empty id; Codex writes its own id).
+    (
+        "Set a goal to add a usage line, then search the web for make test conventions.",
+        [
+            [{"type": "function_call", "name": "create_goal", "arguments": {"objective": "Add a usage line to README.md"}}],
+            [
+                {"type": "raw", "item": {"type": "web_search_call", "id": "", "status": "completed",
+                                         "action": {"type": "search", "query": "make test conventions"}}},
+                {"type": "message", "text": "I set the goal and searched: `make test` is the usual entry point."},
+            ],
+        ],
+    )
+]  # fmt: skip
+
+CODEX_SCENARIOS["failed-calls"] = [
+    # A 400 context_length_exceeded ends the first turn (Codex logs it and marks its window full);
+    # the resumed run compacts first (summary prompt), then answers; the third run gets only 500s
+    # (Codex retries, then gives up and logs the error).
+    (
+        "Read the README.",
+        [
+            [{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "cat README.md"}}],
+            {"error": {"status": 400, "code": "context_length_exceeded", "type": "invalid_request_error",
+                       "message": "Your input exceeds the context window of this model. Please adjust your input "
+                       "and try again."}},
+        ],
+    ),
+    (
+        "Try again, briefly.",
+        [
+            [{"type": "message", "text": "SUMMARY: the user asked to read README.md; it holds `hello`."}],
+            [{"type": "message", "text": "The README says hello."}],
+        ],
+    ),
+    ("And once more.", []),
+]  # fmt: skip
+
 #: Extra config.toml lines per scenario.
-CODEX_CONFIG: dict[str, str] = {}
+CODEX_CONFIG: dict[str, str] = {
+    "auto-compact": "model_context_window = 64000\nmodel_auto_compact_token_limit = 20000\n",
+    "subagents": "\n[features]\nmulti_agent_v2 = true\n",
+}
+#: Extra [model_providers.local] lines per scenario (fewer retries: a smaller request log).
+CODEX_PROVIDER_CONFIG: dict[str, str] = {"failed-calls": "request_max_retries = 1\nstream_max_retries = 1\n"}
+#: Runs that end in an error (the CLI exits non-zero).
+CODEX_FAILING_RUNS = {("failed-calls", 0), ("failed-calls", 2)}
 
 GEMINI_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
     "tools-resume": [
@@ -123,11 +233,11 @@ def scratch_repo(root: Path) -> Path:
     return repo
 
 
-def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 180) -> str:
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 180, check: bool = True) -> str:
     done = subprocess.run(
         cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise RuntimeError(f"{cmd[0]} exited {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout
 
@@ -143,9 +253,11 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     with server:
         (codex_home / "config.toml").write_text(
             'model = "gpt-5.5"\nmodel_provider = "local"\napproval_policy = "never"\n'
-            'sandbox_mode = "danger-full-access"\n\n[model_providers.local]\nname = "local"\n'
+            'sandbox_mode = "danger-full-access"\n'
+            + CODEX_CONFIG.get(name, "")
+            + '\n[model_providers.local]\nname = "local"\n'
             f'base_url = "{server.base_url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n'
-            + CODEX_CONFIG.get(name, ""),
+            + CODEX_PROVIDER_CONFIG.get(name, ""),
             encoding="utf-8",
         )
         env = {
@@ -153,17 +265,22 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
             "LOCAL_API_KEY": "scripted", "NO_COLOR": "1",
         }  # fmt: skip
         session_id = None
-        for prompt, replies in runs:
+        for n, (prompt, replies) in enumerate(runs):
             server.queue(*replies)
             args = (
                 ["exec", "--json", prompt]
                 if session_id is None
                 else ["exec", "--json", "resume", session_id, prompt]
             )
-            stdout = _run([str(AGENTS_BIN / "codex"), *args], cwd=repo, env=env)
+            failing = (name, n) in CODEX_FAILING_RUNS
+            stdout = _run([str(AGENTS_BIN / "codex"), *args], cwd=repo, env=env, check=not failing)
             for line in stdout.splitlines():
                 if line.startswith("{") and json.loads(line).get("type") == "thread.started":
                     session_id = json.loads(line)["thread_id"]
+        if server.pending:
+            raise RuntimeError(f"codex {name}: {len(server.pending)} scripted replies were not asked for")
+        answers = openai_responses.answered_usages(server)
+    config = (codex_home / "config.toml").read_text(encoding="utf-8")
     rollouts = sorted((codex_home / "sessions").rglob("rollout-*.jsonl"))
     target = out / "codex" / name
     _reset(target)
@@ -171,9 +288,23 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
         relative = rollout.relative_to(codex_home)
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         (target / relative).write_text(_scrub(rollout.read_text(encoding="utf-8"), root), encoding="utf-8")
-    (target / "requests.jsonl").write_text(_scrub(log.read_text(encoding="utf-8"), root), encoding="utf-8")
+    store_request_log(list(read_log(log)), target)  # tool definitions kept once, in ../_shapes
+    _write_answers(target, answers)
+    if (
+        name in CODEX_CONFIG or name in CODEX_PROVIDER_CONFIG
+    ):  # the agent's own settings (the rollout does not record them)
+        (target / "config.toml").write_text(
+            re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", config), encoding="utf-8"
+        )
     shutil.rmtree(root)
     return target
+
+
+def _write_answers(target: Path, answers: dict[int, dict[str, Any]]) -> None:
+    """The usage the server answered to each request (by its seq in requests.jsonl)."""
+    (target / "answers.json").write_text(
+        json.dumps({str(k): v for k, v in sorted(answers.items())}, indent=1) + "\n", encoding="utf-8"
+    )
 
 
 def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:

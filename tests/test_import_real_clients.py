@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from engine.importers import import_file
+from engine.importers.formats.codex import FORMAT as FORMAT_CODEX
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from engine.store import SessionStore
 from tests.model_server import gemini as gemini_api
-from tests.model_server import openai_responses
+from tests.model_server.fixtures import load_request_log
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real_agents"
 CODEX = REAL / "codex" / "tools-resume"
@@ -71,12 +72,19 @@ def responses_atoms(items: list[dict[str, Any]]) -> list[Atom]:
             role = {"assistant": "assistant", "user": "user"}.get(item["role"], item["role"])
             for part in item["content"]:
                 atoms.append(("text", role, part["text"]))
+        elif kind == "agent_message":
+            for part in item["content"]:
+                atoms.append(("text", "agent_message", part.get("text", part.get("encrypted_content"))))
         elif kind == "reasoning":
             atoms.append(("reasoning", "\n".join(s["text"] for s in item["summary"])))
         elif kind == "function_call":
             atoms.append(("call", item["call_id"], item["name"], json.loads(item["arguments"])))
         elif kind == "custom_tool_call":
             atoms.append(("call", item["call_id"], item["name"], {"input": item["input"]}))
+        elif kind == "web_search_call":
+            atoms.append(("server call", "web_search", item["action"]))
+        elif kind in ("function_call_output", "custom_tool_call_output") and "call_id" not in item:
+            atoms.append(("output", item["name"], item["output"]))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             atoms.append(("result", item["call_id"], item["output"]))
         else:
@@ -84,62 +92,196 @@ def responses_atoms(items: list[dict[str, Any]]) -> list[Atom]:
     return atoms
 
 
-def test_codex_rollout_imports_every_call_as_the_server_received_it(store: SessionStore) -> None:
-    result = import_file(transcript_file(CODEX, "rollout-*.jsonl"), store)
-    (session,) = result.sessions
-    requests = requests_to(CODEX, "/v1/responses")
-    events = store.list_events(session.session_id, kind="request")
-    transcript = store.load_transcript(session.session_id)
-    assert len(events) == len(requests) == 5
-    row = store.get_session(session.session_id)
-    for event, request in zip(events, requests, strict=True):
-        base, *sent = request["body"]["input"]
-        assert base["role"] == "developer"
-        # The rollout keeps the base instructions; Codex 0.169 sends them without one line
-        # (the checklist rule, the plan tool being off in `exec`).
-        kept, sent_lines = row.metadata["system_prompt"].splitlines(), base["content"][0]["text"].splitlines()
-        assert set(sent_lines) <= set(kept) and len(kept) - len(sent_lines) == 1
-        assert imported_atoms(transcript[: event.details["messages_sent"]]) == responses_atoms(sent)
-        assert event.model == request["body"]["model"] == "gpt-5.5"
-        assert event.context_window == 258_400  # the rollout's model_context_window
+def codex_atoms(messages: list[Message]) -> list[Atom]:
+    atoms: list[Atom] = []
+    for message in messages:
+        role = message.meta.get("openai_role") or message.role
+        server_run = set(message.meta.get("server_tool_use_ids") or ())
+        for block in message.blocks:
+            if role == "tool_output" and isinstance(block, TextBlock):
+                atoms.append(("output", message.meta["output_name"], block.text))
+            elif isinstance(block, ToolUseBlock) and block.id in server_run:
+                atoms.append(("server call", block.name, block.input["action"]))
+            else:
+                atoms.extend(imported_atoms([message.model_copy(update={"content": [block]})]))
+    return atoms
 
 
-def test_codex_usage_is_what_the_server_reported_with_cached_and_reasoning_tokens(
-    store: SessionStore,
-) -> None:
-    result = import_file(transcript_file(CODEX, "rollout-*.jsonl"), store)
-    events = store.list_events(result.sessions[0].session_id, kind="request")
-    requests = requests_to(CODEX, "/v1/responses")
-    previous = 0
-    for event, request in zip(events, requests, strict=True):
-        body = request["body"]
-        # Rebuild the server's stream for this request to read the usage it reported.
-        completed = openai_responses.reply_events(body, [], call_index=0, previous_input=previous)[-1][1]
-        reported = completed["response"]["usage"]
-        previous = reported["input_tokens"]
-        assert event.usage is not None
-        assert event.usage.prompt_tokens == reported["input_tokens"]
-        assert event.usage.cache_read_input_tokens == reported["input_tokens_details"]["cached_tokens"]
-    assert [e.details.get("reasoning_tokens") for e in events] == [27, None, None, None, 23]
+def codex_calls(folder: Path, thread: str) -> list[dict[str, Any]]:
+    """The requests one Codex thread sent (its `thread-id` header), a failed request's retries
+    (the same body again) counted once: Codex logs only the error of the last one."""
+    calls: list[dict[str, Any]] = []
+    for record in load_request_log(folder):
+        if record["path"] != "/v1/responses" or record["headers"].get("thread-id") != thread:
+            continue
+        last = calls[-1] if calls else None
+        if last is not None and last["status"] >= 500 and record["body"]["input"] == last["body"]["input"]:
+            calls[-1] = record
+            continue
+        calls.append(record)
+    return calls
 
 
-def test_codex_parallel_calls_form_one_assistant_message_and_apply_patch_is_a_tool_use(
-    store: SessionStore,
-) -> None:
-    result = import_file(transcript_file(CODEX, "rollout-*.jsonl"), store)
-    transcript = store.load_transcript(result.sessions[0].session_id)
-    first_reply = next(m for m in transcript if m.role == "assistant")
-    assert [b.name for b in first_reply.blocks if isinstance(b, ToolUseBlock)] == [
-        "exec_command",
-        "exec_command",
-    ]
-    results = transcript[transcript.index(first_reply) + 1]
-    assert len(results.tool_result_ids) == 2
-    patch = next(
-        b for m in transcript for b in m.blocks if isinstance(b, ToolUseBlock) and b.name == "apply_patch"
+def answered(folder: Path) -> dict[int, dict[str, Any]]:
+    return {int(k): v for k, v in json.loads((folder / "answers.json").read_text(encoding="utf-8")).items()}
+
+
+def sent_segment(store: SessionStore, session_id: str, event: Any) -> tuple[int, int]:
+    """(first, end) indexes of the transcript a call sent: from the last compaction before it."""
+    starts = [e.message_seq for e in store.list_events(session_id, kind="compaction") if e.seq < event.seq]
+    return (starts[-1] if starts else 0), event.details["messages_sent"]
+
+
+CODEX_SCENARIOS = ["tools-resume", "auto-compact", "subagents", "goal-websearch", "failed-calls"]
+
+
+@pytest.mark.parametrize("scenario", CODEX_SCENARIOS)
+def test_every_codex_call_imports_as_the_server_received_it(store: SessionStore, scenario: str) -> None:
+    """Each thread's calls (sub-agents in their own session, linked), in order: the texts, tool
+    calls, results, agent messages, outputs without a call and web searches sent, and the usage
+    answered; a failed call is a request event with its failure and no usage."""
+    folder = REAL / "codex" / scenario
+    files = sorted(folder.rglob("rollout-*.jsonl"))
+    main = next(p for p in files if not FORMAT_CODEX.accompanies(p))
+    result = import_file(main, store)
+    assert len(result.sessions) == len(files)
+    answers = answered(folder) if (folder / "answers.json").exists() else {}
+    for session in result.sessions:
+        calls = codex_calls(folder, session.session_id)
+        events = store.list_events(session.session_id, kind="request")
+        transcript = store.load_transcript(session.session_id)
+        system = store.get_session(session.session_id).metadata["system_prompt"]
+        assert len(events) == len(calls) > 0
+        for event, request in zip(events, calls, strict=True):
+            base, *sent = request["body"]["input"]
+            assert base["role"] == "developer" and set(base["content"][0]["text"].splitlines()) <= set(
+                system.splitlines()
+            )
+            first, end = sent_segment(store, session.session_id, event)
+            assert codex_atoms(transcript[first:end]) == responses_atoms(sent), (scenario, event.seq)
+            assert event.model == request["body"]["model"]
+            failure = event.details.get("failure")
+            assert (failure is None) == (request["status"] == 200)
+            if failure is None and answers:
+                usage = answers[request["seq"]]
+                assert event.usage is not None
+                assert event.usage.prompt_tokens == usage["input_tokens"]
+                assert event.usage.cache_read_input_tokens == usage["input_tokens_details"]["cached_tokens"]
+            elif failure is not None:
+                assert event.usage is None and failure["cause"] == {400: "prompt_too_long"}.get(
+                    request["status"], "provider_error"
+                )
+            kind = json.loads(request["headers"]["x-codex-turn-metadata"])["request_kind"]
+            assert bool(event.details.get("compaction_call")) == (kind == "compaction")
+
+
+def test_codex_sub_agent_is_linked_to_its_parent_and_the_spawn_call(store: SessionStore) -> None:
+    folder = REAL / "codex" / "subagents"
+    files = sorted(folder.rglob("rollout-*.jsonl"))
+    (child_file,) = [p for p in files if FORMAT_CODEX.accompanies(p)]
+    (parent_file,) = [p for p in files if p != child_file]
+    (parent, child) = import_file(parent_file, store).sessions
+    assert child.parent_session_id == parent.session_id and parent.parent_session_id is None
+    meta = store.get_session(child.session_id).metadata
+    spawn = next(
+        b
+        for m in store.load_transcript(parent.session_id)
+        for b in m.blocks
+        if isinstance(b, ToolUseBlock) and b.name == "spawn_agent"
     )
-    assert patch.input["input"].startswith("*** Begin Patch\n*** Update File: README.md")
-    assert result.sessions[0].project == "/tmp/ctxdesk-real-agents/codex-tools-resume/repo"
+    assert meta["parent_tool_use_id"] == spawn.id and meta["agent_path"] == "/root/counter"
+    # a folder import reads the child with its parent, once
+    assert FORMAT_CODEX.locations is not None
+    assert FORMAT_CODEX.locations.files_under(folder / "sessions") == [parent_file]
+    assert import_file(parent_file, store).status == "unchanged"
+
+
+def test_codex_sub_agent_rollout_given_alone_imports_naming_its_parent_thread(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    folder = REAL / "codex" / "subagents"
+    child_file = next(p for p in folder.rglob("rollout-*.jsonl") if FORMAT_CODEX.accompanies(p))
+    alone = tmp_path / child_file.name
+    alone.write_bytes(child_file.read_bytes())
+    (session,) = import_file(alone, store).sessions
+    meta = store.get_session(session.session_id).metadata
+    parent_file = next(p for p in folder.rglob("rollout-*.jsonl") if p != child_file)
+    assert session.parent_session_id is None  # its parent is not in the store: named, not linked
+    assert parent_file.name.endswith(f"-{meta['parent_thread_id']}.jsonl") and session.request_count == 2
+
+
+def test_codex_auto_compaction_records_its_limit_tokens_and_summary_call(store: SessionStore) -> None:
+    """model_auto_compact_token_limit (config.toml beside sessions/: the rollout does not record
+    it); before = what Codex counted at the last call (input + output), after = its estimate."""
+    folder = REAL / "codex" / "auto-compact"
+    (session,) = import_file(next(folder.rglob("rollout-*.jsonl")), store).sessions
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    requests = store.list_events(session.session_id, kind="request")
+    d = compaction.details
+    first = requests[0].usage
+    assert d["by"] == "agent" and d["trigger_kind"] == "auto"
+    assert (
+        d["agent_setting"] == {"model_auto_compact_token_limit": 20_000} and d["threshold_tokens"] == 20_000
+    )
+    assert d["before_tokens"] == first.prompt_tokens + first.output_tokens > 20_000
+    assert 0 < d["after_tokens"] < 20_000
+    assert [bool(e.details.get("compaction_call")) for e in requests] == [
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert d["summary"].endswith(store.load_transcript(session.session_id)[requests[1].message_seq].text)
+
+
+def test_codex_refused_call_then_reactive_compaction_and_a_provider_error(store: SessionStore) -> None:
+    folder = REAL / "codex" / "failed-calls"
+    (session,) = import_file(next(folder.rglob("rollout-*.jsonl")), store).sessions
+    requests = store.list_events(session.session_id, kind="request")
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    refused = requests[1]
+    assert (
+        refused.outcome == "context_length_exceeded"
+        and refused.details["failure"]["cause"] == "prompt_too_long"
+    )
+    assert compaction.details["trigger_kind"] == "reactive"
+    assert compaction.details["after_failed_call"] == refused.seq
+    assert compaction.details["before_tokens"] == 258_400  # Codex counts its window full after a refusal
+    assert requests[-1].outcome == "provider_error" and requests[-1].details["attempts_recorded"] is False
+
+
+@pytest.mark.parametrize(
+    ("name", "item", "expected"),
+    [
+        (
+            "web search with an empty id",
+            {"type": "web_search_call", "id": "", "status": "completed",
+             "action": {"type": "search", "query": "make test"}},
+            ("server call", "web_search", {"type": "search", "query": "make test"}),
+        ),
+        (
+            "output without a call_id",
+            {"type": "function_call_output", "name": "goal_objective", "namespace": "agent", "output": "Ship"},
+            ("output", "goal_objective", "Ship"),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)  # fmt: skip
+def test_codex_items_without_ids_import_instead_of_rejecting_the_file(
+    tmp_path: Path, store: SessionStore, name: str, item: dict[str, Any], expected: Atom
+) -> None:
+    rollout = transcript_file(CODEX, "rollout-*.jsonl").read_text(encoding="utf-8").splitlines()
+    line = json.dumps({"timestamp": "2026-11-24T06:27:00.000Z", "type": "response_item", "payload": item})
+    path = tmp_path / "rollout-2026-11-24T06-26-17-x.jsonl"
+    path.write_text("\n".join([*rollout, line]) + "\n", encoding="utf-8")
+    (session,) = import_file(path, store).sessions
+    transcript = store.load_transcript(session.session_id)
+    assert codex_atoms(transcript)[-1] == expected
+    assert not any(
+        isinstance(b, ToolResultBlock) and b.is_error for m in transcript for b in m.blocks
+    )  # nothing invented for a call the provider ran
 
 
 # -- Gemini CLI -------------------------------------------------------------------------------

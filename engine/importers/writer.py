@@ -67,8 +67,12 @@ def repair_tool_pairing(messages: list[ParsedMessage]) -> list[str]:
     i = 0
     while i < len(messages):
         message = messages[i].message
+        # calls the provider ran itself (a web search) are answered inside the same response
+        server_run = set(message.meta.get("server_tool_use_ids") or ())
         missing = (
-            [u for u in message.tool_use_ids if u not in answered] if message.role == "assistant" else []
+            [u for u in message.tool_use_ids if u not in answered and u not in server_run]
+            if message.role == "assistant"
+            else []
         )
         if missing and messages[i] is not last_assistant:
             results = [

@@ -11,19 +11,33 @@ A scripted reply is a list of output items, written in a short form::
 ``response.output_item.added`` / deltas / ``.done``, ``response.completed`` with usage that
 counts input, cached input, output and reasoning tokens). Usage is derived from the request
 so it is reproducible: input = characters of the request body / 4, cached = the previous
-call's input when this request extends it.
+call's input when this request extends it. A reply ``{"output": [...items], "pad": N}`` reports N
+more input tokens, as cache reads (an agent trusts the usage it is told: this crosses its
+auto-compaction threshold without large files).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .core import HttpReply, RecordedRequest, ScriptedServer, sse_events
 
 PATH = "/v1/responses"
 CHARS_PER_TOKEN = 4
+ANSWERED = "responses_usage"  # server.state key: seq -> the usage answered
+
+
+@dataclass(frozen=True)
+class When:
+    """A scripted reply only a request matching ``when`` may take (a sub-agent beside its parent,
+    the agent's own compaction call)."""
+
+    reply: Any
+    when: Callable[[RecordedRequest], bool]
 
 
 def _id(prefix: str, *parts: Any) -> str:
@@ -58,6 +72,7 @@ def full_items(reply: list[dict[str, Any]], *, call_index: int) -> list[dict[str
                     "type": "function_call", "id": _id("fc", key), "status": "completed",
                     "call_id": item.get("call_id") or _id("call", key), "name": item["name"],
                     "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    **({"namespace": item["namespace"]} if item.get("namespace") else {}),
                 }
             )  # fmt: skip
         elif kind == "custom_tool_call":
@@ -68,6 +83,8 @@ def full_items(reply: list[dict[str, Any]], *, call_index: int) -> list[dict[str
                     "input": item["input"],
                 }
             )  # fmt: skip
+        elif kind == "raw":  # an output item exactly as given (a web_search_call with an empty id)
+            items.append(dict(item["item"]))
         else:
             raise ValueError(f"unknown scripted item type {kind!r}")
     return items
@@ -152,16 +169,41 @@ def _event(name: str, **data: Any) -> tuple[str, dict[str, Any]]:
 def handle_responses(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
     """Stream the next scripted reply (a list of short-form items; a plain string is a message)."""
     item = server.next_item(request)
+    if isinstance(item, When):
+        item = item.reply
     if item is None:
         return HttpReply(500, {"error": {"message": "the script has no reply left", "type": "server_error"}})
+    if isinstance(item, dict) and "error" in item:  # {"error": {"status", "code", "message"}}
+        error = item["error"]
+        status = int(error.get("status") or 500)
+        code = str(error.get("code") or "server_error")
+        body = {"error": {"message": error.get("message") or code, "type": error.get("type") or code,
+                          "param": None, "code": code}}  # fmt: skip
+        return HttpReply(status, body)
+    pad = 0
+    if isinstance(item, dict) and "output" in item:  # {"output": [...], "pad": N}
+        pad, item = int(item.get("pad") or 0), item["output"]
     reply = [{"type": "message", "text": item}] if isinstance(item, str) else list(item)
     body = request.body if isinstance(request.body, dict) else {}
     index = server.counter("responses") - 1
     events = reply_events(
         body, reply, call_index=index, previous_input=server.state.get("responses_input", 0)
     )
-    server.state["responses_input"] = events[-1][1]["response"]["usage"]["input_tokens"]
+    if pad:  # extra prompt tokens reported as cache reads: pushes the agent past its threshold
+        usage = events[-1][1]["response"]["usage"]
+        usage["input_tokens"] += pad
+        usage["input_tokens_details"]["cached_tokens"] += pad
+        usage["total_tokens"] += pad
+    usage = events[-1][1]["response"]["usage"]
+    server.state["responses_input"] = usage["input_tokens"]
+    server.state.setdefault(ANSWERED, {})[request.seq] = usage
     return HttpReply(200, chunks=sse_events(events), content_type="text/event-stream")
+
+
+def answered_usages(server: ScriptedServer) -> dict[int, dict[str, Any]]:
+    """The usage answered to each streamed Responses request, by the request's ``seq``."""
+    with server._lock:
+        return dict(server.state.get(ANSWERED, {}))
 
 
 def install(server: ScriptedServer) -> ScriptedServer:
