@@ -342,3 +342,23 @@ def test_calibrate_without_sources_fits_every_call_of_the_default_database(
     assert load_calibration().fits["anthropic:claude"].pairs == len(
         source_growth_pairs([db])[("anthropic", "claude")]
     )
+
+
+def test_a_session_manager_can_be_given_its_calibration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.clients import ScriptedClient
+    from engine.session import SessionManager
+
+    path = tmp_path / "calibration.json"
+    monkeypatch.setenv(CALIBRATION_ENV_VAR, str(path))
+    usable = Calibration().with_fit(calibrate(synthetic_pairs(TRUE), "anthropic", "claude"))
+    save_calibration(usable, path)
+    with SessionStore(tmp_path / "s.db") as store:
+        users = SessionManager(ScriptedClient(["hi"]), store)  # the user's file
+        pinned = SessionManager(
+            ScriptedClient(["hi"]), store, calibration=Calibration()
+        )  # static, whatever the file
+        users.run_turn("hello")
+    assert "calibrated" in users.tokenizer.info.description
+    assert pinned.tokenizer is get_tokenizer("anthropic")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.budget import ContextBudget
+from engine.calibration import Calibration
 from engine.clients import ModelClient, ModelResponse
 from engine.compaction import CompactionReport, Summarizer, default_summarizer, parse_strategy
 from engine.deferral import ToolSpec
@@ -75,6 +76,8 @@ class SessionManager:
     None reads the default settings file once. ``compaction`` is the strategy run at the
     compaction threshold (a name, ``{"type": ...}`` dict or config; default ``chain``).
     ``store`` is a store, or a database file / ``postgresql://`` URL the manager opens and closes.
+    ``calibration`` is the token estimator's calibration (``engine.calibration``); None reads the
+    user's file (pass ``Calibration()`` for the static estimator whatever the user calibrated).
     """
 
     def __init__(
@@ -96,6 +99,7 @@ class SessionManager:
         max_steps: int = DEFAULT_MAX_STEPS,
         metadata: Mapping[str, Any] | None = None,
         resume: bool = False,
+        calibration: Calibration | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValidationError(
@@ -110,7 +114,7 @@ class SessionManager:
         self.summarizer = summarizer or default_summarizer()
         self._sections = prompt_sections(system_prompt, sections, skills)
         self.tokenizer: Tokenizer
-        self.tokenizer, calibration_problem = session_estimator(self._targets.primary.settings)
+        self.tokenizer, calibration_problem = session_estimator(self._targets.primary.settings, calibration)
         self._registry = tool_registry(tools, self.tokenizer, self._targets.deferral_budget())
         self._tool_tokens = ToolTokens(self.tokenizer)
         self._guard = SessionGuard(self.tokenizer)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.calibration import estimator_for
+from engine.calibration import Calibration, estimator_for
 from engine.clients import ModelClient
 from engine.deferral import deferral_budget
 from engine.errors import ConfigError, ValidationError
@@ -28,12 +28,15 @@ from engine.tokens import Tokenizer, get_tokenizer
 logger = logging.getLogger(__name__)
 
 
-def session_estimator(settings: ResolvedModelSettings) -> tuple[Tokenizer, ContextEvent | None]:
+def session_estimator(
+    settings: ResolvedModelSettings, calibration: Calibration | None = None
+) -> tuple[Tokenizer, ContextEvent | None]:
     """The tokenizer a session counts with before the provider answers (the calibrated estimator
-    when a usable calibration exists, ``engine.calibration.estimator_for``), and the ``degraded``
-    event to record when the calibration file could not be read (the static estimator is used)."""
+    when a usable calibration exists, ``engine.calibration.estimator_for``; ``calibration`` None:
+    the user's file), and the ``degraded`` event to record when the calibration file could not be
+    read (the static estimator is used)."""
     try:
-        return estimator_for(settings.tokenizer, settings.model), None
+        return estimator_for(settings.tokenizer, settings.model, calibration), None
     except ConfigError as exc:
         return get_tokenizer(settings.tokenizer), degraded_event(
             "calibration", exc, fallback="static estimator"
