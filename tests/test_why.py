@@ -197,6 +197,30 @@ def test_a_forced_final_turn_is_ctxdesks_guard(store: SessionStore) -> None:
     assert "7,812" in ended.detail and "7,000" in ended.detail
 
 
+def test_every_provider_skipped_is_ctxdesks_stop_and_a_skipped_fallback_is_not(store: SessionStore) -> None:
+    skipped = ContextEvent(
+        kind="guard", trigger="turn_preflight", outcome="skipped_provider", turn_index=1, model="gpt-4o-mini"
+    )
+    sid = session(store, [user("a"), reply("b"), user("c")], events=[("1", skipped)])
+    ended = explain(store, sid).ended
+    assert (ended.cause, ended.call) == ("forced_final", 2) and "skipped gpt-4o-mini" in ended.detail
+    served = session(
+        store, [user("a"), reply("b"), user("c"), reply("d", stop="end_turn")], events=[("1", skipped)]
+    )
+    assert explain(store, served).ended.cause == "finished"
+
+
+def test_a_proxy_refusal_the_agent_got_past_does_not_end_the_session(store: SessionStore) -> None:
+    refused = ContextEvent(kind="guard", trigger="proxy_policy", outcome="rejected", turn_index=1)
+    sid = session(
+        store,
+        [user("a"), reply("b"), user("c"), reply("shorter", stop="end_turn")],
+        source="proxy",
+        events=[("1", refused)],
+    )
+    assert explain(store, sid).ended.cause == "finished"
+
+
 def test_a_proxy_policy_refusal(store: SessionStore) -> None:
     refused = ContextEvent(
         kind="guard",

@@ -85,7 +85,8 @@ def explain_ending(
 
 
 def _imposed_stop(events: Sequence[StoredEvent], calls: Calls) -> Ending | None:
-    """A forced final turn or a policy refusal in the session's last turn."""
+    """A stop ctxdesk imposed in the session's last turn: a forced final turn (the model then wraps
+    up), a policy refusal or every provider skipped (no call answered after it)."""
     last_turn = max(
         (c.event.turn_index for c in calls.calls if c.event and c.event.turn_index is not None), default=None
     )
@@ -94,17 +95,24 @@ def _imposed_stop(events: Sequence[StoredEvent], calls: Calls) -> Ending | None:
             continue
         if last_turn is not None and event.turn_index is not None and event.turn_index < last_turn:
             return None
+        answered_after = any(not c.failed for c in calls.after(event))
         if event.trigger == "proxy_policy" and event.outcome == "rejected":
-            n = (
-                len(calls.before(event)) + 1
-            )  # the refused request was never sent: the number it would have had
+            if answered_after:
+                return None
+            n = len(calls.before(event)) + 1  # never sent: the number it would have had
             reason = f": {event.reason}" if event.reason else ""
             return Ending(
                 cause="policy_refused",
                 call=n,
                 detail=f"A proxy policy refused call {n}{reason}; the model never saw it.",
             )
-        n = calls.last.number if calls.last else None
+        if event.outcome == "skipped_provider" and not answered_after:
+            n = len(calls.before(event)) + 1
+            return Ending(
+                cause="forced_final", call=n,
+                detail=f"ctxdesk's guard skipped {event.model or 'the provider'} for call {n}: the request would not fit its "
+                "window, and no other provider answered.",
+            )  # fmt: skip
         if event.outcome == "forced_final" or (
             event.outcome == "rejected" and event.details.get("final_forced")
         ):
@@ -118,10 +126,10 @@ def _imposed_stop(events: Sequence[StoredEvent], calls: Calls) -> Ending | None:
                 if event.outcome == "rejected"
                 else "the next request would not fit"
             )
-            at = _call_number_at(calls, event)
             return Ending(
-                cause="forced_final", call=n,
-                detail=f"ctxdesk's guard forced a final turn after call {at}: {what}{over}, so the model was asked to wrap up.",
+                cause="forced_final", call=calls.last.number if calls.last else None,
+                detail=f"ctxdesk's guard forced a final turn after call {_call_number_at(calls, event)}: {what}{over}, "
+                "so the model was asked to wrap up.",
             )  # fmt: skip
     return None
 
