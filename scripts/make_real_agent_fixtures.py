@@ -324,6 +324,15 @@ def _scenarios() -> dict[str, Scenario]:
                 _files,
             ),
             Scenario(
+                "fork_session",
+                [
+                    Run("How many lines has app.py?"),
+                    Run("And what does util.py define?", resume=True, args=("--fork-session",)),
+                ],
+                resume,
+                _files,
+            ),
+            Scenario(
                 "compact_auto",
                 [
                     Run("What does app.py return?", args=AUTOCOMPACT),

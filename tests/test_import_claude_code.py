@@ -52,7 +52,12 @@ from engine.tokens import get_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "real_agents" / "claude-code"
-SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith("_"))
+#: Scenarios of one session file (fork_session writes two: the origin and its fork, tested apart).
+SCENARIOS = sorted(
+    p.name
+    for p in FIXTURES.iterdir()
+    if p.is_dir() and not p.name.startswith("_") and len(list((p / "transcripts").glob("*.jsonl"))) == 1
+)
 SHARED_SESSIONS = ROOT.parent / "shared" / "sessions"
 SHARED_CC = sorted(SHARED_SESSIONS.glob("claude-code__*.jsonl")) if SHARED_SESSIONS.is_dir() else []
 CLAUDE_BIN = agent_bin("claude")
@@ -441,7 +446,7 @@ def test_parsing_twice_gives_the_same_keys_and_a_grown_file_only_adds(tmp_path: 
 
 def test_folder_holds_one_bundle_per_session_with_its_files() -> None:
     bundles = find_claude_code_bundles(FIXTURES)
-    assert len(bundles) == len(SCENARIOS)
+    assert len(bundles) == len(list(FIXTURES.glob("*/transcripts/*.jsonl")))
     by_scenario = {b.session_file.parents[1].name: b for b in bundles}
     assert len(by_scenario["subagent_background"].subagent_files) == 1
     assert len(by_scenario["large_output"].tool_result_files) == 1
@@ -926,3 +931,79 @@ def test_claude_code_transcripts_loglines_json_is_a_claude_code_session(store: A
     assert len(requests) == sum(e["type"] == "assistant" for e in entries) + len(summarizer) == 16
     (compaction,) = store.list_events(session_id, kind="compaction")  # its isCompactSummary entry
     assert compaction.message_seq == next(k for k, e in enumerate(entries) if e.get("isCompactSummary"))
+
+
+# -- one session however its files are passed (#31 identity) ---------------------------------------
+FORK = FIXTURES / "fork_session"
+
+
+def fork_files() -> tuple[Path, Path]:
+    """(origin, fork): the fork's file copies the origin's lines, their replies' request records left behind."""
+    files = sorted((FORK / "transcripts").glob("*.jsonl"))
+    forked = {f: parse_claude_code_bundle(claude_code_bundle(f))[0].forked for f in files}
+    assert sorted(forked.values()) == [False, True]
+    origin, fork = sorted(files, key=lambda f: forked[f])
+    return origin, fork
+
+
+@pytest.mark.parametrize("order", ["origin first", "fork first"])
+def test_a_forked_session_links_to_its_origin_and_its_copied_calls_count_once(store: Any, order: str) -> None:
+    from engine.importers import import_files
+
+    origin, fork = fork_files()
+    paths = [origin, fork] if order == "origin first" else [fork, origin]
+    results = {r.path: r for r in import_files(paths, store)}
+    (origin_id,) = results[str(origin)].session_ids
+    (fork_id,) = results[str(fork)].session_ids
+    assert store.get_session(fork_id).metadata["forked_from"] == origin_id
+    assert "forked_from" not in store.get_session(origin_id).metadata
+    # every call the server answered is one request event, in the session that made it
+    log = [r for r in load_request_log(FORK) if r["path"] == "/v1/messages"]
+    stored = [r for sid in (origin_id, fork_id) for r in store.list_requests(sid, with_body=True)]
+    assert sorted(json.dumps(r.body, sort_keys=True) for r in stored) == sorted(
+        json.dumps(as_sent(r), sort_keys=True) for r in log
+    )
+    events = [e for sid in (origin_id, fork_id) for e in store.list_events(sid, kind="request")]
+    assert len(events) == len(log) and all(e.usage is not None for e in events)
+    # the fork keeps the copied history its own calls sent
+    assert store.message_count(fork_id) > store.message_count(origin_id)
+
+
+def subagent_file() -> Path:
+    (path,) = (FIXTURES / "subagent_foreground" / "transcripts").glob("*/subagents/agent-*.jsonl")
+    return path
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(("sub", "main"), id="sub-agent alone, then its session"),
+        pytest.param(("main", "sub"), id="its session, then the sub-agent alone"),
+        pytest.param(("sub", "sub", "folder", "main"), id="twice, then as a folder"),
+    ],
+)
+def test_a_sub_agent_is_one_linked_session_however_its_files_are_passed(
+    store: Any, tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    from engine.importers import import_file, import_files
+
+    folder = tmp_path / "project"
+    shutil.copytree(FIXTURES / "subagent_foreground" / "transcripts", folder)
+    (main_file,) = folder.glob("*.jsonl")
+    (sub_file,) = folder.glob("*/subagents/agent-*.jsonl")
+    for step in order:
+        if step == "folder":
+            from engine.importers import folder_files
+
+            import_files(folder_files(folder), store)
+        else:
+            import_file(sub_file if step == "sub" else main_file, store)
+    sessions = store.list_sessions()
+    main_id = main_file.stem
+    (sub,) = [s for s in sessions if s.id != main_id]
+    assert {s.id for s in sessions} == {main_id, sub.id} and sub.parent_session_id == main_id
+    assert sub.id == f"{main_id}:agent-{json.loads(sub_file.read_text().splitlines()[0])['agentId']}"
+    main_log, sub_log = answered_calls("subagent_foreground")
+    assert len(store.list_events(sub.id, kind="request")) == len(sub_log)
+    assert len(store.list_events(main_id, kind="request")) == len(main_log)
+    assert sub.metadata["parent_tool_use_id"].startswith("toolu_")  # linked to the call that started it

@@ -594,15 +594,32 @@ def test_reimporting_an_unchanged_file_adds_nothing(store: SessionStore) -> None
     assert store.message_count(FE5E_ID) == 8
 
 
-def test_same_session_id_from_another_file_gets_a_suffixed_id(tmp_path: Path, store: SessionStore) -> None:
+def test_a_claude_code_session_read_from_another_file_is_the_same_session_not_a_copy(
+    tmp_path: Path, store: SessionStore
+) -> None:
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(CC_FE5E.read_bytes())
     first = import_file(CC_FE5E, store)
     second = import_file(copy, store)
-    assert first.session_ids[0] == FE5E_ID
-    assert second.session_ids[0].startswith(f"{FE5E_ID}-") and second.session_ids[0] != FE5E_ID
-    assert store.get_session(second.session_ids[1]).parent_session_id == second.session_ids[0]
-    assert session_count(store) == 4
+    assert first.session_ids == second.session_ids and first.session_ids[0] == FE5E_ID
+    assert store.get_session(second.session_ids[1]).parent_session_id == FE5E_ID
+    assert session_count(store) == 2  # Claude Code's own session id: one session, its calls counted once
+    assert len(store.list_events(FE5E_ID, kind="request")) == first.sessions[0].request_count
+    assert store.get_session(FE5E_ID).source_path == str(CC_FE5E.resolve())  # the first file stays its source
+
+
+def test_a_session_without_an_id_of_its_own_from_another_file_gets_a_suffixed_id(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    lines = [json.loads(line) for line in CC_FE5E.read_text(encoding="utf-8").splitlines()]
+    for value in lines:
+        value.pop("sessionId", None)
+    original, copy = tmp_path / "a" / "s.jsonl", tmp_path / "b" / "s.jsonl"
+    for path in (original, copy):
+        path.parent.mkdir()
+        path.write_text("".join(json.dumps(v) + "\n" for v in lines), encoding="utf-8")
+    first, second = import_file(original, store), import_file(copy, store)
+    assert first.session_ids[0] != second.session_ids[0]
 
 
 def test_accuracy_report_compares_absolute_and_delta_counts(store: SessionStore) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from engine.errors import ImportFormatError
+from engine.errors import ImportFormatError, NotFoundError
 from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.model import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
-from engine.importers.writer import claim_session_id, write_session
+from engine.importers.writer import Lineages, claim_session_id, write_session
 from engine.settings import Settings
 from engine.store import SessionStore
 
@@ -84,10 +84,12 @@ def import_file(
     live: bool = False,
     cache: LineCache | None = None,
     settings: Settings | None = None,
+    lineages: Lineages | None = None,
 ) -> ImportResult:
     """Import one transcript file into ``store``; ``model`` names the model when the file does not.
     ``settings``: the user's settings, whose window for a model wins over the file's and the model
-    table's (:func:`engine.settings.limit_for_model`); None: none.
+    table's (:func:`engine.settings.limit_for_model`); None: none. ``lineages``: the store's forks
+    and origins (:class:`~engine.importers.writer.Lineages`), when the caller imports a batch.
 
     A file imported before is continued: unchanged (same size and modification time) it is
     skipped without being read; grown, only its new messages are added (its sessions keep
@@ -117,8 +119,9 @@ def import_file(
     updated = False
     try:
         updated = _write_file(
-            store, parsed, fmt, source_path, state, ids, written, notes, on_progress, settings=settings
-        )
+            store, parsed, fmt, source_path, state, ids, written, notes, on_progress, settings=settings,
+            lineages=lineages if lineages is not None else Lineages(store),
+        )  # fmt: skip
     except (*_SHAPE_ERRORS, PydanticValidationError) as exc:  # rolled back: nothing of the file stays
         raise ImportFormatError(
             f"cannot store a value of this {fmt} file: {_shape_problem(exc)}", path=str(path)
@@ -141,6 +144,7 @@ def _write_file(
     on_progress: ProgressCallback | None,
     *,
     settings: Settings | None = None,
+    lineages: Lineages | None = None,
 ) -> bool:
     """Write a file's sessions in one transaction; True when one was imported from it before."""
     updated = False
@@ -150,10 +154,12 @@ def _write_file(
             if not session.messages:
                 notes.append(f"{session.key}: skipped, no messages")
                 continue
-            session_id, existing = claim_session_id(store, session.key, source_path)
+            session_id, existing = claim_session_id(
+                store, session.key, source_path, shared=session.shared_key
+            )
             updated = updated or existing
             ids[session.key] = session_id
-            parent_id = ids.get(session.parent_key) if session.parent_key else None
+            parent_id = _parent_id(store, session, ids)
             project = (
                 session.metadata.get("project")
                 or session.metadata.get("cwd")
@@ -168,10 +174,27 @@ def _write_file(
                     settings=settings,
                 )
             )  # fmt: skip
+            if lineages is not None:
+                lineages.link(session, session_id)
             notes.extend(f"{session_id}: {note}" for note in dict.fromkeys(session.notes))
             if on_progress is not None:
                 on_progress(done, len(parsed), written[-1].title or session_id)
     return updated
+
+
+def _parent_id(store: SessionStore, session: ParsedSession, ids: dict[str, str]) -> str | None:
+    """The parent's session id: written from this file, or (a sub-agent file read alone) the
+    session the agent's own id names, when it was imported from its own file."""
+    if not session.parent_key:
+        return None
+    if session.parent_key in ids:
+        return ids[session.parent_key]
+    if not session.shared_key:
+        return None
+    try:
+        return store.get_session(session.parent_key).id
+    except NotFoundError:
+        return None  # imported later: linked then
 
 
 def import_files(
@@ -191,10 +214,20 @@ def import_files(
     paths = list(paths)
     results: list[ImportResult] = []
     known = imported_files(store)
+    lineages = Lineages(store)  # read once for the batch
     for done, path in enumerate(paths, start=1):
         try:
             results.append(
-                import_file(path, store, model=model, known=known, live=live, cache=cache, settings=settings)
+                import_file(
+                    path,
+                    store,
+                    model=model,
+                    known=known,
+                    live=live,
+                    cache=cache,
+                    settings=settings,
+                    lineages=lineages,
+                )
             )
         except ImportFormatError as exc:
             if on_error is None:

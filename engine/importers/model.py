@@ -133,6 +133,15 @@ class ParsedSession:
     calls: list[CallInfo] = field(default_factory=list)
     #: Outputs the agent saved beside its transcript, written as offloaded blobs of their results.
     blobs: list[SavedOutput] = field(default_factory=list)
+    #: ``key`` is the agent's own id of the session (Claude Code's session and sub-agent ids): a
+    #: file read later with the same key continues that session, whichever file holds it, instead
+    #: of making a copy (a sub-agent file passed alone, then with its session, or twice).
+    shared_key: bool = False
+    #: Sessions with the same lineage descend from one conversation (Claude Code: the uuid of its
+    #: first message line); ``forked`` marks one that copied another's history (``--fork-session``):
+    #: the writer links it to its origin (``metadata["forked_from"]``).
+    lineage_key: str | None = None
+    forked: bool = False
 
 
 class _Frozen(BaseModel):

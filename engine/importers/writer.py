@@ -18,6 +18,7 @@ from engine.importers.request_events import record_requests
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only
 from engine.settings import Settings
 from engine.store import SessionStore, ToolRecord
+from engine.store.records import redact_message  # stored messages hold no secrets: compare like with like
 from engine.tokens import Tokenizer, get_tokenizer
 
 #: Tokenizer for sources that name no model (or one whose tokenizer is unknown).
@@ -25,15 +26,18 @@ FALLBACK_TOKENIZER = "chars/4"
 MISSING_RESULT_TEXT = "[no tool result recorded in the source]"
 
 
-def claim_session_id(store: SessionStore, wanted: str, source_path: str) -> tuple[str, bool]:
-    """(session id, already imported from this file): ``wanted``, or suffixed with a hash of the
-    path when another file already holds it. A session from the same file is continued."""
+def claim_session_id(
+    store: SessionStore, wanted: str, source_path: str, *, shared: bool = False
+) -> tuple[str, bool]:
+    """(session id, imported before): ``wanted``, or suffixed with a hash of the path when another
+    file already holds it. A session from the same file is continued, and so is one from any file
+    when ``shared`` (the key is the agent's own id of the session: the same session, not a copy)."""
     for candidate in (wanted, f"{wanted}-{hashlib.sha1(source_path.encode()).hexdigest()[:8]}"):
         try:
             existing = store.get_session(candidate)
         except NotFoundError:
             return candidate, False
-        if existing.source_path == source_path:
+        if existing.source_path == source_path or (shared and candidate == wanted):
             return candidate, True
     raise NotFoundError(f"cannot find a free session id for {wanted!r} from {source_path}")
 
@@ -130,6 +134,10 @@ def write_session(
         metadata["context_window"] = parsed.context_window
     if import_state is not None:
         metadata["import_state"] = import_state
+    if parsed.lineage_key is not None:
+        metadata["lineage_key"] = parsed.lineage_key
+    if parsed.forked:
+        metadata["forked"] = True
     usages = [pm.call.usage if pm.call else None for pm in parsed.messages]
     start = 0
     kept: list[Any] = []
@@ -143,7 +151,7 @@ def write_session(
             # (a call's usage is written after its reply: an earlier import may have missed it).
             while (
                 start < min(len(prior), len(messages))
-                and prior[start].message.content_hash == messages[start].content_hash
+                and prior[start].message.content_hash == redact_message(messages[start]).content_hash
                 and prior[start].usage == usages[start]
             ):
                 start += 1
@@ -155,8 +163,15 @@ def write_session(
                 _truncate(store, session_id, start)
         if parsed.notes:
             metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
+        stored = store.get_session(session_id)
+        links: dict[str, Any] = {}
+        if stored.source_path != source_path:  # the same session read from another of its files
+            metadata = {**stored.metadata, **metadata, "import_state": stored.metadata.get("import_state")}
+            metadata = {k: v for k, v in metadata.items() if v is not None}
+        if parent_id is not None and stored.parent_session_id != parent_id:
+            links["parent_session_id"] = parent_id  # imported before its parent was: linked now
         store.update_session(
-            session_id, title=title, model=parsed.model, provider=parsed.provider, metadata=metadata
+            session_id, title=title, model=parsed.model, provider=parsed.provider, metadata=metadata, **links
         )
     else:
         if parsed.notes:
@@ -232,7 +247,8 @@ def _appended_to(
     tail_from = max(0, count - TAIL_CHECK)
     tail = store.load_messages(session_id, from_seq=tail_from)
     if len(tail) != count - tail_from or any(
-        row.message.content_hash != messages[row.seq].content_hash or row.usage != usages[row.seq]
+        row.message.content_hash != redact_message(messages[row.seq]).content_hash
+        or row.usage != usages[row.seq]
         for row in tail
     ):
         return None
@@ -292,3 +308,40 @@ def _tool_records(parsed: ParsedSession, messages: list[Message], tokenizer: Tok
 
 def is_result_message(pm: ParsedMessage) -> bool:
     return pm.message.role == "user" and bool(pm.message.content) and is_tool_result_only(pm.message)
+
+
+class Lineages:
+    """Which stored sessions descend from which conversation (``metadata["lineage_key"]``), read
+    once per import batch, so that a fork is linked to its origin (``metadata["forked_from"]``)
+    whichever of the two is imported first."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._by_key: dict[str, list[tuple[str, bool]]] | None = None
+
+    def link(self, parsed: ParsedSession, session_id: str) -> str | None:
+        """Record the session; link it to its origin, or its forks to it. Returns its origin's id."""
+        if parsed.lineage_key is None:
+            return None
+        if self._by_key is None:
+            self._by_key = {}
+            for s in self.store.list_sessions():
+                key = s.metadata.get("lineage_key")
+                if isinstance(key, str):
+                    self._by_key.setdefault(key, []).append((s.id, bool(s.metadata.get("forked"))))
+        family = [(sid, forked) for sid, forked in self._by_key.get(parsed.lineage_key, []) if sid != session_id]
+        self._by_key.setdefault(parsed.lineage_key, []).append((session_id, parsed.forked))
+        if parsed.forked:
+            origin = next((sid for sid, forked in family if not forked), None)
+            if origin is not None:
+                self._set_origin(session_id, origin)
+            return origin
+        for sid, forked in family:
+            if forked:
+                self._set_origin(sid, session_id)
+        return None
+
+    def _set_origin(self, fork_id: str, origin_id: str) -> None:
+        fork = self.store.get_session(fork_id)
+        if fork.metadata.get("forked_from") != origin_id:
+            self.store.update_session(fork_id, metadata={**fork.metadata, "forked_from": origin_id})

@@ -169,6 +169,9 @@ def parse_claude_code_path(
     (sub-agents, saved tool outputs). A sub-agent file given alone parses as its own thread."""
     if path is None:
         return parse_claude_code(lines, fallback_id=fallback_id)
+    if is_subagent_file(Path(path), lines):  # its own session, keyed and linked as with its parent
+        agent = SubagentFile(_agent_id(Path(path), lines), lines, _meta(Path(path)), str(path))
+        return parse_claude_code([], fallback_id=fallback_id, subagents=[agent], main_id=_session_id(lines))
     bundle = claude_code_bundle(path)
     subagents = []
     for agent_path in (*bundle.subagent_files, *bundle.legacy_agent_files):
@@ -178,6 +181,25 @@ def parse_claude_code_path(
         )
     results = [ToolResultFile(p.name, p.read_bytes(), str(p)) for p in bundle.tool_result_files]
     return parse_claude_code(lines, fallback_id=fallback_id, subagents=subagents, tool_results=results)
+
+
+def is_subagent_file(path: Path, lines: list[Line]) -> bool:
+    """A sub-agent's transcript: under ``subagents/``, or a legacy ``agent-*.jsonl`` of sidechain
+    lines; it names its parent's session in ``sessionId``."""
+    if _session_id(lines) is None:
+        return False
+    if path.parent.name == "subagents":
+        return True
+    message_lines = [o for _, o in lines if o.get("type") in ("user", "assistant")]
+    return (
+        path.name.startswith("agent-")
+        and bool(message_lines)
+        and all(o.get("isSidechain") for o in message_lines)
+    )
+
+
+def _session_id(lines: list[Line]) -> str | None:
+    return next((str(o["sessionId"]) for _, o in lines if o.get("sessionId")), None)
 
 
 def accompanies_a_session(path: str | os.PathLike[str]) -> bool:

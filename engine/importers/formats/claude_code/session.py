@@ -55,13 +55,21 @@ def parse_claude_code(
     fallback_id: str,
     subagents: Sequence[SubagentFile] = (),
     tool_results: Sequence[ToolResultFile] = (),
+    main_id: str | None = None,
 ) -> list[ParsedSession]:
-    """Sessions of one Claude Code file: the main thread first, then each sub-agent."""
+    """Sessions of one Claude Code file: the main thread first, then each sub-agent. ``main_id``:
+    the session's id when ``lines`` do not hold it (a sub-agent file read alone).
+
+    Sessions keyed by Claude Code's own ids are ``shared_key``: the same session whichever file
+    holds it. A ``--fork-session`` file copies its origin's lines (same uuids; its replies' request
+    records stay in the origin's file): those replies are not calls of the fork (they were paid
+    once, by the origin), and the fork is ``forked`` in the lineage of the origin's first line."""
     for n, obj in lines:
         if obj.get("type") in ("user", "assistant") and not isinstance(obj.get("message"), dict):
             raise SourceProblem(f"{obj['type']} line has no message object", line=n)
     first = next((o for _, o in lines if o.get("type") in ("user", "assistant")), {})
-    main_id = str(first.get("sessionId") or fallback_id)
+    own_id = main_id or first.get("sessionId")
+    main_id = str(own_id or fallback_id)
     version = next((str(o["version"]) for _, o in lines if o.get("version")), None)
     skipped = Counter(
         str(o.get("type"))
@@ -80,6 +88,14 @@ def parse_claude_code(
         main.notes[:0] = notes
         main.metadata.update(_session_meta(first, lines, version))
         set_title(main, lines)
+        main.lineage_key = str(first["uuid"]) if isinstance(first.get("uuid"), str) else None
+        copied = drop_copied_calls(main, lines)
+        if copied:
+            main.forked = True
+            main.metadata["forked_calls_copied"] = copied
+            main.notes.append(
+                f"{copied} call(s) copied from the session this one was forked from: not counted again"
+            )
         sessions.append(main)
 
     tasks = task_calls(main) if main else {}
@@ -94,6 +110,7 @@ def parse_claude_code(
         if agent.path:
             sub.metadata["agent_file"] = agent.path
         link_subagent(sub, main, agent.meta, tasks)
+        sub.parent_key = sub.parent_key or main_id  # read alone: its parent, by Claude Code's id
         set_title(sub, agent.lines)
         sessions.append(sub)
     for k, group in enumerate(side_threads(side_lines), start=1):
@@ -104,8 +121,30 @@ def parse_claude_code(
         sessions.append(sub)
     if not sessions:
         raise SourceProblem("Claude Code file without any user or assistant message line")
+    for session in sessions:
+        session.shared_key = own_id is not None
     assign_blobs(sessions, tool_results)
     return sessions
+
+
+def drop_copied_calls(session: ParsedSession, lines: Sequence[Line]) -> int:
+    """Replies whose request record is not in this file (2.1.3xx records every request it sends,
+    beside its reply) were copied from another session's file by ``--fork-session``: kept as
+    history the fork's own calls sent, but not as calls of the fork. Returns how many."""
+    if not any(o.get("type") == "api-request" for _, o in lines):
+        return 0  # an older file records no requests: a copy cannot be told from a reply
+    recorded = {str(o["id"]) for _, o in lines if o.get("type") == "api-request" and o.get("id")}
+    copied = 0
+    for pm in session.messages:
+        ref = pm.call.details.get("request_ref") if pm.call is not None else None
+        if ref is not None and str(ref) not in recorded:
+            pm.call = None
+            copied += 1
+    if copied:
+        session.calls = [
+            c for pm in session.messages for c in ([pm.call] if pm.call else []) + pm.pending_calls
+        ]
+    return copied
 
 
 def thread_session(
