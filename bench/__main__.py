@@ -42,6 +42,7 @@ BENCHMARKS = (
     ("store_pg", "bench.bench_store_pg"),
     ("run_turn", "bench.bench_run_turn"),
     ("reliability", "bench.bench_reliability"),
+    ("reliability", "bench.bench_proxy_memory"),
     ("scale", "bench.bench_scale"),
     ("cache_policy", "bench.bench_cache_policy"),
     ("headroom", "bench.bench_headroom"),

@@ -49,9 +49,10 @@ class Exchange:
     request_sha256: str | None = None
 
 
-#: Largest request body kept whole for the recorder; past it only its first ``RECORDED_PREFIX`` bytes,
-#: its size and hash are (a body under the proxy's --max-body-mb never is: recording stays bounded).
-RECORD_REQUEST_LIMIT = 64 * 1024 * 1024
+#: Largest request body kept whole for the recorder (the providers' own request limit: Anthropic's
+#: Messages API takes 32 MB); past it only its first ``RECORDED_PREFIX`` bytes, its size and hash are,
+#: so recording a call costs a bounded few hundred MB at most whatever --max-body-mb allows.
+RECORD_REQUEST_LIMIT = 32 * 1024 * 1024
 RECORDED_PREFIX = 64 * 1024
 
 
