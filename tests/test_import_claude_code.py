@@ -144,8 +144,9 @@ def skeleton(messages: list[Message]) -> dict[str, list[Any]]:
         for b in m.blocks:
             if b.type == "tool_use":
                 uses.append((b.id, b.name, b.input))
-            elif b.type == "tool_result":
-                results.append((b.tool_use_id, _REMINDER.sub("", b.text).strip()))
+            elif b.type == "tool_result":  # exactly as sent: the harness's text folded into it included
+                content = b.content if isinstance(b.content, str) else [c.model_dump() for c in b.content]
+                results.append((b.tool_use_id, content))
             elif b.type == "text" and "<task-notification>" in b.text:  # 2.1.3xx wraps it in a reminder
                 start, end = b.text.index("<task-notification>"), b.text.rindex("</task-notification>")
                 texts.append(b.text[start : end + len("</task-notification>")])

@@ -283,6 +283,13 @@ def cache_write_split(usage: Any) -> dict[str, int]:
 
 
 # -- attachments -----------------------------------------------------------------------------
+#: The sentence Claude Code ends its agent listing with (2.1.3xx requests).
+AGENT_LISTING_CLOSE = (
+    "\n\nWhen you launch multiple agents for independent work, send them in a single message with multiple "
+    "tool uses so they run concurrently."
+)
+
+
 def _reminder(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
 
@@ -291,7 +298,8 @@ def render_attachment(attachment: Any) -> str | None:
     """The text Claude Code sends for an attachment line, as near as the line tells it.
 
     Known kinds: agent and skill listings, files it re-reads after a compaction, edited-file
-    notices; others are left out (their rendering is not in the file).
+    notices, the tokens-left reminder Claude Code folds into tool results, the model and the
+    date; others are left out (their rendering is not in the file).
     """
     if not isinstance(attachment, dict):
         return None
@@ -300,7 +308,9 @@ def render_attachment(attachment: Any) -> str | None:
         lines = attachment.get("addedLines") or []
         if not lines:
             return None
-        return _reminder("Available agent types for the Agent tool:\n" + "\n".join(map(str, lines)))
+        return _reminder(
+            "Available agent types for the Agent tool:\n" + "\n".join(map(str, lines)) + AGENT_LISTING_CLOSE
+        )
     if kind == "skill_listing":
         content = attachment.get("content")
         if not content:
@@ -322,6 +332,10 @@ def render_attachment(attachment: Any) -> str | None:
                 _reminder(f"Result of calling the Read tool:\n{body}"),
             ]
         )
+    if kind in ("total_tokens_reminder", "model") and isinstance(attachment.get("text"), str):
+        return _reminder(attachment["text"] + ("\n" if kind == "model" else ""))
+    if kind == "date" and isinstance(attachment.get("date"), str):
+        return _reminder(f"Today's date is {attachment['date']}.")
     if kind in ("todo_reminder", "critical_system_reminder", "queued_command", "nested_memory", "plan_mode"):
         content = attachment.get("content") or attachment.get("prompt")
         if isinstance(content, str) and content:
@@ -332,10 +346,18 @@ def render_attachment(attachment: Any) -> str | None:
 # -- helpers ---------------------------------------------------------------------------------
 def _with_attachment(message: Message, block: TextBlock) -> Message:
     """``message`` with an attachment's text: after a tool result, Claude Code appends it to that
-    result's text (as its requests show); otherwise it is a text block of its own."""
+    result (to its text, or as a text block of a result made of blocks, as its requests show);
+    otherwise it is a text block of its own."""
     last = message.blocks[-1] if message.blocks else None
     if isinstance(last, ToolResultBlock) and isinstance(last.content, str):
-        merged = last.model_copy(update={"content": f"{last.content}\n\n{block.text}"})
+        # the result's trailing whitespace goes, then a blank line and the reminder (as sent)
+        merged = last.model_copy(update={"content": f"{last.content.rstrip()}\n\n{block.text}"})
+        return message.with_content([*message.blocks[:-1], merged])
+    if isinstance(last, ToolResultBlock) and isinstance(last.content, list):  # a block of its own in it
+        content = list(last.content)
+        if content and isinstance(content[-1], TextBlock):  # the text before it ends its line
+            content[-1] = content[-1].model_copy(update={"text": content[-1].text + "\n"})
+        merged = last.model_copy(update={"content": [*content, block]})
         return message.with_content([*message.blocks[:-1], merged])
     return message.with_content([*message.blocks, block])
 
