@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from engine.call_failures import failure_details
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
-from engine.explain import SessionExplanation, agent_threshold, explain_store
+from engine.explain import END_CAUSES, SessionExplanation, agent_threshold, checked_json, explain_store
 from engine.messages import Message, assistant, tool_result, tool_use, user
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -496,3 +498,58 @@ def test_a_cleared_result_is_dropped_content_even_though_its_call_stays(store: S
     [item] = c.dropped
     assert (item.kind, item.text, c.kept) == ("file", "/repo/app.py", ())
     assert item.detail == "read at message 1; its content cleared, the call naming it kept"
+
+
+# -- invariants ------------------------------------------------------------------------------------
+
+
+STEPS = hs.lists(
+    hs.sampled_from(["user", "text", "tool", "result", "interrupt", "fail", "compact", "force", "refuse"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=STEPS, stop=hs.sampled_from([None, "end_turn", "max_tokens", "refusal", "length", "odd"]))
+def test_any_session_gets_an_ending_in_the_vocabulary_and_valid_json(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[str], stop: str | None
+) -> None:
+    """Whatever a source recorded, in whatever order: one of the documented causes, a call that
+    exists, and JSON in the documented shape."""
+    messages: list[Message] = []
+    requests: dict[int, dict[str, Any]] = {}
+    events: list[tuple[str, ContextEvent]] = []
+    open_tool = 0
+    for i, step in enumerate(steps):
+        replies = sum(1 for m in messages if m.role == "assistant")
+        if step == "user":
+            messages.append(user(f"do thing {i}"))
+        elif step == "text":
+            messages.append(reply(f"answer {i}", stop=stop))
+        elif step == "tool":
+            open_tool = i
+            messages.append(reply("", tool_use(f"t{i}", "Read", file_path=f"/repo/f{i}.py")))
+        elif step == "result" and open_tool:
+            messages.append(tool_result(f"t{open_tool}", "contents"))
+            open_tool = 0
+        elif step == "interrupt":
+            messages.append(user("[Request interrupted by user]"))
+        elif step == "fail":
+            messages.append(reply(""))
+            requests[replies + 1] = failed("prompt_too_long", 400, "prompt is too long: 9 tokens > 8 maximum")
+        elif step == "compact":
+            events.append((str(replies), compaction(removed_message_seqs=list(range(len(messages))))))
+        elif step == "force":
+            events.append((str(replies), ContextEvent(kind="guard", outcome="forced_final", turn_index=0)))
+        elif step == "refuse":
+            events.append(
+                (str(replies), ContextEvent(kind="guard", trigger="proxy_policy", outcome="rejected"))
+            )
+    with SessionStore(tmp_path_factory.mktemp("inv") / "s.db") as store:
+        sid = session(store, messages, events=events, requests=requests)
+        report = explain_store(store, [sid])
+    [why] = report.sessions
+    assert why.ended.cause in END_CAUSES and why.ended.detail
+    assert why.ended.call is None or 1 <= why.ended.call <= why.calls + 1
+    assert why.headline
+    checked_json(report.to_json())
