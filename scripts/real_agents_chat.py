@@ -10,11 +10,13 @@ to each request, by the request's ``seq``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,42 @@ def load_answers(scenario_dir: Path) -> dict[int, dict[str, Any]]:
     """``answers.json`` of a fixture scenario: the usage answered, by request seq."""
     raw = json.loads((scenario_dir / ANSWERS).read_text(encoding="utf-8"))
     return {int(seq): usage for seq, usage in raw.items()}
+
+
+#: The agents whose fixtures these scripts make: (script module, its run function, keyword naming the
+#: agent when one script serves two).
+_SCRIPTS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "opencode": ("real_agents_opencode", "main", {"--agent": "opencode"}),
+    "kilo": ("real_agents_opencode", "main", {"--agent": "kilo"}),
+    "aider": ("real_agents_aider", "main", {}),
+    "mini-swe-agent": ("real_agents_mini", "main", {}),
+    "copilot": ("real_agents_copilot", "main", {}),
+    "qwen": ("real_agents_qwen", "main", {}),
+}
+
+
+def fixture_makers() -> dict[str, Callable[[list[str] | None], list[Path]]]:
+    """``agent -> make(scenario names or None)``: regenerate that agent's fixtures (every scenario
+    when None) and return their folders; what scripts/make_real_agent_fixtures.py dispatches to."""
+
+    def maker(agent: str) -> Callable[[list[str] | None], list[Path]]:
+        module_name, function, fixed = _SCRIPTS[agent]
+
+        def make(names: list[str] | None) -> list[Path]:
+            here = str(Path(__file__).resolve().parent)
+            if here not in sys.path:
+                sys.path.insert(0, here)
+            module = importlib.import_module(module_name)
+            args = [arg for pair in fixed.items() for arg in pair]
+            args += [arg for name in names or [] for arg in ("--scenario", name)]
+            getattr(module, function)(args)
+            folder = FIXTURES / agent
+            return sorted(
+                p
+                for p in folder.iterdir()
+                if p.is_dir() and not p.name.startswith("_") and (not names or p.name in names)
+            )
+
+        return make
+
+    return {agent: maker(agent) for agent in _SCRIPTS}

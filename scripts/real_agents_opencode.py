@@ -40,6 +40,7 @@ from real_agents_chat import (
 )
 
 from bench.peers import npm_bin
+from tests.model_server.core import RecordedRequest
 from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
 
 MODEL = "local/gpt-4o"
@@ -101,10 +102,55 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 ),
             ),
         ],
+        "subagent": [
+            Turn(
+                "Find where hello is printed, with a sub-agent.",
+                (
+                    ChatReply(
+                        tool_calls=(
+                            (
+                                "task",
+                                {"description": "Find hello", "prompt": SUB_TASK, "subagent_type": "general"},
+                            ),
+                        ),
+                        when=is_parent,
+                    ),
+                    ChatReply(tool_calls=(("grep", {"pattern": "hello"}),), when=is_sub),
+                    ChatReply(text="main.py prints hello.", when=is_sub),
+                    ChatReply(text="The sub-agent found it: main.py prints hello.", when=is_parent),
+                ),
+            ),
+            Turn(
+                "Thanks. What else is in the repository?",
+                (
+                    ChatReply(
+                        tool_calls=(("bash", {"command": "ls", "description": "List"}),), when=is_parent
+                    ),
+                ),
+            ),
+        ],
     }
 
 
-def config(base_url: str) -> dict[str, object]:
+#: The sub-agent's task in the subagent scenario: its calls are told from the parent's by it.
+SUB_TASK = "Find the file that prints hello."
+#: Model limits per scenario (``models.<id>.limit``).
+LIMITS: dict[str, dict[str, int]] = {}
+
+
+def sent_text(request: RecordedRequest) -> str:
+    return json.dumps((request.body or {}).get("messages", [])[1:])
+
+
+def is_sub(request: RecordedRequest) -> bool:
+    return SUB_TASK in sent_text(request) and "task" not in sent_text(request)
+
+
+def is_parent(request: RecordedRequest) -> bool:
+    return not is_sub(request)
+
+
+def config(base_url: str, limit: dict[str, int] | None = None) -> dict[str, object]:
     return {
         "$schema": "https://opencode.ai/config.json",
         "provider": {
@@ -112,7 +158,7 @@ def config(base_url: str) -> dict[str, object]:
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "Scripted",
                 "options": {"baseURL": f"{base_url}/v1", "apiKey": "scripted"},
-                "models": {"gpt-4o": {"name": "gpt-4o"}},
+                "models": {"gpt-4o": {"name": "gpt-4o", **({"limit": limit} if limit else {})}},
             }
         },
         "model": MODEL,
@@ -135,7 +181,7 @@ def run_opencode(
     settings.parent.mkdir(parents=True)
     session_id = None
     with server:
-        settings.write_text(json.dumps(config(server.base_url), indent=1), encoding="utf-8")
+        settings.write_text(json.dumps(config(server.base_url, LIMITS.get(name)), indent=1), encoding="utf-8")
         quiet = (
             "DISABLE_AUTOUPDATE",
             "DISABLE_MODELS_FETCH",

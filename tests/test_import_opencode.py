@@ -168,3 +168,42 @@ def test_live_run_imports_exactly(agent: str, tmp_path: Path, store: SessionStor
     assert done.returncode == 0, done.stderr[-2000:]
     folder = out / agent / "tools-resume"
     check_every_call(folder, folder / "data" / agent / f"{agent}.db", store, calls=5)
+
+
+SUB_TASK = "Find the file that prints hello."
+
+
+def first_user_text(body: dict) -> str:
+    content = next(m for m in body["messages"] if m["role"] == "user")["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+@pytest.mark.parametrize("app", ["opencode", "kilo"])
+def test_a_sub_agent_is_a_child_session_and_each_side_sent_what_it_imports(
+    app: str, store: SessionStore
+) -> None:
+    folder = REAL / app / "subagent"
+    sessions = import_file(folder / "data" / app / f"{app}.db", store).sessions
+    (parent,) = [s for s in sessions if s.parent_session_id is None]
+    (child,) = [s for s in sessions if s.parent_session_id is not None]
+    assert child.parent_session_id == parent.session_id
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    by_side = {
+        parent.session_id: [r for r in requests if first_user_text(r["body"]) != SUB_TASK],
+        child.session_id: [r for r in requests if first_user_text(r["body"]) == SUB_TASK],
+    }
+    assert [len(v) for v in by_side.values()] == [4, 2]
+    for session_id, sent in by_side.items():
+        events = store.list_events(session_id, kind="request")
+        transcript = store.load_transcript(session_id)
+        assert len(events) == len(sent)
+        for event, request in zip(events, sent, strict=True):
+            assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+                request["body"]["messages"]
+            )
+            assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
+    result = next(m for m in store.load_transcript(parent.session_id) if m.tool_result_ids)
+    assert (
+        f'<task id="{child.session_id.rsplit(":", 1)[-1]}"' in result.text or "<task_result>" in result.text
+    )
