@@ -175,8 +175,9 @@ def reconcile(
     - measured below it: the parts are scaled up by at most ``max_scale_up`` and the rest is
       ``unattributed`` ("Harness, unattributed": harness text the source did not log). Pass
       ``math.inf`` when the measure saw every byte the provider got (the session manager, the proxy,
-      a request rebuilt exactly): then a shortfall is only our count's error and framing, spread
-      over what was sent. The default 1.0 scales nothing up: a source that may miss harness text
+      a request rebuilt exactly): then a shortfall is only our count's error and the provider's
+      own framing of what was sent (e.g. the tool-use prompt Anthropic adds when tools are sent),
+      spread over what was sent. The default 1.0 scales nothing up: a source that may miss harness text
       (a transcript without the harness's system prompt) keeps the shortfall unattributed.
 
     Parts are apportioned in whole tokens by largest remainder, so they sum to the target exactly.
