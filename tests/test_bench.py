@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+#: Runs the whole bench in a subprocess (minutes): the full run, not the fast lane.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"^-?\$?[\d,]*\.?\d+(e[-+]?\d+)?$")
 OUR_TABLES = ("Per-turn guard evaluation", "Token counting", "Heuristic error")
