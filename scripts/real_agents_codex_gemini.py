@@ -221,6 +221,40 @@ GEMINI_SCENARIOS: dict[str, list[tuple[str, list[Any]]]] = {
 }
 
 
+GEMINI_SCENARIOS["compression"] = [
+    # model.compressionThreshold = 0.001 (of a 1,048,576-token window): at the second run, Gemini CLI
+    # compresses mid-turn (two side calls: the <state_snapshot> and its verification) and rewrites
+    # the chat as snapshot + "Got it" + the turn in progress; the third run resumes from that.
+    ("Read the README.", [[{"functionCall": {"name": "read_file", "args": {"file_path": "README.md"}}}],
+                          ["It says hello."]]),
+    ("Now list the files.", [[{"functionCall": {"name": "list_directory", "args": {"dir_path": "."}}}],
+                             ["Two files."]]),
+    ("Thanks, and the diff?", [["No diff yet."]]),
+]  # fmt: skip
+
+GEMINI_SCENARIOS["subagents"] = [
+    # invoke_agent starts codebase_investigator: its chat is chats/<session id>/<agent id>.jsonl
+    # (kind "subagent"); it ends with complete_task; the parent's tool call names its agentId.
+    (
+        "Investigate the codebase with a helper agent.",
+        [
+            [{"functionCall": {"name": "invoke_agent", "args": {
+                "agent_name": "codebase_investigator",
+                "prompt": "List the files in the repository and say what they are."}}}],
+            [{"functionCall": {"name": "list_directory", "args": {"dir_path": "."}}}],
+            [{"functionCall": {"name": "complete_task", "args": {"report": {
+                "SummaryOfFindings": "Two files: README.md (a greeting) and main.py (prints hello).",
+                "ExplorationTrace": ["list_directory ."],
+                "RelevantLocations": [{"FilePath": "main.py", "Reasoning": "the program", "KeySymbols": []}]}}}}],
+            ["The helper found two files: README.md and main.py."],
+        ],
+    )
+]  # fmt: skip
+
+#: settings.json keys per scenario (besides API-key auth).
+GEMINI_SETTINGS: dict[str, dict[str, Any]] = {"compression": {"model": {"compressionThreshold": 0.001}}}
+
+
 def scratch_repo(root: Path) -> Path:
     repo = root / "repo"
     repo.mkdir(parents=True)
@@ -311,9 +345,8 @@ def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     root = scratch_root(f"gemini-{name}")
     home = root / "home"
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(
-        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}), encoding="utf-8"
-    )
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}, **GEMINI_SETTINGS.get(name, {})}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     repo = scratch_repo(root)
     log = root / "requests.jsonl"
     server = gemini_api.install(ScriptedServer(log_path=log))
@@ -332,14 +365,20 @@ def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
             stdout = _run([str(AGENTS_BIN / "gemini"), *args], cwd=repo, env=env)
             start = stdout.find("{")
             session_id = session_id or json.loads(stdout[start:]).get("session_id")
-    chats = sorted((home / ".gemini" / "tmp").rglob("chats/session-*"))
+        if server.pending:
+            raise RuntimeError(f"gemini {name}: {len(server.pending)} scripted replies were not asked for")
+        answers = gemini_api.answered_usages(server)
+    chats = sorted(p for p in (home / ".gemini" / "tmp").rglob("chats/**/*.json*") if p.is_file())
     target = out / "gemini" / name
     _reset(target)
     for chat in chats:
         relative = chat.relative_to(home / ".gemini")
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         (target / relative).write_text(_scrub(chat.read_text(encoding="utf-8"), root), encoding="utf-8")
-    (target / "requests.jsonl").write_text(_scrub(log.read_text(encoding="utf-8"), root), encoding="utf-8")
+    if name in GEMINI_SETTINGS:  # the agent's own settings (the chat does not record them)
+        (target / "settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+    store_request_log(list(read_log(log)), target)  # tool declarations kept once, in ../_shapes
+    _write_answers(target, answers)
     shutil.rmtree(root)
     return target
 

@@ -16,6 +16,7 @@ import pytest
 
 from engine.importers import import_file
 from engine.importers.formats.codex import FORMAT as FORMAT_CODEX
+from engine.importers.formats.gemini import FORMAT as FORMAT_GEMINI
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from engine.store import SessionStore
 from tests.model_server import gemini as gemini_api
@@ -127,9 +128,13 @@ def answered(folder: Path) -> dict[int, dict[str, Any]]:
 
 
 def sent_segment(store: SessionStore, session_id: str, event: Any) -> tuple[int, int]:
-    """(first, end) indexes of the transcript a call sent: from the last compaction before it."""
-    starts = [e.message_seq for e in store.list_events(session_id, kind="compaction") if e.seq < event.seq]
-    return (starts[-1] if starts else 0), event.details["messages_sent"]
+    """(first, end) indexes of the transcript a call sent: from the start of its context (the
+    importer's segment: a compaction, or a history the agent rewrote)."""
+    transcript = store.load_transcript(session_id)
+    starts = {e.message_seq for e in store.list_events(session_id, kind="compaction")}
+    starts |= {i for i, m in enumerate(transcript) if m.meta.get("context_start")}
+    segment = event.details["segment"]
+    return (sorted(starts)[segment - 1] if segment else 0), event.details["messages_sent"]
 
 
 CODEX_SCENARIOS = ["tools-resume", "auto-compact", "subagents", "goal-websearch", "failed-calls"]
@@ -288,8 +293,8 @@ def test_codex_items_without_ids_import_instead_of_rejecting_the_file(
 
 
 def contents_atoms(contents: list[dict[str, Any]]) -> list[Atom]:
+    """What a request's contents carry, every part as sent (a result sent twice counts twice)."""
     atoms: list[Atom] = []
-    answered: set[str] = set()
     for content in contents:
         role = "assistant" if content["role"] == "model" else "user"
         for part in content["parts"]:
@@ -297,11 +302,8 @@ def contents_atoms(contents: list[dict[str, Any]]) -> list[Atom]:
                 call = part["functionCall"]
                 atoms.append(("call", None, call["name"], call["args"]))
             elif "functionResponse" in part:
-                response = part["functionResponse"]
-                if response["id"] in answered:
-                    continue  # Gemini CLI 0.61 sends each result twice after --resume
-                answered.add(response["id"])
-                atoms.append(("result", None, response["response"]["output"]))
+                response = part["functionResponse"]["response"]
+                atoms.append(("result", None, response.get("output", response.get("error"))))
             elif part.get("thought"):
                 atoms.append(("reasoning", part["text"]))
             elif "text" in part:
@@ -309,18 +311,46 @@ def contents_atoms(contents: list[dict[str, Any]]) -> list[Atom]:
     return atoms
 
 
-def test_gemini_chat_imports_every_call_as_the_server_received_it(store: SessionStore) -> None:
-    result = import_file(transcript_file(GEMINI, "session-*.jsonl"), store)
-    (session,) = result.sessions
-    requests = requests_to(GEMINI, ":streamGenerateContent")
-    events = store.list_events(session.session_id, kind="request")
-    transcript = store.load_transcript(session.session_id)
-    assert len(events) == len(requests) == 5
-    for event, request in zip(events, requests, strict=True):
-        sent = imported_atoms(transcript[: event.details["messages_sent"]], ids=False)
-        # Gemini CLI drops earlier thoughts from the history it sends.
-        assert [a for a in sent if a[0] != "reasoning"] == contents_atoms(request["body"]["contents"])
-        assert event.model == request["path"].split("/")[-1].split(":")[0]
+def first_text(contents: list[dict[str, Any]]) -> str:
+    return contents[0]["parts"][0]["text"]
+
+
+GEMINI_SCENARIOS = ["tools-resume", "compression", "subagents"]
+
+
+@pytest.mark.parametrize("scenario", GEMINI_SCENARIOS)
+def test_every_gemini_call_imports_as_the_server_received_it(store: SessionStore, scenario: str) -> None:
+    """Each session's streamed calls (a sub-agent's in its own session), in order: the texts, tool
+    calls and results sent (a resumed history's results twice, as Gemini CLI 0.61 sends them; after
+    a compression the snapshot and the rewritten turn), and the usage answered. Router and
+    compression side calls (:generateContent) are not chat calls."""
+    folder = REAL / "gemini" / scenario
+    main = next(folder.rglob("chats/session-*.jsonl"))
+    result = import_file(main, store)
+    requests = [r for r in load_request_log(folder) if ":streamGenerateContent" in r["path"]]
+    answers = answered(folder) if (folder / "answers.json").exists() else {}
+    assert len(result.sessions) == 1 + len(list(folder.rglob("chats/*/*.jsonl")))
+    matched = 0
+    for session in result.sessions:
+        events = store.list_events(session.session_id, kind="request")
+        transcript = store.load_transcript(session.session_id)
+        mine = [r for r in requests if first_text(r["body"]["contents"]) == transcript[0].text]
+        assert len(events) == len(mine) > 0
+        matched += len(mine)
+        for event, request in zip(events, mine, strict=True):
+            first, end = sent_segment(store, session.session_id, event)
+            sent = imported_atoms(transcript[first:end], ids=False)
+            # Gemini CLI drops earlier thoughts from the history it sends.
+            assert [a for a in sent if a[0] != "reasoning"] == contents_atoms(request["body"]["contents"]), (
+                scenario,
+                event.seq,
+            )
+            assert event.model == request["path"].split("/")[-1].split(":")[0]
+            if answers:
+                usage = answers[request["seq"]]
+                assert event.usage is not None and event.usage.prompt_tokens == usage["promptTokenCount"]
+                assert event.usage.cache_read_input_tokens == usage.get("cachedContentTokenCount", 0)
+    assert matched == len(requests)
 
 
 def test_gemini_usage_is_what_the_server_reported(store: SessionStore) -> None:
@@ -336,15 +366,52 @@ def test_gemini_usage_is_what_the_server_reported(store: SessionStore) -> None:
     assert events[0].details["reasoning_tokens"] > 0  # the first reply's thought
 
 
-def test_gemini_resumed_run_keeps_the_usage_the_rewritten_history_dropped(store: SessionStore) -> None:
-    """On --resume Gemini CLI rewrites the chat ($set messages) without tokens or model:
-    the earlier copies of those messages still give them."""
+def test_gemini_resumed_run_keeps_the_usage_and_the_results_sent_twice(store: SessionStore) -> None:
+    """On --resume Gemini CLI rewrites the chat ($set messages, no tokens, each tool result a
+    second time): the calls are the ones the CLI counted, none invented for the rewritten copies."""
     path = transcript_file(GEMINI, "session-*.jsonl")
     assert '"$set":{"messages"' in path.read_text(encoding="utf-8")
     result = import_file(path, store)
     (session,) = result.sessions
     assert session.request_count == session.usage_count == 5
     assert session.model == "gemini-3.1-pro-preview"
+    transcript = store.load_transcript(session.session_id)
+    results = [b.text for m in transcript for b in m.blocks if isinstance(b, ToolResultBlock)]
+    assert len(results) > len(set(results))  # the duplicates the model saw are kept
+
+
+def test_gemini_compression_is_a_compaction_that_keeps_the_earlier_calls(store: SessionStore) -> None:
+    folder = REAL / "gemini" / "compression"
+    (session,) = import_file(next(folder.rglob("chats/session-*.jsonl")), store).sessions
+    requests = store.list_events(session.session_id, kind="request")
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    d = compaction.details
+    assert d["by"] == "agent" and d["trigger_kind"] == "auto"
+    assert d["agent_setting"] == {"compressionThreshold": 0.001}
+    before = [e for e in requests if e.seq < compaction.seq]
+    assert len(before) == 3 and d["before_tokens"] == before[-1].usage.prompt_tokens
+    assert d["after_tokens"] == next(e for e in requests if e.seq > compaction.seq).usage.prompt_tokens
+    assert d["summary"].startswith("<state_snapshot>")
+    assert session.request_count == session.usage_count == 5  # no call for the rewritten "Got it"
+
+
+def test_gemini_sub_agent_is_linked_to_its_invoke_agent_call(store: SessionStore) -> None:
+    folder = REAL / "gemini" / "subagents"
+    main = next(folder.rglob("chats/session-*.jsonl"))
+    (parent, child) = import_file(main, store).sessions
+    assert child.parent_session_id == parent.session_id
+    meta = store.get_session(child.session_id).metadata
+    invoke = next(
+        b
+        for m in store.load_transcript(parent.session_id)
+        for b in m.blocks
+        if isinstance(b, ToolUseBlock) and b.name == "invoke_agent"
+    )
+    assert meta["parent_tool_use_id"] == invoke.id and meta["agent_name"] == "codebase_investigator"
+    assert FORMAT_GEMINI.locations is not None
+    assert FORMAT_GEMINI.locations.files_under(folder / "tmp") == [main]
+    assert FORMAT_GEMINI.accompanies(next(folder.rglob("chats/*/*.jsonl")))
+    assert import_file(main, store).status == "unchanged"
 
 
 def test_what_the_files_do_not_keep_is_measured_once_and_carried_to_every_call(store: SessionStore) -> None:

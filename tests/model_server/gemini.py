@@ -23,6 +23,7 @@ from .core import HttpReply, RecordedRequest, ScriptedServer, sse_events
 
 PATH_PREFIX = "/v1beta/models/"
 CHARS_PER_TOKEN = 4
+ANSWERED = "gemini_usage"  # server.state key: seq -> the usageMetadata answered (streamed calls)
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -100,10 +101,27 @@ def instance_of(schema: Any) -> Any:
     return "ok"
 
 
+def compression_snapshot(body: dict[str, Any]) -> str | None:
+    """The answer to Gemini CLI's chat compression calls (their system instruction asks for a
+    ``<state_snapshot>``): a snapshot naming the first request of the history; the verification
+    call (the snapshot is the last model turn) gets the same snapshot again. None: not one."""
+    system = json.dumps(body.get("systemInstruction") or "")
+    if "state_snapshot" not in system:
+        return None
+    contents = body.get("contents") or []
+    for content in contents[-3:]:
+        for part in content.get("parts") or []:
+            if content.get("role") == "model" and "<state_snapshot>" in str(part.get("text")):
+                return str(part["text"])
+    texts = [p.get("text", "") for c in contents if c.get("role") == "user" for p in c.get("parts") or []]
+    asked = next((t for t in texts if t and not t.startswith("<session_context>")), "")
+    return f"<state_snapshot>\n<overall_goal>{asked[:200]}</overall_goal>\n</state_snapshot>"
+
+
 def side_call_answer(body: dict[str, Any]) -> dict[str, Any]:
     config = body.get("generationConfig") or {}
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
-    text = json.dumps(instance_of(schema)) if schema else "ok"
+    text = json.dumps(instance_of(schema)) if schema else (compression_snapshot(body) or "ok")
     # The router's schema asks for a model choice: keep the main model on the scripted path.
     if schema and "model_choice" in (schema.get("properties") or {}):
         text = json.dumps({"reasoning": "scripted", "model_choice": "flash"})
@@ -149,7 +167,14 @@ def handle_models(server: ScriptedServer, request: RecordedRequest) -> HttpReply
     )
     chunks[-1]["usageMetadata"].update(override)
     server.state["gemini_prompt"] = chunks[-1]["usageMetadata"]["promptTokenCount"]
+    server.state.setdefault(ANSWERED, {})[request.seq] = chunks[-1]["usageMetadata"]
     return HttpReply(200, chunks=sse_events((None, c) for c in chunks), content_type="text/event-stream")
+
+
+def answered_usages(server: ScriptedServer) -> dict[int, dict[str, Any]]:
+    """The usageMetadata answered to each streamed request, by the request's ``seq``."""
+    with server._lock:
+        return dict(server.state.get(ANSWERED, {}))
 
 
 def install(server: ScriptedServer) -> ScriptedServer:

@@ -1,33 +1,25 @@
-"""Gemini CLI chats (``~/.gemini/tmp/<project>/chats/session-*.json`` or ``.jsonl``).
+"""A replayed Gemini CLI chat (:mod:`.history`) as a session: its messages in canonical form.
 
-The JSON form is one object ``{sessionId, projectHash, startTime, lastUpdated, messages}``.
-The JSON Lines form starts with that header (without messages) and then appends: a message
-object per line (``id`` + ``type``; a message written again under its id replaces the earlier
-copy: the last one wins), and ``{"$set": {...}}`` lines updating header fields, where
-``$set.messages`` replaces the whole list (a resumed run rewrites it). Messages: ``user``
-(text or parts, incl. ``functionResponse``), ``gemini`` (content, ``thoughts``, ``toolCalls``
-with their ``result`` parts, per-call ``tokens`` {input, output, cached, thoughts, tool, total}
-and ``model``); ``info`` / ``error`` / ``warning`` lines are the CLI's own notices.
+Messages: ``user`` (text or parts, incl. ``functionResponse``), ``gemini`` (content,
+``thoughts``, ``toolCalls`` with their ``result`` parts, per-call ``tokens`` {input, output,
+cached, thoughts, tool, total} and ``model``); ``info`` / ``error`` / ``warning`` lines are the
+CLI's own notices (skipped). A reply with ``tokens`` is a call; a rewritten copy never is. A
+tool result is sent once per context where it stands: as the user turn that carries it, else
+after the reply whose ``toolCalls`` hold it (the older JSON form).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations, head_lines
+from engine.importers.formats.gemini.history import MESSAGE_TYPES, SNAPSHOT, ChatLog, Entry
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_count, as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
-Line = tuple[int, Any]
-MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 _NOTICE_TYPES = ("info", "error", "warning")
-_CALL_FACTS = ("tokens", "model", "toolCalls", "thoughts")
 _WORKSPACE = re.compile(
     r"Workspace Director(?:y|ies)[^\n]*\n\s*-\s*(/[^\n]+)|working directory is:?\s*(/[^\n]+)", re.I
 )
@@ -53,99 +45,52 @@ def is_gemini_line(value: Any) -> bool:
     return "sessionId" in value and "projectHash" in value
 
 
-def parse_gemini_document(value: dict[str, Any], *, key: str) -> list[ParsedSession]:
-    return [_session(value, value["messages"], key=key)]
-
-
-def parse_gemini_lines(lines: Sequence[Line], *, key: str) -> list[ParsedSession]:
-    header: dict[str, Any] = {}
-    order: list[str] = []
-    by_id: dict[str, Any] = {}
-    seen: dict[str, Any] = {}  # every message ever written, by id (a $set may drop what it knew)
-    for number, value in lines:
-        if not isinstance(value, dict):
-            raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
-        if "$set" in value:
-            update = value["$set"]
-            if not isinstance(update, dict):
-                raise SourceProblem("$set is not an object", line=number)
-            if "messages" in update:
-                if not isinstance(update["messages"], list):
-                    raise SourceProblem("$set.messages is not a list", line=number)
-                seen.update(by_id)
-                order, by_id = [], {}
-                for n, message in enumerate(update["messages"]):
-                    _keep(message, order, by_id, fallback=f"{number}:{n}", earlier=seen)
-            header.update({k: v for k, v in update.items() if k != "messages"})
-        elif isinstance(value.get("type"), str) and value["type"] in MESSAGE_TYPES:
-            _keep(value, order, by_id, fallback=str(number))
-        elif "sessionId" in value:
-            header.update({k: v for k, v in value.items() if k != "messages"})
-        elif "$unset" not in value:
-            raise SourceProblem(
-                f"not a Gemini CLI chat line (keys {', '.join(sorted(value)[:6])})", line=number
-            )
-    return [_session(header, [by_id[i] for i in order], key=key)]
-
-
-def _keep(
-    message: Any,
-    order: list[str],
-    by_id: dict[str, Any],
-    *,
-    fallback: str,
-    earlier: dict[str, Any] | None = None,
-) -> None:
-    if not isinstance(message, dict):
-        raise SourceProblem(f"a message is {type(message).__name__}, not an object")
-    message_id = str(message.get("id") or f"line-{fallback}")
-    if message_id not in by_id:
-        order.append(message_id)
-    before = by_id.get(message_id) or (earlier or {}).get(message_id)
-    if before is not None and before.get("type") == message.get("type"):
-        # A message written again under its id: the last copy wins; a resumed run rewrites the
-        # history without the per-call facts (tokens, model), which the earlier copy keeps.
-        message = {**{k: before[k] for k in _CALL_FACTS if k in before}, **message}
-    by_id[message_id] = message
-
-
-def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> ParsedSession:
+def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None) -> ParsedSession:
+    """The session a replayed chat describes: each entry's messages, a call per reply the CLI
+    counted (``tokens``), a new context at each rewrite, a compaction at each compression."""
+    header = log.header
     session_id = header.get("sessionId")
     session = ParsedSession(key=str(session_id) if session_id else key, messages=[])
-    answered: set[str] = set()
+    answered = _answered_by_user_turns(log.entries, lines=log.lines)
     notices = 0
     models: dict[str, int] = {}
-    for index, raw in enumerate(raw_messages):
-        where = f"messages[{index}]"
-        if not isinstance(raw, dict):
-            raise SourceProblem(f"{where}: message is {type(raw).__name__}, not an object")
+    starts: Entry | None = None  # a context start whose entry made no message (a notice)
+    last_call: CallInfo | None = None
+    compactions: list[dict[str, Any]] = []
+    for index, entry in enumerate(log.entries):
+        raw, where = entry.raw, f"messages[{index}]"
         kind = raw.get("type")
+        starts = entry if entry.starts else starts
         meta = {k: raw[k] for k in ("id", "timestamp") if raw.get(k)}
+        if entry.copy:
+            meta["rewritten"] = True
+        produced: list[ParsedMessage] = []
         if kind == "user":
             text_parts, results = _user_parts(raw.get("content"), where)
-            results = [r for r in results if r.tool_use_id not in answered]
-            answered.update(r.tool_use_id for r in results)
             blocks: list[Any] = [*results, *text_parts]
             if blocks:
                 content: Any = text_parts[0].text if len(blocks) == 1 and text_parts else blocks
-                session.messages.append(ParsedMessage(build_message("user", content, where=where, meta=meta)))
+                produced.append(ParsedMessage(build_message("user", content, where=where, meta=meta)))
         elif kind == "gemini":
             model = raw.get("model") if isinstance(raw.get("model"), str) else None
-            if model:
-                models[model] = models.get(model, 0) + 1
             reply, results = _reply(raw, where)
+            results = [r for r in results if r.tool_use_id not in answered]
+            call = None
             usage, thoughts = gemini_usage(raw.get("tokens"))
-            call = CallInfo(usage=usage, model=model)
-            if thoughts:
-                call.details["reasoning_tokens"] = thoughts
-            if raw.get("timestamp"):
-                call.details["call_utc"] = raw["timestamp"]
-            session.messages.append(
+            if not entry.copy and usage is not None:  # a reply the CLI counted: one streamed call
+                if model:
+                    models[model] = models.get(model, 0) + 1
+                call = CallInfo(usage=usage, model=model)
+                if thoughts:
+                    call.details["reasoning_tokens"] = thoughts
+                if raw.get("timestamp"):
+                    call.details["call_utc"] = raw["timestamp"]
+                last_call = call
+            produced.append(
                 ParsedMessage(build_message("assistant", reply, where=where, meta=meta), call=call)
             )
             if results:
-                answered.update(r.tool_use_id for r in results)
-                session.messages.append(
+                produced.append(
                     ParsedMessage(
                         build_message("user", results, where=where, meta={**meta, "from_tool_calls": True})
                     )
@@ -154,8 +99,21 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
             notices += 1
         else:
             raise SourceProblem(f"{where}: unknown message type {kind!r}")
+        if produced and starts is not None:
+            first = produced[0]
+            first.starts_context = True
+            # later calls send the history from here (a compression's or a resumed rewrite's)
+            first.message = first.message.model_copy(
+                update={"meta": {**first.message.meta, "context_start": starts.starts}}
+            )
+            if starts.starts == "compression":
+                first.compaction = _compression(log.entries, index, last_call, settings)
+                compactions.append(first.compaction)
+            starts = None
+        session.messages.extend(produced)
     if not session.messages:
         raise SourceProblem("a Gemini CLI chat with no user or model messages")
+    _after_tokens(session, compactions)
     session.model = max(models, key=lambda m: models[m]) if models else None
     session.provider = provider_of(session.model) or "gemini"
     session.unlogged_prefix_in = "system"  # the system instruction and tool declarations
@@ -167,10 +125,16 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
         "kind": header.get("kind"),
         "summary": header.get("summary"),
     }
-    cwd = _workspace(session)
+    cwd = _workspace(session) or _first_directory(header)
     if cwd:
         meta["cwd"] = cwd
     session.metadata.update({k: v for k, v in meta.items() if v})
+    rewrites = sum(1 for e in log.entries if e.starts == "rewrite")
+    if rewrites:
+        session.notes.append(
+            f"{rewrites} rewritten history(ies) (a resumed run sends its history again, each tool result "
+            "twice in Gemini CLI 0.61): imported as a new context of what the later calls sent"
+        )
     if notices:
         session.notes.append(f"skipped {notices} CLI notice message(s) (info/warning/error)")
     session.notes.append(
@@ -178,6 +142,93 @@ def _session(header: dict[str, Any], raw_messages: list[Any], *, key: str) -> Pa
         "is measured from the provider's count)"
     )
     return session
+
+
+def agent_calls_of(log: ChatLog) -> dict[str, tuple[str, str]]:
+    """{sub-agent id: (the call that started it, the agent's name)}: a reply's ``toolCalls``
+    entry names the ``agentId`` it ran."""
+    out: dict[str, tuple[str, str]] = {}
+    for entry in log.entries:
+        calls = entry.raw.get("toolCalls") if not entry.copy else None
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict) and isinstance(call.get("agentId"), str) and call.get("id"):
+                args = call.get("args") if isinstance(call.get("args"), dict) else {}
+                out[call["agentId"]] = (
+                    str(call["id"]),
+                    str(args.get("agent_name") or call.get("name") or ""),
+                )
+    return out
+
+
+def _answered_by_user_turns(entries: list[Entry], *, lines: bool) -> set[str]:
+    """The tool call ids a user turn answers: a reply's ``toolCalls`` results are then sent as
+    that turn (the JSON Lines form writes one), never again after the reply; the older JSON form
+    keeps them only in ``toolCalls``."""
+    answered: set[str] = set()
+    for entry in entries:
+        if entry.raw.get("type") == "user" and isinstance(entry.raw.get("content"), list):
+            for part in entry.raw["content"]:
+                if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
+                    answered.add(str(part["functionResponse"].get("id") or ""))
+    return answered if lines else set()
+
+
+def _compression(
+    entries: list[Entry], index: int, last_call: CallInfo | None, settings: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A chat compression's compaction details: the prompt count it was checked on (the last
+    call's), the snapshot, and the agent's ``compressionThreshold`` when its settings say."""
+    snapshot = next(
+        (
+            _plain_text(e.raw)
+            for e in entries[index:]
+            if e.copy and e.raw.get("type") == "user" and SNAPSHOT in _plain_text(e.raw)
+        ),
+        None,
+    )
+    details: dict[str, Any] = {
+        "source": "gemini",
+        "by": "agent",
+        "trigger": "compact_threshold",
+        "trigger_kind": "auto",
+        "summary": snapshot,
+        # the <state_snapshot> call and its verification are side calls the chat does not keep
+        "summarizer_calls_not_in_file": 2,
+    }
+    if last_call is not None and last_call.usage is not None:
+        details["before_tokens"] = last_call.usage.prompt_tokens
+    threshold = (settings or {}).get("compressionThreshold")
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1:
+        details["agent_setting"] = {"compressionThreshold": threshold}
+    return details
+
+
+def _after_tokens(session: ParsedSession, compactions: list[dict[str, Any]]) -> None:
+    """A compression's tokens after: the prompt count of the first call that sent its history."""
+    pending = None
+    for pm in session.messages:
+        if pm.compaction is not None and pm.compaction in compactions:
+            pending = pm.compaction
+        if pending is not None and pm.call is not None and pm.call.usage is not None:
+            pending["after_tokens"] = pm.call.usage.prompt_tokens
+            pending["after_tokens_from"] = "the next call's prompt count"
+            pending = None
+
+
+def _plain_text(raw: dict[str, Any]) -> str:
+    content = raw.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and "text" in p)
+    return ""
+
+
+def _first_directory(header: dict[str, Any]) -> str | None:
+    directories = header.get("directories")
+    if isinstance(directories, list) and directories and isinstance(directories[0], str):
+        return directories[0]
+    return None
 
 
 def _user_parts(content: Any, where: str) -> tuple[list[TextBlock], list[ToolResultBlock]]:
@@ -285,34 +336,3 @@ def _workspace(session: ParsedSession) -> str | None:
         if match:
             return (match.group(1) or match.group(2)).strip()
     return None
-
-
-def sniff(doc: Document) -> bool:
-    if doc.lines is not None:
-        return any(is_gemini_line(v) for v in head_lines(doc))
-    return is_gemini_chat(doc.value)
-
-
-def parse(doc: Document, key: str) -> list[ParsedSession]:
-    if doc.lines is not None:
-        return parse_gemini_lines(doc.lines, key=key)
-    return parse_gemini_document(doc.value, key=key)
-
-
-def roots(env: Mapping[str, str], home: Path) -> list[Path]:
-    base = Path(env["GEMINI_CLI_HOME"]) if env.get("GEMINI_CLI_HOME") else home
-    return [base / ".gemini" / "tmp"]
-
-
-def files_under(root: Path) -> list[Path]:
-    return sorted(p for p in root.glob("*/chats/session-*") if p.suffix in (".json", ".jsonl"))
-
-
-FORMAT = ImportFormat(
-    name="gemini",
-    agent="Gemini CLI",
-    sniff=sniff,
-    parse=parse,
-    files="`~/.gemini/tmp/<project>/chats/session-*.json(l)`",
-    locations=Locations(roots=roots, files_under=files_under),
-)
