@@ -60,9 +60,12 @@ def compaction_facts(c: CompactionExplanation) -> str:
         return f"{value:,}" if value is not None else "not recorded"
 
     parts = [f"tokens {n(c.tokens_before)} -> {n(c.tokens_after)}", f"limit {n(c.limit_tokens)}"]
-    parts.append(
-        f"threshold {n(c.threshold_tokens)}" + (f" ({c.threshold_rule})" if c.threshold_rule else "")
-    )
+    if c.threshold_tokens is None and c.threshold_rule:
+        parts.append(f"threshold: {c.threshold_rule}")
+    else:
+        parts.append(
+            f"threshold {n(c.threshold_tokens)}" + (f" ({c.threshold_rule})" if c.threshold_rule else "")
+        )
     if c.share is not None:
         parts.append(f"reached {c.share:.1%} of the limit")
     if c.agent_setting:

@@ -189,7 +189,11 @@ def _threshold(
 ) -> tuple[int | None, str | None]:
     recorded = _int(event.details.get("threshold_tokens"))
     if recorded:
-        return recorded, "recorded with the compaction"
+        rule = agent_threshold(agent, window=window, setting=setting) if by == "agent" else None
+        return (
+            recorded,
+            rule.rule if rule is not None and rule.tokens == recorded else "recorded with the compaction",
+        )
     if by == "ctxdesk" and limit and event.trigger in ("compact_threshold", "hard_block"):
         name = "compact_threshold" if event.trigger == "compact_threshold" else "hard_block_threshold"
         default = DEFAULT_COMPACT_THRESHOLD if name == "compact_threshold" else DEFAULT_HARD_BLOCK_THRESHOLD
