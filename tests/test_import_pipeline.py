@@ -555,3 +555,20 @@ def test_an_imported_call_records_the_limit_it_can_know(
         "claude-sonnet-4-20250514", settings=load_settings(settings) if settings_text else None
     )
     assert {e.limit_tokens for e in events} == {limit or expected.tokens}
+
+
+@pytest.mark.parametrize("path", [CLAUDE_FILE, CODEX_ROLLOUT, GEMINI_CHAT], ids=lambda p: p.name[:40])
+def test_session_and_call_times_are_the_transcripts_not_the_imports(path: Path, store: SessionStore) -> None:
+    (session_id, *_) = import_file(path, store).session_ids
+    session = store.get_session(session_id)
+    times = [
+        r.message.meta["timestamp"]
+        for r in store.load_messages(session_id)
+        if r.message.meta.get("timestamp")
+    ]
+    assert times
+    started, ended = session.metadata["started_utc"], session.metadata["ended_utc"]
+    assert started[:19] == min(times)[:19] and ended[:19] == max(times)[:19]
+    assert started < session.created_utc  # the transcript's time, not the import's
+    calls = [e.details["call_utc"] for e in store.list_events(session_id, kind="request")]
+    assert calls and all(started <= t <= ended for t in calls)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.call_failures import failure_of
@@ -44,7 +45,9 @@ class CallMeasure:
     @property
     def prompt_tokens(self) -> int:
         """The call's prompt: the provider's count when it gave one, else our estimate."""
-        return self.usage.prompt_tokens if self.usage is not None and self.usage.prompt_tokens else self.estimate
+        return (
+            self.usage.prompt_tokens if self.usage is not None and self.usage.prompt_tokens else self.estimate
+        )
 
 
 def record_requests(
@@ -193,6 +196,9 @@ class _Walk:
         }
         if prefix and where:
             details.update(unlogged_prefix_tokens=prefix, unlogged_prefix_in=where)
+        when = call_time(call, row)
+        if when is not None:
+            details["call_utc"] = when
         columns: dict[str, int | None] = limit.columns() if limit is not None else {}
         if limit is not None:
             details["limit_source"] = limit.source
@@ -271,6 +277,32 @@ def _compaction(
             tokens=sum(r.tokens for r in after), strategy=f"harness:{details.get('harness') or 'agent'}",
             event_id=event_id,
         )  # fmt: skip
+
+
+def call_time(call: CallInfo, row: StoredMessage) -> str | None:
+    """When the call was made, as the source tells it (ISO 8601, UTC): its recorded request's
+    start, else the time of the message it answered with or follows; None when the source keeps
+    no times (the event's own ``created_utc`` is the import's)."""
+    started = call.exact_request.started_utc if call.exact_request is not None else None
+    return utc_text(started or row.message.meta.get("timestamp"))
+
+
+def utc_text(value: Any) -> str | None:
+    """A source's timestamp as ISO 8601 UTC text (``...Z``); epoch seconds or milliseconds too."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        if isinstance(value, int | float):
+            seconds = value / 1000 if value > 10**11 else value
+            moment = datetime.fromtimestamp(seconds, tz=UTC)
+        elif isinstance(value, str) and value.strip():
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _memo(

@@ -14,7 +14,7 @@ from engine.errors import NotFoundError
 from engine.events import ProviderUsage
 from engine.importers.model import ImportedSession, ParsedMessage, ParsedSession
 from engine.importers.parsing import title_of, tool_category
-from engine.importers.request_events import record_requests
+from engine.importers.request_events import record_requests, utc_text
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only
 from engine.settings import Settings
 from engine.store import SessionStore, ToolRecord
@@ -134,6 +134,9 @@ def write_session(
         metadata["context_window"] = parsed.context_window
     if import_state is not None:
         metadata["import_state"] = import_state
+    times = [t for t in (utc_text(m.meta.get("timestamp")) for m in messages) if t is not None]
+    if times:  # when the session ran, as the transcript tells it (not when it was imported)
+        metadata["started_utc"], metadata["ended_utc"] = min(times), max(times)
     if parsed.lineage_key is not None:
         metadata["lineage_key"] = parsed.lineage_key
     if parsed.forked:
@@ -329,7 +332,9 @@ class Lineages:
                 key = s.metadata.get("lineage_key")
                 if isinstance(key, str):
                     self._by_key.setdefault(key, []).append((s.id, bool(s.metadata.get("forked"))))
-        family = [(sid, forked) for sid, forked in self._by_key.get(parsed.lineage_key, []) if sid != session_id]
+        family = [
+            (sid, forked) for sid, forked in self._by_key.get(parsed.lineage_key, []) if sid != session_id
+        ]
         self._by_key.setdefault(parsed.lineage_key, []).append((session_id, parsed.forked))
         if parsed.forked:
             origin = next((sid for sid, forked in family if not forked), None)
