@@ -314,6 +314,9 @@ def test_the_session_manager_counts_with_the_usable_calibration(
     tokenizer, problem = session_estimator(settings)
     assert tokenizer is get_tokenizer("anthropic")
     assert problem is not None and problem.kind == "degraded" and problem.outcome == "static estimator"
+    out = io.StringIO()
+    assert main(["models", "claude-sonnet-4-5"], out=out) == 0  # the model's settings still shown
+    assert "the calibration is not used: invalid calibration file" in out.getvalue()
 
 
 @pytest.mark.shared

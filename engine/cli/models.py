@@ -71,9 +71,14 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     print("\n" + format_table(("derived", "tokens"), derived), file=out)
     print("\n" + imported_limit_text(args.name, settings, args.provider), file=out)
     from engine.calibration import estimator_for
+    from engine.errors import ConfigError
+    from engine.tokens import get_tokenizer
 
-    counter = estimator_for(resolved.tokenizer, resolved.model)
-    print(f"counted before the provider answers with: {counter.info.description}", file=out)
+    try:
+        counter, problem = estimator_for(resolved.tokenizer, resolved.model), ""
+    except ConfigError as exc:  # as the session manager does: the static estimator, and why
+        counter, problem = get_tokenizer(resolved.tokenizer), f" (the calibration is not used: {exc})"
+    print(f"counted before the provider answers with: {counter.info.description}{problem}", file=out)
     return EXIT_OK
 
 
