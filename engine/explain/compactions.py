@@ -19,7 +19,13 @@ from engine.compaction.constraints import slash_command
 from engine.explain.agents import agent_threshold
 from engine.explain.calls import Call, Calls
 from engine.explain.kept import kept_and_dropped
-from engine.explain.model import CompactionBy, CompactionExplanation, CompactionTrigger
+from engine.explain.model import (
+    COMPACTION_BY,
+    COMPACTION_TRIGGERS,
+    CompactionBy,
+    CompactionExplanation,
+    CompactionTrigger,
+)
 from engine.explain.sentences import compaction_sentence
 from engine.limit import recorded_limit
 from engine.messages import is_user_input
@@ -132,29 +138,24 @@ def _failed_before(event: StoredEvent, prior: Sequence[Call], calls: Calls) -> C
 def _who_and_why(
     event: StoredEvent, agent: str, failed: Call | None
 ) -> tuple[CompactionBy, CompactionTrigger]:
+    """``details.by`` / ``details.trigger_kind`` where the source recorded them, else derived: the
+    proxy's policies, a live compaction from the dashboard, an imported agent's own (manual when the
+    user asked), the session manager's triggers; after a refused call, reactive."""
     d = event.details
-    by, trigger = d.get("by"), d.get("trigger_kind")
-    if by in ("agent", "ctxdesk", "proxy", "user") and trigger in (
-        "auto",
-        "manual",
-        "reactive",
-        "policy",
-        "threshold",
-    ):
-        return by, trigger
-    source = str(d.get("source") or "")
     if event.trigger == "proxy_policy":
-        guess: tuple[CompactionBy, CompactionTrigger] = ("proxy", "policy")
+        by, trigger = "proxy", "policy"
     elif event.trigger == "manual" and (d.get("policy") == "live_compaction" or agent == "proxy"):
-        guess = ("user", "manual")
-    elif source.startswith("import:") or d.get("harness"):
-        guess = ("user", "manual") if event.trigger == "manual" else ("agent", "auto")
+        by, trigger = "user", "manual"
+    elif str(d.get("source") or "").startswith("import:") or d.get("harness"):
+        by, trigger = ("user", "manual") if event.trigger == "manual" else ("agent", "auto")
     else:
-        guess = ENGINE_TRIGGERS.get(str(event.trigger), ("ctxdesk", "threshold"))
-    if failed is not None and guess[1] in ("auto", "threshold"):
-        guess = (guess[0], "reactive")
-    return (by if by in ("agent", "ctxdesk", "proxy", "user") else guess[0]), (
-        trigger if trigger in ("auto", "manual", "reactive", "policy", "threshold") else guess[1]
+        by, trigger = ENGINE_TRIGGERS.get(str(event.trigger), ("ctxdesk", "threshold"))
+    if failed is not None and trigger in ("auto", "threshold"):
+        trigger = "reactive"
+    recorded_by, recorded_trigger = d.get("by"), d.get("trigger_kind")
+    return (
+        recorded_by if recorded_by in COMPACTION_BY else by,  # type: ignore[return-value]
+        recorded_trigger if recorded_trigger in COMPACTION_TRIGGERS else trigger,
     )
 
 
