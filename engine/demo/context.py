@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.calibration import Calibration
 from engine.clients import ScriptedClient
 from engine.compaction import OfflineSummarizer
 from engine.demo.agent import CODING_TOOLS, SKILLS, mcp_tools, prompt_sections
@@ -82,6 +83,7 @@ class DemoContext:
             settings=self.settings,
             summarizer=OfflineSummarizer(),
             metadata={"demo": True, "seed": self.seed},
+            calibration=Calibration(),  # the static estimator: the sample data never depends on a user's calibration
             **kwargs,
         )
 
