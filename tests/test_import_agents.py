@@ -134,6 +134,37 @@ def test_cline_task_takes_per_request_usage_from_ui_messages_and_model_from_meta
     assert events[0].details["cline_cost"] == 0.0453
 
 
+def test_cline_results_sent_as_text_are_tool_results_of_their_calls(store: SessionStore) -> None:
+    """Cline sends a result as user text (``[read_file for 'x'] Result:`` + output): answering a
+    native tool_use (newer versions) or the XML call in the reply's text. Each becomes a tool_result
+    of its call (header kept, nothing invented, none counted as user input); Cline's own cost is
+    kept as agent_cost_usd and each call's time is the UI log's."""
+    from engine.importers.writer import MISSING_RESULT_TEXT
+
+    for task, calls in ((AGENTS / "cline" / "1764000000000", ["read_file", "execute_command"]),
+                        (CLINE_TASK, ["read_file", "replace_in_file", "execute_command"])):  # fmt: skip
+        (session,) = import_file(task / "api_conversation_history.json", store).sessions
+        transcript = store.load_transcript(session.session_id)
+        uses = {b.id: b.name for m in transcript for b in m.blocks if isinstance(b, ToolUseBlock)}
+        results = [b for m in transcript for b in m.blocks if isinstance(b, ToolResultBlock)]
+        assert [uses[r.tool_use_id] for r in results] == calls
+        assert not any(MISSING_RESULT_TEXT in r.text for r in results)
+        assert not any("] Result:" in b.text for m in transcript if m.role == "user" for b in m.blocks
+                       if not isinstance(b, ToolResultBlock))  # fmt: skip
+        assert not has_orphans(transcript)
+    native = store.get_session("cline:1764000000000")
+    assert (
+        native.metadata["agent_cost_usd"] == 0.05695
+        and native.metadata["started_utc"] == "2025-11-24T16:00:00.000Z"
+    )
+    events = store.list_events(native.id, kind="request")
+    assert events[0].details["call_utc"] == "2025-11-24T16:00:00.100Z"
+    last = events[-1].details["measured"]
+    assert last["tool_results"] > last["conversation"]  # a session that is mostly tool output
+    xml = next(m for m in store.load_transcript("cline:1732400000000") if m.meta.get("cline_tool_xml"))
+    assert xml.meta["cline_tool_xml"] == ["<read_file>\n<path>cli.py</path>\n</read_file>"]
+
+
 def test_cline_ui_messages_alone_says_what_it_is_and_what_to_import(
     tmp_path: Path, store: SessionStore
 ) -> None:

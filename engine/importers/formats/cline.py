@@ -6,6 +6,8 @@ per model call whose text is JSON with that call's ``tokensIn`` (uncached input)
 ``tokensOut``, ``cacheWrites``, ``cacheReads`` and ``cost``: the k-th is the usage of the k-th
 assistant message. ``task_metadata.json`` names the models used (``model_usage``). The cwd is
 read from the ``# Current Working Directory (...)`` line of the first environment details.
+Results Cline sends as text are made tool results of their calls (:mod:`.cline_tools`); the
+costs Cline computed are summed into ``agent_cost_usd``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.anthropic_api import parse_anthropic_messages
+from engine.importers.formats.cline_tools import pair_text_results
 from engine.importers.model import ParsedSession
 from engine.importers.parsing import as_count
 
@@ -36,7 +40,12 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
     ]
     model = str(models[-1]) if models else None
     session = parse_anthropic_messages(value, key=f"cline:{folder.name}", model=model)
+    paired = pair_text_results(session.messages)
+    if paired:
+        session.notes.append(f"{paired} tool result(s) Cline sent as text made tool results of their calls")
     session.metadata["task_id"] = folder.name
+    if folder.name.isdigit():  # the task's id is its start time (ms)
+        session.metadata["started_utc"] = utc_of_ms(int(folder.name))
     session.unlogged_prefix_in = "system"  # Cline's system prompt (tools described in it)
     if len(set(models)) > 1:
         session.metadata["models"] = sorted(set(map(str, models)))
@@ -49,6 +58,11 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
             pm.call.details["cline_cost"] = request["cost"]
         if request.get("ts"):
             pm.call.details["call_ts_ms"] = request["ts"]
+            pm.call.details["call_utc"] = utc_of_ms(request["ts"])
+    costs = [r["cost"] for r in requests if isinstance(r.get("cost"), (int, float))]
+    if costs:  # what Cline itself says the task cost (its own prices), beside ours
+        session.metadata["agent_cost_usd"] = round(sum(costs), 6)
+        session.metadata["agent_cost_source"] = "cline ui_messages.json api_req_started cost"
     if requests:
         session.metadata["ui_api_requests"] = len(requests)
         if len(requests) != len(replies):
@@ -64,6 +78,13 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
             session.metadata["cwd"] = match.group(1).strip()
             break
     return [session]
+
+
+def utc_of_ms(ms: Any) -> str | None:
+    """ISO-8601 UTC of a JavaScript timestamp (ms since the epoch); None when it is not one."""
+    if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 10**14:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _api_requests(ui: Any) -> list[dict[str, Any]]:
