@@ -115,7 +115,9 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "agent", None):  # import the agent's sessions, then follow what it appends
         from engine.cli.importing import start_following
 
-        db, follower = start_following(args.agent, err=sys.stderr)
+        db, follower = start_following(
+            args.agent, err=sys.stderr, settings_path=getattr(args, "settings", None)
+        )
         args.paths = [str(db), *args.paths]
     # $CTXDESK_DB, else the settings' `database`, when no path is given
     given = list(args.paths) or (

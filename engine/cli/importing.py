@@ -205,15 +205,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_import)
 
 
-def start_following(agent: str, db: Path | None = None, *, err: TextIO) -> tuple[Path, Any]:
+def start_following(
+    agent: str, db: Path | None = None, *, err: TextIO, settings_path: str | None = None
+) -> tuple[Path, Any]:
     """Import ``agent``'s sessions into ``db`` (default: the agents database), then follow them:
     returns (db, a started ImportFollower to stop when done)."""
     from engine.importers import ImportFollower
+    from engine.settings import load_settings
 
     db = db or default_db()
+    settings = load_settings(settings_path)  # --settings, $CTXDESK_SETTINGS or the default file
     _, found = collect_paths([], agent)
     if found:
-        results, skipped = run_import(db, [], found, model=None, err=err, live=True)
+        results, skipped = run_import(db, [], found, model=None, err=err, live=True, settings=settings)
         print(
             f"{db}: {sum(len(r.sessions) for r in results)} session(s) imported, {len(skipped)} skipped",
             file=err,
@@ -223,6 +227,6 @@ def start_following(agent: str, db: Path | None = None, *, err: TextIO) -> tuple
         from engine.store import SessionStore
 
         SessionStore(db).close()  # an empty database the dashboard can open
-    follower = ImportFollower(db, agent)
+    follower = ImportFollower(db, agent, settings=settings)
     follower.start()
     return db, follower

@@ -1,6 +1,6 @@
 """Following agents' session files: re-import what they append, while something reads the database.
 
-``ImportFollower(db, agent)`` is a background thread that, every ``interval`` seconds, imports
+``ImportFollower(db, agent, settings=)`` is a background thread that, every ``interval`` seconds, imports
 the agent's session files into ``db``: unchanged files are skipped from their size and
 modification time alone, a grown file adds only its new messages, a new file is imported
 whole. Failures of one file are kept in ``errors`` (the last per file) and never stop it.
@@ -15,16 +15,20 @@ from engine.errors import ContextDeskError
 from engine.importers.api import import_files
 from engine.importers.detect import LineCache
 from engine.importers.locations import agent_files
+from engine.settings import Settings
 from engine.store import SessionStore
 
 FOLLOW_INTERVAL_S = 2.0
 
 
 class ImportFollower(threading.Thread):
-    def __init__(self, db: Path, agent: str, *, interval: float = FOLLOW_INTERVAL_S) -> None:
+    def __init__(
+        self, db: Path, agent: str, *, interval: float = FOLLOW_INTERVAL_S, settings: Settings | None = None
+    ) -> None:
         super().__init__(name=f"ctxdesk-follow-{agent}", daemon=True)
         self.db = Path(db)
         self.agent = agent
+        self.settings = settings  # the user's windows apply to followed sessions too
         self.interval = interval
         self.errors: dict[str, str] = {}
         self.passes = 0
@@ -43,6 +47,7 @@ class ImportFollower(threading.Thread):
                 on_error=lambda path, exc: self.errors.__setitem__(str(path), str(exc)),
                 live=True,
                 cache=self.cache,
+                settings=self.settings,
             )
         for result in results:
             self.errors.pop(str(Path(result.path)), None)
