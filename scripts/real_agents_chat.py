@@ -40,6 +40,7 @@ class Turn:
 
     prompt: str
     replies: tuple[openai_chat.ChatReply, ...]
+    fails: bool = False  # the CLI exits non-zero (a reply the provider refused)
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,10 @@ def run_cli(
     *,
     timeout: float = 300,
     stdin: str | None = None,
+    check: bool = True,
 ) -> str:
     """Run one CLI invocation in the repository (``stdin``: what the user types, else nothing); its
-    stdout, or an error naming the exit and stderr."""
+    stdout, or (``check``) an error naming the exit and stderr."""
     done = subprocess.run(
         cmd,
         cwd=workspace.repo,
@@ -109,7 +111,7 @@ def run_cli(
         timeout=timeout,
         **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
     )
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise RuntimeError(
             f"{Path(cmd[0]).name} exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}"
         )

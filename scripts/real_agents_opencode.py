@@ -41,7 +41,7 @@ from real_agents_chat import (
 
 from bench.peers import npm_bin
 from tests.model_server.core import RecordedRequest
-from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
+from tests.model_server.openai_chat import ChatReply, chat_error, chat_text, chat_tool_calls
 
 MODEL = "local/gpt-4o"
 
@@ -101,6 +101,14 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                     ),
                 ),
             ),
+        ],
+        "provider-error": [
+            Turn(
+                "Say hello.",
+                (chat_error(400, "invalid_request_error", "scripted: this request was refused"),),
+                fails=True,
+            ),
+            Turn("Try again.", (chat_text("Hello."),)),
         ],
         "subagent": [
             Turn(
@@ -193,7 +201,7 @@ def run_opencode(
             server.queue(*turn.replies)
             cmd = [str(binary), "run", "--pure", "--auto", "--format", "json", "-m", MODEL]
             cmd += ["--title", "Scripted run"] if session_id is None else ["--session", session_id]
-            stdout = run_cli([*cmd, turn.prompt], workspace, env)
+            stdout = run_cli([*cmd, turn.prompt], workspace, env, check=not turn.fails)
             session_id = session_id or _session_id(stdout)
         leftover = server.pending
     if leftover:

@@ -207,3 +207,38 @@ def test_a_sub_agent_is_a_child_session_and_each_side_sent_what_it_imports(
     assert (
         f'<task id="{child.session_id.rsplit(":", 1)[-1]}"' in result.text or "<task_result>" in result.text
     )
+
+
+def test_a_refused_call_is_a_failed_request_and_nothing_of_it_is_sent_again(store: SessionStore) -> None:
+    """The provider answered 400: the call is there, failed, without usage, and the next run's
+    request (both prompts, no reply between) is what the import says was sent."""
+    folder = REAL / "opencode" / "provider-error"
+    (session,) = import_file(folder / "data" / "opencode" / "opencode.db", store).sessions
+    requests = chat_requests(folder)
+    events = store.list_events(session.session_id, kind="request")
+    assert len(events) == len(requests) == 2
+    failed, ok = events
+    assert failed.outcome == "provider_error" and failed.usage is None
+    assert failed.details["failure"]["status"] == 400
+    assert "this request was refused" in failed.details["failure"]["message"]
+    assert ok.usage.prompt_tokens == load_answers(folder)[2]["prompt_tokens"]
+    transcript = store.load_transcript(session.session_id)
+    for event, request in zip(events, requests, strict=True):
+        assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+            request["body"]["messages"]
+        )
+
+
+def test_kilo_keeps_no_trace_of_a_refused_call(store: SessionStore) -> None:
+    """Kilo CLI 7.7.7 writes no message for a call the provider refused (OpenCode writes one with its
+    error): the import has the calls the database has, exactly, and cannot have the refused one."""
+    folder = REAL / "kilo" / "provider-error"
+    (session,) = import_file(folder / "data" / "kilo" / "kilo.db", store).sessions
+    refused, second = chat_requests(folder)
+    assert refused["body"]["messages"][-1]["content"][0]["text"] == '"Say hello."'
+    (event,) = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+        second["body"]["messages"]
+    )
+    assert event.usage.prompt_tokens == load_answers(folder)[second["seq"]]["prompt_tokens"]

@@ -4,10 +4,12 @@ it sends (``<environment_details>``) included."""
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.formats.opencode.database import Rows
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
@@ -104,6 +106,11 @@ def _session(
             model = info.get("modelID")
             if isinstance(model, str):
                 models[model] = models.get(model, 0) + 1
+            failed = _dropped_failed_call(info, parts)
+            if failed is not None:  # OpenCode sends nothing of it again: a call, not a message
+                if session.messages:
+                    session.messages[-1].pending_calls.append(failed)
+                continue
             session.messages.extend(_assistant_messages(info, parts, where))
         else:
             raise SourceProblem(f"{where}: unknown role {role!r}")
@@ -184,11 +191,6 @@ def _assistant_messages(info: dict[str, Any], parts: list[dict[str, Any]], where
             steps.append([])
         steps[-1].append(part)
     error = info.get("error")
-    sent_again = not error or (
-        isinstance(error, dict)
-        and error.get("name") == "MessageAbortedError"
-        and any(p.get("type") not in ("step-start", "reasoning") for p in parts)
-    )
     parsed: list[ParsedMessage] = []
     for number, step in enumerate(steps):
         finish = next((p for p in step if p.get("type") == "step-finish"), None)
@@ -205,17 +207,62 @@ def _assistant_messages(info: dict[str, Any], parts: list[dict[str, Any]], where
             call.details["call_utc"] = _utc(created)
         if info.get("summary"):
             call.details["compaction_summary"] = True
-        if error:
-            call.details["opencode_error"] = error
+        failure = failure_of_error(error) if error and number == len(steps) - 1 else None
+        if failure is not None:
+            call.details["failure"] = failure
         meta = {"id": info.get("id"), "step": number} if info.get("id") else {}
-        if not sent_again:
-            meta["not_sent_again"] = True  # OpenCode leaves a failed reply out of later requests
         parsed.append(ParsedMessage(build_message("assistant", blocks, where=where, meta=meta), call=call))
         if results:
             parsed.append(
                 ParsedMessage(build_message("user", results, where=where, meta={"from_tool_calls": True}))
             )
     return parsed
+
+
+def _dropped_failed_call(info: dict[str, Any], parts: list[dict[str, Any]]) -> CallInfo | None:
+    """A reply that failed and that OpenCode leaves out of later requests (all but an interrupted
+    one that had produced something): its call, failed, with no usage (the provider billed none)."""
+    error = info.get("error")
+    if not error:
+        return None
+    aborted = isinstance(error, dict) and error.get("name") == "MessageAbortedError"
+    if aborted and any(p.get("type") not in ("step-start", "reasoning") for p in parts):
+        return None
+    call = CallInfo(model=info.get("modelID"))
+    failure = failure_of_error(error)
+    if failure is not None:
+        call.details["failure"] = failure
+    created = (info.get("time") or {}).get("created")
+    if created:
+        call.details["call_utc"] = _utc(created)
+    return call
+
+
+def failure_of_error(error: Any) -> dict[str, Any] | None:
+    """``details["failure"]`` from an OpenCode message ``error`` (None for a reply cut at its
+    output limit: the call itself succeeded)."""
+    if not isinstance(error, dict) or error.get("name") == "MessageOutputLengthError":
+        return None
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    message = str(data.get("message") or error.get("name") or "")
+    status = data.get("statusCode") if isinstance(data.get("statusCode"), int) else None
+    error_type = _error_type(data.get("responseBody"))
+    if error.get("name") == "MessageAbortedError":
+        cause = classify_failure(None, interrupted=True)
+    elif error.get("name") == "ContextOverflowError":
+        cause = "prompt_too_long"
+    else:
+        cause = classify_failure(status, error_type, message)
+    return failure_details(cause, status=status, message=message, error_type=error_type)
+
+
+def _error_type(body: Any) -> str | None:
+    try:
+        parsed = json.loads(body) if isinstance(body, str) else None
+    except json.JSONDecodeError:
+        return None
+    inner = parsed.get("error") if isinstance(parsed, dict) else None
+    return str(inner.get("type")) if isinstance(inner, dict) and inner.get("type") else None
 
 
 def _step_blocks(step: list[dict[str, Any]]) -> tuple[list[Any], list[ToolResultBlock]]:
