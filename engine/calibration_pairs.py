@@ -1,8 +1,8 @@
 """Calibration pairs from a session database: every two consecutive model calls of a session that
 both have the provider's count and our estimate (imported, proxied or run by the session manager).
 
-What the later call added is the transcript messages between the two calls' ``messages_sent``
-(``engine.sent``); a pair across a compaction, or where the provider's count did not grow, is left
+What the later call added is the transcript messages between what the two calls sent
+(``engine.sent.sent_end``: their ``messages_sent``, else the reply they produced); a pair across a compaction, or where the provider's count did not grow, is left
 out (the prompt was rebuilt, not grown). Pairs are grouped by conversation (a source file and
 its root session: sub-agents with their parent) so :func:`engine.calibration.calibrate` holds each
 one out whole.
@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.calibration import (
     CALIBRATED_ESTIMATORS,
+    FEATURES,
     Calibration,
     FeatureCounter,
     GrowthPair,
@@ -28,7 +29,9 @@ from engine.calibration import (
     model_family,
     save_calibration,
 )
+from engine.messages import Message
 from engine.rollup import root_of
+from engine.sent import sent_end
 from engine.store import SessionStore, StoredEvent
 from engine.store.factory import open_store
 from engine.store.sqlite import SQLITE_MAGIC
@@ -63,31 +66,36 @@ def store_growth_pairs(
 def _session_pairs(
     store: SessionStore, session_id: str, group: str, counter: FeatureCounter
 ) -> list[GrowthPair]:
-    events = store.list_events(session_id)
-    messages = {row.seq: row.message for row in store.load_messages(session_id)}
+    rows = store.load_messages(session_id)
+    messages = {row.seq: row.message for row in rows}
+    kinds = {row.seq: row.kind for row in rows}
+    turn_ends: dict[int, int] = {}
+    for row in rows:
+        turn_ends[row.turn_index] = row.seq + 1
+
+    def end_of(event: StoredEvent) -> int:  # what the call sent: engine.sent's one rule
+        return sent_end(event.details, event.message_seq, event.turn_index, kind_of=kinds.get,
+                        turn_end=lambda turn: turn_ends.get(turn, len(rows)))  # fmt: skip
+
     found: list[GrowthPair] = []
-    before: StoredEvent | None = None
-    for event in events:
+    before: tuple[StoredEvent, int] | None = None
+    for event in store.list_events(session_id):
         if event.kind == "compaction" and event.outcome == "compacted":
             before = None  # the prompt was rebuilt: no growth pair across it
             continue
         if event.kind != "request":
             continue
-        if before is not None:
-            pair = _pair(before, event, messages, group, counter)
+        counted = _counted(event)
+        if counted and before is not None:
+            pair = _pair(before, (event, end_of(event)), messages, group, counter)
             if pair is not None:
                 found.append(pair)
-        before = event if _counted(event) else None
+        before = (event, end_of(event)) if counted else None
     return found
 
 
 def _counted(event: StoredEvent) -> bool:
-    return (
-        event.usage is not None
-        and event.usage.prompt_tokens > 0
-        and _estimate(event) is not None
-        and isinstance(event.details.get("messages_sent"), int)
-    )
+    return event.usage is not None and event.usage.prompt_tokens > 0 and _estimate(event) is not None
 
 
 def _estimate(event: StoredEvent) -> int | None:
@@ -97,22 +105,24 @@ def _estimate(event: StoredEvent) -> int | None:
 
 
 def _pair(
-    before: StoredEvent, after: StoredEvent, messages: dict, group: str, counter: FeatureCounter
+    before: tuple[StoredEvent, int],
+    after: tuple[StoredEvent, int],
+    messages: dict[int, Message],
+    group: str,
+    counter: FeatureCounter,
 ) -> GrowthPair | None:
-    if not _counted(after):
-        return None
-    start, end = before.details["messages_sent"], after.details["messages_sent"]
-    provider = after.usage.prompt_tokens - before.usage.prompt_tokens  # type: ignore[union-attr]
+    (first, start), (second, end) = before, after
+    provider = second.usage.prompt_tokens - first.usage.prompt_tokens  # type: ignore[union-attr]
     if end < start or provider <= 0:
         return None
-    features = np.zeros(len(counter.text("")))
+    features = np.zeros(len(FEATURES))
     for seq in range(start, end):
         if seq in messages:
             features = features + counter.message(messages[seq])[1]
     return GrowthPair(
         group=group,
         features=tuple(float(x) for x in features),
-        static=float(_estimate(after) - _estimate(before)),  # type: ignore[operator]
+        static=float(_estimate(second) - _estimate(first)),  # type: ignore[operator]
         provider=provider,
     )
 

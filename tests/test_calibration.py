@@ -365,3 +365,23 @@ def test_a_session_manager_can_be_given_its_calibration(
         users.run_turn("hello")
     assert "calibrated" in users.tokenizer.info.description
     assert pinned.tokenizer is get_tokenizer("anthropic")
+
+
+def test_a_call_without_messages_sent_is_paired_by_the_reply_it_produced(tmp_path: Path) -> None:
+    """As the proxy records calls: no ``messages_sent``, the reply's seq (engine.sent's rule)."""
+    from engine.events import ContextEvent, ProviderUsage
+
+    tokenizer = get_tokenizer("anthropic")
+    with SessionStore(tmp_path / "s.db") as store:
+        sid = store.create_session(
+            model="claude-sonnet-4-5", provider="anthropic", tokenizer="anthropic", tokens_exact=False
+        )
+        messages = [user("one"), assistant("two"), user("three " * 50), assistant("four")]
+        store.append_messages(sid, messages, tokenizer=tokenizer)
+        for reply, estimate, provider in ((1, 100, 110), (3, 260, 290)):
+            store.record_event(sid, ContextEvent(kind="request", projected_tokens=estimate, message_seq=reply,
+                                                 usage=ProviderUsage(input_tokens=provider)))  # fmt: skip
+        (pair,) = store_growth_pairs([store])[("anthropic", "claude")]
+    counter = FeatureCounter("anthropic")
+    added = counter.message(messages[1])[1] + counter.message(messages[2])[1]  # what the second call added
+    assert (pair.provider, pair.static) == (180, 160) and pair.features == tuple(float(x) for x in added)
