@@ -210,6 +210,31 @@ def test_openhands_legacy_pairs_become_tool_calls_with_results_and_the_task(stor
     assert session.request_count == 4
 
 
+def test_openhands_resolver_output_with_flat_histories_imports_every_action(store: SessionStore) -> None:
+    """OpenHands' resolver output (tests/unit/resolver/mock_output/output.jsonl, MIT): flat
+    histories of 8 and 44 events (each observation after its action, arguments at the top level):
+    the task, one call per agent action answered by its observation, and OpenHands' own cost."""
+    result = import_file(AGENTS / "openhands" / "resolver_mock_output.jsonl", store)
+    sessions = {s.session_id.rsplit(":", 1)[-1]: s for s in result.sessions}
+    assert {k: s.request_count for k, s in sessions.items()} == {"5": 4, "1": 22}
+    for number, cost in (("5", 0.070713), ("1", 1.152933)):
+        session = sessions[number]
+        transcript = store.load_transcript(session.session_id)
+        assert transcript[0].role == "user" and "# Problem Statement" in transcript[0].text
+        assert not has_orphans(transcript)
+        results = [b for m in transcript for b in m.blocks if isinstance(b, ToolResultBlock)]
+        assert len(results) == session.request_count - 1 and all(r.text for r in results)  # finish: none
+        meta = store.get_session(session.session_id).metadata
+        assert meta["agent_cost_usd"] == cost
+        per_call = [
+            e.details["agent_cost_usd"] for e in store.list_events(session.session_id, kind="request")
+        ]
+        assert sum(per_call) == pytest.approx(cost)
+    first = store.load_transcript(sessions["5"].session_id)
+    (use,) = [b for b in first[1].blocks if isinstance(b, ToolUseBlock)]
+    assert (use.name, use.input) == ("run", {"command": "touch LICENSE"})
+
+
 def test_openhands_condensation_is_a_compaction_with_its_summary(store: SessionStore) -> None:
     (session,) = import_file(AGENTS / "openhands" / "events_with_condensation.json", store).sessions
     (compaction,) = store.list_events(session.session_id, kind="compaction")

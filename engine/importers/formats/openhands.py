@@ -141,7 +141,24 @@ def parse_openhands_record(record: dict[str, Any], *, key: str) -> ParsedSession
         "error": record.get("error"),
     }
     session.metadata.update({k: v for k, v in extra.items() if v is not None})
+    _agent_costs(session, metrics)
     return session
+
+
+def _agent_costs(session: ParsedSession, metrics: dict[str, Any]) -> None:
+    """What OpenHands itself says the run cost (``metrics.accumulated_cost``, its own prices):
+    the session's ``agent_cost_usd``; ``metrics.costs`` (one per model call, in order) each
+    call's, when there is one per call."""
+    total = metrics.get("accumulated_cost")
+    if isinstance(total, (int, float)) and not isinstance(total, bool):
+        session.metadata["agent_cost_usd"] = round(float(total), 6)
+        session.metadata["agent_cost_source"] = "openhands metrics.accumulated_cost"
+    costs = metrics.get("costs")
+    calls = [pm.call for pm in session.messages if pm.call is not None]
+    if isinstance(costs, list) and len(costs) == len(calls) and calls:
+        for call, cost in zip(calls, costs, strict=True):
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                call.details["agent_cost_usd"] = round(float(cost), 6)
 
 
 def _tool_use(
@@ -194,7 +211,7 @@ def _meta(event: dict[str, Any]) -> dict[str, Any]:
 
 def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     """Resolver / evaluation output of old OpenHands: ``history`` is a list of
-    [action, observation] pairs, actions without ``tool_call_metadata`` (``run`` with a
+    [action, observation] pairs (or flat: each observation after its action), actions without ``tool_call_metadata`` (``run`` with a
     ``command``, ``run_ipython`` with ``code``, ``read``, ``write``, ``browse``...). Each agent
     action is one model call (its ``thought`` the text, the action a tool use answered by
     the paired observation); the task is the first user message (``args.content``, or a
@@ -202,7 +219,8 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     messages: list[ParsedMessage] = []
     instruction = value.get("instruction")
     skipped: Counter[str] = Counter()
-    for index, pair in enumerate(value["history"]):
+    acted = False  # an agent action came: a message without a source is the agent's from then on
+    for index, pair in enumerate(_as_pairs(value["history"])):
         where = f"history[{index}]"
         if not isinstance(pair, list | tuple) or len(pair) != 2:
             raise SourceProblem(f"{where}: expected an [action, observation] pair")
@@ -210,10 +228,10 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
         if not isinstance(action, dict) or not isinstance(observation, dict):
             raise SourceProblem(f"{where}: the action or observation is not an object")
         kind = action.get("action")
-        args = action.get("args") if isinstance(action.get("args"), dict) else {}
+        args = action.get("args") if isinstance(action.get("args"), dict) else _flat_args(action)
         if kind == "message":
             text = str(args.get("content") or action.get("content") or action.get("message") or "")
-            if action.get("source") == "user":
+            if action.get("source") == "user" or (action.get("source") is None and not acted):
                 if text:
                     messages.append(
                         ParsedMessage(build_message("user", text, where=where, meta=_meta(action)))
@@ -232,6 +250,7 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
         ):
             skipped[str(kind)] += 1
             continue
+        acted = True
         call_id = f"oh-{action.get('id', index)}"
         thought = str(args.get("thought") or "")
         use = ToolUseBlock(
@@ -261,6 +280,7 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
     model = llm.get("model") if isinstance(llm.get("model"), str) else None
     session = ParsedSession(key=key, messages=messages, model=model, provider=provider_of(model))
+    _agent_costs(session, metrics)
     extra = {
         "instance_id": value.get("instance_id"),
         "issue": (value.get("issue") or {}).get("title") if isinstance(value.get("issue"), dict) else None,
@@ -273,6 +293,53 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     session.notes.append("legacy OpenHands history: no per-call usage or tool schemas in the file")
     session.notes.extend(f"skipped {n} {kind!r} action(s)" for kind, n in sorted(skipped.items()))
     return session
+
+
+#: Keys of a flat (V0) action that are bookkeeping, not what the model produced.
+_ACTION_BOOKKEEPING = frozenset(
+    {
+        "action", "id", "timestamp", "source", "message", "cause", "is_confirmed", "action_risk",
+        "confirmation_state", "security_risk", "keep_prompt", "kernel_init_code", "images_urls",
+        "wait_for_response", "blocking", "hidden", "timeout",
+    }
+)  # fmt: skip
+
+
+def _flat_args(action: dict[str, Any]) -> dict[str, Any]:
+    """A V0 action's arguments, kept at its top level (``command``, ``code``, ``thought``...)."""
+    return {k: v for k, v in action.items() if k not in _ACTION_BOOKKEEPING}
+
+
+def _as_pairs(history: list[Any]) -> list[Any]:
+    """[action, observation] pairs: as they are, or from a flat V0 history where each
+    observation follows its action (an action without one, ``finish``, pairs with nothing)."""
+    if not history or isinstance(history[0], list | tuple):
+        return history
+    pairs: list[Any] = []
+    i = 0
+    while i < len(history):
+        event = history[i]
+        following = history[i + 1] if i + 1 < len(history) else None
+        if isinstance(following, dict) and "observation" in following and "action" not in following:
+            pairs.append([event, following])
+            i += 2
+        else:
+            pairs.append([event, {}])
+            i += 1
+    return pairs
+
+
+def is_openhands_flat_v0(value: Any) -> bool:
+    """Resolver output of old OpenHands with a flat ``history``: actions (their arguments at the
+    top level) each followed by its observation, no ids, sources or tool-call metadata."""
+    if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
+        return False
+    head = value["history"][:SNIFF_LINES]
+    return (
+        all(isinstance(e, dict) and ("action" in e or "observation" in e) for e in head)
+        and "action" in head[0]
+        and not any("source" in e or "tool_call_metadata" in e or "id" in e for e in head)
+    )
 
 
 def is_openhands_record(value: Any) -> bool:
@@ -291,11 +358,13 @@ def is_openhands_event(value: Any) -> bool:
 
 
 def is_openhands_legacy(value: Any) -> bool:
-    """OpenHands resolver output of old: ``history`` of [action, observation] pairs."""
+    """OpenHands resolver output of old: ``history`` of [action, observation] pairs, or flat."""
     if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
         return False
     first = value["history"][0]
-    return isinstance(first, list | tuple) and len(first) == 2 and all(isinstance(e, dict) for e in first)
+    if isinstance(first, list | tuple):
+        return len(first) == 2 and all(isinstance(e, dict) for e in first)
+    return is_openhands_flat_v0(value)
 
 
 def sniff(doc: Document) -> bool:
@@ -319,7 +388,8 @@ def parse(doc: Document, key: str) -> list[ParsedSession]:
     records = doc.lines if doc.lines is not None else ((1, doc.value),)
     sessions = []
     for line, record in records:
-        instance = record.get("instance_id") or record.get("number")
+        issue = record.get("issue") if isinstance(record.get("issue"), dict) else {}
+        instance = record.get("instance_id") or record.get("number") or issue.get("number")
         parse_record = parse_openhands_legacy if is_openhands_legacy(record) else parse_openhands_record
         try:
             sessions.append(parse_record(record, key=f"{key}:{instance or line}"))
