@@ -174,6 +174,88 @@ def record_policy_events(
     return ids
 
 
+#: What an applied edit of each type cleared, in the event's words and details.
+_CLEARED = {"clear_tool_uses_20250919": "tool use", "clear_thinking_20251015": "thinking turn"}
+
+
+def record_provider_edits(
+    store: Any, session_id: str, wire: Any, parsed: ParsedResponse, usage: ProviderUsage | None, *,
+    path: str, measured_tokens: int, provider: str, model: str, turn_index: int | None, message_seq: int | None,
+) -> None:  # fmt: skip
+    """The provider's own context management on a call, as compaction events (``details.by``
+    ``provider``): each applied edit with what it cleared, each server-side compaction with its
+    summary; and each compaction iteration the provider billed outside the answer's usage as a
+    request event of its own (trigger ``provider_compaction``), so costs count it."""
+    iterations = wire.unbilled_iterations(parsed)
+    context = _last_context(parsed)
+    for edit in wire.provider_edits(parsed):
+        if edit.kind == "compaction":
+            after = context
+            before = measured_tokens
+            reason = "the provider compacted the conversation (server-side compaction)"
+            if parsed.stop_reason == "compaction":
+                reason += "; it paused after compacting (stop_reason compaction)"
+        else:
+            after = usage.prompt_tokens if usage else None
+            before = (
+                after + edit.cleared_input_tokens
+                if after is not None and edit.cleared_input_tokens
+                else after
+            )
+            what = _CLEARED.get(edit.kind, "item")
+            reason = (
+                f"the provider cleared {edit.cleared or 0} {what}(s) ({edit.cleared_input_tokens or 0:,} input tokens) "
+                f"before the model read the prompt ({edit.kind})"
+            )
+        store.record_event(
+            session_id,
+            ContextEvent(
+                kind="compaction", trigger="provider", outcome="compacted", reason=reason, provider=provider,
+                model=model, turn_index=turn_index, projected_tokens=after, message_seq=message_seq,
+                details={
+                    "by": "provider", "trigger_kind": "threshold", "edit": edit.kind, "strategies_run": [edit.kind],
+                    "before_tokens": before, "after_tokens": after, "cleared": edit.cleared,
+                    "cleared_input_tokens": edit.cleared_input_tokens, "summary": edit.summary, "path": path,
+                },
+            ),
+        )  # fmt: skip
+    for iteration in iterations:
+        store.record_event(
+            session_id,
+            ContextEvent(
+                kind="request", trigger="provider_compaction", outcome="ok", provider=provider, model=model,
+                turn_index=turn_index, message_seq=message_seq,
+                usage=ProviderUsage(
+                    input_tokens=_count(iteration, "input_tokens"), output_tokens=_count(iteration, "output_tokens"),
+                    cache_read_input_tokens=_count(iteration, "cache_read_input_tokens"),
+                    cache_creation_input_tokens=_count(iteration, "cache_creation_input_tokens"),
+                ),
+                details={"api": wire.name, "served_by_provider": "compaction", "path": path},
+            ),
+        )  # fmt: skip
+
+
+def _count(usage: dict[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _last_context(parsed: ParsedResponse) -> int | None:
+    """The prompt of the call's last sampling iteration (the context after a server-side compaction)."""
+    iterations = (parsed.usage or {}).get("iterations")
+    messages = (
+        [i for i in iterations if isinstance(i, dict) and i.get("type") == "message"]
+        if isinstance(iterations, list)
+        else []
+    )
+    if not messages:
+        return None
+    last = messages[-1]
+    return sum(
+        _count(last, k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+
+
 def json_object(data: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(data) if data else None

@@ -26,6 +26,7 @@ from engine.proxy.record_parts import (
     json_object,
     provider_usage,
     record_policy_events,
+    record_provider_edits,
     resolve,
     settings_dict,
     title,
@@ -320,6 +321,10 @@ class ExchangeWriter:
                 )
                 return
             event_id = store.record_event(assignment.session_id, event)
+            record_provider_edits(
+                store, assignment.session_id, wire, parsed, usage, path=exchange.path, measured_tokens=measured.total,
+                provider=provider, model=model, turn_index=event.turn_index, message_seq=last_seq,
+            )  # fmt: skip
             store.record_request(
                 assignment.session_id,
                 record.model_copy(update={"event_id": event_id, "agent_session_id": agent_id}),

@@ -26,7 +26,7 @@ from engine.proxy.api_names import (
 from engine.proxy.wire.anthropic import AnthropicCountTokens, AnthropicMessages
 from engine.proxy.wire.openai_chat import OpenAIChat
 from engine.proxy.wire.openai_responses import OpenAIResponses
-from engine.proxy.wire.shared import ParsedResponse, ReadCalls, RequestView, ToolResult
+from engine.proxy.wire.shared import ParsedResponse, ProviderEdit, ReadCalls, RequestView, ToolResult
 
 __all__ = [
     "WIRES",
@@ -110,6 +110,14 @@ class WireApi(Protocol):
 
     def answer_message(self, parsed: ParsedResponse) -> Message | None:
         """The assistant's answer as our message (None when there was none)."""
+        ...
+
+    def provider_edits(self, parsed: ParsedResponse) -> list[ProviderEdit]:
+        """Context the provider removed itself on this call (server-side context management)."""
+        ...
+
+    def unbilled_iterations(self, parsed: ParsedResponse) -> list[dict[str, Any]]:
+        """Usage of iterations the provider billed outside the answer's top-level usage."""
         ...
 
     def usage_fields(self, usage: Mapping[str, Any] | None) -> dict[str, int | None]:

@@ -16,6 +16,7 @@ from engine.proxy.api_names import ANTHROPIC_COUNT_TOKENS, ANTHROPIC_MESSAGES
 from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
 from engine.proxy.wire.shared import (
     ParsedResponse,
+    ProviderEdit,
     ReadCalls,
     RequestView,
     ToolResult,
@@ -113,7 +114,35 @@ class AnthropicMessages:
         if body is not None:
             parsed.content = body.get("content") or []
             parsed.stop_reason = body.get("stop_reason")
+            if isinstance(body.get("context_management"), dict):
+                parsed.context_management = body["context_management"]
         return parsed
+
+    def provider_edits(self, parsed: ParsedResponse) -> list[ProviderEdit]:
+        """The applied edits of ``context_management`` and the answer's ``compaction`` blocks."""
+        applied = (parsed.context_management or {}).get("applied_edits")
+        edits = [
+            ProviderEdit(
+                str(e.get("type")), whole_int(e.get("cleared_input_tokens")),
+                whole_int(e.get("cleared_tool_uses", e.get("cleared_thinking_turns"))),
+            )
+            for e in applied if isinstance(e, dict)
+        ] if isinstance(applied, list) else []  # fmt: skip
+        summaries = [
+            b.get("content") for b in parsed.content if isinstance(b, dict) and b.get("type") == "compaction"
+        ]
+        return edits + [
+            ProviderEdit("compaction", summary=s if isinstance(s, str) else None) for s in summaries
+        ]
+
+    def unbilled_iterations(self, parsed: ParsedResponse) -> list[dict[str, Any]]:
+        """``usage.iterations`` entries of compaction: billed, but not in the top-level usage."""
+        iterations = (parsed.usage or {}).get("iterations")
+        return (
+            [i for i in iterations if isinstance(i, dict) and i.get("type") == "compaction"]
+            if isinstance(iterations, list)
+            else []
+        )
 
     def answer_message(self, parsed: ParsedResponse) -> Message | None:
         if not parsed.content:
@@ -271,6 +300,8 @@ def _stream(data: bytes) -> ParsedResponse:
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             parsed.stop_reason = delta.get("stop_reason", parsed.stop_reason)
+            if isinstance(event.get("context_management"), dict):
+                parsed.context_management = event["context_management"]
             usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
         elif kind == "message_stop":
             parsed.complete = True
@@ -293,6 +324,11 @@ def _add_delta(block: dict[str, Any], delta: Mapping[str, Any], partial_json: li
         block["signature"] = block.get("signature", "") + delta.get("signature", "")
     elif kind == "citations_delta":
         block.setdefault("citations", []).append(delta.get("citation"))
+    elif kind == "compaction_delta":  # a server-side compaction's summary, as it streams
+        if isinstance(delta.get("content"), str):
+            block["content"] = (block.get("content") or "") + delta["content"]
+        if delta.get("encrypted_content") is not None:
+            block["encrypted_content"] = delta["encrypted_content"]
 
 
 def _sse_message(message: dict[str, Any]) -> bytes:

@@ -17,6 +17,7 @@ from engine.proxy.api_names import OPENAI_CHAT
 from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
 from engine.proxy.wire.shared import (
     ParsedResponse,
+    ProviderEdit,
     ReadCalls,
     RequestView,
     ToolResult,
@@ -65,6 +66,17 @@ class OpenAIWire:
 
     def usage_fields(self, usage: Mapping[str, Any] | None) -> dict[str, int | None]:
         return openai_usage_fields(usage)
+
+    def provider_edits(self, parsed: ParsedResponse) -> list[ProviderEdit]:
+        """Compaction items in a Responses answer (Chat Completions has none)."""
+        return [
+            ProviderEdit("compaction")
+            for item in parsed.content
+            if isinstance(item, dict) and item.get("type") == "compaction"
+        ]
+
+    def unbilled_iterations(self, parsed: ParsedResponse) -> list[dict[str, Any]]:
+        return []  # OpenAI's usage counts everything it bills
 
     def whole_answer_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}

@@ -89,6 +89,8 @@ class ParsedResponse:
     error_type: str | None = None
     error_message: str | None = None
     complete: bool = False
+    #: the provider's own context management on this call (Anthropic's ``applied_edits``)
+    context_management: dict[str, Any] | None = None
 
     @property
     def prompt_too_long(self) -> bool:
@@ -102,7 +104,21 @@ class ParsedResponse:
             out["model"] = self.model
         if not self.complete:
             out["incomplete"] = True
+        if self.context_management:
+            out["context_management"] = self.context_management
         return out
+
+
+@dataclass(frozen=True)
+class ProviderEdit:
+    """Context the provider itself removed on a call (its server-side context management): an
+    applied edit (Anthropic ``clear_tool_uses_20250919``, ``clear_thinking_20251015``: what it
+    cleared) or a compaction (Anthropic's ``compaction`` block, OpenAI's ``compaction`` item)."""
+
+    kind: str  #: the edit's type, or ``compaction``
+    cleared_input_tokens: int | None = None
+    cleared: int | None = None  #: tool uses or thinking turns cleared
+    summary: str | None = None  #: a compaction's summary, when the provider shows it
 
 
 def content_text(content: Any) -> str:
