@@ -326,6 +326,20 @@ def test_swe_agent_run_directory_is_a_tokenizer_hint_never_a_model_or_window(sto
     assert any("run directory says 'gpt4'" in n for n in result.notes)
 
 
+@pytest.mark.parametrize(
+    ("path", "cost"),
+    [(SWE_GPT4, 1.26719), (SESSIONS / "swe-agent__sweagenttestrepo-1c2844.traj", 0.01952)],
+    ids=["pydicom", "testrepo"],
+)
+def test_swe_agent_own_cost_is_kept_beside_ours(store: SessionStore, path: Path, cost: float) -> None:
+    """info.model_stats.instance_cost: what SWE-agent says the run cost (its prices), as
+    agent_cost_usd; the other run totals stay in model_stats."""
+    (session,) = import_file(path, store).sessions
+    meta = store.get_session(session.session_id).metadata
+    assert meta["agent_cost_usd"] == cost and meta["model_stats"]["instance_cost"] == pytest.approx(cost)
+    assert meta["agent_cost_source"] == "swe-agent info.model_stats.instance_cost"
+
+
 @pytest.mark.shared
 @pytest.mark.skipif(not (SHARED / "swe-agent__pydicom__pydicom-1458.traj").exists(), reason="needs ../shared")
 def test_shared_swe_agent_run_is_not_measured_against_an_8k_window(

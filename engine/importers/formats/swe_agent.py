@@ -1,5 +1,6 @@
 """SWE-agent trajectories (``.traj``): ``history`` is an OpenAI chat message list, ``info.model_stats``
-the run's totals (SWE-agent keeps no per-call usage).
+the run's totals (SWE-agent keeps no per-call usage); its ``instance_cost`` is kept as the
+session's ``agent_cost_usd`` (SWE-agent's own figure, beside ours).
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[Pars
         key=key, messages=messages, model=model, provider=provider_of(model or hint), system_prompt=system,
         metadata={k: v for k, v in metadata.items() if v is not None}, tokenizer_model=hint,
     )  # fmt: skip
+    cost = agent_cost(info.get("model_stats"))
+    if cost is not None:  # what SWE-agent itself says this instance cost (its own prices)
+        session.metadata["agent_cost_usd"] = cost
+        session.metadata["agent_cost_source"] = "swe-agent info.model_stats.instance_cost"
     if hint:
         session.metadata["model_hint"] = f"{path.parent.name.split('__', 1)[0]} (run directory name)"
         session.notes.append(
@@ -58,6 +63,16 @@ def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[Pars
             f"a family, not a model: counted with {hint}'s tokenizer, window unknown (give --model)"
         )
     return [session]
+
+
+def agent_cost(stats: Any) -> float | None:
+    """``model_stats.instance_cost`` (this instance; ``total_cost`` is the run's so far), in USD."""
+    if not isinstance(stats, dict):
+        return None
+    cost = stats.get("instance_cost")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+        return round(float(cost), 6)
+    return None
 
 
 def swe_agent_model(value: dict[str, Any], path: Path) -> str | None:
