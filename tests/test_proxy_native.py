@@ -43,6 +43,15 @@ def proxied(tmp_path: Path) -> Iterator[tuple[ProxyServer, ScriptedServer, Any]]
         yield proxy, upstream, client
 
 
+def send(client: Any, stream: bool, kwargs: dict[str, Any]) -> None:
+    """One beta Messages call, streamed or not."""
+    if stream:
+        with client.beta.messages.stream(**kwargs) as answer:
+            answer.until_done()
+    else:
+        client.beta.messages.create(**kwargs)
+
+
 def events_of(proxy: ProxyServer) -> tuple[list[Any], list[Any]]:
     assert proxy.recorder.flush(10)
     with SessionStore(proxy.recorder.db_path, read_only=True) as store:
@@ -58,11 +67,7 @@ def test_the_providers_cleared_tool_uses_are_a_compaction_event_with_what_was_cl
             "keep": {"type": "tool_uses", "value": 1}}  # fmt: skip
     kwargs = {"model": MODEL, "max_tokens": 50, "messages": history(4), "betas": BETAS,
               "context_management": {"edits": [edit]}}  # fmt: skip
-    if stream:
-        with client.beta.messages.stream(**kwargs) as answer:
-            answer.until_done()
-    else:
-        client.beta.messages.create(**kwargs)
+    send(client, stream, kwargs)
     (served,) = upstream.state["native"]
     ((applied,),) = [served["applied"]]
     compactions, requests = events_of(proxy)
@@ -91,11 +96,7 @@ def test_a_server_side_compaction_is_recorded_with_its_summary_and_its_billed_it
     }
     kwargs = {"model": MODEL, "max_tokens": 50, "messages": history(6), "betas": BETAS,
               "context_management": {"edits": [edit]}}  # fmt: skip
-    if stream:
-        with client.beta.messages.stream(**kwargs) as answer:
-            answer.until_done()
-    else:
-        client.beta.messages.create(**kwargs)
+    send(client, stream, kwargs)
     compactions, requests = events_of(proxy)
     (event,) = compactions
     assert event.details["edit"] == "compaction" and event.details["summary"] == SUMMARY
