@@ -61,6 +61,74 @@ def test_detect_format_recognises_each_agent_file(path: Path, expected: str) -> 
     assert detect_format(path) == expected
 
 
+#: Every agent sample shipped here: (path under tests/fixtures/agents, format, sessions). A new
+#: sample must be listed (the test below fails on one that is not).
+AGENT_SAMPLES = [
+    ("anthropic_messages.json", "anthropic", 1),
+    ("openai_responses_input.json", "openai-responses", 1),
+    ("aider/.aider.chat.history.md", "aider", 2),
+    ("claude-web/conversations.json", "claude-web", 1),
+    ("cline/1732400000000/api_conversation_history.json", "cline", 1),
+    ("cline/1764000000000/api_conversation_history.json", "cline", 1),
+    ("codex/rollout-compacted.jsonl", "codex", 1),
+    ("codex/rollout-legacy-2025-05-02.jsonl", "codex", 1),
+    ("gemini/session-2026-11-24T06-14-b6435e65.json", "gemini", 1),
+    ("langchain/dumpd.json", "langchain", 1),
+    ("langchain/messages_to_dict.json", "langchain", 1),
+    ("letta/loop.af", "letta", 1),
+    ("letta/memgpt_agent_with_convo.af", "letta", 1),
+    ("openhands/events_with_condensation.json", "openhands", 1),
+    ("openhands/resolver_mock_output.jsonl", "openhands", 2),
+    ("openhands/resolver_output_legacy.json", "openhands", 1),
+    ("swe-agent/gpt4__pydicom__default__t-0.00__p-0.95__c-3.00__install-1/pydicom__pydicom-1458.traj", "swe-agent", 1),
+]  # fmt: skip
+#: Every public transcript in ../shared/sessions: (file, format, sessions).
+SHARED_SAMPLES = [
+    ("claude-code__d-kimuson_claude-code-viewer__5c0375b4.jsonl", "claude-code", 3),
+    ("claude-code__d-kimuson_claude-code-viewer__fe5e1c67.jsonl", "claude-code", 6),
+    ("openhands__multi_swe_bench_examples_output.jsonl", "openhands", 3),
+    ("openhands__tests_runtime_trajs_basic_gui_mode.json", "openhands", 1),
+    ("swe-agent__6e44b9__sweagenttestrepo-1c2844.traj", "swe-agent", 1),
+    ("swe-agent__pydicom__pydicom-1458.traj", "swe-agent", 1),
+]
+
+
+def assert_imports_with_messages(store: SessionStore, path: Path, fmt: str, sessions: int) -> None:
+    from engine.importers.writer import MISSING_RESULT_TEXT
+
+    result = import_file(path, store)
+    assert (result.format, len(result.sessions)) == (fmt, sessions)
+    for session in result.sessions:
+        transcript = store.load_transcript(session.session_id)
+        assert session.message_count > 0 and any(m.role == "user" for m in transcript)
+        assert not any(MISSING_RESULT_TEXT in b.text for m in transcript for b in m.blocks
+                       if isinstance(b, ToolResultBlock))  # fmt: skip
+
+
+def test_every_agent_sample_is_listed() -> None:
+    from engine.importers.locations import folder_files
+
+    listed = {AGENTS / p for p, _, _ in AGENT_SAMPLES}
+    assert set(folder_files(AGENTS)) == listed
+
+
+@pytest.mark.parametrize(("path", "fmt", "sessions"), AGENT_SAMPLES, ids=[p for p, _, _ in AGENT_SAMPLES])
+def test_every_agent_sample_imports_with_messages(
+    store: SessionStore, path: str, fmt: str, sessions: int
+) -> None:
+    assert_imports_with_messages(store, AGENTS / path, fmt, sessions)
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared")
+@pytest.mark.parametrize(("name", "fmt", "sessions"), SHARED_SAMPLES, ids=[n for n, _, _ in SHARED_SAMPLES])
+def test_every_shared_session_imports_with_messages(
+    store: SessionStore, name: str, fmt: str, sessions: int
+) -> None:
+    assert {p.name for p in SHARED.iterdir() if p.is_file()} == {n for n, _, _ in SHARED_SAMPLES}
+    assert_imports_with_messages(store, SHARED / name, fmt, sessions)
+
+
 def test_every_agent_sample_imports_with_intact_tool_pairing(store: SessionStore) -> None:
     for path in sorted(
         p for p in AGENTS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".af", ".md", ".traj")

@@ -7,12 +7,14 @@ at blocks and tools by id, ``in_context_message_ids``). Messages are OpenAI-like
 system / user / assistant / tool, ``content`` parts, ``tool_calls``, ``tool_call_id``,
 ``tool_returns``); the first system message is the compiled system prompt (memory blocks
 included), else ``system`` plus the blocks. The model's window is ``llm_config.context_window``.
-An agent file keeps no usage. Messages no longer in context are imported and counted in a note.
+An agent file keeps no usage. Messages no longer in context are imported and counted in a note;
+messages are read in the order they were written (``created_at``), not the file's.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from engine.importers.documents import Document
@@ -20,6 +22,20 @@ from engine.importers.formats import ImportFormat
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_text, openai_tool_uses, provider_of
 from engine.messages import TextBlock, ToolResultBlock
+
+
+def _time_order(messages: list[dict[str, Any]]) -> list[int]:
+    """Message indexes in the order they were written: an agent file lists them out of order
+    (a reply after the one it answers); by ``created_at`` when every message has one."""
+    times = []
+    for message in messages:
+        try:
+            times.append(datetime.fromisoformat(str(message["created_at"]).replace("Z", "+00:00")))
+        except (KeyError, ValueError):
+            return list(range(len(messages)))
+    if any(t.tzinfo is None for t in times) and any(t.tzinfo is not None for t in times):
+        return list(range(len(messages)))
+    return sorted(range(len(messages)), key=lambda i: (times[i], i))
 
 
 def parse_letta(value: dict[str, Any], *, key: str) -> list[ParsedSession]:
@@ -68,16 +84,22 @@ def _agent(agent: dict[str, Any], *, key: str, blocks: list[Any], tools: list[An
     memory = {str(b.get("label")): b.get("value") for b in blocks if isinstance(b, dict)}
     raw_messages = [m for m in agent.get("messages") or [] if isinstance(m, dict)]
     in_context = _in_context(agent, raw_messages)
-    system_prompt = None
+    system_prompt = next(
+        (
+            _text(m.get("content"), f"messages[{i}]")
+            for i, m in enumerate(raw_messages)
+            if m.get("role") == "system"
+        ),
+        None,
+    )
     out_of_context = 0
-    for index, raw in enumerate(raw_messages):
+    for index in _time_order(raw_messages):
+        raw = raw_messages[index]
         where = f"messages[{index}]"
         role = raw.get("role")
         if index not in in_context:
             out_of_context += 1
         if role == "system":
-            if system_prompt is None:
-                system_prompt = _text(raw.get("content"), where)
             continue
         meta = {k: raw[k] for k in ("id", "created_at", "name") if raw.get(k)}
         if index not in in_context:
