@@ -60,6 +60,8 @@ class Run:
     resume: bool = False
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    #: What changes in the repository before this run (a file edited behind the agent's back).
+    before: Callable[[Path], None] | None = None
 
 
 @dataclass
@@ -89,6 +91,39 @@ def _files(repo: Path) -> None:
     (repo / "notes.md").write_text("# Notes\nThe parser must keep the public API.\n", encoding="utf-8")
     (repo / "app.py").write_text("def main():\n    return 42\n", encoding="utf-8")
     (repo / "util.py").write_text("def helper(x):\n    return x * 2\n", encoding="utf-8")
+
+
+#: Project hooks whose output Claude Code adds to what the model reads: context on every prompt,
+#: and context after each Read (folded into the tool result).
+HOOKS = {
+    "hooks": {
+        "UserPromptSubmit": [
+            {"hooks": [{"type": "command", "command": "echo 'Hook context: the release is frozen this week.'"}]}
+        ],
+        "PostToolUse": [
+            {
+                "matcher": "Read",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", "
+                        "\"additionalContext\": \"Hook: app.py is owned by the API team.\"}}'",
+                    }
+                ],
+            }
+        ],
+    }
+}
+
+
+def _files_and_hooks(repo: Path) -> None:
+    _files(repo)
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps(HOOKS, indent=1), encoding="utf-8")
+
+
+def _edit_app(repo: Path) -> None:
+    (repo / "app.py").write_text("def main():\n    return 43\n", encoding="utf-8")
 
 
 def _main(*replies: A.Reply) -> list[A.Reply]:
@@ -223,6 +258,13 @@ def _scenarios() -> dict[str, Scenario]:
             ),
         ]
 
+    def harness_text(repo: Path) -> list[Any]:
+        return _main(
+            A.tool_calls(("Read", {"file_path": str(repo / "app.py")})),
+            A.text("app.py returns 42."),
+            A.text("app.py changed on disk: main() now returns 43."),
+        )
+
     def compact_auto_pct(repo: Path) -> list[Any]:
         # 120,000 of the 200,000 window: past a 50% auto-compact threshold, below the default one
         past_half = {
@@ -324,6 +366,15 @@ def _scenarios() -> dict[str, Scenario]:
                 _files,
             ),
             Scenario(
+                "harness_text",
+                [
+                    Run("What does app.py return?"),
+                    Run("Is app.py still the same?", resume=True, before=_edit_app),
+                ],
+                harness_text,
+                _files_and_hooks,
+            ),
+            Scenario(
                 "fork_session",
                 [
                     Run("How many lines has app.py?"),
@@ -388,6 +439,8 @@ def run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float = 
         )
     with server:
         for run in scenario.runs:
+            if run.before is not None:
+                run.before(repo)
             cmd = [str(claude), "-p", run.prompt, "--output-format", "json", "--model", CLAUDE_MODEL]
             cmd += ["--dangerously-skip-permissions", *run.args]
             if run.resume and session_id:

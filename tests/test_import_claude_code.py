@@ -1008,3 +1008,23 @@ def test_a_sub_agent_is_one_linked_session_however_its_files_are_passed(
     assert len(store.list_events(sub.id, kind="request")) == len(sub_log)
     assert len(store.list_events(main_id, kind="request")) == len(main_log)
     assert sub.metadata["parent_tool_use_id"].startswith("toolu_")  # linked to the call that started it
+
+
+def test_without_request_records_the_hooks_output_is_read_as_the_model_read_it() -> None:
+    """Project hooks (scenario harness_text): a prompt hook's output is a reminder of its own, a
+    PostToolUse hook's context is folded into the tool result before the tokens-left reminder."""
+    calls = compared_calls("harness_text", recorded_requests=False)
+    assert calls
+    for session, call, record in calls:
+        ours, sent = rebuilt(session, call), api_messages(record)
+
+        def hooks(messages: list[Message]) -> list[str]:
+            return [
+                b.text.strip() for m in messages for b in m.blocks if b.type == "text" and " hook " in b.text
+            ]
+
+        assert hooks(ours) == hooks(sent) and hooks(sent), record["seq"]
+        assert skeleton(ours)["tool_result"] == skeleton(sent)["tool_result"], record["seq"]
+    last = api_messages(calls[-1][2])
+    folded = [b.text for m in last for b in m.blocks if b.type == "tool_result"]
+    assert any("PostToolUse:Read hook additional context" in text for text in folded)

@@ -298,8 +298,9 @@ def render_attachment(attachment: Any) -> str | None:
     """The text Claude Code sends for an attachment line, as near as the line tells it.
 
     Known kinds: agent and skill listings, files it re-reads after a compaction, edited-file
-    notices, the tokens-left reminder Claude Code folds into tool results, the model and the
-    date; others are left out (their rendering is not in the file).
+    notices, the tokens-left reminder and hook context Claude Code folds into tool results, a
+    prompt hook's output, the model and the date; others are left out (their rendering is not in
+    the file).
     """
     if not isinstance(attachment, dict):
         return None
@@ -334,6 +335,13 @@ def render_attachment(attachment: Any) -> str | None:
         )
     if kind in ("total_tokens_reminder", "model") and isinstance(attachment.get("text"), str):
         return _reminder(attachment["text"] + ("\n" if kind == "model" else ""))
+    if kind in ("hook_success", "hook_additional_context"):  # a hook's output the model reads
+        content = attachment.get("content")
+        text = "\n".join(map(str, content)) if isinstance(content, list) else content
+        if not isinstance(text, str) or not text:
+            return None
+        what = "hook success" if kind == "hook_success" else "hook additional context"
+        return _reminder(f"{attachment.get('hookName') or attachment.get('hookEvent')} {what}: {text}")
     if kind == "date" and isinstance(attachment.get("date"), str):
         return _reminder(f"Today's date is {attachment['date']}.")
     if kind in ("todo_reminder", "critical_system_reminder", "queued_command", "nested_memory", "plan_mode"):
