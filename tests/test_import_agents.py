@@ -129,6 +129,31 @@ def test_every_shared_session_imports_with_messages(
     assert_imports_with_messages(store, SHARED / name, fmt, sessions)
 
 
+@pytest.mark.parametrize(
+    ("path", "started", "timed_calls"),
+    [
+        ("claude-web/conversations.json", "2026-10-02T08:14:03.500Z", 2),
+        ("letta/memgpt_agent_with_convo.af", "2025-03-24T02:59:06.174Z", 25),
+        ("openhands/events_with_condensation.json", "2025-01-20T20:29:32.262Z", 5),
+        ("cline/1764000000000/api_conversation_history.json", "2025-11-24T16:00:00.000Z", 3),
+        ("gemini/session-2026-11-24T06-14-b6435e65.json", "2026-11-24T06:14:12.043Z", 3),
+        ("codex/rollout-compacted.jsonl", "2026-11-24T06:13:55.800Z", 7),
+        ("langchain/dumpd.json", None, 0),  # keeps no times: none invented
+    ],
+    ids=lambda v: v if isinstance(v, str) and "/" in v else None,
+)
+def test_session_and_call_times_come_from_the_transcript(
+    store: SessionStore, path: str, started: str | None, timed_calls: int
+) -> None:
+    """Costs land on the day the calls were made: each call's call_utc and the session's
+    started_utc are the transcript's times, not the import's."""
+    (session, *_) = import_file(AGENTS / path, store).sessions
+    assert store.get_session(session.session_id).metadata.get("started_utc") == started
+    events = store.list_events(session.session_id, kind="request")
+    assert sum(1 for e in events if e.details.get("call_utc")) == timed_calls
+    assert all(e.details["call_utc"] >= started for e in events if e.details.get("call_utc"))
+
+
 def test_every_agent_sample_imports_with_intact_tool_pairing(store: SessionStore) -> None:
     for path in sorted(
         p for p in AGENTS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".af", ".md", ".traj")

@@ -110,6 +110,8 @@ def _message(raw: Any, where: str) -> Any:
         return None
     role = "user" if sender == "human" else "assistant"
     meta = {k: raw[k] for k in ("uuid", "created_at") if raw.get(k)}
+    if raw.get("created_at"):
+        meta["timestamp"] = raw["created_at"]  # when it was said: the call's and session's time
     return build_message(role, blocks if len(blocks) > 1 else blocks[0].text, where=where, meta=meta)
 
 

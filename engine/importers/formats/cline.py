@@ -63,6 +63,9 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
     if costs:  # what Cline itself says the task cost (its own prices), beside ours
         session.metadata["agent_cost_usd"] = round(sum(costs), 6)
         session.metadata["agent_cost_source"] = "cline ui_messages.json api_req_started cost"
+    times = [t for t in (utc_of_ms(r.get("ts")) for r in requests) if t]
+    if times:
+        session.metadata["ended_utc"] = max(times)
     if requests:
         session.metadata["ui_api_requests"] = len(requests)
         if len(requests) != len(replies):

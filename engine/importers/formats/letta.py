@@ -102,6 +102,8 @@ def _agent(agent: dict[str, Any], *, key: str, blocks: list[Any], tools: list[An
         if role == "system":
             continue
         meta = {k: raw[k] for k in ("id", "created_at", "name") if raw.get(k)}
+        if raw.get("created_at"):
+            meta["timestamp"] = raw["created_at"]  # when it was written: the call's and session's time
         if index not in in_context:
             meta["in_context"] = False
         if role == "user":
