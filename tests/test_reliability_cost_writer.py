@@ -40,10 +40,10 @@ def test_every_query_of_a_cost_row_is_an_index_search(tmp_path: Path) -> None:
     store, sid = _session(tmp_path / "s.db", 300)
     (row,) = store.append_messages(sid, [assistant("last")], tokenizer=get_tokenizer("chars/4"))
     statements: list[str] = []
-    with store.transaction() as conn:
+    with store.transaction() as conn:  # the cost row is written once this commits, on the same connection
         conn.set_trace_callback(statements.append)
         store.record_event(sid, _request(row.seq, 999))
-        conn.set_trace_callback(None)
+    conn.set_trace_callback(None)
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "sqlite_master" not in s]
     assert any("request_costs" in s for s in reads), statements  # the cost writer ran
     with sqlite3.connect(tmp_path / "s.db") as check:

@@ -63,9 +63,11 @@ def store(target: str) -> Iterator[SessionStore]:
 
 
 def _sql(store: SessionStore, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    """Raw SQL (SQLite's dialect) on either backend, in one transaction."""
+    """Raw SQL on either backend, in one transaction (``?`` stands for the driver's marker)."""
+    sql = sql.replace("?", store.P)
     with store.transaction() as conn:
-        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        cur = conn.execute(sql, params)
+        return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
 
 def _tables(store: SessionStore) -> set[str]:
@@ -73,6 +75,13 @@ def _tables(store: SessionStore) -> set[str]:
         return {str(r[0]) for r in _sql(store, "SELECT name FROM sqlite_master WHERE type = 'table'")}
     sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     return {str(r[0]) for r in _sql(store, sql)}
+
+
+def _pragma(store: SessionStore, name: str) -> int:
+    """A SQLite pragma, or the row of ``_pragmas`` that stands for it on PostgreSQL."""
+    if isinstance(store.path, Path):
+        return int(_sql(store, f"PRAGMA {name}")[0][0])
+    return int(_sql(store, "SELECT value FROM _pragmas WHERE name = ?", (name,))[0][0])
 
 
 def _sha256(path: Path) -> str:
@@ -88,8 +97,7 @@ def _raw(path: Path) -> sqlite3.Connection:
 
 def test_migrations_create_every_table(store: SessionStore) -> None:
     applied = [r[0] for r in _sql(store, "SELECT name FROM _migrations ORDER BY name")]
-    [(user_version,)] = _sql(store, "PRAGMA user_version")
-    [(application_id,)] = _sql(store, "PRAGMA application_id")
+    user_version, application_id = _pragma(store, "user_version"), _pragma(store, "application_id")
     assert set(TABLE_NAMES) | {"_migrations"} <= _tables(store)
     assert applied == [name for name, _ in MIGRATIONS]
     assert (user_version, application_id) == (SCHEMA_VERSION, APPLICATION_ID)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.store.sqlite as store_module
+import engine.store.sql_store as store_module
 from engine.importers import import_files
 from engine.store import SessionStore
 

@@ -193,7 +193,7 @@ def _costs(store: Any, sid: str) -> list[tuple[Any, ...]]:
     with store.transaction() as conn:
         rows = conn.execute(
             "SELECT e.seq, c.call_index, c.total_usd FROM request_costs c JOIN context_events e ON e.id = c.event_id"
-            " WHERE c.session_id = ? ORDER BY e.seq",
+            f" WHERE c.session_id = {store.P} ORDER BY e.seq",
             (sid,),
         ).fetchall()
     return [tuple(r) for r in rows]

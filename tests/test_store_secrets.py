@@ -209,3 +209,30 @@ def test_a_stored_message_is_returned_as_stored(tmp_path: Path) -> None:
     assert row.message == loaded.message and row.message.text == f"use {REDACTED}"
     assert row.tokens == TOKENIZER.count_message(user(f"use {secret}"))  # counted as the model saw it
     assert json.dumps(loaded.message.model_dump()).count(secret) == 0
+
+
+def test_a_reimport_of_a_transcript_holding_a_secret_appends_only_what_is_new(tmp_path: Path) -> None:
+    """Stored messages are redacted, the source's are not: the import compares them redacted, so a
+    file that only grew is appended to, not rewritten from the message holding the secret."""
+    from engine.importers import import_file
+
+    fixture = Path(__file__).parent / "fixtures" / "sessions" / "claude-code__fe5e1c67__head37.jsonl"
+    lines = fixture.read_text(encoding="utf-8").splitlines(keepends=True)
+    secret = "sk-ant-api03-" + "Rk7" * 10
+    with_secret = [line.replace('"content":"', f'"content":"my key is {secret}. ', 1) for line in lines]
+    assert sum(secret in line for line in with_secret) > 3
+    source = tmp_path / "session.jsonl"
+    source.write_text("".join(with_secret[:30]), encoding="utf-8")
+    with SessionStore(tmp_path / "s.db") as store:
+        first = import_file(source, store)
+        sid = next(s.session_id for s in first.sessions if s.parent_session_id is None)
+        before = [(m.id, m.message) for m in store.load_messages(sid)]
+        source.write_text("".join(with_secret), encoding="utf-8")  # the agent wrote 7 more lines
+        second = import_file(source, store)
+        after = [(m.id, m.message) for m in store.load_messages(sid)]
+        notes = store.get_session(sid).metadata.get("import_notes", [])
+    assert after[: len(before)] == before  # the rows imported first are the same rows
+    added = next(s.added_messages for s in second.sessions if s.session_id == sid)
+    assert added == len(after) - len(before) > 0
+    assert not any("changed" in note for note in notes)
+    assert not any(secret in str(m) for _, m in after)

@@ -1,4 +1,5 @@
-"""The session database: schema and migrations (schema.py), typed rows (records.py), SQLite store,
+"""The session database: schema and migrations (schema.py), typed rows (records.py), the reads and
+writes of both backends (sql_store.py) with the SQLite store (sqlite.py) and the PostgreSQL one (postgres.py),
 copying a database (copy.py) and the per-session totals SQL the dashboard shares (pg_rollups.py)."""
 
 from engine.store.backend import SessionStoreBackend

@@ -1,7 +1,8 @@
 """The interface the engine needs from a session database.
 
-:class:`SessionStore` (SQLite) implements it; a server database can back the engine later by
-implementing the same methods. A test checks SessionStore stays structurally conformant.
+:class:`engine.store.SessionStore` (a SQLite file) and :class:`engine.store.postgres.PostgresSessionStore`
+(a server) implement it, both on :class:`engine.store.sql_store.SqlSessionStore`. A test checks
+both stay structurally conformant; the store tests run on both.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ from engine.tokens import Tokenizer
 class SessionStoreBackend(Protocol):
     """What the session manager, compaction, offloading and reports use from a store."""
 
+    #: The driver's parameter marker (``?`` or ``%s``), for SQL run through ``transaction()``.
+    P: str
+
     def close(self) -> None: ...
     def transaction(self) -> AbstractContextManager[Any]: ...
+    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    def table_names(self) -> set[str]: ...
     def batched_costs(self) -> AbstractContextManager[None]: ...
 
     def create_session(self, **fields: Any) -> str: ...

@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.errors import NotADatabaseError, StoreError
 from engine.redact import redact_row
-from engine.store.backend import SessionStoreBackend
+from engine.store.sql_store import SqlSessionStore
 from engine.store.sqlite import check_database_file
 
 #: on_progress(done, total, label): called after each session.
@@ -122,13 +122,19 @@ def _session_order(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
     return ordered
 
 
-def _exists(dst_conn: Any, session_id: str) -> bool:
-    return dst_conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+def _exists(dst_conn: Any, p: str, session_id: str) -> bool:
+    return dst_conn.execute(f"SELECT 1 FROM sessions WHERE id = {p}", (session_id,)).fetchone() is not None
 
 
-def _insert_sql(table: str, columns: Sequence[str], *, ignore: bool = False) -> str:
-    verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-    return f"{verb} {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+def _insert_sql(
+    table: str, columns: Sequence[str], p: str, *, ignore: bool = False, returning: bool = False
+) -> str:
+    """An INSERT of ``columns`` in the destination's own parameter marker ``p``."""
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([p] * len(columns))})"
+        + (" ON CONFLICT DO NOTHING" if ignore else "")
+        + (" RETURNING id" if returning else "")
+    )
 
 
 def _row_key(values: Sequence[Any]) -> str:
@@ -143,6 +149,7 @@ class DivergedError(StoreError):
 def _copy_session(
     src: sqlite3.Connection,
     dst_conn: Any,
+    p: str,
     session_id: str,
     owned: list[_Table],
     dst_columns: dict[str, set[str]],
@@ -161,8 +168,8 @@ def _copy_session(
     session_row = src.execute(
         f"SELECT {', '.join(session_columns)} FROM sessions WHERE id = ?", (session_id,)
     ).fetchone()
-    if not _exists(dst_conn, session_id):
-        dst_conn.execute(_insert_sql("sessions", session_columns), redact_row(session_row))
+    if not _exists(dst_conn, p, session_id):
+        dst_conn.execute(_insert_sql("sessions", session_columns, p), redact_row(session_row))
         rows["sessions"] = rows.get("sessions", 0) + 1
     new_ids: dict[str, dict[int, int]] = {}
     for table in owned:
@@ -173,15 +180,15 @@ def _copy_session(
         referenced = any(table.name in t.references.values() for t in owned)
         by_seq = "seq" in columns
         own_key = not table.has_id and not by_seq  # a primary key of its own: the insert skips a copy
-        sql = _insert_sql(table.name, keep, ignore=own_key)
+        sql = _insert_sql(table.name, keep, p, ignore=own_key, returning=table.has_id and referenced)
         after = -1
         if by_seq:
-            after = _check_last_row(src, dst_conn, table, keep, session_id)
+            after = _check_last_row(src, dst_conn, p, table, keep, session_id)
             if referenced:  # rows already copied keep their destination ids: map them by seq
-                new_ids[table.name] = _ids_by_seq(src, dst_conn, table.name, session_id)
+                new_ids[table.name] = _ids_by_seq(src, dst_conn, p, table.name, session_id)
         # what the destination holds already, where seq cannot tell: by primary key, else by content
         identity = [c for c in keep if c in table.key] if own_key else keep
-        present = set() if by_seq else _present_keys(dst_conn, table.name, identity, session_id)
+        present = set() if by_seq else _present_keys(dst_conn, p, table.name, identity, session_id)
         cur = src.execute(
             f"SELECT {', '.join(columns)} FROM {table.name} WHERE session_id = ?"
             + (" AND seq > ?" if by_seq else "")
@@ -202,7 +209,7 @@ def _copy_session(
             if table.name == "request_costs" and values[keep.index("event_id")] is None:
                 continue  # the cost row of an event not copied (its key would be NULL)
             if id_at is not None and referenced:
-                new_ids.setdefault(table.name, {})[row[id_at]] = dst_conn.execute(sql, values).lastrowid
+                new_ids.setdefault(table.name, {})[row[id_at]] = dst_conn.execute(sql, values).fetchone()[0]
             else:
                 batch.append(values)
             rows[table.name] = rows.get(table.name, 0) + 1
@@ -212,27 +219,27 @@ def _copy_session(
     if written:  # the session's own row as the source has it now (title, status, import state)
         mutable = [c for c in session_columns if c not in ("id", "created_utc")]
         dst_conn.execute(
-            f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in mutable)} WHERE id = ?",
+            f"UPDATE sessions SET {', '.join(f'{c} = {p}' for c in mutable)} WHERE id = {p}",
             [*redact_row(session_row[session_columns.index(c)] for c in mutable), session_id],
         )
     return written
 
 
 def _check_last_row(
-    src: sqlite3.Connection, dst_conn: Any, table: _Table, keep: list[str], session_id: str
+    src: sqlite3.Connection, dst_conn: Any, p: str, table: _Table, keep: list[str], session_id: str
 ) -> int:
     """The destination's last seq of the session in ``table`` (-1: none), once its row there is
     checked to be the source's (DivergedError otherwise)."""
     last = dst_conn.execute(
-        f"SELECT max(seq) FROM {table.name} WHERE session_id = ?", (session_id,)
+        f"SELECT max(seq) FROM {table.name} WHERE session_id = {p}", (session_id,)
     ).fetchone()
     if last is None or last[0] is None:
         return -1
     seq = int(last[0])
     compare = [c for c in keep if c not in table.references and c not in ("created_utc",)]
-    select = f"SELECT {', '.join(compare)} FROM {table.name} WHERE session_id = ? AND seq = ?"
-    theirs = src.execute(select, (session_id, seq)).fetchone()
-    ours = dst_conn.execute(select, (session_id, seq)).fetchone()
+    select = f"SELECT {', '.join(compare)} FROM {table.name} WHERE session_id = {{p}} AND seq = {{p}}"
+    theirs = src.execute(select.format(p="?"), (session_id, seq)).fetchone()
+    ours = dst_conn.execute(select.format(p=p), (session_id, seq)).fetchone()
     if theirs is None or [_plain(v) for v in redact_row(theirs)] != [_plain(v) for v in ours]:
         raise DivergedError(
             f"session {session_id!r}: {table.name} seq {seq} differs from the copy already made "
@@ -248,18 +255,22 @@ def _plain(value: Any) -> Any:
     return bytes(value) if isinstance(value, memoryview | bytearray) else value
 
 
-def _ids_by_seq(src: sqlite3.Connection, dst_conn: Any, table: str, session_id: str) -> dict[int, int]:
+def _ids_by_seq(
+    src: sqlite3.Connection, dst_conn: Any, p: str, table: str, session_id: str
+) -> dict[int, int]:
     """Source id -> destination id of the rows of a session already copied, matched by seq."""
-    sql = f"SELECT seq, id FROM {table} WHERE session_id = ?"
-    theirs = {seq: row_id for seq, row_id in dst_conn.execute(sql, (session_id,)).fetchall()}
+    sql = f"SELECT seq, id FROM {table} WHERE session_id = {{p}}"
+    theirs = {seq: row_id for seq, row_id in dst_conn.execute(sql.format(p=p), (session_id,)).fetchall()}
     return {
-        row_id: theirs[seq] for seq, row_id in src.execute(sql, (session_id,)).fetchall() if seq in theirs
+        row_id: theirs[seq]
+        for seq, row_id in src.execute(sql.format(p="?"), (session_id,)).fetchall()
+        if seq in theirs
     }
 
 
-def _present_keys(dst_conn: Any, table: str, columns: list[str], session_id: str) -> set[str]:
+def _present_keys(dst_conn: Any, p: str, table: str, columns: list[str], session_id: str) -> set[str]:
     """Keys (:func:`_row_key` of ``columns``) of the rows the destination holds of a session."""
-    cur = dst_conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?", (session_id,))
+    cur = dst_conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = {p}", (session_id,))
     return {_row_key(list(row)) for row in cur.fetchall()}
 
 
@@ -267,7 +278,7 @@ def _columns(src: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in src.execute(f"PRAGMA table_info({table})").fetchall()]
 
 
-def _destination_columns(dst: SessionStoreBackend, tables: Sequence[str]) -> dict[str, set[str]]:
+def _destination_columns(dst: SqlSessionStore, tables: Sequence[str]) -> dict[str, set[str]]:
     """table -> columns, for the tables the destination has (one probe each)."""
     out: dict[str, set[str]] = {}
     for table in tables:
@@ -280,7 +291,7 @@ def _destination_columns(dst: SessionStoreBackend, tables: Sequence[str]) -> dic
 
 
 def copy_database(
-    source: str | Path, dst: SessionStoreBackend, *, on_progress: Progress | None = None
+    source: str | Path, dst: SqlSessionStore, *, on_progress: Progress | None = None
 ) -> CopyReport:
     """Copy every session of the SQLite file ``source`` into ``dst``: new sessions whole, the new rows
     of sessions copied before."""
@@ -295,13 +306,15 @@ def copy_database(
             cur = src.execute(f"SELECT {', '.join(columns)} FROM {table.name}")
             while chunk := cur.fetchmany(1000):
                 with dst.transaction() as conn:
-                    conn.executemany(_insert_sql(table.name, columns, ignore=True), map(redact_row, chunk))
+                    conn.executemany(
+                        _insert_sql(table.name, columns, dst.P, ignore=True), map(redact_row, chunk)
+                    )
         sessions = _session_order(src)
         for done, (session_id, _) in enumerate(sessions, start=1):
             try:
                 with dst.transaction() as conn:
-                    existed = _exists(conn, session_id)
-                    written = _copy_session(src, conn, session_id, owned, dst_columns, report.rows)
+                    existed = _exists(conn, dst.P, session_id)
+                    written = _copy_session(src, conn, dst.P, session_id, owned, dst_columns, report.rows)
             except DivergedError as exc:
                 report.diverged.append((session_id, str(exc)))
             else:

@@ -1,15 +1,15 @@
 """The ``request_costs`` rows of request events as they are recorded (migration m003).
 
-``SessionStore.record_event`` (and ``batched_costs`` for an import's calls) calls
-:func:`record_request_costs` inside its own transaction: the connection is all it needs, so the
-store does not depend on :mod:`engine.store.costs` (which reads and refreshes through a store).
+A store (:class:`engine.store.sql_store.SqlSessionStore`) calls :func:`record_request_costs` once
+the transaction that recorded request events has committed, in a transaction of its own, one pass
+per session: pricing and the cache analysis hold no write lock and cannot undo an event. The store
+and its open connection are all it needs (``store.tx_rows``, ``store.P``), on either backend.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,17 +38,21 @@ _COLUMNS = (
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
 _IN_CHUNK = 500
 
-#: The session's last call that wrote the prompt cache (its TTL judges the next call): one step of
-#: the partial index ``request_costs_cache_writes`` (m005), however many calls wrote nothing.
-LAST_CACHE_WRITER_SQL = (
-    f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = ?"
-    " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1"
-)
 
-_INSERT = f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
+def last_cache_writer_sql(p: str = "?") -> str:
+    """The session's last call that wrote the prompt cache (its TTL judges the next call): one step
+    of the partial index ``request_costs_cache_writes`` (m005), however many calls wrote nothing."""
+    return (
+        f"SELECT cache_write_1h_tokens FROM {COST_TABLE} WHERE session_id = {p}"
+        " AND cache_write_5m_tokens + cache_write_1h_tokens > 0 ORDER BY call_index DESC LIMIT 1"
+    )
 
 
-def insert_cost_rows(conn: Any, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
+#: :func:`last_cache_writer_sql` for SQLite.
+LAST_CACHE_WRITER_SQL = last_cache_writer_sql()
+
+
+def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
     """Insert cost rows (as :func:`engine.rollup.cost_rows` gives them) of one session; rows written."""
     values = []
     for row in rows:
@@ -56,52 +60,48 @@ def insert_cost_rows(conn: Any, rows: Iterable[Mapping[str, Any]], session_id: s
         row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
         values.append(redact_row(row[c] for c in _COLUMNS))
     if values:
-        conn.executemany(_INSERT, values)
+        conn.executemany(
+            f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",
+            values,
+        )
     return len(values)
 
 
-def record_request_cost(conn: sqlite3.Connection, session_id: str, event_id: int) -> bool:
-    """Price and analyse the request event just inserted, inside the writer's transaction.
+def record_request_costs(store: Any, conn: Any, session_id: str, event_ids: Sequence[int]) -> int:
+    """Price and analyse request events just recorded into one session, in seq order, inside
+    ``conn``'s transaction: the rows one call per event would write.
 
     Incremental: it reads the session's previous call (its event and stored row), the compactions
-    since, and the two calls' message times. When earlier calls have no row (a database made
-    before migration m003), nothing is written and ``refresh_request_costs`` fills the gap.
-    Returns True when a row was written.
-    """
-    return record_request_costs(conn, session_id, [event_id]) > 0
+    since, and the calls' message times. When earlier calls have no row (a database made before
+    migration m003), nothing is written and ``refresh_request_costs`` fills the gap. Returns the
+    number of rows written."""
+    p = store.P
 
+    def rows(sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return store.tx_rows(conn, sql, params)
 
-def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: Sequence[int]) -> int:
-    """``record_request_cost`` for several request events just inserted into one session, in one
-    pass (an import's calls): the rows are those one call per event, in seq order, would write.
-    Returns the number of rows written."""
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    if (
-        not event_ids
-        or not cur.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (COST_TABLE,)
-        ).fetchone()
-    ):
+    def one(sql: str, params: Sequence[Any] = ()) -> Any:
+        found = rows(sql, params)
+        return found[0] if found else None
+
+    if not event_ids:
         return 0
     new: list[Any] = []
     for chunk in range(0, len(event_ids), _IN_CHUNK):
         ids = event_ids[chunk : chunk + _IN_CHUNK]
-        rows = cur.execute(
-            f"SELECT * FROM context_events WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
-        ).fetchall()
-        new += [e for e in map(event_from_row, rows) if e.kind == "request" and e.usage is not None]
+        found = rows(f"SELECT * FROM context_events WHERE id IN ({', '.join([p] * len(ids))})", tuple(ids))
+        new += [e for e in map(event_from_row, found) if e.kind == "request" and e.usage is not None]
     if not new:
         return 0
     new.sort(key=lambda e: e.seq)
-    last = cur.execute(
-        f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index DESC LIMIT 1", (session_id,)
-    ).fetchone()
-    before = cur.execute(
-        "SELECT id FROM context_events WHERE session_id = ? AND seq < ? AND kind = 'request'"
+    last = one(
+        f"SELECT * FROM {COST_TABLE} WHERE session_id = {p} ORDER BY call_index DESC LIMIT 1", (session_id,)
+    )
+    before = one(
+        f"SELECT id FROM context_events WHERE session_id = {p} AND seq < {p} AND kind = 'request'"
         " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
         (session_id, new[0].seq),
-    ).fetchone()
+    )
     if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
         return 0  # earlier calls have no rows (made before m003): refresh_request_costs fills them
     # the previous call (when it has a row), then the compactions between calls: a compaction
@@ -109,37 +109,35 @@ def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: S
     events = list(new)
     prev = None
     if last is not None:
-        prev = event_from_row(
-            cur.execute("SELECT * FROM context_events WHERE id = ?", (last["event_id"],)).fetchone()
-        )
+        prev = event_from_row(one(f"SELECT * FROM context_events WHERE id = {p}", (last["event_id"],)))
         events.append(prev)
     kinds = sorted(PREFIX_RESET_EVENTS)
     events += map(
         event_from_row,
-        cur.execute(
-            "SELECT * FROM context_events WHERE session_id = ? AND seq > ? AND seq < ?"
-            f" AND kind IN ({', '.join('?' for _ in kinds)})",
+        rows(
+            f"SELECT * FROM context_events WHERE session_id = {p} AND seq > {p} AND seq < {p}"
+            f" AND kind IN ({', '.join([p] * len(kinds))})",
             (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
-        ).fetchall(),
+        ),
     )
     seqs = sorted({e.message_seq for e in events if e.kind == "request" and e.message_seq is not None})
     times: dict[int, str] = {}
     for chunk in range(0, len(seqs), _IN_CHUNK):
         part = seqs[chunk : chunk + _IN_CHUNK]
-        for r in cur.execute(
-            f"SELECT seq, meta_json FROM messages WHERE session_id = ? AND seq IN ({', '.join('?' for _ in part)})",
+        for r in rows(
+            f"SELECT seq, meta_json FROM messages WHERE session_id = {p} AND seq IN ({', '.join([p] * len(part))})",
             (session_id, *part),
-        ).fetchall():
+        ):
             meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
             if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
                 times[int(r["seq"])] = meta["timestamp"]
-    model = cur.execute("SELECT model FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    model = one(f"SELECT model FROM sessions WHERE id = {p}", (session_id,))
     calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
     index = last["call_index"] + 1 if last is not None else 0
     previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
     if prev is not None:
         calls = calls[1:]
-    writer = cur.execute(LAST_CACHE_WRITER_SQL, (session_id,)).fetchone()
+    writer = one(last_cache_writer_sql(p), (session_id,))
     ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
     currents, classified = [], []
     for offset, call in enumerate(calls):
@@ -149,5 +147,10 @@ def record_request_costs(conn: sqlite3.Connection, session_id: str, event_ids: S
         if current.cost.cache_write_5m_tokens + current.cost.cache_write_1h_tokens > 0:
             ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
         previous = current
-    rows = cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
-    return insert_cost_rows(conn, rows, session_id, utc_now())
+    cost = cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
+    return insert_cost_rows(conn, p, cost, session_id, utc_now())
+
+
+def record_request_cost(store: Any, conn: Any, session_id: str, event_id: int) -> bool:
+    """:func:`record_request_costs` of one event; True when its row was written."""
+    return record_request_costs(store, conn, session_id, [event_id]) > 0

@@ -1,7 +1,7 @@
 """Per-call costs in a session database: read a session's calls, write and read ``request_costs``.
 
 The numbers come from the pure modules (engine.cost, engine.cache_analysis, engine.rollup);
-this module only holds the SQL. The rows written as request events are recorded live in
+this module only holds the SQL. The rows written once request events are recorded come from
 :mod:`engine.store.cost_writer` (re-exported here). ``session_costs`` works on any database (read-only, or made
 before migration m003): it computes from ``context_events``. ``refresh_request_costs`` stores
 the rows (one transaction per call of it), so SQL users and the dashboard can read them.
@@ -21,18 +21,18 @@ from engine.model_table import ModelTable
 from engine.rollup import SessionCosts, cost_rows
 from engine.store.cost_writer import COST_TABLE, insert_cost_rows, record_request_cost, record_request_costs
 from engine.store.records import utc_now
-from engine.store.sqlite import SessionStore
+from engine.store.sql_store import SqlSessionStore
 
 
-def _tables(store: SessionStore) -> set[str]:
-    return {r[0] for r in store._read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+def _tables(store: SqlSessionStore) -> set[str]:
+    return store.table_names()
 
 
-def message_times(store: SessionStore, session_id: str) -> dict[int, str]:
+def message_times(store: SqlSessionStore, session_id: str) -> dict[int, str]:
     """seq -> the ``timestamp`` a source recorded in the message's meta (imports keep it)."""
     rows = store._read(
-        "SELECT seq, meta_json FROM messages WHERE session_id = ? AND meta_json LIKE '%timestamp%'",
-        (session_id,),
+        f"SELECT seq, meta_json FROM messages WHERE session_id = {store.P} AND meta_json LIKE {store.P}",
+        (session_id, "%timestamp%"),
     )
     out: dict[int, str] = {}
     for r in rows:
@@ -45,19 +45,21 @@ def message_times(store: SessionStore, session_id: str) -> dict[int, str]:
     return out
 
 
-def exact_requests(store: SessionStore, session_id: str) -> dict[int, dict[str, Any]]:
+def exact_requests(store: SqlSessionStore, session_id: str) -> dict[int, dict[str, Any]]:
     """event id -> the ``model_requests`` row of that call (migration m002), when recorded."""
     if "model_requests" not in _tables(store):
         return {}
     rows = store._read(
         "SELECT event_id, system_hash, tools_hash, cache_creation_5m_tokens, cache_creation_1h_tokens,"
-        " reasoning_tokens, started_utc FROM model_requests WHERE session_id = ? AND event_id IS NOT NULL",
+        f" reasoning_tokens, started_utc FROM model_requests WHERE session_id = {store.P} AND event_id IS NOT NULL",
         (session_id,),
     )
     return {int(r["event_id"]): dict(r) for r in rows}
 
 
-def session_costs(store: SessionStore, session_id: str, *, table: ModelTable | None = None) -> SessionCosts:
+def session_costs(
+    store: SqlSessionStore, session_id: str, *, table: ModelTable | None = None
+) -> SessionCosts:
     """One session's calls priced and analysed (computed now from its events)."""
     session = store.get_session(session_id)
     calls = call_records(
@@ -79,13 +81,13 @@ def session_costs(store: SessionStore, session_id: str, *, table: ModelTable | N
     )
 
 
-def project_costs(store: SessionStore, *, table: ModelTable | None = None) -> list[SessionCosts]:
+def project_costs(store: SqlSessionStore, *, table: ModelTable | None = None) -> list[SessionCosts]:
     """Every session of the database, priced and analysed."""
     return [session_costs(store, s.id, table=table) for s in store.list_sessions()]
 
 
 def refresh_request_costs(
-    store: SessionStore, session_ids: Iterable[str] | None = None, *, table: ModelTable | None = None
+    store: SqlSessionStore, session_ids: Iterable[str] | None = None, *, table: ModelTable | None = None
 ) -> int:
     """Recompute and store ``request_costs`` for these sessions (all by default); rows written."""
     ids = list(session_ids) if session_ids is not None else [s.id for s in store.list_sessions()]
@@ -94,18 +96,20 @@ def refresh_request_costs(
     written = 0
     with store.transaction() as conn:
         for s in computed:
-            conn.execute(f"DELETE FROM {COST_TABLE} WHERE session_id = ?", (s.session_id,))
+            conn.execute(f"DELETE FROM {COST_TABLE} WHERE session_id = {store.P}", (s.session_id,))
             written += insert_cost_rows(
-                conn, [r for r in s.rows if r["event_id"] is not None], s.session_id, now
+                conn, store.P, [r for r in s.rows if r["event_id"] is not None], s.session_id, now
             )
     return written
 
 
-def stored_request_costs(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
+def stored_request_costs(store: SqlSessionStore, session_id: str) -> list[dict[str, Any]]:
     """The stored ``request_costs`` rows of a session, in call order ([] before m003 or a refresh)."""
     if COST_TABLE not in _tables(store):
         return []
-    rows = store._read(f"SELECT * FROM {COST_TABLE} WHERE session_id = ? ORDER BY call_index", (session_id,))
+    rows = store._read(
+        f"SELECT * FROM {COST_TABLE} WHERE session_id = {store.P} ORDER BY call_index", (session_id,)
+    )
     return [dict(r) for r in rows]
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.errors import NotFoundError, StoreError
+from engine.errors import StoreError
 from engine.redact import redact_bytes, redact_row, redact_secrets
 
 #: Body keys that hold the system prompt, the message list and the tools, by API.
@@ -180,7 +179,7 @@ _CLEAN_PARTS: set[str] = set()
 _CLEAN_PARTS_MAX = 200_000
 
 
-def _put_part(conn: sqlite3.Connection, kind: str, value: Any, now: str) -> str:
+def _put_part(conn: Any, p: str, kind: str, value: Any, now: str) -> str:
     """Store one part, secrets redacted before it is hashed (the hash names what is stored)."""
     text = compact_json(value)
     digest = part_hash(text)
@@ -193,63 +192,62 @@ def _put_part(conn: sqlite3.Connection, kind: str, value: Any, now: str) -> str:
         else:
             text, digest = redacted, part_hash(redacted)
     conn.execute(
-        "INSERT OR IGNORE INTO payload_parts (hash, kind, size_bytes, content_json, created_utc) VALUES (?,?,?,?,?)",
+        "INSERT INTO payload_parts (hash, kind, size_bytes, content_json, created_utc)"
+        f" VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT DO NOTHING",
         (digest, kind, len(text.encode("utf-8")), text, now),
     )
     return digest
 
 
-def insert_request(conn: sqlite3.Connection, session_id: str, record: RequestRecord, now: str) -> int:
-    """Write one request and its new parts (inside the caller's transaction); returns its id."""
+def insert_request(conn: Any, p: str, session_id: str, record: RequestRecord, now: str) -> int:
+    """Write one request and its new parts (inside the caller's transaction, whose driver marks
+    parameters with ``p``); returns its id. A missing session raises the driver's integrity error."""
     body = record.body
     split = split_body(body) if body is not None else None
     system_hash = tools_hash = None
     message_hashes: list[str] | None = None
     if split is not None:
         if split["system_key"]:
-            system_hash = _put_part(conn, "system", split["system"], now)
+            system_hash = _put_part(conn, p, "system", split["system"], now)
         if split["tools"] is not None:
-            tools_hash = _put_part(conn, "tools", split["tools"], now)
-        message_hashes = [_put_part(conn, "message", m, now) for m in split["messages"]]
+            tools_hash = _put_part(conn, p, "tools", split["tools"], now)
+        message_hashes = [_put_part(conn, p, "message", m, now) for m in split["messages"]]
     seq = conn.execute(
-        "SELECT coalesce(max(seq), -1) + 1 FROM model_requests WHERE session_id = ?", (session_id,)
+        f"SELECT coalesce(max(seq), -1) + 1 FROM model_requests WHERE session_id = {p}", (session_id,)
     ).fetchone()[0]
     b = body or {}
     stream = b.get("stream")
-    try:
-        cur = conn.execute(
-            "INSERT INTO model_requests (session_id, seq, event_id, source, api, method, path, parsed,"
-            " agent_session_id, model, stream, system_key, system_hash, tools_hash, messages_key,"
-            " message_hashes_json, message_count, body_keys_json, params_json, max_tokens, thinking_json,"
-            " context_management_json, cache_control_json, request_bytes, request_sha256, raw_body, status_code,"
-            " error_type, error_message, response_json, stop_reason, input_tokens, output_tokens,"
-            " cache_read_input_tokens, cache_creation_input_tokens, cache_creation_5m_tokens,"
-            " cache_creation_1h_tokens, reasoning_tokens, usage_json, latency_ms, ttfb_ms, headers_json, started_utc)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            redact_row((
-                session_id, seq, record.event_id, record.source, record.api, record.method, record.path,
-                int(split is not None), record.agent_session_id,
-                b.get("model") if isinstance(b.get("model"), str) else None,
-                None if stream is None else int(bool(stream)),
-                split["system_key"] if split else None, system_hash, tools_hash,
-                split["messages_key"] if split else None,
-                _dumps(message_hashes), len(message_hashes) if message_hashes is not None else None,
-                _dumps(split["keys"]) if split else None, _dumps(split["params"]) if split else None,
-                _first(b, MAX_TOKENS_KEYS) if isinstance(_first(b, MAX_TOKENS_KEYS), int) else None,
-                _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
-                _dumps(cache_control_positions(b)) if split else None,
-                record.request_bytes, record.request_sha256,
-                sqlite3.Binary(redact_bytes(record.raw_body)) if record.raw_body is not None and split is None else None,
-                record.status_code, record.error_type, record.error_message, _dumps(record.response),
-                record.stop_reason, record.input_tokens, record.output_tokens, record.cache_read_input_tokens,
-                record.cache_creation_input_tokens, record.cache_creation_5m_tokens, record.cache_creation_1h_tokens,
-                record.reasoning_tokens, _dumps(record.usage), record.latency_ms, record.ttfb_ms,
-                _dumps(safe_headers(record.headers)), record.started_utc or now,
-            )),
-        )  # fmt: skip
-    except sqlite3.IntegrityError as exc:
-        raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc
-    return int(cur.lastrowid or 0)
+    cur = conn.execute(
+        "INSERT INTO model_requests (session_id, seq, event_id, source, api, method, path, parsed,"
+        " agent_session_id, model, stream, system_key, system_hash, tools_hash, messages_key,"
+        " message_hashes_json, message_count, body_keys_json, params_json, max_tokens, thinking_json,"
+        " context_management_json, cache_control_json, request_bytes, request_sha256, raw_body, status_code,"
+        " error_type, error_message, response_json, stop_reason, input_tokens, output_tokens,"
+        " cache_read_input_tokens, cache_creation_input_tokens, cache_creation_5m_tokens,"
+        " cache_creation_1h_tokens, reasoning_tokens, usage_json, latency_ms, ttfb_ms, headers_json, started_utc)"
+        f" VALUES ({', '.join([p] * 43)}) RETURNING id",
+        redact_row((
+            session_id, seq, record.event_id, record.source, record.api, record.method, record.path,
+            int(split is not None), record.agent_session_id,
+            b.get("model") if isinstance(b.get("model"), str) else None,
+            None if stream is None else int(bool(stream)),
+            split["system_key"] if split else None, system_hash, tools_hash,
+            split["messages_key"] if split else None,
+            _dumps(message_hashes), len(message_hashes) if message_hashes is not None else None,
+            _dumps(split["keys"]) if split else None, _dumps(split["params"]) if split else None,
+            _first(b, MAX_TOKENS_KEYS) if isinstance(_first(b, MAX_TOKENS_KEYS), int) else None,
+            _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
+            _dumps(cache_control_positions(b)) if split else None,
+            record.request_bytes, record.request_sha256,
+            redact_bytes(record.raw_body) if record.raw_body is not None and split is None else None,
+            record.status_code, record.error_type, record.error_message, _dumps(record.response),
+            record.stop_reason, record.input_tokens, record.output_tokens, record.cache_read_input_tokens,
+            record.cache_creation_input_tokens, record.cache_creation_5m_tokens, record.cache_creation_1h_tokens,
+            record.reasoning_tokens, _dumps(record.usage), record.latency_ms, record.ttfb_ms,
+            _dumps(safe_headers(record.headers)), record.started_utc or now,
+        )),
+    )  # fmt: skip
+    return int(cur.fetchone()[0])
 
 
 def _loads(text: str | None, where: str) -> Any:
@@ -261,14 +259,14 @@ def _loads(text: str | None, where: str) -> Any:
         raise StoreError(f"malformed JSON in {where}: {exc}") from exc
 
 
-def load_parts(read: Any, hashes: Sequence[str]) -> dict[str, Any]:
-    """Parts by hash (``read`` is the store's query function)."""
+def load_parts(read: Any, p: str, hashes: Sequence[str]) -> dict[str, Any]:
+    """Parts by hash (``read`` is the store's query function, ``p`` its parameter marker)."""
     out: dict[str, Any] = {}
     unique = list(dict.fromkeys(h for h in hashes if h))
     for start in range(0, len(unique), 500):
         chunk = unique[start : start + 500]
         rows = read(
-            f"SELECT hash, content_json FROM payload_parts WHERE hash IN ({','.join('?' * len(chunk))})",
+            f"SELECT hash, content_json FROM payload_parts WHERE hash IN ({', '.join([p] * len(chunk))})",
             chunk,
         )
         out.update({r["hash"]: _loads(r["content_json"], f"payload_parts {r['hash']}") for r in rows})

@@ -1,16 +1,16 @@
 """PostgresSessionStore: the session database on a PostgreSQL server (psycopg 3, a connection pool).
 
-The same tables, columns and migrations as the SQLite store: every statement is the SQLite
-store's own, translated by :mod:`engine.store.dialect`, so each is written once. Writes are
-transactions on a pooled connection (nested ``transaction()`` calls join the outer one, per
-thread); appends and events of one session are serialised by an advisory lock, as SQLite's
-write lock does. A server that goes away raises StoreError; committed rows stay, and the pool
-replaces dead connections on the next call.
+The same tables, columns and rows as the SQLite store, and the same reads and writes
+(:class:`engine.store.sql_store.SqlSessionStore`, portable SQL with psycopg's ``%s``); what is
+PostgreSQL's own lives here and in :mod:`engine.store.pg_schema` (its DDL and migrations): the pool,
+transactions on a pooled connection (nested ``transaction()`` calls join the outer one, per thread),
+an advisory lock serialising the rows a session numbers (as SQLite's write lock does), bytea blobs,
+NUL-free text. A server that goes away raises StoreError; committed rows stay, and the pool replaces
+dead connections on the next call.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,20 +18,15 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
+from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engine.errors import NotADatabaseError, SchemaVersionError, StoreError
-from engine.events import ContextEvent, ProviderUsage
-from engine.messages import Message
-from engine.store.dialect import PRAGMAS_TABLE_SQL
-from engine.store.payloads import RequestRecord
-from engine.store.pg_connection import PgConnection, rollback, row_factory
 from engine.store.pg_rollups import ensure_rollups
-from engine.store.records import StoredMessage
-from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
-from engine.store.sqlite import SessionStore
+from engine.store.pg_schema import apply_pg_migrations
+from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES
+from engine.store.sql_store import BLOB_COLUMNS, SqlSessionStore, blob_pieces
 from engine.store.urls import database_name, is_database_url, redact_url
-from engine.tokens import Tokenizer
 
 POOL_MAX_SIZE = 8
 CONNECT_TIMEOUT_S = 10
@@ -49,12 +44,63 @@ def _advisory_key(text: str) -> int:
     return zlib.crc32(text.encode()) - 2**31
 
 
-class PostgresSessionStore(SessionStore):
+class _Row(tuple):
+    """A row addressable by position and by column name (as the shared store code reads rows)."""
+
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names.index(key))
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> tuple[str, ...]:
+        return self._names
+
+
+def row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[_Row]:
+    """psycopg rows addressable by position and by column name."""
+    names = tuple(c.name for c in cursor.description or ())
+    row_type = type("Row", (_Row,), {"_names": names, "__slots__": ()})
+
+    def make(values: Sequence[Any]) -> _Row:
+        return row_type(values)
+
+    return make
+
+
+def _clean(value: Any) -> Any:
+    # PostgreSQL text cannot hold NUL; SQLite's can. Previews and titles keep U+FFFD instead.
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
+
+
+class PgTransaction:
+    """A transaction's psycopg connection as the store code uses it: ``execute`` and ``executemany``
+    of the statements as written (``%s`` parameters), text made NUL-free."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self.raw.execute(sql, [_clean(p) for p in params] if params else None)
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
+        cur = self.raw.cursor()
+        cur.executemany(sql, [[_clean(p) for p in params] for params in seq_of_params])
+        return cur
+
+
+class PostgresSessionStore(SqlSessionStore):
     """The session database on PostgreSQL: ``PostgresSessionStore("postgresql://user@host/db")``.
 
-    Same methods and rows as :class:`SessionStore`. ``read_only`` opens read-only transactions
-    and refuses writes; a read-only open of a database without the ctxdesk tables raises.
+    Same methods and rows as :class:`engine.store.SessionStore`. ``read_only`` opens read-only
+    transactions and refuses writes; a read-only open of a database without the ctxdesk tables raises.
     """
+
+    P = "%s"
+    _integrity_errors = (psycopg.errors.IntegrityError,)
 
     def __init__(
         self,
@@ -70,7 +116,6 @@ class PostgresSessionStore(SessionStore):
         self.path = DatabaseUrl(redact_url(url))  # type: ignore[assignment]
         self.read_only = read_only
         self._local = threading.local()
-        self._identity_tables: frozenset[str] = frozenset()
         self._timeout = timeout
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": row_factory}
         try:
@@ -88,7 +133,6 @@ class PostgresSessionStore(SessionStore):
                 self._check_schema(conn)
                 if not read_only:
                     self._migrate(conn)
-                self._identity_tables = self._find_identity_tables(conn)
         except BaseException:
             self._pool.close()
             raise
@@ -131,15 +175,15 @@ class PostgresSessionStore(SessionStore):
             raise StoreError(f"database server unreachable ({exc})", path=str(self.path)) from exc
 
     @contextmanager
-    def _connection(self) -> Iterator[PgConnection]:
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The thread's transaction connection, else one from the pool for this call."""
-        current: PgConnection | None = getattr(self._local, "conn", None)
+        current: PgTransaction | None = getattr(self._local, "conn", None)
         if current is not None:
-            yield current
+            yield current.raw
             return
         pool, raw = self._getconn()
         try:
-            yield PgConnection(raw, self._identity_tables)
+            yield raw
         except psycopg.Error as exc:
             raise StoreError(f"database error ({_first_line(exc)})", path=str(self.path)) from exc
         finally:
@@ -151,7 +195,7 @@ class PostgresSessionStore(SessionStore):
                     raw.rollback()
             pool.putconn(raw)
 
-    def _check_schema(self, conn: PgConnection) -> None:
+    def _check_schema(self, conn: psycopg.Connection[Any]) -> None:
         tables = {
             r[0]
             for r in conn.execute(
@@ -181,26 +225,20 @@ class PostgresSessionStore(SessionStore):
                 f"missing ctxdesk tables {sorted(set(TABLE_NAMES) - tables)}", path=str(self.path)
             )
 
-    def _migrate(self, conn: PgConnection) -> None:
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         # One migrator at a time across processes (the session-level lock spans every step).
         key = _advisory_key(f"ctxdesk-migrations:{APPLICATION_ID}")
-        conn.execute("SELECT pg_advisory_lock(?)", (key,))
+        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
         try:
-            conn.execute(PRAGMAS_TABLE_SQL)
-            apply_migrations(conn)  # type: ignore[arg-type]
-            ensure_rollups(conn.raw)  # the Sessions page's per-session totals, kept by the server
+            apply_pg_migrations(conn)
+            ensure_rollups(conn)  # the Sessions page's per-session totals, kept by the server
         finally:
-            conn.execute("SELECT pg_advisory_unlock(?)", (key,))
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
-    @staticmethod
-    def _find_identity_tables(conn: PgConnection) -> frozenset[str]:
-        return frozenset(
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema()"
-                " AND column_name = 'id' AND is_identity = 'YES'"
-            )
-        )
+    def table_names(self) -> set[str]:
+        """The tables of the store's schema."""
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        return {r[0] for r in self._read(sql)}
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
@@ -209,14 +247,13 @@ class PostgresSessionStore(SessionStore):
     def __enter__(self) -> PostgresSessionStore:
         return self
 
-    def _begun(self, prelude: str = "") -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
-        """A pooled connection inside BEGIN (and ``prelude``, a parameterless statement sent in the
-        same round trip). One the server dropped (a restart) fails right here, where trying again
-        is safe: the pool's idle connections are checked, one more is taken."""
+    def _begun(self) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
+        """A pooled connection inside BEGIN. One the server dropped (a restart) fails right here,
+        where trying again is safe: the pool's idle connections are checked, one more is taken."""
         for attempt in range(2):
             pool, raw = self._getconn()
             try:
-                raw.execute(f"BEGIN; {prelude}" if prelude else "BEGIN")
+                raw.execute("BEGIN")
                 return pool, raw
             except psycopg.Error as exc:
                 pool.putconn(raw)  # a broken connection is discarded
@@ -228,48 +265,48 @@ class PostgresSessionStore(SessionStore):
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self) -> Iterator[PgConnection]:  # type: ignore[override]
+    def transaction(self) -> Iterator[PgTransaction]:
         """One write transaction; nested calls (in the same thread) join the outer one."""
-        with self._transaction() as conn:
-            yield conn
-
-    @contextmanager
-    def _transaction(self, prelude: str = "") -> Iterator[PgConnection]:
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
-        current: PgConnection | None = getattr(self._local, "conn", None)
+        current: PgTransaction | None = getattr(self._local, "conn", None)
         if current is not None:
-            if prelude:
-                current.raw.execute(prelude)
             yield current
             return
-        pool, raw = self._begun(prelude)
-        conn = self._local.conn = PgConnection(raw, self._identity_tables)
+        pool, raw = self._begun()
+        conn = self._local.conn = PgTransaction(raw)
         try:
             yield conn
-        except (psycopg.Error, sqlite3.Error) as exc:
-            rollback(conn)
+        except psycopg.Error as exc:
+            self._rollback(raw)
             raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
         except BaseException:
-            rollback(conn)
+            self._rollback(raw)
             raise
         else:
             try:
                 raw.execute("COMMIT")
             except psycopg.Error as exc:
+                self._discard_pending_costs()
                 raise StoreError(
                     f"the commit was not confirmed ({_first_line(exc)})", path=str(self.path)
                 ) from exc
         finally:
             self._local.conn = None
             pool.putconn(raw)
+        self._after_commit()
+
+    def _rollback(self, raw: psycopg.Connection[Any]) -> None:
+        self._discard_pending_costs()
+        with suppress(psycopg.Error):  # a lost connection: the server rolled back by itself
+            raw.execute("ROLLBACK")
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        current: PgConnection | None = getattr(self._local, "conn", None)
+        current: PgTransaction | None = getattr(self._local, "conn", None)
         for attempt in range(2):
             pool, raw = (None, current.raw) if current is not None else self._getconn()
             try:
-                return PgConnection(raw, self._identity_tables).execute(sql, params).fetchall()
+                return raw.execute(sql, [_clean(p) for p in params] if params else None).fetchall()
             except psycopg.Error as exc:
                 # A connection the server dropped fails here first: a read is safe to try again.
                 if attempt or pool is None or not raw.broken:
@@ -280,42 +317,19 @@ class PostgresSessionStore(SessionStore):
                     pool.putconn(raw)
         raise AssertionError("unreachable")
 
-    @property  # type: ignore[override]
-    def _pending_costs(self) -> dict[str, list[int]] | None:
-        """Request events whose cost rows wait for the end of this thread's ``batched_costs``.
-
-        Per thread, as transactions are: another thread's ``record_event`` meanwhile writes its
-        event's row in its own transaction (a class-wide dict would hand it to this one's)."""
-        return getattr(self._local, "pending_costs", None)
-
-    @_pending_costs.setter
-    def _pending_costs(self, value: dict[str, list[int]] | None) -> None:
-        self._local.pending_costs = value
-
-    @staticmethod
-    def _session_lock(session_id: str) -> str:
+    def _lock_session(self, conn: Any, session_id: str) -> None:
         """Held until the transaction ends: rows numbered within a session get one writer at a time."""
-        return f"SELECT pg_advisory_xact_lock({_advisory_key(f'session:{session_id}')})"
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(f"session:{session_id}"),))
 
-    # -- writes that number rows within a session: one writer per session at a time -------
-    def append_messages(
-        self,
-        session_id: str,
-        messages: Iterable[Message],
-        *,
-        tokenizer: Tokenizer,
-        usages: Sequence[ProviderUsage | None] | None = None,
-    ) -> list[StoredMessage]:
-        with self._transaction(prelude=self._session_lock(session_id)):
-            return super().append_messages(session_id, messages, tokenizer=tokenizer, usages=usages)
-
-    def record_event(self, session_id: str, event: ContextEvent) -> int:
-        with self._transaction(prelude=self._session_lock(session_id)):
-            return super().record_event(session_id, event)
-
-    def record_request(self, session_id: str, record: RequestRecord) -> int:
-        with self._transaction(prelude=self._session_lock(session_id)):
-            return super().record_request(session_id, record)
+    def _insert_blob(
+        self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
+    ) -> None:
+        """One bytea parameter (PostgreSQL has no incremental blob I/O: the content is held once more)."""
+        conn.execute(
+            f"INSERT INTO tool_result_blobs ({', '.join(BLOB_COLUMNS)}, content)"
+            f" VALUES ({self._marks(len(BLOB_COLUMNS) + 1)})",
+            (*values, b"".join(bytes(piece) for piece in blob_pieces(content))),
+        )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -371,7 +371,7 @@ TABLES_M002: tuple[Table, ...] = (
 #: Tables of migration m003_request_costs: what each model call cost and why it rebuilt the prompt cache.
 #: The calls of a session that wrote the prompt cache: the cost writer's "last cache writer" (whose
 #: TTL the next call is judged by) is one index step, not a walk back over every call (m005).
-_COST_WRITES_INDEX = (
+COST_WRITES_INDEX = (
     "CREATE INDEX IF NOT EXISTS request_costs_cache_writes ON request_costs(session_id, call_index)"
     " WHERE cache_write_5m_tokens + cache_write_1h_tokens > 0"
 )
@@ -437,7 +437,7 @@ TABLES_M003: tuple[Table, ...] = (
         indexes=(
             "CREATE INDEX IF NOT EXISTS request_costs_session ON request_costs(session_id, call_index)",
             "CREATE INDEX IF NOT EXISTS request_costs_day ON request_costs(day, model)",
-            _COST_WRITES_INDEX,
+            COST_WRITES_INDEX,
         ),
     ),
 )
@@ -510,12 +510,12 @@ def m004_blob_content_last(conn: sqlite3.Connection) -> None:
 
 def m005_request_costs_writer_index(conn: sqlite3.Connection) -> None:
     """Index the calls that wrote the prompt cache (request_costs made by m003 before it had it)."""
-    conn.execute(_COST_WRITES_INDEX)
+    conn.execute(COST_WRITES_INDEX)
 
 
 #: Columns of migration m006_component_residual: what reconciling a call's components to the
 #: provider's own count left unattributed, and how the components were known (engine.components).
-_RESIDUAL_COLUMNS = (
+RESIDUAL_COLUMNS = (
     _c(
         "unattributed_tokens",
         "INTEGER",
@@ -538,12 +538,12 @@ def _with_columns(table: Table, columns: tuple[Column, ...]) -> Table:
 
 
 #: context_events as m006 leaves it: the residual columns after the others.
-TABLES_M006 = tuple(_with_columns(t, _RESIDUAL_COLUMNS) for t in TABLES_V1 if t.name == "context_events")
+TABLES_M006 = tuple(_with_columns(t, RESIDUAL_COLUMNS) for t in TABLES_V1 if t.name == "context_events")
 
 
 def m006_component_residual(conn: sqlite3.Connection) -> None:
     """Add context_events.unattributed_tokens and .components_basis (NULL on rows already there)."""
-    for column in _RESIDUAL_COLUMNS:
+    for column in RESIDUAL_COLUMNS:
         conn.execute(f"ALTER TABLE context_events ADD COLUMN {column.name} {column.type}")
 
 
@@ -711,7 +711,7 @@ def schema_markdown() -> str:
         if notes:
             out += ["", *(f"- {n}" for n in notes)]
         out.append("")
-    from engine.store.dialect import postgres_markdown  # the same tables on a PostgreSQL server
+    from engine.store.pg_types import postgres_markdown  # the same tables on a PostgreSQL server
 
     out.append(postgres_markdown())
     return "\n".join(out)

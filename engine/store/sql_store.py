@@ -1,0 +1,768 @@
+"""The session database's reads and writes, once, in portable SQL: :class:`SqlSessionStore`, the
+base of the SQLite store (engine/store/sqlite.py) and the PostgreSQL store (engine/store/postgres.py).
+
+Every statement here is plain SQL both servers run as written (``RETURNING id``, ``ON CONFLICT``),
+with the driver's own parameter marker (``self.P``: ``?`` for sqlite3, ``%s`` for psycopg). What
+differs is each backend's own code: opening, migrations (their own DDL), transactions, locking a
+session's row numbering, blob I/O, errors. Nothing is translated. Every text written passes the
+redaction boundary (``engine.redact``). A request event's cost row is written after its
+transaction commits (``engine.store.cost_writer``), never inside it: pricing holds no write lock
+and a pricing failure loses no event.
+
+One concept over ~400 lines: the store owns all SQL of the session database, so every query
+and write lives here (row converters beside them).
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import logging
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import NotFoundError, StoreError
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
+from engine.redact import redact_row
+from engine.store.payloads import (
+    RequestRecord,
+    StoredRequest,
+    insert_request,
+    load_parts,
+    request_hashes,
+    stored_request,
+)
+from engine.store.records import (
+    BlobRecord,
+    ContextState,
+    SessionRecord,
+    Snapshot,
+    StoredEvent,
+    StoredMessage,
+    ToolRecord,
+    content_from_json,
+    event_from_row,
+    intern_columns,
+    loads_json,
+    message_to_json,
+    messages_from_json_text,
+    share_fields_set,
+    stored_form,
+    usage_from_row,
+    utc_now,
+)
+from engine.tokens import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+PREVIEW_CHARS = 200
+
+
+def message_kind(message: Message) -> str:
+    if message.role == "assistant":
+        return "tool_use" if message.tool_use_ids else "assistant"
+    if is_tool_result_only(message):
+        return "tool_result"
+    return "user_input" if is_user_input(message) else message.role
+
+
+#: Rows per query when a session's messages or events are read whole.
+READ_PAGE_ROWS = 5_000
+#: Piece size for writing and checking large blobs without copying them whole.
+BLOB_CHUNK_BYTES = 1 << 20
+#: Bytes of a blob's head kept for its preview.
+HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class _BlobStats:
+    size: int
+    sha256: str
+    is_text: bool
+    line_count: int | None
+    head: bytes
+
+
+def blob_pieces(content: str | bytes | bytearray | memoryview) -> Iterator[bytes | memoryview]:
+    """The blob's bytes in pieces: text is encoded (UTF-8, lone surrogates kept) a piece at a time."""
+    if isinstance(content, str):
+        step = BLOB_CHUNK_BYTES // 4
+        for start in range(0, len(content), step):
+            yield content[start : start + step].encode("utf-8", "surrogatepass")
+        return
+    view = memoryview(content).cast("B")
+    for start in range(0, len(view), BLOB_CHUNK_BYTES):
+        yield view[start : start + BLOB_CHUNK_BYTES]
+
+
+def _blob_stats(pieces: Iterable[bytes | memoryview]) -> _BlobStats:
+    """Size, sha256, UTF-8 validity and line count in one pass, never holding the whole blob twice."""
+    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
+    size, newlines, is_text, head, last = 0, 0, True, b"", b""
+    for piece in pieces:
+        digest.update(piece)
+        if is_text:
+            try:
+                decoder.decode(piece)
+            except UnicodeDecodeError:
+                is_text = False
+        raw = bytes(piece[:HEAD_BYTES]) if len(head) < HEAD_BYTES else b""
+        head = (head + raw)[:HEAD_BYTES]
+        newlines += bytes(piece).count(b"\n") if isinstance(piece, memoryview) else piece.count(b"\n")
+        size += len(piece)
+        if len(piece):
+            last = bytes(piece[-1:])
+    if is_text:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            is_text = False
+    lines = newlines + (0 if last == b"\n" or size == 0 else 1) if is_text else None
+    return _BlobStats(size=size, sha256=digest.hexdigest(), is_text=is_text, line_count=lines, head=head)
+
+
+#: tool_result_blobs' columns but ``content`` (last: see m004), in the order ``_insert_blob`` takes them.
+BLOB_COLUMNS = (
+    "ref_id", "session_id", "tool_use_id", "tool_name", "size_bytes", "is_text", "line_count", "sha256",
+    "preview", "tokens", "created_utc",
+)  # fmt: skip
+
+
+class SqlSessionStore(ABC):
+    """Every read and write of the session database; a backend supplies the connection.
+
+    One concept over ~300 lines: one method per read or write of each table (the whole SQL
+    surface), so nothing outside the store writes SQL.
+    """
+
+    #: The driver's parameter marker.
+    P = "?"
+    path: Any
+    read_only: bool
+    #: Per thread: request events (by session) whose cost rows are written once the transaction commits.
+    _local: threading.local
+
+    # -- what a backend supplies ---------------------------------------------------------------
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write transaction yielding a connection (``execute``, ``executemany``); nested calls
+        join the outer one. Once the outermost commits it must call :meth:`_after_commit`."""
+
+    @abstractmethod
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows (by index and by column name) of one query outside any write."""
+
+    @abstractmethod
+    def _lock_session(self, conn: Any, session_id: str) -> None:
+        """Hold the session's row numbering (``seq``) until the transaction ends."""
+
+    @abstractmethod
+    def _insert_blob(
+        self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
+    ) -> None:
+        """Insert a tool_result_blobs row (``values``: every column but ``content``, in
+        :data:`BLOB_COLUMNS` order) with its content."""
+
+    #: The driver's integrity violation (a missing session, a duplicate key).
+    _integrity_errors: tuple[type[BaseException], ...] = ()
+
+    def _marks(self, n: int) -> str:
+        return ", ".join([self.P] * n)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- cost rows, after the commit -------------------------------------------------------------
+    @property
+    def _pending_costs(self) -> dict[str, list[int]]:
+        pending = getattr(self._local, "pending_costs", None)
+        if pending is None:
+            pending = self._local.pending_costs = {}
+        return pending
+
+    def _discard_pending_costs(self) -> None:
+        self._local.pending_costs = {}
+
+    def _after_commit(self) -> None:
+        """Write the cost rows of the request events the committed transaction recorded (one pass
+        per session, in their own transaction): pricing is not part of the write it follows."""
+        pending, self._local.pending_costs = self._pending_costs, {}
+        if not pending:
+            return
+        from engine.store.cost_writer import record_request_costs  # cost analysis loaded on first use
+
+        try:
+            with self.transaction() as conn:
+                for session_id, event_ids in pending.items():
+                    record_request_costs(self, conn, session_id, event_ids)
+        except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
+            logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
+
+    @contextmanager
+    def batched_costs(self) -> Iterator[None]:
+        """One write transaction for many request events (an import's calls); their ``request_costs``
+        rows are written together once it commits, one pass per session. Nested calls join the
+        outer one. (Every transaction now does this; kept as the name importers use.)"""
+        with self.transaction():
+            yield
+
+    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows by index and by column name of a query inside a transaction (``conn``)."""
+        return list(conn.execute(sql, params).fetchall())
+
+    # -- sessions ------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        tokenizer: str | None = None,
+        tokens_exact: bool = False,
+        source: str = "engine",
+        source_path: str | None = None,
+        parent_session_id: str | None = None,
+        settings: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        session_id = session_id or uuid.uuid4().hex
+        now = utc_now()
+        with self.transaction() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (id, title, model, provider, tokenizer, tokens_exact, source, source_path,"
+                    " parent_session_id, status, settings_json, metadata_json, created_utc, updated_utc)"
+                    f" VALUES ({self._marks(9)}, 'active', {self._marks(4)})",
+                    redact_row((
+                        session_id, title, model, provider, tokenizer, int(tokens_exact), source, source_path,
+                        parent_session_id, _dumps(settings), _dumps(metadata), now, now,
+                    )),
+                )  # fmt: skip
+            except self._integrity_errors as exc:
+                raise StoreError(
+                    f"cannot create session {session_id!r} ({exc})", path=str(self.path)
+                ) from exc
+        return session_id
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Update status, title, model, provider, settings, metadata or parent of a session."""
+        allowed = {
+            "status",
+            "title",
+            "model",
+            "provider",
+            "tokenizer",
+            "settings",
+            "metadata",
+            "parent_session_id",
+        }
+        unknown = set(fields) - allowed
+        if unknown:
+            raise StoreError(f"cannot update session fields {sorted(unknown)}")
+        columns = {
+            ("settings_json" if k == "settings" else "metadata_json" if k == "metadata" else k): v
+            for k, v in fields.items()
+        }
+        values = [_dumps(v) if k.endswith("_json") else v for k, v in columns.items()]
+        sets = ", ".join(f"{k} = {self.P}" for k in columns)
+        with self.transaction() as conn:
+            cur = conn.execute(
+                f"UPDATE sessions SET {sets}{', ' if sets else ''}updated_utc = {self.P} WHERE id = {self.P}",
+                (*redact_row(values), utc_now(), session_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        rows = self._read(f"SELECT * FROM sessions WHERE id = {self.P}", (session_id,))
+        if not rows:
+            raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+        return _session(rows[0])
+
+    def list_sessions(self) -> list[SessionRecord]:
+        return [_session(r) for r in self._read("SELECT * FROM sessions ORDER BY created_utc, id")]
+
+    def delete_session(self, session_id: str) -> None:
+        with self.transaction() as conn:
+            conn.execute(f"DELETE FROM sessions WHERE id = {self.P}", (session_id,))
+
+    # -- transcript ----------------------------------------------------------------------
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        tokenizer: Tokenizer,
+        usages: Sequence[ProviderUsage | None] | None = None,
+    ) -> list[StoredMessage]:
+        """Append messages to the transcript, counting their tokens; returns the stored rows."""
+        messages = list(messages)
+        usages = list(usages) if usages is not None else [None] * len(messages)
+        if len(usages) != len(messages):
+            raise StoreError("usages must match messages one to one")
+        rows: list[StoredMessage] = []
+        now = utc_now()
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            last = conn.execute(
+                f"SELECT seq, turn_index FROM messages WHERE session_id = {self.P} ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if (
+                last is None
+                and not conn.execute(f"SELECT 1 FROM sessions WHERE id = {self.P}", (session_id,)).fetchone()
+            ):
+                raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
+            seq, turn = (last[0] + 1, last[1]) if last else (0, 0)
+            for message, usage in zip(messages, usages, strict=True):
+                if seq > 0 and is_user_input(message):
+                    turn += 1
+                tokens = tokenizer.count_message(message)
+                result_tokens = sum(
+                    tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
+                )
+                kind = message_kind(message)
+                message, content_json = stored_form(message)  # counted as sent, kept without secrets
+                tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
+                cur = conn.execute(
+                    "INSERT INTO messages (session_id, seq, turn_index, role, kind, message_uid, content_json,"
+                    " text_preview, tool_names, pinned, tokens, tool_result_tokens, tokenizer,"
+                    " provider_input_tokens, provider_output_tokens, provider_cache_read_tokens,"
+                    f" provider_cache_creation_tokens, meta_json, created_utc) VALUES ({self._marks(19)}) RETURNING id",
+                    (
+                        session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
+                        *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
+                        result_tokens, tokenizer.id,
+                        usage.input_tokens if usage else None, usage.output_tokens if usage else None,
+                        usage.cache_read_input_tokens if usage else None,
+                        usage.cache_creation_input_tokens if usage else None,
+                        _dumps(message.meta) if message.meta else None, now,
+                    ),
+                )  # fmt: skip
+                rows.append(
+                    StoredMessage(
+                        id=int(cur.fetchone()[0]), session_id=session_id, seq=seq, turn_index=turn, kind=kind,
+                        tokens=tokens, tool_result_tokens=result_tokens, tokenizer=tokenizer.id, message=message,
+                        usage=usage, created_utc=now,
+                    )
+                )  # fmt: skip
+                seq += 1
+            conn.execute(f"UPDATE sessions SET updated_utc = {self.P} WHERE id = {self.P}", (now, session_id))
+        return rows
+
+    def load_messages(self, session_id: str, *, from_seq: int = 0) -> list[StoredMessage]:
+        pages = self._pages(
+            f"SELECT * FROM messages WHERE session_id = {self.P} AND seq >= {self.P}", [session_id], from_seq
+        )
+        return [_stored_message(r, self.path) for page in pages for r in page]
+
+    def _pages(self, sql: str, params: list[Any], from_seq: int = 0) -> Iterator[list[Any]]:
+        """The rows of ``sql`` (whose last condition is ``seq >= ?``) in seq order, a page at a
+        time: a reader converting 200k rows never holds all of them raw as well."""
+        while True:
+            page = self._read(f"{sql} ORDER BY seq LIMIT {READ_PAGE_ROWS}", [*params, from_seq])
+            if page:
+                yield page
+            if len(page) < READ_PAGE_ROWS:
+                return
+            from_seq = int(page[-1]["seq"]) + 1
+
+    def load_transcript(self, session_id: str) -> list[Message]:
+        """The full transcript as messages (never modified by compaction)."""
+        self.get_session(session_id)
+        return [m.message for m in self.load_messages(session_id)]
+
+    def message_count(self, session_id: str) -> int:
+        return int(
+            self._read(f"SELECT count(*) FROM messages WHERE session_id = {self.P}", (session_id,))[0][0]
+        )
+
+    def message_sizes(self, session_id: str) -> list[tuple[int, int, int, int]]:
+        """(seq, turn_index, tokens, tool_result_tokens) of every message, in order (no content read)."""
+        rows = self._read(
+            f"SELECT seq, turn_index, tokens, tool_result_tokens FROM messages WHERE session_id = {self.P} ORDER BY seq",
+            (session_id,),
+        )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def truncate_messages(self, session_id: str, from_seq: int, *, event_source: str) -> None:
+        """Drop the transcript from ``from_seq`` on, with the events about those messages whose
+        ``details.source`` starts with ``event_source`` (and their exact requests); other events stay."""
+        with self.transaction() as conn:
+            conn.execute(
+                f"DELETE FROM messages WHERE session_id = {self.P} AND seq >= {self.P}",
+                (session_id, from_seq),
+            )
+            events = conn.execute(
+                f"SELECT id, details_json FROM context_events WHERE session_id = {self.P} AND message_seq >= {self.P}",
+                (session_id, from_seq),
+            ).fetchall()
+            for event_id, details_json in events:
+                details = json.loads(details_json) if details_json else {}
+                if isinstance(details, dict) and str(details.get("source", "")).startswith(event_source):
+                    conn.execute(f"DELETE FROM model_requests WHERE event_id = {self.P}", (event_id,))
+                    conn.execute(f"DELETE FROM context_events WHERE id = {self.P}", (event_id,))
+
+    # -- events --------------------------------------------------------------------------
+    def record_event(self, session_id: str, event: ContextEvent) -> int:
+        c = event.components or ComponentTokens()
+        u = event.usage
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            seq = conn.execute(
+                f"SELECT coalesce(max(seq), -1) + 1 FROM context_events WHERE session_id = {self.P}",
+                (session_id,),
+            ).fetchone()[0]
+            try:
+                cur = conn.execute(
+                    "INSERT INTO context_events (session_id, seq, turn_index, kind, trigger, outcome, reason, provider,"
+                    " model, context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens,"
+                    " remaining_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
+                    " conversation_tokens, tool_results_tokens, offloaded_bytes, provider_input_tokens,"
+                    " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
+                    " message_seq, details_json, created_utc, unattributed_tokens, components_basis)"
+                    f" VALUES ({self._marks(31)}) RETURNING id",
+                    redact_row((
+                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+                        event.provider, event.model, event.context_window, event.max_output_tokens,
+                        event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
+                        c.system if event.components else None, c.skills if event.components else None,
+                        c.tools if event.components else None, c.summary if event.components else None,
+                        c.conversation if event.components else None, c.tool_results if event.components else None,
+                        c.offloaded_bytes if event.components else None,
+                        u.input_tokens if u else None, u.output_tokens if u else None,
+                        u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
+                        event.message_seq, _dumps(event.details), utc_now(),
+                        c.unattributed if event.components else None, event.components_basis,
+                    )),
+                )  # fmt: skip
+            except self._integrity_errors as exc:
+                raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
+            event_id = int(cur.fetchone()[0])
+            if event.kind == "request" and u is not None:  # its cost row, once the transaction commits
+                self._pending_costs.setdefault(session_id, []).append(event_id)
+        return event_id
+
+    def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
+        sql = f"SELECT * FROM context_events WHERE session_id = {self.P}"
+        params: list[Any] = [session_id]
+        if kind:
+            sql += f" AND kind = {self.P}"
+            params.append(kind)
+        return [
+            event_from_row(r) for page in self._pages(sql + f" AND seq >= {self.P}", params) for r in page
+        ]
+
+    # -- snapshots -----------------------------------------------------------------------
+    def write_snapshot(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        through_seq: int,
+        summary: str | None,
+        tokens: int,
+        strategy: str,
+        event_id: int | None = None,
+    ) -> int:
+        payload = json.dumps([message_to_json(m) for m in messages], ensure_ascii=False)
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO session_snapshots (session_id, through_seq, messages_json, summary, message_count,"
+                f" tokens, strategy, event_id, created_utc) VALUES ({self._marks(9)}) RETURNING id",
+                redact_row(
+                    (
+                        session_id,
+                        through_seq,
+                        payload,
+                        summary,
+                        len(messages),
+                        tokens,
+                        strategy,
+                        event_id,
+                        utc_now(),
+                    )
+                ),
+            )
+            return int(cur.fetchone()[0])
+
+    def latest_snapshot(self, session_id: str) -> Snapshot | None:
+        rows = self._read(
+            f"SELECT * FROM session_snapshots WHERE session_id = {self.P} ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        )
+        return _snapshot(rows[0]) if rows else None
+
+    def get_snapshot(self, snapshot_id: int) -> Snapshot:
+        rows = self._read(f"SELECT * FROM session_snapshots WHERE id = {self.P}", (snapshot_id,))
+        if not rows:
+            raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
+        return _snapshot(rows[0])
+
+    def link_snapshot_event(self, snapshot_id: int, event_id: int) -> None:
+        """Name the event that wrote a snapshot (written together: the event id exists only after
+        the snapshot, so the link is set once both rows are in, inside the caller's transaction)."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                f"UPDATE session_snapshots SET event_id = {self.P} WHERE id = {self.P}",
+                (event_id, snapshot_id),
+            )
+        if cur.rowcount == 0:
+            raise NotFoundError(f"no snapshot {snapshot_id}", path=str(self.path))
+
+    def list_snapshots(self, session_id: str) -> list[Snapshot]:
+        rows = self._read(
+            f"SELECT * FROM session_snapshots WHERE session_id = {self.P} ORDER BY id", (session_id,)
+        )
+        return [_snapshot(r) for r in rows]
+
+    def load_resume_history(self, session_id: str) -> tuple[list[Message], str | None, int]:
+        """History to resume with: the latest snapshot plus later transcript messages.
+
+        Returns (messages, summary, through_seq); a never-compacted session gives the transcript.
+        """
+        self.get_session(session_id)
+        snapshot = self.latest_snapshot(session_id)
+        if snapshot is None:
+            return self.load_transcript(session_id), None, -1
+        later = [m.message for m in self.load_messages(session_id, from_seq=snapshot.through_seq + 1)]
+        return [*snapshot.messages, *later], snapshot.summary, snapshot.through_seq
+
+    # -- offloaded blobs -----------------------------------------------------------------
+    def put_blob(
+        self,
+        session_id: str,
+        content: bytes | str,
+        *,
+        tool_name: str | None = None,
+        tool_use_id: str | None = None,
+        tokens: int | None = None,
+        preview: str | None = None,
+        ref_id: str | None = None,
+    ) -> BlobRecord:
+        if not isinstance(content, str | bytes | bytearray | memoryview):
+            raise StoreError(f"blob content must be bytes or text, got {type(content).__name__}")
+        stats = _blob_stats(blob_pieces(content))
+        ref_id = ref_id or f"res_{uuid.uuid4().hex[:16]}"
+        if preview is None:
+            preview = (
+                stats.head.decode("utf-8", errors="ignore")[:PREVIEW_CHARS]
+                if stats.is_text
+                else f"binary data, {stats.size:,} bytes"
+            )
+        # The content itself stays exact (read_result serves it back to the model); its description does not.
+        tool_name, tool_use_id, preview = redact_row((tool_name, tool_use_id, preview))
+        record = BlobRecord(
+            ref_id=ref_id, session_id=session_id, tool_use_id=tool_use_id, tool_name=tool_name,
+            size_bytes=stats.size, is_text=stats.is_text, line_count=stats.line_count,
+            sha256=stats.sha256, preview=preview, tokens=tokens, created_utc=utc_now(),
+        )  # fmt: skip
+        values = (
+            record.ref_id, session_id, tool_use_id, tool_name, record.size_bytes, int(record.is_text),
+            record.line_count, record.sha256, preview, tokens, record.created_utc,
+        )  # fmt: skip
+        with self.transaction() as conn:
+            try:
+                self._insert_blob(conn, values, content)
+            except self._integrity_errors as exc:
+                raise StoreError(
+                    f"cannot store blob for session {session_id!r} ({exc})", path=str(self.path)
+                ) from exc
+        return record
+
+    def get_blob(self, ref_id: str, *, with_content: bool = True) -> BlobRecord:
+        columns = (
+            "*"
+            if with_content
+            else "ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text, line_count, sha256, preview, tokens, created_utc"
+        )
+        rows = self._read(f"SELECT {columns} FROM tool_result_blobs WHERE ref_id = {self.P}", (ref_id,))
+        if not rows:
+            raise NotFoundError(f"no stored result {ref_id!r}", path=str(self.path))
+        return _blob(rows[0])
+
+    def list_blobs(self, session_id: str | None = None) -> list[BlobRecord]:
+        columns = "ref_id, session_id, tool_use_id, tool_name, size_bytes, is_text, line_count, sha256, preview, tokens, created_utc"
+        if session_id is None:
+            rows = self._read(f"SELECT {columns} FROM tool_result_blobs ORDER BY created_utc")
+        else:
+            rows = self._read(
+                f"SELECT {columns} FROM tool_result_blobs WHERE session_id = {self.P} ORDER BY created_utc",
+                (session_id,),
+            )
+        return [_blob(r) for r in rows]
+
+    # -- cached summaries ----------------------------------------------------------------
+    def save_context_state(
+        self,
+        session_id: str,
+        *,
+        strategy: str,
+        range_start: int,
+        range_end: int,
+        summary: str,
+        summary_tokens: int,
+        summarizer: str,
+        level: int = 0,
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO context_states (session_id, strategy, level, range_start, range_end, summary,"
+                f" summary_tokens, summarizer, created_utc) VALUES ({self._marks(9)}) RETURNING id",
+                redact_row(
+                    (
+                        session_id,
+                        strategy,
+                        level,
+                        range_start,
+                        range_end,
+                        summary,
+                        summary_tokens,
+                        summarizer,
+                        utc_now(),
+                    )
+                ),
+            )
+            return int(cur.fetchone()[0])
+
+    def list_context_states(self, session_id: str, *, strategy: str | None = None) -> list[ContextState]:
+        sql = f"SELECT * FROM context_states WHERE session_id = {self.P}"
+        params: list[Any] = [session_id]
+        if strategy:
+            sql += f" AND strategy = {self.P}"
+            params.append(strategy)
+        return [ContextState(**dict(r)) for r in self._read(sql + " ORDER BY id", params)]
+
+    def latest_context_state(self, session_id: str, *, strategy: str, level: int = 0) -> ContextState | None:
+        rows = self._read(
+            f"SELECT * FROM context_states WHERE session_id = {self.P} AND strategy = {self.P} AND level = {self.P} ORDER BY id DESC LIMIT 1",
+            (session_id, strategy, level),
+        )
+        return ContextState(**dict(rows[0])) if rows else None
+
+    def clear_context_states(self, session_id: str, *, keep_strategy: str | None = None) -> int:
+        """Delete cached summaries (all, or all but those of ``keep_strategy``); returns rows deleted."""
+        with self.transaction() as conn:
+            if keep_strategy is None:
+                cur = conn.execute(f"DELETE FROM context_states WHERE session_id = {self.P}", (session_id,))
+            else:
+                cur = conn.execute(
+                    f"DELETE FROM context_states WHERE session_id = {self.P} AND strategy != {self.P}",
+                    (session_id, keep_strategy),
+                )
+        return cur.rowcount
+
+    # -- exact requests (model_requests, payload_parts) -----------------------------------
+    def record_request(self, session_id: str, record: RequestRecord) -> int:
+        """Store one model call exactly as sent (parts by content hash, stored once); returns its id."""
+        with self.transaction() as conn:
+            self._lock_session(conn, session_id)
+            try:
+                return insert_request(conn, self.P, session_id, record, utc_now())
+            except self._integrity_errors as exc:
+                raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc
+
+    def get_request(self, request_id: int, *, with_body: bool = True) -> StoredRequest:
+        rows = self._read(f"SELECT * FROM model_requests WHERE id = {self.P}", (request_id,))
+        if not rows:
+            raise NotFoundError(f"no request {request_id}", path=str(self.path))
+        parts = load_parts(self._read, self.P, request_hashes(rows[0])) if with_body else None
+        return stored_request(rows[0], parts)
+
+    def list_requests(self, session_id: str, *, with_body: bool = False) -> list[StoredRequest]:
+        """A session's model calls in order; ``with_body`` rebuilds each exact body."""
+        rows = self._read(
+            f"SELECT * FROM model_requests WHERE session_id = {self.P} ORDER BY seq", (session_id,)
+        )
+        parts = (
+            load_parts(self._read, self.P, [h for r in rows for h in request_hashes(r)])
+            if with_body
+            else None
+        )
+        return [stored_request(r, parts) for r in rows]
+
+    # -- tools ---------------------------------------------------------------------------
+    def upsert_tools(self, session_id: str, tools: Iterable[ToolRecord]) -> None:
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO session_tools (session_id, name, category, server, tokens, definition_json)"
+                f" VALUES ({self._marks(6)}) ON CONFLICT (session_id, name) DO UPDATE SET category = excluded.category,"
+                " server = excluded.server, tokens = excluded.tokens, definition_json = excluded.definition_json",
+                [
+                    redact_row((session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition)))
+                    for t in tools
+                ],
+            )
+
+    def list_tools(self, session_id: str) -> list[ToolRecord]:
+        rows = self._read(
+            f"SELECT * FROM session_tools WHERE session_id = {self.P} ORDER BY name", (session_id,)
+        )
+        return [
+            ToolRecord(
+                name=r["name"], category=r["category"], server=r["server"], tokens=r["tokens"],
+                definition=loads_json(r["definition_json"], "session_tools.definition_json"),
+            )
+            for r in rows
+        ]  # fmt: skip
+
+
+# -- row mapping -----------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _session(r: Any) -> SessionRecord:
+    d = dict(r)
+    d["settings"] = loads_json(d.pop("settings_json"), f"sessions.settings_json ({d['id']})") or {}
+    d["metadata"] = loads_json(d.pop("metadata_json"), f"sessions.metadata_json ({d['id']})") or {}
+    d["tokens_exact"] = bool(d["tokens_exact"])
+    return SessionRecord(**d)
+
+
+def _stored_message(r: Any, path: Any) -> StoredMessage:
+    d = intern_columns(dict(r), "session_id", "kind", "tokenizer", "role")
+    where = f"messages row {d['id']} ({path.name})"
+    content = content_from_json(d["content_json"], where=where)
+    meta = loads_json(d["meta_json"], where) if d["meta_json"] else {}
+    message = Message(
+        role=d["role"], content=content, id=d["message_uid"], pinned=bool(d["pinned"]), meta=meta
+    )
+    stored = StoredMessage(
+        id=d["id"], session_id=d["session_id"], seq=d["seq"], turn_index=d["turn_index"], kind=d["kind"],
+        tokens=d["tokens"], tool_result_tokens=d["tool_result_tokens"], tokenizer=d["tokenizer"],
+        message=share_fields_set(message), usage=usage_from_row(d), created_utc=d["created_utc"],
+    )  # fmt: skip
+    if stored.usage is not None:
+        share_fields_set(stored.usage)
+    return share_fields_set(stored)
+
+
+def _snapshot(r: Any) -> Snapshot:
+    d = dict(r)
+    messages = messages_from_json_text(d.pop("messages_json"), where=f"session_snapshots row {d['id']}")
+    return Snapshot(messages=messages, **d)
+
+
+def _blob(r: Any) -> BlobRecord:
+    d = dict(r)
+    d["is_text"] = bool(d["is_text"])
+    if "content" in d and d["content"] is not None:
+        d["content"] = bytes(d["content"])
+    return BlobRecord(**d)
