@@ -64,6 +64,12 @@ class ClearToolResultsPolicy(_CacheAwarePolicy):
         'lifetime (nothing cached to lose). "strict": never edit a prefix the provider still caches: '
         "clear only once the session idled past that lifetime. Either way the window still forces clearing.",
     )
+    native: bool = Field(
+        False,
+        description="true: ask the provider to clear (Anthropic's own clear_tool_uses_20250919 edit with this "
+        "trigger, keep, clear_at_least, exclude_tools and clear_tool_inputs, beta context-management-2025-06-27) "
+        "instead of editing the request; what it cleared is recorded from its answer. Anthropic Messages only.",
+    )
 
 
 class OffloadPolicy(_Policy):

@@ -141,3 +141,52 @@ def test_an_openai_compaction_item_is_a_compaction_event(tmp_path: Path) -> None
         compactions, _ = events_of(proxy)
     (event,) = compactions
     assert event.details["by"] == "provider" and event.details["edit"] == "compaction"
+
+
+def test_native_clearing_asks_the_provider_to_clear_and_records_what_it_cleared(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        "[policies]\nclear_tool_results = { trigger = 1000, keep = 1, clear_at_least = 500, native = true }\n",
+        encoding="utf-8",
+    )
+    sent = {"model": MODEL, "max_tokens": 50, "messages": history(4)}
+    with (
+        install(ScriptedServer()) as upstream,
+        ProxyServer(
+            tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url), settings_file=settings
+        ) as proxy,
+    ):
+        client = opened(anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-x", max_retries=0,
+                                            default_headers={"X-Ctxdesk-Session": "native"}))  # fmt: skip
+        client.messages.create(**sent)
+        compactions, _ = events_of(proxy)
+    (request,) = upstream.requests
+    assert request.body["messages"] == sent["messages"]  # the history is not edited by the proxy
+    assert request.body["context_management"] == {"edits": [{
+        "type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 1000},
+        "keep": {"type": "tool_uses", "value": 1}, "clear_at_least": {"type": "input_tokens", "value": 500}}]}  # fmt: skip
+    assert "context-management-2025-06-27" in request.headers["anthropic-beta"]
+    asked, cleared = compactions
+    assert (
+        asked.trigger == "proxy_policy" and asked.details["changes"][0]["native"] and asked.outcome == "kept"
+    )
+    assert cleared.details["by"] == "provider" and cleared.details["cleared"] == 3
+
+
+def test_native_clearing_keeps_the_agents_own_betas_and_edits() -> None:
+    from engine.policy_settings import ClearToolResultsPolicy
+    from engine.proxy.policy_step import upstream_headers
+    from engine.proxy.wire import wire_for
+
+    thinking = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    body = {"messages": [], "context_management": {"edits": [thinking]}}
+    asked, betas = wire_for("anthropic_messages").with_native_clearing(
+        body, ClearToolResultsPolicy(trigger=9, keep=2)
+    )
+    assert [e["type"] for e in asked["context_management"]["edits"]] == [
+        "clear_thinking_20251015",
+        "clear_tool_uses_20250919",
+    ]
+    headers = upstream_headers([(b"anthropic-beta", b"interleaved-thinking-2025-05-14")], betas)
+    assert headers == [(b"anthropic-beta", b"interleaved-thinking-2025-05-14,context-management-2025-06-27")]
+    assert wire_for("openai_chat").with_native_clearing(body, ClearToolResultsPolicy()) is None

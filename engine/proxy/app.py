@@ -27,7 +27,7 @@ from engine.proxy.admission import MAX_BODY_BYTES, admit, body_refusal
 from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
 from engine.proxy.controller import Controller
 from engine.proxy.exchange import Exchange, KeptBody, new_exchange
-from engine.proxy.policy_step import apply_policies
+from engine.proxy.policy_step import apply_policies, upstream_headers
 from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.wire import detect_api, error_body, upstream_kind
 
@@ -168,7 +168,12 @@ def create_app(
             if isinstance(answer, Response):
                 return answer
             body = answer
-        headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
+        betas = exchange.policy.betas if exchange.policy is not None else ()
+        headers = [
+            (k, v)
+            for k, v in upstream_headers(request.headers.raw, betas)
+            if k.decode("latin-1").lower() not in HOP_BY_HOP
+        ]
         return await _send(
             recorder, state["client"], exchange, started, kind, request.method, upstream_url(base, path, query),
             headers, body, hold,

@@ -55,6 +55,7 @@ class PolicyOutcome:
     blobs: tuple[tuple[str, str, str | None], ...] = ()  # (ref, original content, tool name) to keep
     skipped: tuple[str, ...] = ()
     serve_read_result: bool = False  # the request offers read_result: the proxy answers its calls
+    betas: tuple[str, ...] = ()  # provider beta flags the edited request needs (added to its anthropic-beta)
 
     @property
     def changed(self) -> bool:

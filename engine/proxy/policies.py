@@ -78,6 +78,10 @@ def plan_edits(
     # placeholders, so a history the agent re-sends whole is not "over" while what the model gets is not
     over_limit = limit is not None and as_sent > limit.tokens
     clear = policies.clear_tool_results
+    native = None
+    if clear is not None and clear.native:  # the provider clears: the body's history is left as it is
+        native = wire.with_native_clearing(body, clear)
+        clear = None
     if clear is None and policies.guard is not None and policies.guard.action == "compact" and over_limit:
         clear = ClearToolResultsPolicy(trigger=0, keep=1)  # the guard's compaction: clear all but the last
     blobs: list[tuple[str, str, str | None]] = []
@@ -94,16 +98,34 @@ def plan_edits(
         if compact_edit is not None:
             new_body, after = compacted_body, compact_edit.after_tokens
             edits.append(compact_edit)
+    betas: tuple[str, ...] = ()
+    if native is not None:
+        asked, betas = native
+        new_body = {**(new_body or body), "context_management": asked["context_management"]}
+        edits.append(native_edit(asked, after))
     refusal = guard_refusal(wire, policies, limit, after)
     if refusal is not None:
         edits.append(Edit("guard", f"prompt {after:,} tokens > limit {limit.tokens:,}", before, after))  # type: ignore[union-attr]
     serve = refusal is None and any(r.tool_use_id in state.offloaded for r in results)
     # compaction needs the model's window: a model the settings do not know is told, not compacted
     skipped = ("compaction",) if policies.compaction is not None and limit is None else ()
+    if policies.clear_tool_results is not None and policies.clear_tool_results.native and native is None:
+        skipped += ("clear_tool_results.native",)  # this API has no provider-side clearing
     return PolicyOutcome(
         body=new_body, refusal=refusal, edits=tuple(edits), blobs=tuple(blobs), skipped=skipped,
-        serve_read_result=serve,
+        serve_read_result=serve, betas=betas,
     )  # fmt: skip
+
+
+def native_edit(asked: Mapping[str, Any], tokens: int) -> Edit:
+    """The request asked the provider to clear tool results itself (what it cleared, if anything,
+    is recorded from its answer): the body's history is unchanged, so it is no compaction of ours."""
+    (edit,) = [e for e in asked["context_management"]["edits"] if e.get("type") == "clear_tool_uses_20250919"]
+    reason = (
+        f"asked the provider to clear old tool results itself (clear_tool_uses_20250919: over "
+        f"{edit['trigger']['value']:,} input tokens, keep {edit['keep']['value']})"
+    )
+    return Edit("clear_tool_results", reason, tokens, tokens, ({"native": True, "edit": edit, "new": False},))
 
 
 def cache_clock(

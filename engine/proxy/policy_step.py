@@ -21,6 +21,18 @@ from engine.proxy.wire.shared import compact_json
 ROUND_SKIPPED = frozenset(h.decode() for h in HOP_BY_HOP) | {"content-length", "accept-encoding"}
 
 
+def upstream_headers(
+    raw_headers: list[tuple[bytes, bytes]], betas: tuple[str, ...]
+) -> list[tuple[bytes, bytes]]:
+    """The request's headers with the beta flags an edit needs added to its ``anthropic-beta``."""
+    if not betas:
+        return raw_headers
+    current = [v.decode("latin-1") for k, v in raw_headers if k.lower() == b"anthropic-beta"]
+    flags = [f.strip() for value in current for f in value.split(",") if f.strip()]
+    merged = ",".join([*flags, *(b for b in betas if b not in flags)]).encode("latin-1")
+    return [(k, v) for k, v in raw_headers if k.lower() != b"anthropic-beta"] + [(b"anthropic-beta", merged)]
+
+
 async def apply_policies(
     client: httpx.AsyncClient, recorder: Recorder, controller: Controller, exchange: Exchange, started: float,
     kind: str, url: str, headers: Mapping[str, str], raw_headers: list[tuple[bytes, bytes]], body: bytes,
@@ -32,7 +44,8 @@ async def apply_policies(
         return refuse(recorder, exchange, started, *outcome.refusal)
     wire = wire_for(exchange.api)
     if outcome.serve_read_result and outcome.body is not None and wire is not None:
-        kept = [(k, v) for k, v in raw_headers if k.decode("latin-1").lower() not in ROUND_SKIPPED]
+        kept = [(k, v) for k, v in upstream_headers(raw_headers, outcome.betas)
+                if k.decode("latin-1").lower() not in ROUND_SKIPPED]  # fmt: skip
         return await serve_read_rounds(
             client, recorder, controller, exchange, started, kind, url, kept, outcome.body, wire
         )

@@ -46,7 +46,7 @@ from engine.proxy.http1 import (
     render_response_head,
     without_expect,
 )  # fmt: skip
-from engine.proxy.policy_step import apply_policies
+from engine.proxy.policy_step import apply_policies, upstream_headers
 from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
 from engine.proxy.wire import detect_api, error_body, upstream_kind
@@ -226,8 +226,13 @@ class Relay:
         if isinstance(answer, Response):
             await send(writer, _rendered(answer, close=not head.keep_alive))
             return head.keep_alive
+        betas = exchange.policy.betas if exchange.policy is not None else ()
         upstream_head = render_request_head(
-            head.method, target, origin.netloc, head.headers, content_length=len(answer)
+            head.method,
+            target,
+            origin.netloc,
+            upstream_headers(head.headers, betas),
+            content_length=len(answer),
         )
         return await self._exchange(
             head, kind, origin, upstream_head, answer, exchange, started, hold, reader, writer

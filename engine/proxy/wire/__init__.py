@@ -99,6 +99,13 @@ class WireApi(Protocol):
         """The request's tools with the proxy's read_result added (unchanged when offered)."""
         ...
 
+    def with_native_clearing(
+        self, body: Mapping[str, Any], policy: Any
+    ) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+        """The body asking the provider to clear old tool results itself, as ``policy`` (a
+        ``ClearToolResultsPolicy``) says, and the beta flags that needs; None where it cannot."""
+        ...
+
     # -- answers ---------------------------------------------------------------------------
     def error_body(self, message: str, *, error_type: str, code: str | None = None) -> dict[str, Any]:
         """An error in the provider's own shape."""

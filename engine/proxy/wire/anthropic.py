@@ -34,6 +34,9 @@ from engine.proxy.wire.shared import (
     with_summary,
 )
 
+#: Anthropic's own tool-result clearing, and the beta flag that turns context management on.
+NATIVE_CLEARING = "clear_tool_uses_20250919"
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
@@ -96,6 +99,33 @@ class AnthropicMessages:
 
     def with_inputs(self, items: Sequence[Any], inputs: Mapping[str, dict[str, Any]]) -> list[Any]:
         return _with_blocks(items, "tool_use", "id", lambda b, v: {**b, "input": v}, inputs)
+
+    def with_native_clearing(
+        self, body: Mapping[str, Any], policy: Any
+    ) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+        """The body asking Anthropic to clear tool results itself (``clear_tool_uses_20250919`` with the
+        policy's trigger, keep, clear_at_least, exclude_tools, clear_tool_inputs) and the beta it needs;
+        a request that already asks for that edit is left as it is."""
+        management = (
+            body.get("context_management") if isinstance(body.get("context_management"), dict) else {}
+        )
+        edits = [e for e in management.get("edits") or [] if isinstance(e, dict)]
+        if any(e.get("type") == NATIVE_CLEARING for e in edits):
+            return dict(body), (CONTEXT_MANAGEMENT_BETA,)
+        native: dict[str, Any] = {
+            "type": NATIVE_CLEARING,
+            "trigger": {"type": "input_tokens", "value": policy.trigger},
+            "keep": {"type": "tool_uses", "value": policy.keep},
+        }
+        if policy.clear_at_least:
+            native["clear_at_least"] = {"type": "input_tokens", "value": policy.clear_at_least}
+        if policy.exclude_tools:
+            native["exclude_tools"] = list(policy.exclude_tools)
+        if policy.clear_tool_inputs:
+            native["clear_tool_inputs"] = True
+        # clear_thinking_20251015 must come first when both are sent
+        ordered = sorted([*edits, native], key=lambda e: e.get("type") != "clear_thinking_20251015")
+        return {**body, "context_management": {**management, "edits": ordered}}, (CONTEXT_MANAGEMENT_BETA,)
 
     def with_read_result(self, tools: list[Any] | None) -> list[Any]:
         tools = list(tools or [])

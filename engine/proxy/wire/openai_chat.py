@@ -78,6 +78,11 @@ class OpenAIWire:
     def unbilled_iterations(self, parsed: ParsedResponse) -> list[dict[str, Any]]:
         return []  # OpenAI's usage counts everything it bills
 
+    def with_native_clearing(
+        self, body: Mapping[str, Any], policy: Any
+    ) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+        return None  # OpenAI offers server-side compaction, not tool-result clearing
+
     def whole_answer_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
 
