@@ -201,6 +201,31 @@ def test_codex_sub_agent_is_linked_to_its_parent_and_the_spawn_call(store: Sessi
     assert import_file(parent_file, store).status == "unchanged"
 
 
+@pytest.mark.parametrize(("agent", "pattern"), [("codex", "rollout-*.jsonl"), ("gemini", "chats/**/*.jsonl")])
+@pytest.mark.parametrize("order", ["child first", "parent first", "twice"])
+def test_a_sub_agent_is_one_session_however_its_files_are_passed(
+    store: SessionStore, agent: str, pattern: str, order: str
+) -> None:
+    """The agent's own ids key the sessions: a sub-agent file passed alone, before or after its
+    parent's, or the parent twice, makes one linked sub-agent session, never a copy."""
+    fmt = FORMAT_CODEX if agent == "codex" else FORMAT_GEMINI
+    files = sorted((REAL / agent / "subagents").rglob(pattern))
+    (child,) = [p for p in files if fmt.accompanies(p)]
+    (parent,) = [p for p in files if not fmt.accompanies(p)]
+    passes = {"child first": [child, parent], "parent first": [parent, child], "twice": [parent, parent]}[
+        order
+    ]
+    for path in passes:
+        import_file(path, store)
+    sessions = store.list_sessions()
+    assert len(sessions) == 2
+    (sub,) = [s for s in sessions if s.parent_session_id]
+    assert (
+        sub.parent_session_id in {s.id for s in sessions}
+        and len(store.list_events(sub.id, kind="request")) == 2
+    )
+
+
 def test_codex_sub_agent_rollout_given_alone_imports_naming_its_parent_thread(
     tmp_path: Path, store: SessionStore
 ) -> None:

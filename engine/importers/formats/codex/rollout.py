@@ -147,7 +147,8 @@ class RolloutReader:
         # a sub-agent's session_id is its root thread's: its own id is ``id``
         session_id = payload.get("id") or payload.get("session_id")
         if isinstance(session_id, str) and session_id:
-            self.session.key = session_id
+            # Codex's own thread id: the same session whichever file (or order) it comes from
+            self.session.key, self.session.shared_key = session_id, True
         parent = payload.get("parent_thread_id")
         if isinstance(parent, str) and parent:
             self.session.parent_key = parent

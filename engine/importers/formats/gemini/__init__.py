@@ -33,6 +33,8 @@ def parse_gemini_path(path: Path | None, doc: Document, *, key: str) -> list[Par
         main.metadata["agent_settings"] = settings
     sessions = [main]
     session_id = main.metadata.get("gemini_session_id")
+    if path is not None and is_subagent_chat(path):  # read alone: its folder names its parent
+        main.parent_key = path.parent.name
     if path is None or not session_id or is_subagent_chat(path):
         return sessions
     calls = agent_calls_of(log)

@@ -51,6 +51,7 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
     header = log.header
     session_id = header.get("sessionId")
     session = ParsedSession(key=str(session_id) if session_id else key, messages=[])
+    session.shared_key = bool(session_id)  # Gemini CLI's own id: the same session from any file
     answered = _answered_by_user_turns(log.entries, lines=log.lines)
     notices = 0
     models: dict[str, int] = {}
