@@ -138,6 +138,22 @@ def test_the_session_managers_events_record_it(recorded_session: tuple[Path, str
     assert {recorded_limit(e) for e in requests} == {EXPECTED}
 
 
+def test_a_compaction_records_the_limit_in_force_not_its_own_target(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "sessions.db") as store:
+        client = ScriptedClient(["One.", "Two.", "Three."], model=MODEL, usage_ratio=1.05)
+        manager = SessionManager(
+            client, store, settings=one_limit_settings(), system_prompt="You are careful.",
+            summarizer=OfflineSummarizer(),
+        )  # fmt: skip
+        for text in ("first question " * 50, "second question " * 50, "third"):
+            manager.run_turn(text)
+        report = manager.compact(target_tokens=100)
+        event = next(e for e in store.list_events(manager.session_id) if e.kind == "compaction")
+    assert not report.noop
+    assert event.limit_tokens == recorded_limit(event) == EXPECTED
+    assert event.details["target_tokens"] == 100
+
+
 def run(argv: list[str]) -> str:
     out = io.StringIO()
     assert main(argv, out=out) == 0

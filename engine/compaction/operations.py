@@ -32,7 +32,9 @@ DEFAULT_TARGET_SHARE = 0.5
 DEFAULT_WINDOW_SHARE = 0.5
 #: Fields of the ``compaction`` event a caller may set (the session manager knows the turn and
 #: the window in force; force_compact alone knows only the session row).
-EVENT_FIELDS = ("turn_index", "provider", "model", "context_window", "max_output_tokens", "buffer_tokens")
+EVENT_FIELDS = (
+    "turn_index", "provider", "model", "context_window", "max_output_tokens", "buffer_tokens", "limit_tokens",
+)  # fmt: skip
 
 
 def default_summarizer(env: Mapping[str, str] | None = None) -> Summarizer:
@@ -284,7 +286,6 @@ def force_compact(
                     trigger=trigger,
                     outcome="noop" if result.noop else "compacted",
                     reason=result.reason,
-                    limit_tokens=result.target_tokens,
                     projected_tokens=result.after_tokens,
                     components=result.after_components,
                     message_seq=last_seq if last_seq >= 0 else None,

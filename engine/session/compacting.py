@@ -41,9 +41,7 @@ def compaction_event_fields(target: Target, turn_index: int) -> dict[str, Any]:
         "turn_index": turn_index if turn_index >= 0 else None,
         "provider": target.provider,
         "model": s.model,
-        "context_window": s.context_window,
-        "max_output_tokens": s.max_output_tokens,
-        "buffer_tokens": s.buffer_tokens,
+        **s.limit.columns(),  # the limit in force (the compaction's own target is details.target_tokens)
     }
 
 
