@@ -21,7 +21,7 @@ import argparse
 import json
 import sqlite3
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,40 +67,45 @@ APPS = {
 
 def scenarios(repo: Path) -> dict[str, list[Turn]]:
     readme = str(repo / "README.md")
+    tools_resume = [
+        Turn(
+            "Look at this repository, then add a usage line to README.md.",
+            (
+                ChatReply(
+                    reasoning="Listing the files and reading the README first.",
+                    tool_calls=(
+                        ("bash", {"command": "ls -a", "description": "List the files"}),
+                        ("read", {"filePath": readme}),
+                    ),
+                ),
+                chat_tool_calls(
+                    (
+                        "edit",
+                        {
+                            "filePath": readme,
+                            "oldString": "hello",
+                            "newString": "hello\nUsage: run `make test`.",
+                        },
+                    )
+                ),
+                chat_text("I added a usage line to README.md."),
+            ),
+        ),
+        Turn(
+            "Show me the diff.",
+            (
+                chat_tool_calls(("bash", {"command": "git diff", "description": "Show the change"})),
+                ChatReply(
+                    reasoning="One added line.", text="The diff adds one line: Usage: run `make test`."
+                ),
+            ),
+        ),
+    ]
     return {
-        "tools-resume": [
-            Turn(
-                "Look at this repository, then add a usage line to README.md.",
-                (
-                    ChatReply(
-                        reasoning="Listing the files and reading the README first.",
-                        tool_calls=(
-                            ("bash", {"command": "ls -a", "description": "List the files"}),
-                            ("read", {"filePath": readme}),
-                        ),
-                    ),
-                    chat_tool_calls(
-                        (
-                            "edit",
-                            {
-                                "filePath": readme,
-                                "oldString": "hello",
-                                "newString": "hello\nUsage: run `make test`.",
-                            },
-                        )
-                    ),
-                    chat_text("I added a usage line to README.md."),
-                ),
-            ),
-            Turn(
-                "Show me the diff.",
-                (
-                    chat_tool_calls(("bash", {"command": "git diff", "description": "Show the change"})),
-                    ChatReply(
-                        reasoning="One added line.", text="The diff adds one line: Usage: run `make test`."
-                    ),
-                ),
-            ),
+        "tools-resume": tools_resume,
+        # the summary call (no tools) gets the default "OK.", never a turn's scripted reply
+        "compact": [
+            Turn(t.prompt, tuple(replace(r, when=has_tools) for r in t.replies)) for t in tools_resume
         ],
         "provider-error": [
             Turn(
@@ -142,8 +147,13 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
 
 #: The sub-agent's task in the subagent scenario: its calls are told from the parent's by it.
 SUB_TASK = "Find the file that prints hello."
-#: Model limits per scenario (``models.<id>.limit``).
-LIMITS: dict[str, dict[str, int]] = {}
+#: Model limits per app and scenario (``models.<id>.limit``).
+#: Kilo's prompts are ~5k tokens longer than OpenCode's; both compact after the third call of
+#: ``compact`` (the server counts characters / 4, so the thresholds sit between calls 2 and 3).
+LIMITS: dict[tuple[str, str], dict[str, int]] = {
+    ("opencode", "compact"): {"context": 10_700, "output": 2_000},
+    ("kilo", "compact"): {"context": 15_745, "output": 2_000},
+}
 
 
 def sent_text(request: RecordedRequest) -> str:
@@ -152,6 +162,11 @@ def sent_text(request: RecordedRequest) -> str:
 
 def is_sub(request: RecordedRequest) -> bool:
     return SUB_TASK in sent_text(request) and "task" not in sent_text(request)
+
+
+def has_tools(request: RecordedRequest) -> bool:
+    """A call of the agent (a compaction's summary call is sent no tools)."""
+    return bool((request.body or {}).get("tools"))
 
 
 def is_parent(request: RecordedRequest) -> bool:
@@ -189,7 +204,9 @@ def run_opencode(
     settings.parent.mkdir(parents=True)
     session_id = None
     with server:
-        settings.write_text(json.dumps(config(server.base_url, LIMITS.get(name)), indent=1), encoding="utf-8")
+        settings.write_text(
+            json.dumps(config(server.base_url, LIMITS.get((app.name, name))), indent=1), encoding="utf-8"
+        )
         quiet = (
             "DISABLE_AUTOUPDATE",
             "DISABLE_MODELS_FETCH",

@@ -242,3 +242,33 @@ def test_kilo_keeps_no_trace_of_a_refused_call(store: SessionStore) -> None:
         second["body"]["messages"]
     )
     assert event.usage.prompt_tokens == load_answers(folder)[second["seq"]]["prompt_tokens"]
+
+
+@pytest.mark.parametrize("app", ["opencode", "kilo"])
+def test_an_auto_compaction_is_recorded_and_later_calls_send_only_what_followed_it(
+    app: str, store: SessionStore
+) -> None:
+    """The context passed the model's usable window (a small ``limit`` in the config): the agent
+    summarised (a call with its own prompt and no tools, sent the history rendered as text) and went
+    on from its "What did we do so far?" exchange. The agent's calls equal the server's requests;
+    the summary call is marked and counted with its usage; one compaction event, by the agent."""
+    folder = REAL / app / "compact"
+    (session,) = import_file(folder / "data" / app / f"{app}.db", store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests)
+    summaries = [r for r in requests if not r["body"].get("tools")]
+    assert len(summaries) == 1
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    starts = [0, compaction.message_seq]  # where each segment's calls start sending from
+    for event, request in zip(events, requests, strict=True):
+        assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
+        if request in summaries:
+            assert event.details["compaction_summary"] is True
+            continue
+        sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
+        assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
+    assert compaction.details["trigger_kind"] == "auto" and compaction.details["by"] == "agent"
+    assert transcript[compaction.message_seq].text.startswith("What did we do so far?")

@@ -65,7 +65,7 @@ def parse_rows(rows: Rows, app: str = "opencode") -> list[ParsedSession]:
     sessions = []
     for row in rows.sessions:
         messages = by_session.get(row["id"], [])
-        session = _session(row, [(info, parts.get(mid, [])) for mid, info in messages], app)
+        session = _session(row, [({**info, "id": mid}, parts.get(mid, [])) for mid, info in messages], app)
         if session.messages:
             sessions.append(session)
     return sessions
@@ -96,12 +96,12 @@ def _session(
         if role == "user":
             message = _user_message(parts, where, info, _kilo_folders(row) if app == "kilo" else None)
             if message is not None:
-                starts = str(info.get("id")) in summarised or any(
-                    p.get("type") == "compaction" for p in parts
+                marker = next((p for p in parts if p.get("type") == "compaction"), None)
+                starts = (str(info.get("id")) in summarised or marker is not None) and _finished_compaction(
+                    info, history
                 )
-                session.messages.append(
-                    ParsedMessage(message, starts_context=starts and _finished_compaction(info, history))
-                )
+                compaction = compaction_details(marker) if starts and marker is not None else None
+                session.messages.append(ParsedMessage(message, starts_context=starts, compaction=compaction))
         elif role == "assistant":
             model = info.get("modelID")
             if isinstance(model, str):
@@ -133,6 +133,24 @@ def _session(
         "from the provider's count)"
     )
     return session
+
+
+def compaction_details(marker: dict[str, Any]) -> dict[str, Any]:
+    """The compaction event of an OpenCode ``compaction`` part: ``auto`` (the context passed the
+    model's usable window), ``overflow`` (after the provider refused a prompt too long), else the
+    user's ``/compact``. The summary call that follows sent the earlier history rendered as text."""
+    auto, overflow = bool(marker.get("auto")), bool(marker.get("overflow"))
+    kind = "reactive" if overflow else "auto" if auto else "manual"
+    return {
+        "trigger": "manual" if kind == "manual" else "compact_threshold",
+        "trigger_kind": kind,
+        "by": "agent" if auto or overflow else "user",
+        "reason": {
+            "auto": "OpenCode compacted: the context passed the model's usable window",
+            "reactive": "OpenCode compacted after the provider refused a prompt too long",
+            "manual": "the user compacted the session",
+        }[kind],
+    }
 
 
 def _finished_compaction(
