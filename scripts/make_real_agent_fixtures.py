@@ -506,10 +506,19 @@ def _other_agent(agent: str) -> Callable[[list[str] | None], list[Path]]:
     return make
 
 
+def _chat_agents() -> dict[str, Callable[[list[str] | None], list[Path]]]:
+    """OpenCode, Kilo CLI, Aider, mini-swe-agent, Copilot CLI, Qwen Code: scripts/real_agents_chat.py."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from real_agents_chat import fixture_makers
+
+    return fixture_makers()
+
+
 AGENTS: dict[str, Callable[[list[str] | None], list[Path]]] = {
     "claude-code": make_claude_code_fixtures,
     "codex": _other_agent("codex"),
     "gemini": _other_agent("gemini"),
+    **_chat_agents(),
 }
 
 
