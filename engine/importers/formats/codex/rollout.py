@@ -103,6 +103,7 @@ class RolloutReader:
         self.last_totals: Any = None
         self.timestamp: str | None = None
         self.line = 0
+        self.unnamed = 0  # calls without an id so far (each gets its own)
         self.failed_ref: str | None = None  # the last failed call, until a call answers
         self.failed_too_long = False
         self.calls_since_failure = 0  # calls Codex counted since that failure
@@ -399,7 +400,8 @@ class RolloutReader:
 
     def _tool_use(self, item: dict[str, Any]) -> ToolUseBlock:
         # a server-run call may come with an empty id: a stable one from where it is
-        return tool_use_of(item, fallback_id=f"{item['type']}-line-{self.line}")
+        self.unnamed += not (item.get("call_id") or item.get("id"))
+        return tool_use_of(item, fallback_id=f"{item['type']}-line-{self.line}-{self.unnamed}")
 
     def _server_call(self, use_id: str) -> None:
         """Mark a provider-run call on its message: no output item answers it."""
