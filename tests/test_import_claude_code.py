@@ -1028,3 +1028,13 @@ def test_without_request_records_the_hooks_output_is_read_as_the_model_read_it()
     last = api_messages(calls[-1][2])
     folded = [b.text for m in last for b in m.blocks if b.type == "tool_result"]
     assert any("PostToolUse:Read hook additional context" in text for text in folded)
+
+
+def test_an_agents_compaction_records_the_limit_in_force(store: Any) -> None:
+    from engine.importers import import_file
+
+    (session_id,) = import_file(only_file("compact_reactive"), store).session_ids
+    (compaction,) = store.list_events(session_id, kind="compaction")
+    before = [e for e in store.list_events(session_id, kind="request") if e.seq < compaction.seq][-1]
+    assert compaction.context_window == before.context_window == 200_000
+    assert compaction.limit_tokens == before.limit_tokens

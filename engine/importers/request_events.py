@@ -117,6 +117,9 @@ class _Walk:
             Any, ComponentTokens
         ] = {}  # system prompt and tools: mostly the same call after call
         self.limits: dict[Any, Limit | None] = {}
+        self.last_columns: dict[
+            str, int | None
+        ] = {}  # the limit recorded on the last call (and a compaction's)
 
     def run(self, *, first_new: int, prefixes: dict[int, int]) -> list[CallMeasure]:
         out: list[CallMeasure] = []
@@ -129,7 +132,7 @@ class _Walk:
                 if pm.compaction is not None and record:
                     _compaction(
                         self.store, self.session_id, pm.compaction, row, history.conversation + history.tool_results,
-                        self.source, rows=self.rows, failed_events=failed_events,
+                        self.source, rows=self.rows, failed_events=failed_events, limit=self.last_columns,
                     )  # fmt: skip
                 history.reset()
                 segment += 1
@@ -204,6 +207,7 @@ class _Walk:
             details["limit_source"] = limit.source
         if call.limit_tokens is not None:  # the harness's own limit when the source tells it
             columns["limit_tokens"] = call.limit_tokens
+        self.last_columns = columns or self.last_columns
         failure = failure_of(call.details)
         event_id = self.store.record_event(
             self.session_id,
@@ -240,9 +244,11 @@ def _compaction(
     *,
     rows: Sequence[StoredMessage] = (),
     failed_events: dict[str, int] | None = None,
+    limit: dict[str, int | None] | None = None,
 ) -> None:
     """A compaction the agent made (the source says where): later calls start from ``row``.
 
+    ``limit``: the limit columns recorded on the call before it (the limit in force).
     ``details`` follow docs/HELPERS.md "Compaction events" (``by``, ``trigger_kind``,
     ``instructions``, ...); a parser's ``after_failed_request_ref`` becomes ``after_failed_call``,
     the seq of the failed call's request event (recorded before it)."""
@@ -259,7 +265,7 @@ def _compaction(
         ContextEvent(
             kind="compaction", trigger=str(details.get("trigger") or "compact_threshold"), outcome="compacted",
             reason=str(details.get("reason") or "the agent compacted its context"), turn_index=row.turn_index,
-            message_seq=row.seq,
+            message_seq=row.seq, **(limit or {}),  # the limit in force
             details={
                 "source": source, "before_tokens": details.get("before_tokens", before),
                 "removed_message_seqs": list(range(row.seq)),
