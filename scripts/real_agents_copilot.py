@@ -14,6 +14,7 @@ GitHub server (no sign-in needed). ``copilot -p PROMPT --allow-all-tools`` runs 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from real_agents_chat import (
 )
 
 from bench.peers import npm_bin
+from tests.model_server.core import RecordedRequest
 from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
 
 MODEL = "gpt-4o"
@@ -73,7 +75,48 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 ),
             ),
         ],
+        "subagent": [
+            Turn(
+                "Find where hello is printed, with a sub-agent.",
+                (
+                    ChatReply(
+                        tool_calls=(
+                            (
+                                "task",
+                                {
+                                    "description": "Find hello",
+                                    "prompt": SUB_TASK,
+                                    "agent_type": "general-purpose",
+                                    "name": "finder",
+                                },
+                            ),
+                        ),
+                        when=is_parent,
+                    ),
+                    ChatReply(
+                        tool_calls=(("bash", {"command": "grep -l hello *.py", "description": "Find it"}),),
+                        when=is_sub,
+                    ),
+                    ChatReply(text="main.py prints hello.", when=is_sub),
+                    ChatReply(text="The sub-agent found it: main.py prints hello.", when=is_parent),
+                ),
+            ),
+        ],
     }
+
+
+#: The sub-agent's task in the subagent scenario: its calls are told from the parent's by it.
+SUB_TASK = "Find the file that prints hello."
+
+
+def is_sub(request: RecordedRequest) -> bool:
+    messages = (request.body or {}).get("messages") or []
+    first_user = next((m for m in messages if m.get("role") == "user"), {})
+    return SUB_TASK in json.dumps(first_user.get("content"))
+
+
+def is_parent(request: RecordedRequest) -> bool:
+    return not is_sub(request)
 
 
 def run_copilot(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Path:

@@ -86,7 +86,16 @@ def test_live_copilot_run_imports_exactly(tmp_path: Path, store: SessionStore) -
     script = ROOT / "scripts" / "real_agents_copilot.py"
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
+        [
+            sys.executable,
+            str(script),
+            "--scenario",
+            "tools-resume",
+            "--out",
+            str(out),
+            "--scratch",
+            str(tmp_path / "s"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -94,3 +103,35 @@ def test_live_copilot_run_imports_exactly(tmp_path: Path, store: SessionStore) -
     )
     assert done.returncode == 0, done.stderr[-2000:]
     check_every_call(out / "copilot" / "tools-resume", store)
+
+
+def test_a_sub_agent_in_the_same_file_is_a_child_session_and_each_side_sent_what_it_imports(
+    store: SessionStore,
+) -> None:
+    folder = FIXTURE.parent / "subagent"
+    sessions = import_file(events_file(folder), store).sessions
+    (parent,) = [s for s in sessions if s.parent_session_id is None]
+    (child,) = [s for s in sessions if s.parent_session_id is not None]
+    assert child.parent_session_id == parent.session_id
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    sub = "As a sub-agent"
+    by_side = {
+        parent.session_id: [r for r in requests if not system_prompt_of(r["body"]).startswith(sub)],
+        child.session_id: [r for r in requests if system_prompt_of(r["body"]).startswith(sub)],
+    }
+    assert [len(v) for v in by_side.values()] == [2, 2]
+    for session_id, sent in by_side.items():
+        events = store.list_events(session_id, kind="request")
+        transcript = store.load_transcript(session_id)
+        system = store.get_session(session_id).metadata["system_prompt"]
+        assert len(events) == len(sent)
+        for event, request in zip(events, sent, strict=True):
+            assert system == system_prompt_of(request["body"])
+            assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+                request["body"]["messages"]
+            )
+            answered = answers[request["seq"]]
+            assert event.usage.prompt_tokens == answered["prompt_tokens"]
+            assert event.usage.output_tokens == answered["completion_tokens"]
+    assert store.get_session(child.session_id).metadata["agent"] == "general-purpose"

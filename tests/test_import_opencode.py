@@ -159,7 +159,18 @@ def test_live_run_imports_exactly(agent: str, tmp_path: Path, store: SessionStor
     script = ROOT / "scripts" / "real_agents_opencode.py"
     out, scratch = tmp_path / "out", tmp_path / "scratch"
     done = subprocess.run(
-        [sys.executable, str(script), "--agent", agent, "--out", str(out), "--scratch", str(scratch)],
+        [
+            sys.executable,
+            str(script),
+            "--agent",
+            agent,
+            "--scenario",
+            "tools-resume",
+            "--out",
+            str(out),
+            "--scratch",
+            str(scratch),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -7,8 +7,10 @@ adds), ``session.usage_record`` (the provider's count for the next reply: ``inpu
 prompt, cache reads and writes, output, reasoning), ``assistant.message`` (the reply's text and
 ``toolRequests``), ``tool.execution_complete`` (``result.content``: what the model is sent back),
 ``session.resume`` when a later run continues the session. Each assistant message is one model
-call; its tool results are sent in the order it asked for them. The tool definitions are not kept:
-their size is measured from the provider's count.
+call; its tool results are sent in the order it asked for them. A sub-agent (the ``task`` tool) runs
+in the same file: its turns carry ``parentToolCallId`` (its prompt and system message share its
+``interactionId``) and it becomes a child session. The tool definitions are not kept: their size is
+measured from the provider's count.
 """
 
 from __future__ import annotations
@@ -63,18 +65,53 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
-def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedSession:
-    start = next((e["data"] for _, e in events if e.get("type") == "session.start"), {})
-    session = ParsedSession(key=str(start.get("sessionId") or key), messages=[])
-    results: dict[str, ToolResultBlock] = {}
+MAIN = ""  # the agent key of the session's own agent (sub-agents are keyed by their task's tool call)
+
+
+def agent_of_events(events: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    """Whose each event is: the main agent, or the sub-agent started by a tool call. A sub-agent's
+    turns carry ``parentToolCallId``; its prompt and system message only share its
+    ``interactionId``."""
+    interactions: dict[str, str] = {}
     for _, event in events:
+        data = event.get("data") or {}
+        if data.get("parentToolCallId") and data.get("interactionId"):
+            interactions[str(data["interactionId"])] = str(data["parentToolCallId"])
+    owners = []
+    for _, event in events:
+        data = event.get("data") or {}
+        parent = data.get("parentToolCallId") or interactions.get(str(data.get("interactionId")))
+        owners.append(str(parent) if parent else MAIN)
+    return owners
+
+
+def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[ParsedSession]:
+    """The session, then one child session per sub-agent (its calls are in the same file)."""
+    start = next((e["data"] for _, e in events if e.get("type") == "session.start"), {})
+    session_key = str(start.get("sessionId") or key)
+    results: dict[str, ToolResultBlock] = {}
+    started: dict[str, dict[str, Any]] = {}
+    for _, event in events:
+        data = event.get("data") or {}
         if event.get("type") == "tool.execution_complete":
-            data = event.get("data") or {}
             results[str(data.get("toolCallId"))] = _result(data)
-    usage: tuple[ProviderUsage | None, int] | None = None
-    models: dict[str, int] = {}
-    for line, event in events:
+        elif event.get("type") == "subagent.started":
+            started[str(data.get("toolCallId"))] = data
+    owners = agent_of_events(events)
+    sessions: dict[str, ParsedSession] = {}
+    usage: dict[str, tuple[ProviderUsage | None, int]] = {}  # by kind of agent: Copilot numbers neither
+    models: dict[str, dict[str, int]] = {}
+    for (line, event), owner in zip(events, owners, strict=True):
         kind, data = event.get("type"), event.get("data") or {}
+        if kind not in ("system.message", "user.message", "session.usage_record", "assistant.message"):
+            continue
+        if owner not in sessions:
+            sessions[owner] = ParsedSession(
+                key=session_key if owner == MAIN else f"{session_key}/{owner}",
+                messages=[],
+                parent_key=None if owner == MAIN else session_key,
+            )
+        session = sessions[owner]
         where = f"line {line}"
         if kind == "system.message" and session.system_prompt is None:
             session.system_prompt = str(data.get("content") or "")
@@ -83,20 +120,32 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> Parse
             meta = {"id": data.get("messageId"), "typed": data.get("content")}
             session.messages.append(ParsedMessage(build_message("user", str(text), where=where, meta=meta)))
         elif kind == "session.usage_record":
-            usage = copilot_usage(data.get("usage"))
+            raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            usage[str(raw.get("interactionType"))] = copilot_usage(raw)
         elif kind == "assistant.message":
             model = data.get("model") if isinstance(data.get("model"), str) else None
             if model:
-                models[model] = models.get(model, 0) + 1
+                models.setdefault(owner, {})[model] = models.setdefault(owner, {}).get(model, 0) + 1
+            slot = "conversation-agent" if owner == MAIN else "conversation-subagent"
+            paid = usage.pop(slot, None)
             session.messages.extend(
-                _reply(data, usage, results, model=model, where=where, when=event.get("timestamp"))
+                _reply(data, paid, results, model=model, where=where, when=event.get("timestamp"))
             )
-            usage = None
-    if not session.messages:
+    if MAIN not in sessions or not sessions[MAIN].messages:
         raise SourceProblem("a Copilot CLI session with no messages")
-    session.model = max(models, key=lambda m: models[m]) if models else start.get("selectedModel")
-    session.provider = provider_of(session.model)
-    session.unlogged_prefix_in = "tools"  # the tool definitions are not in the events
+    for owner, session in sessions.items():
+        counted = models.get(owner) or {}
+        session.model = max(counted, key=lambda m: counted[m]) if counted else start.get("selectedModel")
+        session.provider = provider_of(session.model)
+        session.unlogged_prefix_in = "tools"  # the tool definitions are not in the events
+        session.metadata.update(_metadata(start, started.get(owner)))
+        session.notes.append(
+            "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
+        )
+    return [s for s in sessions.values() if s.messages]
+
+
+def _metadata(start: dict[str, Any], sub: dict[str, Any] | None) -> dict[str, Any]:
     context = start.get("context") if isinstance(start.get("context"), dict) else {}
     meta = {
         "cwd": context.get("cwd"),
@@ -105,11 +154,13 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> Parse
         "started_utc": start.get("startTime"),
         "reasoning_effort": start.get("reasoningEffort"),
     }
-    session.metadata.update({k: v for k, v in meta.items() if v})
-    session.notes.append(
-        "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
-    )
-    return session
+    if sub:
+        meta.update(
+            agent=sub.get("agentName"),
+            agent_title=sub.get("agentDisplayName"),
+            task=sub.get("agentDescription"),
+        )
+    return {k: v for k, v in meta.items() if v}
 
 
 def _reply(
@@ -167,7 +218,7 @@ def sniff(doc: Document) -> bool:
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
-    return [parse_events([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+    return parse_events([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)
 
 
 def _roots(env: Mapping[str, str], home: Path) -> list[Path]:
