@@ -23,7 +23,7 @@ from dashboard import pg_source
 from dashboard.data_files import db_labels
 from engine.errors import NotADatabaseError, NotFoundError
 from engine.store import TABLE_NAMES, column_types
-from engine.store.factory import redact_url
+from engine.store.factory import hide_password, redact_url
 
 #: Tables every attached file must have (docs/schema.md).
 TABLES = TABLE_NAMES
@@ -67,7 +67,10 @@ def connect(
     a folder does not hide the others. ``databases`` lists (db, alias, path). Read it through
     :func:`read` (a cursor per call, under QUERY_LOCK).
     """
-    resolved = [str(p) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths]
+    # a server's password goes to a passfile, never into DuckDB's catalog or the databases view
+    resolved = [
+        hide_password(str(p)) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths
+    ]
     with QUERY_LOCK:
         return _connect(resolved, skip_invalid=skip_invalid)
 

@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
+import psycopg
 import pytest
 
 from dashboard import pg_source
@@ -16,8 +19,9 @@ from dashboard.data_files import loaded_paths, script_args
 from engine.cli import main
 from engine.cli.dashboard import dashboard_command, dashboard_env
 from engine.errors import StoreError
-from engine.store.factory import database_name, is_database_url, open_store, redact_url
-from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url, shared_server
+from engine.store.credentials import PASSFILE_ENV_VAR
+from engine.store.factory import database_name, hide_password, is_database_url, open_store, redact_url
+from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, PostgresServer, fresh_url, shared_server
 
 needs_server = pytest.mark.skipif(SKIP_UNLESS_PG, reason=PG_MISSING_REASON)
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,3 +175,64 @@ def test_a_connection_error_quoting_the_dsn_hides_its_password() -> None:
     with pytest.raises(StoreError) as caught:
         open_store("postgresql://u:s3cret@127.0.0.1:1/x?connect_timeout=1&password=s3cret", read_only=True)
     assert "s3cret" not in str(caught.value)
+
+
+# -- the dashboard's catalogs (#32.2): a password in a passfile, not in a connection string --------
+
+
+#: Holds the passfile's separator and escape character.
+TEAM_PASSWORD = "Team:s3cret\\pw"
+
+
+@pytest.fixture(scope="module")
+def password_server() -> Iterator[tuple[PostgresServer, str]]:
+    """A server that asks for a password over TCP (scram), and a URL to it holding one."""
+    server = PostgresServer()
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE team LOGIN PASSWORD '{TEAM_PASSWORD}'")
+        conn.execute("CREATE DATABASE teamdb OWNER team")
+    (server.data / "pg_hba.conf").write_text(
+        "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all team 127.0.0.1/32 scram-sha-256\n"
+    )
+    server.restart()
+    password = quote(TEAM_PASSWORD, safe="")
+    yield server, f"postgresql://team:{password}@127.0.0.1:{server.port}/teamdb"
+    server.destroy()
+
+
+@needs_server
+def test_the_server_really_asks_for_the_password(password_server: tuple[PostgresServer, str]) -> None:
+    server, _ = password_server
+    with pytest.raises(psycopg.OperationalError, match="password"):
+        psycopg.connect(f"postgresql://team@127.0.0.1:{server.port}/teamdb", passfile="/dev/null").close()
+
+
+@needs_server
+def test_the_dashboard_attaches_without_a_password_in_any_catalog(
+    password_server: tuple[PostgresServer, str],
+) -> None:
+    from dashboard import data
+
+    _, url = password_server
+    with open_store(url) as store:  # a team store with one session
+        store.create_session(session_id="team-1", title="shared")
+    con = data.connect([url])
+    try:
+        catalogs = [
+            con.execute("SELECT * FROM duckdb_databases()").fetchall(),
+            con.execute("SELECT * FROM databases").fetchall(),
+            con.execute("SELECT * FROM duckdb_settings()").fetchall(),
+        ]
+        assert "s3cret" not in repr(catalogs)
+        assert [r[0] for r in con.execute("SELECT id FROM sessions").fetchall()] == ["team-1"]
+    finally:
+        con.close()
+    passfile = Path(os.environ[PASSFILE_ENV_VAR])
+    assert (
+        oct(passfile.stat().st_mode & 0o777) == "0o600"
+        and oct(passfile.parent.stat().st_mode & 0o777) == "0o700"
+    )
+    bare = hide_password(url)
+    assert "s3cret" not in bare
+    with psycopg.connect(bare) as conn:  # libpq finds the password in the passfile
+        assert conn.execute("SELECT current_user").fetchone() == ("team",)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.backend import SessionStoreBackend
+from engine.store.credentials import hide_password
 from engine.store.urls import URL_SCHEMES, database_name, is_database_url, is_dsn, redact_url
 
 #: Environment variable naming the default database (a file path or a postgresql:// URL).
@@ -63,6 +64,7 @@ __all__ = [
     "configured_database",
     "database_name",
     "default_database",
+    "hide_password",
     "is_database_url",
     "is_dsn",
     "open_store",

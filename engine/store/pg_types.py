@@ -49,6 +49,10 @@ def postgres_markdown() -> str:
             " (message and event content is JSON, where NUL is escaped, so it round-trips exactly).",
             "- A foreign key to a table created later (`session_snapshots.event_id`) is added once that"
             " table exists.",
+            "- Passwords stay out of what is shown: `ctxdesk dashboard` hands URLs to its server by"
+            " environment, never argv, and attaches them with the password moved to a private passfile"
+            " (`PGPASSFILE`, mode 0600): `duckdb_databases()` and the `databases` view never hold it;"
+            " every message prints a URL or DSN as `user:***@` / `password=***`.",
             "- Row ids come from identity columns; `ctxdesk migrate` renumbers them and rewrites the"
             " references (`event_id`); sessions keep their ids.",
             "- `_session_rollups` (one row per session: messages, last_turn, peak_usage_pct, peak_tokens,"

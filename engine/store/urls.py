@@ -117,3 +117,18 @@ def database_name(target: str) -> str:
         if match.group(1).lower() == "dbname":
             return match.group(2).strip("'")
     return "postgres"
+
+
+def without_password(target: str) -> str:
+    """``target`` (a URL or DSN) with its password left out (``user@``, no ``password=``), for a
+    connection that reads it from a passfile instead (:mod:`engine.store.credentials`)."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}@", target)
+    if "://" in text:  # a query parameter: drop it with its separator
+        text = re.sub(r"(?i)([?&])(?:" + "|".join(SECRET_KEYWORDS) + r")=[^&#]*(&?)", _keep_separator, text)
+        return text
+    return _KEYWORD_PASSWORD.sub("", text).strip().replace("  ", " ")
+
+
+def _keep_separator(match: re.Match[str]) -> str:
+    """``?password=x&next`` keeps its ``?``; a last or only parameter goes with its separator."""
+    return match.group(1) if match.group(2) else ""
