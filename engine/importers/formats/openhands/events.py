@@ -1,4 +1,4 @@
-"""OpenHands trajectories: a JSON event list, or evaluation output lines with ``history``.
+"""OpenHands event lists and evaluation output lines (``history`` of events with ids and sources).
 
 Actions with ``tool_call_metadata`` are the model's tool calls: actions of one model response
 merge into one assistant message carrying that response's usage. Observations answering a
@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from engine.importers.documents import Document
-from engine.importers.formats import SNIFF_LINES, ImportFormat, objects_of
+from engine.importers.formats import SNIFF_LINES
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_usage, provider_of, tool_arguments
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
@@ -60,7 +59,7 @@ def parse_openhands_events(
                 "reason": "OpenHands condenser forgot earlier events",
             }  # fmt: skip
             if isinstance(summary, str) and summary:
-                meta = {**_meta(event), "compaction_summary": True}
+                meta = {**event_meta(event), "compaction_summary": True}
                 messages.append(ParsedMessage(build_message("user", summary, where=where, meta=meta)))
             continue
         if action == "system":
@@ -83,7 +82,7 @@ def parse_openhands_events(
             usage = openai_usage(response.get("usage")) or openai_usage(usages_by_response.get(response_id))
             text = _response_text(response) or str((event.get("args") or {}).get("thought") or "")
             blocks = [TextBlock(text=text), use] if text else [use]
-            message = build_message("assistant", blocks, where=where, id=response_id, meta=_meta(event))
+            message = build_message("assistant", blocks, where=where, id=response_id, meta=event_meta(event))
             pm = ParsedMessage(
                 message, call=CallInfo(usage=usage, model=model, details={"response_id": response_id})
             )
@@ -94,18 +93,24 @@ def parse_openhands_events(
             args = event.get("args") or {}
             text = str(args.get("content") or event.get("message") or "")
             if event.get("source") == "agent":
-                message = build_message("assistant", text, where=where, meta=_meta(event))
+                message = build_message("assistant", text, where=where, meta=event_meta(event))
                 messages.append(ParsedMessage(message, call=CallInfo(details={"usage_not_recorded": True})))
             elif text:
-                messages.append(ParsedMessage(build_message("user", text, where=where, meta=_meta(event))))
+                messages.append(
+                    ParsedMessage(build_message("user", text, where=where, meta=event_meta(event)))
+                )
         elif "observation" in event and isinstance(metadata, dict) and metadata.get("tool_call_id"):
             result = ToolResultBlock(
-                tool_use_id=str(metadata["tool_call_id"]), content=_observation_text(event)
+                tool_use_id=str(metadata["tool_call_id"]), content=observation_text(event)
             )
-            messages.append(ParsedMessage(build_message("user", [result], where=where, meta=_meta(event))))
+            messages.append(
+                ParsedMessage(build_message("user", [result], where=where, meta=event_meta(event)))
+            )
         elif event.get("observation") in _TEXT_FROM_ENVIRONMENT and event.get("content"):
             messages.append(
-                ParsedMessage(build_message("user", str(event["content"]), where=where, meta=_meta(event)))
+                ParsedMessage(
+                    build_message("user", str(event["content"]), where=where, meta=event_meta(event))
+                )
             )
         else:
             skipped[str(action or f"observation:{event.get('observation')}")] += 1
@@ -141,11 +146,11 @@ def parse_openhands_record(record: dict[str, Any], *, key: str) -> ParsedSession
         "error": record.get("error"),
     }
     session.metadata.update({k: v for k, v in extra.items() if v is not None})
-    _agent_costs(session, metrics)
+    agent_costs(session, metrics)
     return session
 
 
-def _agent_costs(session: ParsedSession, metrics: dict[str, Any]) -> None:
+def agent_costs(session: ParsedSession, metrics: dict[str, Any]) -> None:
     """What OpenHands itself says the run cost (``metrics.accumulated_cost``, its own prices):
     the session's ``agent_cost_usd``; ``metrics.costs`` (one per model call, in order) each
     call's, when there is one per call."""
@@ -186,7 +191,7 @@ def _response_text(response: dict[str, Any]) -> str:
     return ""
 
 
-def _observation_text(event: dict[str, Any]) -> str:
+def observation_text(event: dict[str, Any]) -> str:
     """What the model saw: an editor's formatted output (its ``content`` is a diff for the UI),
     else the content with a command's prefix/suffix notes around it."""
     extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
@@ -198,7 +203,7 @@ def _observation_text(event: dict[str, Any]) -> str:
     return f"{cmd.get('prefix') or ''}{text}{cmd.get('suffix') or ''}"
 
 
-def _meta(event: dict[str, Any]) -> dict[str, Any]:
+def event_meta(event: dict[str, Any]) -> dict[str, Any]:
     meta = {
         "event_id": event.get("id"),
         "timestamp": event.get("timestamp"),
@@ -207,139 +212,6 @@ def _meta(event: dict[str, Any]) -> dict[str, Any]:
         "observation": event.get("observation"),
     }
     return {k: v for k, v in meta.items() if v is not None}
-
-
-def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
-    """Resolver / evaluation output of old OpenHands: ``history`` is a list of
-    [action, observation] pairs (or flat: each observation after its action), actions without ``tool_call_metadata`` (``run`` with a
-    ``command``, ``run_ipython`` with ``code``, ``read``, ``write``, ``browse``...). Each agent
-    action is one model call (its ``thought`` the text, the action a tool use answered by
-    the paired observation); the task is the first user message (``args.content``, or a
-    top-level ``content`` / ``message``, or the record's ``instruction``)."""
-    messages: list[ParsedMessage] = []
-    instruction = value.get("instruction")
-    skipped: Counter[str] = Counter()
-    acted = False  # an agent action came: a message without a source is the agent's from then on
-    for index, pair in enumerate(_as_pairs(value["history"])):
-        where = f"history[{index}]"
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise SourceProblem(f"{where}: expected an [action, observation] pair")
-        action, observation = pair
-        if not isinstance(action, dict) or not isinstance(observation, dict):
-            raise SourceProblem(f"{where}: the action or observation is not an object")
-        kind = action.get("action")
-        args = action.get("args") if isinstance(action.get("args"), dict) else _flat_args(action)
-        if kind == "message":
-            text = str(args.get("content") or action.get("content") or action.get("message") or "")
-            if action.get("source") == "user" or (action.get("source") is None and not acted):
-                if text:
-                    messages.append(
-                        ParsedMessage(build_message("user", text, where=where, meta=_meta(action)))
-                    )
-            elif text:
-                messages.append(
-                    ParsedMessage(
-                        build_message("assistant", text, where=where, meta=_meta(action)),
-                        call=CallInfo(details={"usage_not_recorded": True}),
-                    )
-                )
-            continue
-        if kind in (None, "null", "change_agent_state", "recall") or action.get("source") not in (
-            None,
-            "agent",
-        ):
-            skipped[str(kind)] += 1
-            continue
-        acted = True
-        call_id = f"oh-{action.get('id', index)}"
-        thought = str(args.get("thought") or "")
-        use = ToolUseBlock(
-            id=call_id, name=str(kind), input={k: v for k, v in args.items() if k != "thought"}
-        )
-        blocks = [TextBlock(text=thought), use] if thought else [use]
-        messages.append(
-            ParsedMessage(
-                build_message("assistant", blocks, where=where, meta=_meta(action)),
-                call=CallInfo(details={"usage_not_recorded": True}),
-            )
-        )
-        if kind == "finish":
-            continue
-        result = ToolResultBlock(tool_use_id=call_id, content=_observation_text(observation))
-        messages.append(ParsedMessage(build_message("user", [result], where=where, meta=_meta(observation))))
-    if (
-        isinstance(instruction, str)
-        and instruction
-        and not any(pm.message.role == "user" and not pm.message.tool_result_ids for pm in messages[:1])
-    ):
-        messages.insert(0, ParsedMessage(build_message("user", instruction, where="instruction")))
-    if not messages:
-        raise SourceProblem("an OpenHands history with no messages or actions")
-    metrics = value.get("metrics") if isinstance(value.get("metrics"), dict) else {}
-    meta = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
-    llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
-    model = llm.get("model") if isinstance(llm.get("model"), str) else None
-    session = ParsedSession(key=key, messages=messages, model=model, provider=provider_of(model))
-    _agent_costs(session, metrics)
-    extra = {
-        "instance_id": value.get("instance_id"),
-        "issue": (value.get("issue") or {}).get("title") if isinstance(value.get("issue"), dict) else None,
-        "success": value.get("success"),
-        "accumulated_cost": metrics.get("accumulated_cost"),
-        "error": value.get("error"),
-        "legacy_history": True,
-    }
-    session.metadata.update({k: v for k, v in extra.items() if v is not None})
-    session.notes.append("legacy OpenHands history: no per-call usage or tool schemas in the file")
-    session.notes.extend(f"skipped {n} {kind!r} action(s)" for kind, n in sorted(skipped.items()))
-    return session
-
-
-#: Keys of a flat (V0) action that are bookkeeping, not what the model produced.
-_ACTION_BOOKKEEPING = frozenset(
-    {
-        "action", "id", "timestamp", "source", "message", "cause", "is_confirmed", "action_risk",
-        "confirmation_state", "security_risk", "keep_prompt", "kernel_init_code", "images_urls",
-        "wait_for_response", "blocking", "hidden", "timeout",
-    }
-)  # fmt: skip
-
-
-def _flat_args(action: dict[str, Any]) -> dict[str, Any]:
-    """A V0 action's arguments, kept at its top level (``command``, ``code``, ``thought``...)."""
-    return {k: v for k, v in action.items() if k not in _ACTION_BOOKKEEPING}
-
-
-def _as_pairs(history: list[Any]) -> list[Any]:
-    """[action, observation] pairs: as they are, or from a flat V0 history where each
-    observation follows its action (an action without one, ``finish``, pairs with nothing)."""
-    if not history or isinstance(history[0], list | tuple):
-        return history
-    pairs: list[Any] = []
-    i = 0
-    while i < len(history):
-        event = history[i]
-        following = history[i + 1] if i + 1 < len(history) else None
-        if isinstance(following, dict) and "observation" in following and "action" not in following:
-            pairs.append([event, following])
-            i += 2
-        else:
-            pairs.append([event, {}])
-            i += 1
-    return pairs
-
-
-def is_openhands_flat_v0(value: Any) -> bool:
-    """Resolver output of old OpenHands with a flat ``history``: actions (their arguments at the
-    top level) each followed by its observation, no ids, sources or tool-call metadata."""
-    if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
-        return False
-    head = value["history"][:SNIFF_LINES]
-    return (
-        all(isinstance(e, dict) and ("action" in e or "observation" in e) for e in head)
-        and "action" in head[0]
-        and not any("source" in e or "tool_call_metadata" in e or "id" in e for e in head)
-    )
 
 
 def is_openhands_record(value: Any) -> bool:
@@ -355,53 +227,3 @@ def is_openhands_record(value: Any) -> bool:
 
 def is_openhands_event(value: Any) -> bool:
     return isinstance(value, dict) and ("action" in value or "observation" in value) and "source" in value
-
-
-def is_openhands_legacy(value: Any) -> bool:
-    """OpenHands resolver output of old: ``history`` of [action, observation] pairs, or flat."""
-    if not isinstance(value, dict) or not isinstance(value.get("history"), list) or not value["history"]:
-        return False
-    first = value["history"][0]
-    if isinstance(first, list | tuple):
-        return len(first) == 2 and all(isinstance(e, dict) for e in first)
-    return is_openhands_flat_v0(value)
-
-
-def sniff(doc: Document) -> bool:
-    if doc.lines is not None and doc.lines:
-        first = doc.lines[0][1]
-        if is_openhands_record(first) or is_openhands_legacy(first):
-            return True
-    if isinstance(doc.value, dict):
-        return is_openhands_legacy(doc.value) or is_openhands_record(doc.value)
-    objects = objects_of(doc)
-    if not objects or all("role" in v for v in objects):  # a role list is a chat, never events
-        return False
-    return sum(is_openhands_event(v) for v in objects[:SNIFF_LINES]) >= min(2, len(objects))
-
-
-def parse(doc: Document, key: str) -> list[ParsedSession]:
-    if doc.lines is None and is_openhands_legacy(doc.value):
-        return [parse_openhands_legacy(doc.value, key=key)]
-    if doc.lines is None and isinstance(doc.value, list):
-        return [parse_openhands_events(doc.value, key=key)]
-    records = doc.lines if doc.lines is not None else ((1, doc.value),)
-    sessions = []
-    for line, record in records:
-        issue = record.get("issue") if isinstance(record.get("issue"), dict) else {}
-        instance = record.get("instance_id") or record.get("number") or issue.get("number")
-        parse_record = parse_openhands_legacy if is_openhands_legacy(record) else parse_openhands_record
-        try:
-            sessions.append(parse_record(record, key=f"{key}:{instance or line}"))
-        except SourceProblem as exc:
-            raise SourceProblem(str(exc), line=line if doc.lines is not None else None) from exc
-    return sessions
-
-
-FORMAT = ImportFormat(
-    name="openhands",
-    agent="OpenHands",
-    sniff=sniff,
-    parse=parse,
-    files="trajectory `.json`, evaluation `output.jsonl`, resolver output",
-)

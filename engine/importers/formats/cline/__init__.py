@@ -6,7 +6,7 @@ per model call whose text is JSON with that call's ``tokensIn`` (uncached input)
 ``tokensOut``, ``cacheWrites``, ``cacheReads`` and ``cost``: the k-th is the usage of the k-th
 assistant message. ``task_metadata.json`` names the models used (``model_usage``). The cwd is
 read from the ``# Current Working Directory (...)`` line of the first environment details.
-Results Cline sends as text are made tool results of their calls (:mod:`.cline_tools`); the
+Results Cline sends as text are made tool results of their calls (:mod:`.tools`); the
 costs Cline computed are summed into ``agent_cost_usd``.
 """
 
@@ -23,7 +23,7 @@ from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.anthropic_api import parse_anthropic_messages
-from engine.importers.formats.cline_tools import pair_text_results
+from engine.importers.formats.cline.tools import pair_text_results
 from engine.importers.model import ParsedSession
 from engine.importers.parsing import as_count
 
