@@ -98,7 +98,11 @@ def _files(repo: Path) -> None:
 HOOKS = {
     "hooks": {
         "UserPromptSubmit": [
-            {"hooks": [{"type": "command", "command": "echo 'Hook context: the release is frozen this week.'"}]}
+            {
+                "hooks": [
+                    {"type": "command", "command": "echo 'Hook context: the release is frozen this week.'"}
+                ]
+            }
         ],
         "PostToolUse": [
             {
@@ -106,8 +110,8 @@ HOOKS = {
                 "hooks": [
                     {
                         "type": "command",
-                        "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", "
-                        "\"additionalContext\": \"Hook: app.py is owned by the API team.\"}}'",
+                        "command": 'echo \'{"hookSpecificOutput": {"hookEventName": "PostToolUse", '
+                        '"additionalContext": "Hook: app.py is owned by the API team."}}\'',
                     }
                 ],
             }
@@ -417,16 +421,22 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
     }
 
 
-def run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float = 300) -> Path:
-    """Run one scenario with the real CLI; returns the fixture folder written."""
-    work = SCRATCH / "claude-code" / scenario.name
+def scratch_workspace(name: str, setup: Callable[[Path], None]) -> tuple[Path, Path, Path, Path]:
+    """A fresh scratch folder for one run: (work, HOME, repository set up and git-initialised,
+    the server's log path). Other fixture scripts (scripts/make_why_fixtures.py) use it too."""
+    work = SCRATCH / "claude-code" / name
     shutil.rmtree(work, ignore_errors=True)
     home, repo = work / "home", work / "repo"
     home.mkdir(parents=True)
     repo.mkdir()
-    scenario.setup(repo)
+    setup(repo)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    log = work / "server.jsonl"
+    return work, home, repo, work / "server.jsonl"
+
+
+def run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float = 300) -> Path:
+    """Run one scenario with the real CLI; returns the fixture folder written."""
+    work, home, repo, log = scratch_workspace(scenario.name, scenario.setup)
     server = A.install(
         ScriptedServer(*scenario.replies(repo), default=A.text("OK."), log_path=log, name=scenario.name)
     )
@@ -488,7 +498,13 @@ def iter_fixture_sessions(scenario_dir: Path) -> Iterator[Path]:
     yield from sorted((scenario_dir / "transcripts").glob("*.jsonl"))
 
 
-__all__ = ["AGENTS", "load_request_log", "make_claude_code_fixtures", "run_claude_scenario"]
+__all__ = [
+    "AGENTS",
+    "load_request_log",
+    "make_claude_code_fixtures",
+    "run_claude_scenario",
+    "scratch_workspace",
+]
 
 
 def _other_agent(agent: str) -> Callable[[list[str] | None], list[Path]]:
