@@ -142,10 +142,27 @@ CODEX_SCENARIOS = ["tools-resume", "auto-compact", "subagents", "goal-websearch"
 
 @pytest.mark.parametrize("scenario", CODEX_SCENARIOS)
 def test_every_codex_call_imports_as_the_server_received_it(store: SessionStore, scenario: str) -> None:
+    check_codex_run(store, REAL / "codex" / scenario)
+
+
+@pytest.mark.peer("codex")
+@pytest.mark.parametrize("scenario", ["auto-compact", "subagents"])
+def test_a_live_codex_run_imports_as_the_server_received_it(
+    tmp_path: Path, store: SessionStore, scenario: str
+) -> None:
+    """The installed Codex CLI, run now against the scripted server (a version the fixtures do
+    not cover shows here first)."""
+    from scripts.real_agents_codex_gemini import CODEX_SCENARIOS as RUNS
+    from scripts.real_agents_codex_gemini import run_codex
+
+    check_codex_run(store, run_codex(scenario, RUNS[scenario], tmp_path))
+
+
+def check_codex_run(store: SessionStore, folder: Path) -> None:
     """Each thread's calls (sub-agents in their own session, linked), in order: the texts, tool
     calls, results, agent messages, outputs without a call and web searches sent, and the usage
     answered; a failed call is a request event with its failure and no usage."""
-    folder = REAL / "codex" / scenario
+    scenario = folder.name
     files = sorted(folder.rglob("rollout-*.jsonl"))
     main = next(p for p in files if not FORMAT_CODEX.accompanies(p))
     result = import_file(main, store)
@@ -345,11 +362,27 @@ GEMINI_SCENARIOS = ["tools-resume", "compression", "subagents"]
 
 @pytest.mark.parametrize("scenario", GEMINI_SCENARIOS)
 def test_every_gemini_call_imports_as_the_server_received_it(store: SessionStore, scenario: str) -> None:
+    check_gemini_run(store, REAL / "gemini" / scenario)
+
+
+@pytest.mark.peer("gemini")
+@pytest.mark.parametrize("scenario", ["compression", "subagents"])
+def test_a_live_gemini_run_imports_as_the_server_received_it(
+    tmp_path: Path, store: SessionStore, scenario: str
+) -> None:
+    """The installed Gemini CLI, run now against the scripted server."""
+    from scripts.real_agents_codex_gemini import GEMINI_SCENARIOS as RUNS
+    from scripts.real_agents_codex_gemini import run_gemini
+
+    check_gemini_run(store, run_gemini(scenario, RUNS[scenario], tmp_path))
+
+
+def check_gemini_run(store: SessionStore, folder: Path) -> None:
     """Each session's streamed calls (a sub-agent's in its own session), in order: the texts, tool
     calls and results sent (a resumed history's results twice, as Gemini CLI 0.61 sends them; after
     a compression the snapshot and the rewritten turn), and the usage answered. Router and
     compression side calls (:generateContent) are not chat calls."""
-    folder = REAL / "gemini" / scenario
+    scenario = folder.name
     main = next(folder.rglob("chats/session-*.jsonl"))
     result = import_file(main, store)
     requests = [r for r in load_request_log(folder) if ":streamGenerateContent" in r["path"]]
