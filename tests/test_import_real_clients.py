@@ -299,6 +299,26 @@ def test_codex_refused_call_then_reactive_compaction_and_a_provider_error(store:
     assert requests[-1].outcome == "provider_error" and requests[-1].details["attempts_recorded"] is False
 
 
+def test_codex_failure_told_twice_is_one_failed_call(tmp_path: Path, store: SessionStore) -> None:
+    """An ``error`` event before the turn's own error names the same failed call: one request event."""
+    source = next((REAL / "codex" / "failed-calls").rglob("rollout-*.jsonl"))
+    lines = source.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if '"task_complete"' in line and '"error"' in line)
+    error = {
+        "type": "error",
+        "message": "Codex ran out of room",
+        "codex_error_info": "context_window_exceeded",
+    }
+    lines.insert(
+        at, json.dumps({"timestamp": "2026-11-28T06:03:32.100Z", "type": "event_msg", "payload": error})
+    )
+    path = tmp_path / source.name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (session,) = import_file(path, store).sessions
+    failed = [e for e in store.list_events(session.session_id, kind="request") if e.details.get("failure")]
+    assert len(failed) == 2  # the refused call and the last run's, as without the extra line
+
+
 @pytest.mark.parametrize(
     ("name", "item", "expected"),
     [

@@ -229,6 +229,9 @@ class RolloutReader:
         self._close_reply()
         if not self.session.messages:
             return
+        last = self.session.messages[-1]
+        if any("failure" in call.details for call in last.pending_calls):
+            return  # the same failure told twice (an `error` event, then the turn's error)
         info = str(error.get("codex_error_info") or "") or None
         message = str(error.get("message") or "") or None
         cause = _ERROR_CAUSES.get(info or "") or classify_failure(None, info, message)
@@ -242,7 +245,7 @@ class RolloutReader:
         )
         if self.timestamp:
             call.details["call_utc"] = self.timestamp
-        self.session.messages[-1].pending_calls.append(call)
+        last.pending_calls.append(call)
         self.failed_ref, self.failed_too_long = ref, cause == "prompt_too_long"
         self.calls_since_failure = 0
 
