@@ -7,7 +7,7 @@ Qwen Code (a fork of Gemini CLI) speaks OpenAI Chat Completions with ``security.
 "openai"`` in ``~/.qwen/settings.json`` and ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` /
 ``OPENAI_MODEL``. ``qwen -p PROMPT --yolo -o json`` runs one prompt; ``--resume <session id>``
 continues it. It records each session in ``~/.qwen/projects/<project>/chats/<session id>.jsonl``
-(kept as ``projects/...``). Besides the main agent, Qwen Code's managed memory extractor calls the
+(kept as ``projects/...``), and a sub-agent's in ``<project>/subagents/<session id>/agent-*.jsonl``. Besides the main agent, Qwen Code's managed memory extractor calls the
 model after a reply (its own system prompt): the script answers those "OK.".
 """
 
@@ -40,10 +40,22 @@ MODEL = "gpt-4o"
 MAIN_AGENT = "You are Qwen Code"
 
 
+SUB_TASK = "Find the file that prints hello."
+
+
+def _first_user(request: RecordedRequest) -> str:
+    messages = (request.body or {}).get("messages") or []
+    return json.dumps(next((m.get("content") for m in messages if m.get("role") == "user"), ""))
+
+
 def is_main(request: RecordedRequest) -> bool:
-    """A call of the main agent (not the memory extractor or another side agent)."""
+    """A call of the main agent (not the memory extractor, nor a sub-agent)."""
     messages = (request.body or {}).get("messages") or [{}]
-    return str(messages[0].get("content", "")).startswith(MAIN_AGENT)
+    return str(messages[0].get("content", "")).startswith(MAIN_AGENT) and SUB_TASK not in _first_user(request)
+
+
+def is_sub(request: RecordedRequest) -> bool:
+    return SUB_TASK in _first_user(request)
 
 
 def main_reply(
@@ -89,6 +101,35 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 ),
             ),
         ],
+        "subagent": [
+            Turn(
+                "Find where hello is printed, with a sub-agent.",
+                (
+                    main_reply(
+                        None,
+                        (
+                            "agent",
+                            {
+                                "description": "Find hello",
+                                "prompt": SUB_TASK,
+                                "subagent_type": "general-purpose",
+                            },
+                        ),
+                    ),
+                    ChatReply(
+                        tool_calls=(
+                            (
+                                "run_shell_command",
+                                {"command": "grep -l hello *.py", "description": "Find it"},
+                            ),
+                        ),
+                        when=is_sub,
+                    ),
+                    ChatReply(text="main.py prints hello.", when=is_sub),
+                    main_reply("The sub-agent found it: main.py prints hello."),
+                ),
+            ),
+        ],
     }
 
 
@@ -128,7 +169,7 @@ def run_qwen(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pat
         raise RuntimeError(f"qwen {name}: {len(leftover)} scripted replies were never asked for")
     target = fresh_target(out / "qwen" / name)
     projects = workspace.home / ".qwen" / "projects"
-    for chat in sorted(projects.glob("*/chats/*.jsonl")):
+    for chat in sorted([*projects.glob("*/chats/*.jsonl"), *projects.glob("*/subagents/*/*.jsonl")]):
         kept = target / "projects" / chat.relative_to(projects)
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_bytes(chat.read_bytes())

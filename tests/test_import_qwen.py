@@ -105,3 +105,45 @@ def test_live_qwen_run_imports_exactly(tmp_path: Path, store: SessionStore) -> N
     )
     assert done.returncode == 0, done.stderr[-2000:]
     check_every_call(out / "qwen" / "tools-resume", store)
+
+
+SUB_TASK = "Find the file that prints hello."
+
+
+def test_a_sub_agent_is_a_child_session_however_its_file_is_passed(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """Qwen Code keeps a sub-agent's transcript in ``subagents/<session>/``, its usage and its reply
+    on separate lines: imported with its chat, it is a child session whose calls equal the server's
+    requests for it (but the unrecorded reminders); passed alone, it is the same child."""
+    folder = FIXTURE.parent / "subagent"
+    sessions = import_file(chat_file(folder), store).sessions
+    (parent,) = [s for s in sessions if s.parent_session_id is None]
+    (child,) = [s for s in sessions if s.parent_session_id is not None]
+    assert child.parent_session_id == parent.session_id
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    subs = [r for r in requests if SUB_TASK in str(r["body"]["messages"][1]["content"])]
+    mains = [r for r in requests if r not in subs]
+    for session_id, sent in ((parent.session_id, mains), (child.session_id, subs)):
+        events = store.list_events(session_id, kind="request")
+        transcript = store.load_transcript(session_id)
+        assert len(events) == len(sent)
+        for event, request in zip(events, sent, strict=True):
+            atoms, _ = without_reminders(request_atoms(request["body"]["messages"]))
+            assert imported_atoms(transcript[: event.details["messages_sent"]]) == atoms
+            assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
+            assert event.usage.output_tokens == answers[request["seq"]]["completion_tokens"]
+    (alone,) = import_file(next(folder.glob("projects/*/subagents/*/*.jsonl")), store).sessions
+    assert alone.session_id == child.session_id and alone.parent_session_id == parent.session_id
+    assert len(store.list_sessions()) == 2
+
+
+def test_a_sub_agent_file_passed_before_its_chat_is_linked_once_the_chat_comes(store: SessionStore) -> None:
+    folder = FIXTURE.parent / "subagent"
+    (alone,) = import_file(next(folder.glob("projects/*/subagents/*/*.jsonl")), store).sessions
+    sessions = import_file(chat_file(folder), store).sessions
+    (parent,) = [s for s in sessions if s.parent_session_id is None]
+    assert len(store.list_sessions()) == 2
+    assert store.get_session(alone.session_id).parent_session_id == parent.session_id
+    assert len(store.list_events(alone.session_id, kind="request")) == 2

@@ -110,6 +110,7 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
                 key=session_key if owner == MAIN else f"{session_key}/{owner}",
                 messages=[],
                 parent_key=None if owner == MAIN else session_key,
+                shared_key=bool(start.get("sessionId")),  # Copilot's own ids: the same session from any file
             )
         session = sessions[owner]
         where = f"line {line}"

@@ -13,12 +13,13 @@ send earlier thoughts back.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.documents import Document
+from engine.importers.documents import Document, read_document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
 from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_json_text, build_message, provider_of
@@ -57,8 +58,16 @@ def _count(value: Any) -> int:
 
 def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedSession:
     first = next((v for _, v in lines if v.get("sessionId")), {})
-    session = ParsedSession(key=str(first.get("sessionId") or key), messages=[])
+    session_id = str(first.get("sessionId") or key)
+    agent = first.get("agentId") if first.get("isSidechain") else None
+    session = ParsedSession(
+        key=f"{session_id}/{agent}" if agent else session_id,
+        messages=[],
+        parent_key=session_id if agent else None,
+        shared_key=bool(first.get("sessionId")),  # Qwen Code's own ids: the same session from any file
+    )
     models: dict[str, int] = {}
+    paid: CallInfo | None = None  # a sub-agent's file writes a call's usage and its reply on two lines
     for number, line in lines:
         kind = line.get("type")
         parts = [p for p in (line.get("message") or {}).get("parts") or [] if isinstance(p, dict)]
@@ -74,13 +83,19 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
             if model:
                 models[model] = models.get(model, 0) + 1
             usage, thoughts = qwen_usage(line.get("usageMetadata"))
-            call = CallInfo(
-                usage=usage, model=model, context_window=_count(line.get("contextWindowSize")) or None
-            )
-            if thoughts:
-                call.details["reasoning_tokens"] = thoughts
-            if line.get("timestamp"):
-                call.details["call_utc"] = line["timestamp"]
+            if usage is None and paid is not None:
+                call, paid = paid, None
+            else:
+                call = CallInfo(
+                    usage=usage, model=model, context_window=_count(line.get("contextWindowSize")) or None
+                )
+                if thoughts:
+                    call.details["reasoning_tokens"] = thoughts
+                if line.get("timestamp"):
+                    call.details["call_utc"] = line["timestamp"]
+            if not parts and usage is not None:
+                paid = call  # the reply follows on the next assistant line
+                continue
             reply = build_message("assistant", _reply_blocks(parts) or "", where=where, meta=meta)
             session.messages.append(ParsedMessage(reply, call=call))
         elif kind == "tool_result":
@@ -90,12 +105,15 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
             if results:
                 message = build_message("user", results, where=where, meta={**meta, "from_tool_calls": True})
                 session.messages.append(ParsedMessage(message))
+    if paid is not None:  # a call whose reply was never written (the run stopped)
+        session.messages.append(ParsedMessage(build_message("assistant", "", where="end"), call=paid))
     if not session.messages:
         raise SourceProblem("a Qwen Code chat with no user or model messages")
     session.model = max(models, key=lambda m: models[m]) if models else None
     session.provider = provider_of(session.model)
     session.unlogged_prefix_in = "system"  # system prompt, tools, and the reminders before the first prompt
     meta = {
+        "agent": first.get("agentName") if agent else None,
         "cwd": first.get("cwd"),
         "qwen_session_id": first.get("sessionId"),
         "qwen_version": first.get("version"),
@@ -141,7 +159,39 @@ def sniff(doc: Document) -> bool:
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
-    return [parse_lines([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+    """A chat and the sub-agents it started (``<project>/subagents/<session>/agent-*.jsonl``); a
+    sub-agent's file alone is its own session, a child of the chat either way."""
+    sessions = [parse_lines([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+    for path in subagent_files(doc.path):
+        sub = read_document(path)
+        sessions.append(
+            parse_lines([(n, v) for n, v in sub.lines or () if isinstance(v, dict)], key=path.stem)
+        )
+    return sessions
+
+
+def subagent_files(chat: Path) -> list[Path]:
+    """The sub-agent transcripts Qwen Code keeps for the chat ``chat``."""
+    if chat.parent.name != "chats":
+        return []
+    return sorted((chat.parent.parent / "subagents" / chat.stem).glob("*.jsonl"))
+
+
+def companions(chat: Path) -> str | None:
+    """The sub-agent transcripts beside a chat (names, sizes, times), so a re-import sees them grow."""
+    files = subagent_files(Path(chat))
+    if not files:
+        return None
+    stamp = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    return hashlib.sha256(stamp.encode()).hexdigest()
+
+
+def accompanies(path: Path) -> bool:
+    """A sub-agent's transcript: imported with its chat, not on its own in a folder import."""
+    return (
+        path.parent.parent.name == "subagents"
+        and (path.parent.parent.parent / "chats" / f"{path.parent.name}.jsonl").is_file()
+    )
 
 
 def _roots(env: Mapping[str, str], home: Path) -> list[Path]:
@@ -159,4 +209,6 @@ FORMAT = ImportFormat(
     parse=parse,
     files="`~/.qwen/projects/<project>/chats/<session>.jsonl`",
     locations=Locations(roots=_roots, files_under=_chats),
+    companions=companions,
+    accompanies=accompanies,
 )

@@ -76,6 +76,7 @@ def _session(
 ) -> ParsedSession:
     session = ParsedSession(
         key=str(row["id"]),
+        shared_key=True,  # OpenCode's own session ids: the same session from a copy of the database
         messages=[],
         parent_key=row.get("parent_id") or None,
         title=row.get("title") or None,
