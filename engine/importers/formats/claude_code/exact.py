@@ -31,6 +31,7 @@ def apply_replays(
     found: list[tuple[int, ReplayedRequest]] = []
     linked: set[str] = set()
     shape_counts: dict[str, tuple[int, int]] = {}
+    digests: dict[int, str] = {}  # by the id of a body's system/tools list, alive while the replays are
     for k, call in enumerate(calls):
         replay = replays.get(str(call.details.get("request_ref")))
         if replay is None or replay.body is None:
@@ -48,7 +49,7 @@ def apply_replays(
         call.exact_request = request_record(call, replay)
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
             call.details.pop(key, None)
-        call.details.update(_exact_details(replay))
+        call.details.update(_exact_details(replay, digests))
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"  # as the request said
     if not found:
         return 0
@@ -75,7 +76,9 @@ def apply_replays(
     return len(found)
 
 
-def _exact_details(replay: ReplayedRequest) -> dict[str, Any]:
+def _exact_details(replay: ReplayedRequest, digests: dict[int, str] | None = None) -> dict[str, Any]:
+    """What a rebuilt request says of itself; ``digests`` memoizes the system and tools hashes by
+    object (rebuilt requests share their ~100 KB system and tools lists: hashed once, not per call)."""
     body = replay.body or {}
     details: dict[str, Any] = {
         "exact_request": True,
@@ -83,8 +86,8 @@ def _exact_details(replay: ReplayedRequest) -> dict[str, Any]:
         "request_digest_verified": replay.verified,
         "query_source": replay.query_source,
         "request_messages": len(body.get("messages") or []),
-        "system_sha256": _sha256_json(body.get("system")) if body.get("system") is not None else None,
-        "tools_sha256": _sha256_json(body.get("tools")) if body.get("tools") is not None else None,
+        "system_sha256": _digest(body.get("system"), digests) if body.get("system") is not None else None,
+        "tools_sha256": _digest(body.get("tools"), digests) if body.get("tools") is not None else None,
         "max_tokens": body.get("max_tokens"),
         "thinking": body.get("thinking"),
         "context_management": body.get("context_management"),
@@ -127,6 +130,14 @@ def request_record(
         cache_creation_1h_tokens=call.details.get("cache_write_1h_tokens"),
         started_utc=replay.timestamp,
     )
+
+
+def _digest(value: Any, digests: dict[int, str] | None) -> str:
+    if digests is None:
+        return _sha256_json(value)
+    if id(value) not in digests:
+        digests[id(value)] = _sha256_json(value)
+    return digests[id(value)]
 
 
 def _sha256_json(value: Any) -> str:
