@@ -47,6 +47,7 @@ class Exchange:
     #: the body's size and hash when less of it was kept (refused unread, or past the record limit)
     request_size: int | None = None
     request_sha256: str | None = None
+    via: str | None = None  # "websocket": a call made over the Responses API's WebSocket
 
 
 #: Largest request body kept whole for the recorder (the providers' own request limit: Anthropic's

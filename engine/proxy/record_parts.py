@@ -72,6 +72,10 @@ def call_details(
         details["error_type"] = parsed.error_type
     if exchange.closed_after_answer:
         details["client_closed_after_answer"] = True
+    if exchange.via:
+        details["transport"] = exchange.via
+    if isinstance(body.get("previous_response_id"), str):  # the prompt continues a stored response
+        details["previous_response_id"] = body["previous_response_id"]
     if usage is not None and usage.prompt_tokens and components_total:
         details["provider_over_estimate"] = round(usage.prompt_tokens / components_total, 4)
     return details

@@ -49,6 +49,7 @@ from engine.proxy.http1 import (
 from engine.proxy.policy_step import apply_policies, upstream_headers
 from engine.proxy.recorder import Hold, Recorder
 from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
+from engine.proxy.websocket import is_websocket, relay_websocket
 from engine.proxy.wire import detect_api, error_body, upstream_kind
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -169,6 +170,23 @@ class Relay:
                 self.recorder, exchange, time.perf_counter(), kind, too_large, head.content_length
             )
             await send(writer, _rendered(answer, close=True))
+            return False
+        if is_websocket(head):  # the Responses API over WebSocket: relayed both ways, each call recorded
+
+            def refuse(status: int, message: str) -> None:
+                _answer_quietly(writer, status, body=json.dumps(error_body(kind, message)).encode())
+
+            await relay_websocket(
+                self.upstream,
+                self.recorder,
+                head,
+                origin,
+                target,
+                self.read_timeout_s,
+                reader,
+                writer,
+                refuse,
+            )
             return False
         way = route(head, api, headers, self.controller, origin)
         if way == "app":

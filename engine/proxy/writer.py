@@ -50,17 +50,17 @@ def closed_after_whole_answer(exchange: Exchange, parsed: ParsedResponse) -> boo
 
 
 def measured_call(
-    view: RequestView, tokenizer: Tokenizer, usage: ProviderUsage | None
+    view: RequestView, tokenizer: Tokenizer, usage: ProviderUsage | None, *, whole: bool = True
 ) -> tuple[ComponentTokens, ComponentTokens, str]:
-    """A call's components as we measure what it sent, then reconciled to the provider's count (the
-    proxy saw every byte the model got: a gap is our count's error, spread over the components)."""
+    """A call's components as we measure what it sent, then reconciled to the provider's count.
+    ``whole``: the proxy saw every byte the model got, so a gap is our count's error, spread over the
+    components; a call continuing a stored response (``previous_response_id``) was not seen whole,
+    so what the provider counted beyond our measure stays "Harness, unattributed"."""
     measured = measure_request(tokenizer, system=view.system, tools=view.tools, messages=view.messages)
     components, basis = reconcile_call(
-        measured,
-        usage.prompt_tokens if usage else None,
-        exact_tokenizer=tokenizer.exact,
-        max_scale_up=math.inf,
-    )
+        measured, usage.prompt_tokens if usage else None, exact_tokenizer=tokenizer.exact,
+        max_scale_up=math.inf if whole else 1.0,
+    )  # fmt: skip
     return measured, components, basis
 
 
@@ -236,7 +236,9 @@ class ExchangeWriter:
         self._pause()
         fields = wire.usage_fields(parsed.usage)
         usage = provider_usage(parsed, fields)
-        measured, components, basis = measured_call(sent_view, tokenizer, usage)
+        measured, components, basis = measured_call(
+            sent_view, tokenizer, usage, whole=not body.get("previous_response_id")
+        )
         outcome, failure = call_outcome(exchange, parsed)
         ok = outcome == "ok"
         limit = call_limit(resolved)
