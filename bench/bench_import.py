@@ -31,10 +31,13 @@ QUICK_LONG_ROLLOUT_MB = 1
 
 
 def long_codex_rollout(folder: Path, megabytes: float) -> Path:
-    """The real Codex rollout with its conversation repeated (fresh call ids) to ``megabytes``."""
-    source = next((FIXTURES / "real_agents" / "codex").rglob("rollout-*.jsonl"))
+    """The real Codex rollout with its conversation repeated (fresh call ids) to ``megabytes``,
+    under a thread id of its own (the same id is one session, whichever file holds it)."""
+    source = next((FIXTURES / "real_agents" / "codex" / "tools-resume").rglob("rollout-*.jsonl"))
     lines = source.read_text(encoding="utf-8").splitlines()
     head = [line for line in lines if json.loads(line)["type"] == "session_meta"]
+    thread = json.loads(head[0])["payload"]["id"]
+    head = [line.replace(thread, f"{thread}-long") for line in head]
     body = [
         line for line in lines if json.loads(line)["type"] in ("response_item", "event_msg", "turn_context")
     ]
