@@ -4,6 +4,7 @@ columns without losing a row, and the roll-ups' peak is the Python limit rule's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,3 +207,27 @@ def test_the_rollups_peak_and_last_limit_follow_the_python_limit_rule(backend: s
                 assert sql_peak == pytest.approx(peak, rel=1e-12)
 
         check()
+
+
+def test_inspect_shows_the_basis_the_residual_and_the_limit_every_page_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+
+    path = tmp_path / "s.db"
+    with SessionStore(path) as store:
+        sid = store.create_session(session_id="s-1", model="claude-x")
+        store.record_event(
+            sid,
+            ContextEvent(
+                kind="request", context_window=200_000, max_output_tokens=32_000,  # no limit_tokens recorded
+                components=MEASURED.model_copy(update={"unattributed": 2_345}), components_basis="reconciled",
+                usage=ProviderUsage(input_tokens=12_645),
+            ),
+        )  # fmt: skip
+    assert main(["inspect", str(path), sid]) == 0
+    header, dashes, row = capsys.readouterr().out.split("\n\n")[1].splitlines()[1:4]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
+    cells = {header[a:b].strip(): row[a:b].strip() for a, b in spans}
+    assert cells["unattributed"] == "2,345" and cells["total"] == cells["provider"] == "12,645"
+    assert cells["basis"] == "reconciled" and cells["limit"] == "168,000"  # recorded_limit: window - reserve

@@ -53,8 +53,9 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
     costs = session_costs(store, session.id)
     by_event = {r["event_id"]: r for r in costs.rows}
     print(
-        "\nper-component tokens of each model request (sent = transcript messages it sent; our estimate; "
-        "provider = provider's count; "
+        "\nper-component tokens of each model request (sent = transcript messages it sent; basis = how the "
+        "components were known: exact, reconciled to the provider's count (the rest 'unattributed'), or our "
+        "estimate; provider = provider's count; limit = the limit the call is measured against; "
         "cost = provider usage at list prices; cache = why cached tokens were written again)",
         file=out,
     )
@@ -66,11 +67,14 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         rows.append(
             (
                 e.seq, e.turn_index, sent.get(e.seq), *values, c.total if c else None,
-                e.usage.prompt_tokens if e.usage else None, e.limit_tokens, e.outcome or "",
+                e.components_basis or "",
+                e.usage.prompt_tokens if e.usage else None, e.effective_limit, e.outcome or "",
                 f"${cost['total_usd']:.4f}" if cost else None, (cost or {}).get("cache_cause") or "",
             )
         )  # fmt: skip
-    headers = ("event", "turn", "sent", *COMPONENTS, "total", "provider", "limit", "outcome", "cost", "cache")
+    headers = (
+        "event", "turn", "sent", *COMPONENTS, "total", "basis", "provider", "limit", "outcome", "cost", "cache",
+    )  # fmt: skip
     print(format_table(headers, rows) if rows else "(no model requests)", file=out)
     if costs.rows:
         print("cost: " + cost_line(session_cost_report(costs).totals), file=out)
@@ -81,7 +85,7 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
     rows = [
         (
             e.seq, e.turn_index, e.kind, e.trigger or "", e.outcome or "", e.model or "",
-            e.projected_tokens, e.limit_tokens, _clip(event_note(e), REASON_CHARS),
+            e.projected_tokens, e.effective_limit, _clip(event_note(e), REASON_CHARS),
         )
         for e in decisions
     ]  # fmt: skip
