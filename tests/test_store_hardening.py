@@ -165,6 +165,7 @@ def _damage(path: Path, text: bytes) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow  # four CLI subprocesses
 @pytest.mark.parametrize("command", ["inspect", "report"])
 @pytest.mark.parametrize("damaged", ["message text", "column names"])
 def test_text_damaged_past_the_header_is_a_typed_error_naming_the_file(

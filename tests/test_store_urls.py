@@ -112,6 +112,7 @@ def test_the_dashboard_child_gets_urls_by_environment_never_argv(tmp_path: Path)
 
 
 @needs_server
+@pytest.mark.slow
 def test_ctxdesk_dashboard_with_ctxdesk_db_keeps_the_password_out_of_proc(tmp_path: Path) -> None:
     """The issue's repro: CTXDESK_DB=postgresql://u:pw@... ctxdesk dashboard; the Streamlit child's
     /proc/<pid>/cmdline (world-readable) must not hold the password."""
@@ -201,6 +202,7 @@ def password_server() -> Iterator[tuple[PostgresServer, str]]:
 
 
 @needs_server
+@pytest.mark.slow
 def test_the_server_really_asks_for_the_password(password_server: tuple[PostgresServer, str]) -> None:
     server, _ = password_server
     with pytest.raises(psycopg.OperationalError, match="password"):
@@ -208,6 +210,7 @@ def test_the_server_really_asks_for_the_password(password_server: tuple[Postgres
 
 
 @needs_server
+@pytest.mark.slow
 def test_the_dashboard_attaches_without_a_password_in_any_catalog(
     password_server: tuple[PostgresServer, str],
 ) -> None:
