@@ -131,11 +131,73 @@ def residuals(files: list[Path]) -> Table:
     return table
 
 
+_READ_PROBE = """
+import json, sys, time
+from pathlib import Path
+from engine.importers.detect import read_document
+from engine.importers.model import SourceProblem
+t0 = time.perf_counter()
+try:
+    lines = len(read_document(Path(sys.argv[1])).lines or ())
+    refused = None
+except SourceProblem as exc:
+    lines, refused = 0, str(exc)
+print(json.dumps({"lines": lines, "refused": refused, "seconds": time.perf_counter() - t0}))
+"""
+
+
+def hostile(quick: bool = False) -> Table:
+    """Reading what no transcript should be (#32.9): a line past the cap is refused from its first
+    cap + 1 bytes, in bounded memory; many small lines stream at a steady rate."""
+    from bench.child_peak import run_python
+    from engine.importers.lines import MAX_LINE_BYTES
+
+    table = Table(
+        title="Import reading, hostile files: a line past the cap, a million small lines (a child process each)",
+        columns=["file", "MB", "read s", "lines read", "peak RSS MB", "peak ÷ cap", "outcome"],
+        baseline=f"the per-line cap ({MAX_LINE_BYTES // 2**20} MB): memory must stay under twice it",
+    )
+    folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-hostile-"))
+    try:
+        long_line = folder / "long-line.jsonl"
+        with long_line.open("wb") as fh:
+            fh.write(
+                b'{"type": "user", "sessionId": "s", "uuid": "u", "message": {"role": "user", "content": "'
+            )
+            chunk = b"x" * (1 << 20)
+            for _ in range(MAX_LINE_BYTES // len(chunk) + 16):
+                fh.write(chunk)
+            fh.write(b'"}}\n')
+        lines = 100_000 if quick else 1_000_000
+        small = folder / "small-lines.jsonl"
+        one = json.dumps(
+            {"type": "user", "sessionId": "s", "uuid": "u", "message": {"role": "user", "content": "hi"}}
+        )
+        small.write_text((one + "\n") * lines, encoding="utf-8")
+        for path, label in ((long_line, "one line 16 MB past the cap"), (small, f"{lines:,} small lines")):
+            run = run_python("-c", _READ_PROBE, str(path), capture_stdout=True)
+            if run.code != 0:
+                raise RuntimeError(f"read probe failed: {run.stderr[-2000:]}")
+            out = json.loads(run.stdout.strip().splitlines()[-1])
+            table.add(
+                label, round(path.stat().st_size / 1e6, 1), round(out["seconds"], 2), out["lines"],
+                round(run.peak / 1e6, 1), round(run.peak / MAX_LINE_BYTES, 2),
+                "refused: line 1 past the cap" if out["refused"] else "read",
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table.notes.append(
+        "the long line is refused from its first cap + 1 bytes (never read whole); small lines are decoded one "
+        "at a time (the parsed values are what stays in memory)"
+    )
+    return table
+
+
 def run(quick: bool = False) -> list[Table]:
     folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-residual-corpus-"))
     try:
         speed = import_speed(quick)
-        return [speed, residuals([p for p in corpus(folder, quick=True)[1:]])]
+        return [speed, residuals([p for p in corpus(folder, quick=True)[1:]]), hostile(quick)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

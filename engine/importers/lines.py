@@ -78,13 +78,13 @@ def read_lines(
     fh.seek(start)
     offset, number = start, first_number - 1
     while True:
-        raw = fh.readline(max_line_bytes + 1)
+        raw = _next_line(fh, max_line_bytes)
+        if raw is None:
+            raise SourceProblem(too_long(f"line {number + 1}", max_line_bytes), line=number + 1)
         if not raw:
             return out
         number += 1
         ended = raw.endswith(b"\n")
-        if len(raw) > max_line_bytes and not ended:
-            raise SourceProblem(too_long(f"line {number}", max_line_bytes), line=number)
         if offset == 0 and raw.startswith(_BOM):
             raw = raw[len(_BOM) :]
             offset += len(_BOM)
@@ -126,6 +126,29 @@ def read_lines(
         offset += len(raw)
         if ended:
             out.end, out.physical = offset, number
+
+
+#: How much of a line is read at a time: a line past the cap is refused holding no more than the
+#: cap (its pieces), never the cap and a joined copy of it.
+_PIECE_BYTES = 1 << 20
+
+
+def _next_line(fh: BinaryIO, max_line_bytes: int) -> bytes | None:
+    """The next line (with its newline; b"" at the end of the file), or None when it is longer
+    than ``max_line_bytes``."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        piece = fh.readline(min(_PIECE_BYTES, max_line_bytes + 1 - size))
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            break
+        if size > max_line_bytes:
+            return None
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def first_character(fh: BinaryIO, *, max_line_bytes: int = MAX_LINE_BYTES) -> str | None:
