@@ -54,6 +54,9 @@ def check_every_call(folder: Path, store: SessionStore) -> None:
         assert event.usage.cache_read_input_tokens == answered["prompt_tokens_details"]["cached_tokens"]
         assert event.usage.output_tokens == answered["completion_tokens"]
         assert event.model == body["model"]
+        assert (
+            event.limit_tokens == 64_000
+        )  # Copilot's own prompt limit (maxPromptTokens), not the model's window
 
 
 def test_every_call_is_the_request_copilot_sent_with_the_usage_it_was_answered(store: SessionStore) -> None:

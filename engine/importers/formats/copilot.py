@@ -100,6 +100,7 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
     owners = agent_of_events(events)
     sessions: dict[str, ParsedSession] = {}
     usage: dict[str, tuple[ProviderUsage | None, int]] = {}  # by kind of agent: Copilot numbers neither
+    limits: dict[str, int | None] = {}  # Copilot's own prompt limit for the call (maxPromptTokens)
     models: dict[str, dict[str, int]] = {}
     for (line, event), owner in zip(events, owners, strict=True):
         kind, data = event.get("type"), event.get("data") or {}
@@ -120,17 +121,23 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             text = data.get("transformedContent") or data.get("content") or ""
             meta = {"id": data.get("messageId"), "typed": data.get("content")}
             session.messages.append(ParsedMessage(build_message("user", str(text), where=where, meta=meta)))
+            if session.title is None and isinstance(data.get("content"), str):
+                session.title = data["content"][:120]  # what the user typed, without Copilot's date
         elif kind == "session.usage_record":
             raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             usage[str(raw.get("interactionType"))] = copilot_usage(raw)
+            limits[str(raw.get("interactionType"))] = _count(raw.get("maxPromptTokens")) or None
         elif kind == "assistant.message":
             model = data.get("model") if isinstance(data.get("model"), str) else None
             if model:
                 models.setdefault(owner, {})[model] = models.setdefault(owner, {}).get(model, 0) + 1
             slot = "conversation-agent" if owner == MAIN else "conversation-subagent"
             paid = usage.pop(slot, None)
+            limit = limits.pop(slot, None)
             session.messages.extend(
-                _reply(data, paid, results, model=model, where=where, when=event.get("timestamp"))
+                _reply(
+                    data, paid, results, model=model, limit=limit, where=where, when=event.get("timestamp")
+                )
             )
     if MAIN not in sessions or not sessions[MAIN].messages:
         raise SourceProblem("a Copilot CLI session with no messages")
@@ -170,6 +177,7 @@ def _reply(
     results: dict[str, ToolResultBlock],
     *,
     model: str | None,
+    limit: int | None,
     where: str,
     when: Any,
 ) -> list[ParsedMessage]:
@@ -188,7 +196,7 @@ def _reply(
         blocks.append(
             ToolUseBlock(id=str(request.get("toolCallId")), name=str(request.get("name")), input=tool_input)
         )
-    call = CallInfo(usage=usage[0] if usage else None, model=model)
+    call = CallInfo(usage=usage[0] if usage else None, model=model, limit_tokens=limit)
     if usage and usage[1]:
         call.details["reasoning_tokens"] = usage[1]
     if when:

@@ -111,6 +111,8 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
         raise SourceProblem("a Qwen Code chat with no user or model messages")
     session.model = max(models, key=lambda m: models[m]) if models else None
     session.provider = provider_of(session.model)
+    windows = [_count(v.get("contextWindowSize")) for _, v in lines if v.get("contextWindowSize")]
+    session.context_window = max(windows) if windows else None  # the window Qwen Code works with
     session.unlogged_prefix_in = "system"  # system prompt, tools, and the reminders before the first prompt
     meta = {
         "agent": first.get("agentName") if agent else None,
@@ -161,12 +163,14 @@ def sniff(doc: Document) -> bool:
 def parse(doc: Document, key: str) -> list[ParsedSession]:
     """A chat and the sub-agents it started (``<project>/subagents/<session>/agent-*.jsonl``); a
     sub-agent's file alone is its own session, a child of the chat either way."""
-    sessions = [parse_lines([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)]
+    chat = parse_lines([(n, v) for n, v in doc.lines or () if isinstance(v, dict)], key=key)
+    sessions = [chat]
     for path in subagent_files(doc.path):
-        sub = read_document(path)
-        sessions.append(
-            parse_lines([(n, v) for n, v in sub.lines or () if isinstance(v, dict)], key=path.stem)
-        )
+        lines = read_document(path).lines or ()
+        sub = parse_lines([(n, v) for n, v in lines if isinstance(v, dict)], key=path.stem)
+        if sub.model is None:  # a sub-agent's lines name no model: it runs on its chat's
+            sub.model, sub.provider, sub.context_window = chat.model, chat.provider, chat.context_window
+        sessions.append(sub)
     return sessions
 
 
