@@ -677,3 +677,17 @@ def test_repaired_pairing_never_leaves_orphans(ops: list[tuple[str, int]]) -> No
         for block in message.blocks:
             if isinstance(block, ToolResultBlock) and block.is_error:
                 assert block.content == MISSING_RESULT_TEXT
+
+
+def test_an_older_copy_of_a_claude_code_session_never_replaces_what_its_own_file_gave(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    lines = CC_FE5E.read_text(encoding="utf-8").splitlines(keepends=True)
+    older = tmp_path / "backup" / CC_FE5E.name
+    older.parent.mkdir()
+    older.write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    import_file(CC_FE5E, store)
+    before = (store.message_count(FE5E_ID), len(store.list_events(FE5E_ID, kind="request")))
+    import_file(older, store)  # the same session id, fewer messages: nothing is cut
+    assert (store.message_count(FE5E_ID), len(store.list_events(FE5E_ID, kind="request"))) == before
+    assert import_file(CC_FE5E, store).status == "unchanged"

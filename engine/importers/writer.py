@@ -145,9 +145,14 @@ def write_session(
     start = 0
     kept: list[Any] = []
     if existing:
+        stored = store.get_session(session_id)
         kept = _appended_to(store, session_id, messages, usages)
         if kept is not None:
             start = len(kept)
+        elif stored.source_path != source_path:
+            # another file of the same session (an older copy, a sub-agent's own file) that does not
+            # extend what is stored: it never replaces what the session's own file gave
+            return _as_stored(store, stored, tokenizer, parent_id)
         else:
             prior = store.load_messages(session_id)
             # Kept up to the first message that differs, in content or in the usage of its call
@@ -166,7 +171,6 @@ def write_session(
                 _truncate(store, session_id, start)
         if parsed.notes:
             metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
-        stored = store.get_session(session_id)
         links: dict[str, Any] = {}
         if stored.source_path != source_path:  # the same session read from another of its files
             metadata = {**stored.metadata, **metadata, "import_state": stored.metadata.get("import_state")}
@@ -217,6 +221,19 @@ def write_session(
         context_window=parsed.context_window,
         project=metadata.get("project") or metadata.get("cwd"),
     )
+
+
+def _as_stored(store: SessionStore, stored: Any, tokenizer: Any, parent_id: str | None) -> ImportedSession:
+    """The summary of a session this file adds nothing to (it is kept as another file wrote it)."""
+    if parent_id is not None and stored.parent_session_id != parent_id:
+        store.update_session(stored.id, parent_session_id=parent_id)
+    return ImportedSession(
+        session_id=stored.id, parent_session_id=parent_id or stored.parent_session_id, title=stored.title,
+        model=stored.model, tokenizer=tokenizer.id, tokens_exact=tokenizer.exact,
+        message_count=store.message_count(stored.id), request_count=0, usage_count=0, transcript_tokens=0,
+        last_estimate_tokens=None, last_provider_prompt_tokens=None, added_messages=0,
+        project=stored.metadata.get("project") or stored.metadata.get("cwd"),
+    )  # fmt: skip
 
 
 #: Stored messages compared with the source's before trusting that it was only appended to.
