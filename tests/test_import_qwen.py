@@ -97,7 +97,16 @@ def test_live_qwen_run_imports_exactly(tmp_path: Path, store: SessionStore) -> N
     script = ROOT / "scripts" / "real_agents_qwen.py"
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
+        [
+            sys.executable,
+            str(script),
+            "--scenario",
+            "tools-resume",
+            "--out",
+            str(out),
+            "--scratch",
+            str(tmp_path / "s"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
