@@ -1,6 +1,10 @@
 """Persisting a parsed session: transcript rows (appended, or the changed tail replaced on
 re-import), one ``request`` event per model call (:mod:`engine.importers.request_events`),
 saved outputs as blobs, and the session's tools.
+
+Identity: a session keyed by the agent's own id is the same session whichever of its files is
+read (:func:`claim_session_id`; another file only extends it, never cuts it), and a fork is linked
+to its origin in either order (:class:`Lineages`).
 """
 
 from __future__ import annotations
