@@ -20,6 +20,7 @@ from engine.importers.formats.gemini import FORMAT as FORMAT_GEMINI
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from engine.store import SessionStore
 from tests.model_server import gemini as gemini_api
+from tests.model_server import openai_responses
 from tests.model_server.fixtures import load_request_log
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real_agents"
@@ -506,3 +507,40 @@ def test_what_the_files_do_not_keep_is_measured_once_and_carried_to_every_call(s
         assert events[0].projected_tokens == events[0].usage.prompt_tokens
         for event in events[1:]:
             assert abs(event.projected_tokens - event.usage.prompt_tokens) / event.usage.prompt_tokens < 0.05
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_scripted_servers_answer_errors_and_padded_usage_as_scripted() -> None:
+    """What the failed-call and auto-compaction scenarios rely on: an error reply in the API's own
+    shape, and a padded usage counted as cache reads (and answered_usages says what was sent)."""
+    from tests.model_server.core import ScriptedServer
+
+    body = {"model": "gpt-5.5", "input": [{"type": "message", "role": "user", "content": "hi"}]}
+    with openai_responses.install(ScriptedServer()) as server:
+        server.queue({"error": {"status": 400, "code": "context_length_exceeded", "message": "too long"}})
+        server.queue({"output": [{"type": "message", "text": "ok"}], "pad": 30_000})
+        status, raw = _post(server.base_url + "/v1/responses", body)
+        assert status == 400 and json.loads(raw)["error"]["code"] == "context_length_exceeded"
+        status, raw = _post(server.base_url + "/v1/responses", body)
+        usage = openai_responses.answered_usages(server)[2]
+        plain = openai_responses.usage_for(body, 0, [])
+        assert status == 200 and usage["input_tokens"] == plain["input_tokens"] + 30_000
+        assert usage["input_tokens_details"]["cached_tokens"] == 30_000
+    contents = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    with gemini_api.install(ScriptedServer()) as server:
+        server.queue({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "too many tokens"}})
+        status, raw = _post(
+            server.base_url + "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent", contents
+        )
+        assert status == 400 and json.loads(raw)["error"]["status"] == "INVALID_ARGUMENT"

@@ -5,7 +5,8 @@ A scripted reply is a list of parts as the API has them, in a short form::
     [{"thought": "Checking the files"}, {"functionCall": {"name": "list_directory", "args": {"dir_path": "."}}},
      {"text": "Done."}]
 
-(a plain string is one text part; ``{"parts": [...], "usage": {...}}`` overrides usageMetadata keys,
+(a plain string is one text part; ``{"error": {"code", "status", "message"}}`` answers that error;
+``{"parts": [...], "usage": {...}}`` overrides usageMetadata keys,
 e.g. a prompt near the window to make the CLI compress its history). Streamed answers carry ``usageMetadata`` derived from the
 request (prompt = characters of ``contents`` + ``systemInstruction`` + ``tools`` / 4; cached =
 the previous streamed call's prompt when this one extends it; thoughts counted apart).
@@ -153,6 +154,9 @@ def handle_models(server: ScriptedServer, request: RecordedRequest) -> HttpReply
         return HttpReply(
             500, {"error": {"code": 500, "message": "the script has no reply left", "status": "INTERNAL"}}
         )
+    if isinstance(item, dict) and "error" in item:  # {"error": {"code": 400, "status", "message"}}
+        error = {"code": 500, "status": "INTERNAL", "message": "scripted error", **item["error"]}
+        return HttpReply(int(error["code"]), {"error": error})
     override: dict[str, Any] = {}
     if isinstance(item, dict) and "parts" in item:  # {"parts": [...], "usage": {usageMetadata keys}}
         override, item = dict(item.get("usage") or {}), item["parts"]
