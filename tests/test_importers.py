@@ -691,3 +691,4 @@ def test_an_older_copy_of_a_claude_code_session_never_replaces_what_its_own_file
     import_file(older, store)  # the same session id, fewer messages: nothing is cut
     assert (store.message_count(FE5E_ID), len(store.list_events(FE5E_ID, kind="request"))) == before
     assert import_file(CC_FE5E, store).status == "unchanged"
+    assert import_file(older, store).status == "unchanged"  # known as a file of the session: not read again

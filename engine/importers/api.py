@@ -246,6 +246,9 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
         state = session.metadata.get("import_state") if session.source_path else None
         if isinstance(state, dict) and session.source_path:
             states[session.source_path] = state
+        also = session.metadata.get("also_from")  # other files of the same session (writer)
+        if isinstance(also, dict):
+            states.update({path: s for path, s in also.items() if isinstance(s, dict) and path not in states})
     return states
 
 

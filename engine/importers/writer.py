@@ -156,7 +156,9 @@ def write_session(
         elif stored.source_path != source_path:
             # another file of the same session (an older copy, a sub-agent's own file) that does not
             # extend what is stored: it never replaces what the session's own file gave
-            return _as_stored(store, stored, tokenizer, parent_id)
+            return _as_stored(
+                store, stored, tokenizer, parent_id, source_path=source_path, import_state=import_state
+            )
         else:
             prior = store.load_messages(session_id)
             # Kept up to the first message that differs, in content or in the usage of its call
@@ -179,6 +181,11 @@ def write_session(
         if stored.source_path != source_path:  # the same session read from another of its files
             metadata = {**stored.metadata, **metadata, "import_state": stored.metadata.get("import_state")}
             metadata = {k: v for k, v in metadata.items() if v is not None}
+            if import_state is not None:  # so that reading that file again is known unchanged
+                metadata["also_from"] = {
+                    **(stored.metadata.get("also_from") or {}),
+                    source_path: import_state,
+                }
         if parent_id is not None and stored.parent_session_id != parent_id:
             links["parent_session_id"] = parent_id  # imported before its parent was: linked now
         store.update_session(
@@ -227,10 +234,24 @@ def write_session(
     )
 
 
-def _as_stored(store: SessionStore, stored: Any, tokenizer: Any, parent_id: str | None) -> ImportedSession:
+def _as_stored(
+    store: SessionStore,
+    stored: Any,
+    tokenizer: Any,
+    parent_id: str | None,
+    *,
+    source_path: str,
+    import_state: dict[str, Any] | None,
+) -> ImportedSession:
     """The summary of a session this file adds nothing to (it is kept as another file wrote it)."""
+    links: dict[str, Any] = {}
     if parent_id is not None and stored.parent_session_id != parent_id:
-        store.update_session(stored.id, parent_session_id=parent_id)
+        links["parent_session_id"] = parent_id
+    if import_state is not None and stored.source_path is not None:
+        also = {**(stored.metadata.get("also_from") or {}), source_path: import_state}
+        links["metadata"] = {**stored.metadata, "also_from": also}
+    if links:
+        store.update_session(stored.id, **links)
     return ImportedSession(
         session_id=stored.id, parent_session_id=parent_id or stored.parent_session_id, title=stored.title,
         model=stored.model, tokenizer=tokenizer.id, tokens_exact=tokenizer.exact,
