@@ -283,3 +283,43 @@ def test_an_auto_compaction_is_recorded_and_later_calls_send_only_what_followed_
         assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
     assert compaction.details["trigger_kind"] == "auto" and compaction.details["by"] == "agent"
     assert transcript[compaction.message_seq].text.startswith("What did we do so far?")
+
+
+def test_a_session_growing_in_the_write_ahead_log_is_imported_before_any_checkpoint(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """OpenCode writes new messages to ``opencode.db-wal``; the database file itself stays as it was
+    until a checkpoint. A re-import sees the log grow."""
+    growing = tmp_path / "opencode.db"
+    shutil.copy(DATABASE, growing)
+    conn = sqlite3.connect(growing)
+    conn.execute("PRAGMA journal_mode=WAL")  # as OpenCode keeps it
+    with conn:
+        (cut,) = conn.execute(
+            "SELECT m.time_created FROM message m JOIN part p ON p.message_id = m.id WHERE p.data LIKE '%Show me%'"
+        ).fetchone()
+        conn.execute(
+            "DELETE FROM part WHERE message_id IN (SELECT id FROM message WHERE time_created >= ?)", (cut,)
+        )
+        conn.execute("DELETE FROM message WHERE time_created >= ?", (cut,))
+    conn.close()
+    assert import_file(growing, store).request_count == 3
+    before = growing.stat()
+    writer = sqlite3.connect(growing)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("ATTACH DATABASE ? AS whole", (str(DATABASE),))
+        writer.execute(
+            "INSERT INTO message SELECT * FROM whole.message WHERE id NOT IN (SELECT id FROM message)"
+        )
+        writer.execute("INSERT INTO part SELECT * FROM whole.part WHERE id NOT IN (SELECT id FROM part)")
+        writer.commit()
+        # the database file as it was (size and time): only the write-ahead log tells it grew
+        os.utime(growing, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert growing.stat().st_size == before.st_size and Path(f"{growing}-wal").stat().st_size > 0
+        grown = import_file(growing, store)
+        assert grown.status == "updated"
+        (session,) = store.list_sessions()
+        assert len(store.list_events(session.id, kind="request")) == 5
+    finally:
+        writer.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
-from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse
+from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse, write_ahead_log
 
 
 def sniff(doc: Document) -> bool:
@@ -20,4 +20,5 @@ FORMAT = ImportFormat(
     parse=parse,
     files="`~/.local/share/kilo/kilo.db` (SQLite)",
     locations=Locations(roots=data_roots("kilo"), files_under=databases_under),
+    companions=write_ahead_log,
 )

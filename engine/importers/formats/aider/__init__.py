@@ -123,7 +123,7 @@ def sniff(doc: Document) -> bool:
 
 def companions(path: Path) -> str | None:
     """The LLM history beside a chat log (its size and time), so a re-import sees it grow."""
-    history = llm_history_beside(Path(path))
+    history = llm_history_beside(Path(path)) if Path(path).suffix == ".md" else None
     if history is None:
         return None
     stat = history.stat()
