@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -117,11 +117,13 @@ def redact_bytes(data: bytes) -> bytes:
     return data if redacted is text else redacted.encode("utf-8", "surrogateescape")
 
 
-def redact_row(values: Iterable[Any]) -> list[Any]:
-    """The values of a row about to be written, every text redacted: the session database's write
-    boundary. Every text engine/store writes goes through here, or through :func:`redact_secrets`
-    before something derived from it is computed (a stored message, a part's content hash)."""
-    return [redact_secrets(v) if isinstance(v, str) else v for v in values]
+def redact_row(values: Iterable[Any], *, keys: Collection[int] = ()) -> list[Any]:
+    """The values of a row about to be written, every text redacted but the row's keys (the
+    positions in ``keys``: a session id is an identity others refer to, not free text): the session
+    database's write boundary. Every text engine/store writes goes through here, or through
+    :func:`redact_secrets` before something derived from it is computed (a stored message, a part's
+    content hash)."""
+    return [redact_secrets(v) if isinstance(v, str) and i not in keys else v for i, v in enumerate(values)]
 
 
 def redact_value(value: Any) -> Any:

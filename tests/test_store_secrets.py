@@ -236,3 +236,18 @@ def test_a_reimport_of_a_transcript_holding_a_secret_appends_only_what_is_new(tm
     assert added == len(after) - len(before) > 0
     assert not any("changed" in note for note in notes)
     assert not any(secret in str(m) for _, m in after)
+
+
+def test_a_session_id_is_an_identity_kept_as_it_is(tmp_path: Path) -> None:
+    """Ids others refer to are not free text: one shaped like a key stays, so its rows stay linked."""
+    sid = "sk-proj-" + "A1b2C3d4" * 3
+    with SessionStore(tmp_path / "s.db") as store:
+        store.create_session(session_id=sid, title=f"about {sid}")
+        child = store.create_session(session_id="child", parent_session_id=sid)
+        store.append_messages(sid, [user("hi")], tokenizer=TOKENIZER)
+        store.record_event(sid, ContextEvent(kind="note", reason=f"session {sid}"))
+        store.update_session(child, parent_session_id=sid)
+        assert store.get_session(sid).title == f"about {REDACTED}"
+        assert store.get_session(child).parent_session_id == sid
+        assert [e.reason for e in store.list_events(sid)] == [f"session {REDACTED}"]
+        assert store.message_count(sid) == 1

@@ -169,7 +169,9 @@ def _copy_session(
         f"SELECT {', '.join(session_columns)} FROM sessions WHERE id = ?", (session_id,)
     ).fetchone()
     if not _exists(dst_conn, p, session_id):
-        dst_conn.execute(_insert_sql("sessions", session_columns, p), redact_row(session_row))
+        dst_conn.execute(
+            _insert_sql("sessions", session_columns, p), redact_row(session_row, keys=_keys(session_columns))
+        )
         rows["sessions"] = rows.get("sessions", 0) + 1
     new_ids: dict[str, dict[int, int]] = {}
     for table in owned:
@@ -203,7 +205,7 @@ def _copy_session(
             for i, target in ref_at.items():
                 if out[i] is not None:
                     out[i] = new_ids.get(target, {}).get(out[i])
-            values = redact_row(v for i, v in enumerate(out) if i != id_at)
+            values = redact_row((v for i, v in enumerate(out) if i != id_at), keys=_keys(keep))
             if present and _row_key([values[keep.index(c)] for c in identity]) in present:
                 continue
             if table.name == "request_costs" and values[keep.index("event_id")] is None:
@@ -220,7 +222,10 @@ def _copy_session(
         mutable = [c for c in session_columns if c not in ("id", "created_utc")]
         dst_conn.execute(
             f"UPDATE sessions SET {', '.join(f'{c} = {p}' for c in mutable)} WHERE id = {p}",
-            [*redact_row(session_row[session_columns.index(c)] for c in mutable), session_id],
+            [
+                *redact_row((session_row[session_columns.index(c)] for c in mutable), keys=_keys(mutable)),
+                session_id,
+            ],
         )
     return written
 
@@ -240,12 +245,22 @@ def _check_last_row(
     select = f"SELECT {', '.join(compare)} FROM {table.name} WHERE session_id = {{p}} AND seq = {{p}}"
     theirs = src.execute(select.format(p="?"), (session_id, seq)).fetchone()
     ours = dst_conn.execute(select.format(p=p), (session_id, seq)).fetchone()
-    if theirs is None or [_plain(v) for v in redact_row(theirs)] != [_plain(v) for v in ours]:
+    if theirs is None or [_plain(v) for v in redact_row(theirs, keys=_keys(compare))] != [
+        _plain(v) for v in ours
+    ]:
         raise DivergedError(
             f"session {session_id!r}: {table.name} seq {seq} differs from the copy already made "
             "(the source rewrote it); not merged"
         )
     return seq
+
+
+#: Columns holding a row's identity: copied as they are (the store writes them unredacted too).
+KEY_COLUMNS = frozenset({"id", "session_id", "parent_session_id"})
+
+
+def _keys(columns: Sequence[str]) -> list[int]:
+    return [i for i, c in enumerate(columns) if c in KEY_COLUMNS]
 
 
 def _plain(value: Any) -> Any:

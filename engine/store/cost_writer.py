@@ -58,7 +58,7 @@ def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], sessi
     for row in rows:
         row = {**row, "session_id": session_id, "computed_utc": now}
         row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
-        values.append(redact_row(row[c] for c in _COLUMNS))
+        values.append(redact_row((row[c] for c in _COLUMNS), keys=(_COLUMNS.index("session_id"),)))
     if values:
         conn.executemany(
             f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",

@@ -245,7 +245,7 @@ def insert_request(conn: Any, p: str, session_id: str, record: RequestRecord, no
             record.cache_creation_input_tokens, record.cache_creation_5m_tokens, record.cache_creation_1h_tokens,
             record.reasoning_tokens, _dumps(record.usage), record.latency_ms, record.ttfb_ms,
             _dumps(safe_headers(record.headers)), record.started_utc or now,
-        )),
+        ), keys=(0,)),
     )  # fmt: skip
     return int(cur.fetchone()[0])
 

@@ -250,7 +250,7 @@ class SqlSessionStore(ABC):
                     redact_row((
                         session_id, title, model, provider, tokenizer, int(tokens_exact), source, source_path,
                         parent_session_id, _dumps(settings), _dumps(metadata), now, now,
-                    )),
+                    ), keys=(0, 8)),
                 )  # fmt: skip
             except self._integrity_errors as exc:
                 raise StoreError(
@@ -278,11 +278,12 @@ class SqlSessionStore(ABC):
             for k, v in fields.items()
         }
         values = [_dumps(v) if k.endswith("_json") else v for k, v in columns.items()]
+        values = redact_row(values, keys=[i for i, k in enumerate(columns) if k == "parent_session_id"])
         sets = ", ".join(f"{k} = {self.P}" for k in columns)
         with self.transaction() as conn:
             cur = conn.execute(
                 f"UPDATE sessions SET {sets}{', ' if sets else ''}updated_utc = {self.P} WHERE id = {self.P}",
-                (*redact_row(values), utc_now(), session_id),
+                (*values, utc_now(), session_id),
             )
             if cur.rowcount == 0:
                 raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
@@ -448,7 +449,7 @@ class SqlSessionStore(ABC):
                         u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
                         event.message_seq, _dumps(event.details), utc_now(),
                         c.unattributed if event.components else None, event.components_basis,
-                    )),
+                    ), keys=(0,)),
                 )  # fmt: skip
             except self._integrity_errors as exc:
                 raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
@@ -495,7 +496,8 @@ class SqlSessionStore(ABC):
                         strategy,
                         event_id,
                         utc_now(),
-                    )
+                    ),
+                    keys=(0,),
                 ),
             )
             return int(cur.fetchone()[0])
@@ -634,7 +636,8 @@ class SqlSessionStore(ABC):
                         summary_tokens,
                         summarizer,
                         utc_now(),
-                    )
+                    ),
+                    keys=(0,),
                 ),
             )
             return int(cur.fetchone()[0])
@@ -703,7 +706,10 @@ class SqlSessionStore(ABC):
                 f" VALUES ({self._marks(6)}) ON CONFLICT (session_id, name) DO UPDATE SET category = excluded.category,"
                 " server = excluded.server, tokens = excluded.tokens, definition_json = excluded.definition_json",
                 [
-                    redact_row((session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition)))
+                    redact_row(
+                        (session_id, t.name, t.category, t.server, t.tokens, json.dumps(t.definition)),
+                        keys=(0,),
+                    )
                     for t in tools
                 ],
             )
