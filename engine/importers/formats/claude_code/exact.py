@@ -30,7 +30,7 @@ def apply_replays(
         return 0
     found: list[tuple[int, ReplayedRequest]] = []
     linked: set[str] = set()
-    shape_counts: dict[str, tuple[int, int]] = {}
+    shape_counts: dict[str, ComponentTokens] = {}
     digests: dict[int, str] = {}  # by the id of a body's system/tools list, alive while the replays are
     for k, call in enumerate(calls):
         replay = replays.get(str(call.details.get("request_ref")))

@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.components import measure_request
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.requests import ThinkingRule, sent_messages
 from engine.importers.model import SourceProblem
 from engine.importers.parsing import anthropic_message
 from engine.messages import TextBlock
-from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Tokenizer
+from engine.tokens import Tokenizer
 
 Line = tuple[int, dict[str, Any]]
 
@@ -206,19 +207,18 @@ def exact_components(
     *,
     where: str = "api-request",
     rule: ThinkingRule | None = None,
-    shape_counts: dict[str, tuple[int, int]] | None = None,
+    shape_counts: dict[str, ComponentTokens] | None = None,
 ) -> ComponentTokens:
-    """The component breakdown of a rebuilt request: its real system blocks and tool
-    definitions, the compaction summary, conversation and tool results as billed (earlier
-    turns' thinking left out where ``rule`` says the API strips it). ``shape_counts`` memoizes
-    the system and tools tokens by shape hash (the same ~100 KB in every call)."""
+    """The component breakdown of a rebuilt request, by the one measure every source uses
+    (:func:`engine.components.measure_request`): its real system blocks and tool definitions, the
+    compaction summary and skill listing Claude Code sends as text blocks, conversation and tool
+    results as billed (earlier turns' thinking left out where ``rule`` says the API strips it).
+    ``shape_counts`` memoizes the system and tools part by shape hash (the same ~100 KB every call)."""
     body = request.body or {}
     memo = shape_counts if shape_counts is not None else {}
     key = str(request.shape_hash)
     if key not in memo:
-        memo[key] = _shape_tokens(body, tokenizer)
-    system_tokens, tools_tokens = memo[key]
-    conversation = results = summary = skills = 0
+        memo[key] = measure_request(tokenizer, system=_system_blocks(body), tools=_tools(body), messages=())
     messages = []
     for i, raw in enumerate(body.get("messages") or []):
         try:
@@ -227,36 +227,23 @@ def exact_components(
             continue
     if rule is not None:
         messages = sent_messages(messages, rule)[0]
-    for message in messages:
-        conv, res = tokenizer.count_message_parts(message)
-        texts = [b for b in message.blocks if isinstance(b, TextBlock)]
-        in_summary = sum(tokenizer.count_block(b) for b in texts if b.text.strip() in request.summary_texts)
-        in_skills = sum(tokenizer.count_block(b) for b in texts if b.text.startswith(SKILL_LISTING))
-        summary += in_summary
-        skills += in_skills
-        conversation += conv - in_summary - in_skills
-        results += res
-    sent = conversation or results or summary
-    return ComponentTokens(
-        system=system_tokens + (MESSAGE_OVERHEAD_TOKENS if system_tokens else 0),
-        skills=skills,
-        tools=tools_tokens,
-        summary=summary,
-        conversation=conversation + (REPLY_PRIMING_TOKENS if sent else 0),
-        tool_results=results,
-    )
+    texts = [b.text for m in messages for b in m.blocks if isinstance(b, TextBlock)]
+    summary = next((t for t in texts if t.strip() in request.summary_texts), None)
+    skills = [t for t in texts if t.startswith(SKILL_LISTING)]
+    sent = measure_request(tokenizer, system=(), tools=(), messages=messages, summary=summary, skills=skills)
+    fixed = memo[key]
+    return sent.model_copy(update={"system": fixed.system, "tools": fixed.tools})
 
 
-def _shape_tokens(body: dict[str, Any], tokenizer: Tokenizer) -> tuple[int, int]:
-    """(system, tools) tokens of a request body."""
+def _system_blocks(body: dict[str, Any]) -> list[str]:
     system = body.get("system")
     if isinstance(system, str):
-        system_tokens = tokenizer.count(system)
-    else:
-        texts = [str(b.get("text") or "") for b in system or [] if isinstance(b, dict)]
-        system_tokens = sum(tokenizer.count(t) for t in texts)
-    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-    return system_tokens, tokenizer.count_tools(tools) if tools else 0
+        return [system]
+    return [str(b.get("text") or "") for b in system or [] if isinstance(b, dict)]
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in body.get("tools") or [] if isinstance(t, dict)]
 
 
 def _set_cache_control(body: dict[str, Any], mark: Any) -> str | None:
