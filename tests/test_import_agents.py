@@ -310,6 +310,7 @@ def test_openhands_resolver_output_with_flat_histories_imports_every_action(stor
     result = import_file(AGENTS / "openhands" / "resolver_mock_output.jsonl", store)
     sessions = {s.session_id.rsplit(":", 1)[-1]: s for s in result.sessions}
     assert {k: s.request_count for k, s in sessions.items()} == {"5": 4, "1": 22}
+    assert sessions["5"].title == "Add MIT license (neubig/pr-viewer#5)"  # the issue it resolved
     for number, cost in (("5", 0.070713), ("1", 1.152933)):
         session = sessions[number]
         transcript = store.load_transcript(session.session_id)

@@ -213,6 +213,7 @@ def test_codex_sub_agent_is_linked_to_its_parent_and_the_spawn_call(store: Sessi
         if isinstance(b, ToolUseBlock) and b.name == "spawn_agent"
     )
     assert meta["parent_tool_use_id"] == spawn.id and meta["agent_path"] == "/root/counter"
+    assert child.title == "/root/counter: Count the files in the repository."  # its path and task
     # a folder import reads the child with its parent, once
     assert FORMAT_CODEX.locations is not None
     assert FORMAT_CODEX.locations.files_under(folder / "sessions") == [parent_file]
@@ -487,6 +488,7 @@ def test_gemini_sub_agent_is_linked_to_its_invoke_agent_call(store: SessionStore
         if isinstance(b, ToolUseBlock) and b.name == "invoke_agent"
     )
     assert meta["parent_tool_use_id"] == invoke.id and meta["agent_name"] == "codebase_investigator"
+    assert child.title == "codebase_investigator: List the files in the repository and say what they are."
     assert FORMAT_GEMINI.locations is not None
     assert FORMAT_GEMINI.locations.files_under(folder / "tmp") == [main]
     assert FORMAT_GEMINI.accompanies(next(folder.rglob("chats/*/*.jsonl")))

@@ -30,6 +30,7 @@ from engine.importers.formats.codex.rollout import (
     parse_codex,
 )
 from engine.importers.model import ParsedSession, SourceProblem
+from engine.messages import ToolUseBlock
 
 __all__ = ["FORMAT", "ITEM_TYPES", "RolloutReader", "codex_usage", "is_codex_line", "parse_codex_file"]
 
@@ -69,10 +70,29 @@ def parse_codex_file(path: Path | None, lines: list[tuple[int, Any]], *, key: st
             call_id = children.get(child.key)
             if call_id:
                 child.metadata["parent_tool_use_id"] = call_id
+                child.title = subagent_title(child, spawn_input(parent, call_id))
             child.metadata["source_file"] = str(child_path)
             sessions.append(child)
             pending.append((child, child_path))
     return sessions
+
+
+def spawn_input(parent: ParsedSession, call_id: str) -> dict[str, Any]:
+    """The input of the ``spawn_agent`` call that started a sub-agent."""
+    for pm in parent.messages:
+        for block in pm.message.blocks:
+            if isinstance(block, ToolUseBlock) and block.id == call_id:
+                return block.input
+    return {}
+
+
+def subagent_title(child: ParsedSession, spawned: dict[str, Any]) -> str | None:
+    """``/root/counter: Count the files…``: the sub-agent's path and the task it was given."""
+    name = child.metadata.get("agent_path") or spawned.get("task_name")
+    task = spawned.get("message")
+    if not name and not task:
+        return None
+    return ": ".join(str(p) for p in (name, task) if p)
 
 
 def _children(session: ParsedSession) -> dict[str, str]:

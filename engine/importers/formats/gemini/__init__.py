@@ -52,6 +52,7 @@ def parse_gemini_path(path: Path | None, doc: Document, *, key: str) -> list[Par
         call = calls.get(child.key)
         if call is not None:
             child.metadata.update(parent_tool_use_id=call[0], agent_name=call[1])
+            child.title = ": ".join(part for part in call[1:] if part) or None
         child.metadata["source_file"] = str(child_path)
         sessions.append(child)
     return sessions

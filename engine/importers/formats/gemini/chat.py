@@ -145,19 +145,17 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
     return session
 
 
-def agent_calls_of(log: ChatLog) -> dict[str, tuple[str, str]]:
-    """{sub-agent id: (the call that started it, the agent's name)}: a reply's ``toolCalls``
-    entry names the ``agentId`` it ran."""
-    out: dict[str, tuple[str, str]] = {}
+def agent_calls_of(log: ChatLog) -> dict[str, tuple[str, str, str]]:
+    """{sub-agent id: (the call that started it, the agent's name, the prompt it was given)}: a
+    reply's ``toolCalls`` entry names the ``agentId`` it ran."""
+    out: dict[str, tuple[str, str, str]] = {}
     for entry in log.entries:
         calls = entry.raw.get("toolCalls") if not entry.copy else None
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict) and isinstance(call.get("agentId"), str) and call.get("id"):
                 args = call.get("args") if isinstance(call.get("args"), dict) else {}
-                out[call["agentId"]] = (
-                    str(call["id"]),
-                    str(args.get("agent_name") or call.get("name") or ""),
-                )
+                name = str(args.get("agent_name") or call.get("name") or "")
+                out[call["agentId"]] = (str(call["id"]), name, str(args.get("prompt") or ""))
     return out
 
 

@@ -88,6 +88,7 @@ def parse_openhands_legacy(value: dict[str, Any], *, key: str) -> ParsedSession:
     llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
     model = llm.get("model") if isinstance(llm.get("model"), str) else None
     session = ParsedSession(key=key, messages=messages, model=model, provider=provider_of(model))
+    session.title = issue_title(value.get("issue"))
     agent_costs(session, metrics)
     extra = {
         "instance_id": value.get("instance_id"),
@@ -158,3 +159,11 @@ def is_openhands_legacy(value: Any) -> bool:
     if isinstance(first, list | tuple):
         return len(first) == 2 and all(isinstance(e, dict) for e in first)
     return is_openhands_flat_v0(value)
+
+
+def issue_title(issue: Any) -> str | None:
+    """``Add MIT license (neubig/pr-viewer#5)``: the resolved issue, when the output names it."""
+    if not isinstance(issue, dict) or not isinstance(issue.get("title"), str) or not issue["title"]:
+        return None
+    where = f"{issue.get('owner')}/{issue.get('repo')}#{issue.get('number')}" if issue.get("repo") else None
+    return f"{issue['title']} ({where})" if where else issue["title"]
