@@ -692,3 +692,37 @@ def test_an_older_copy_of_a_claude_code_session_never_replaces_what_its_own_file
     assert (store.message_count(FE5E_ID), len(store.list_events(FE5E_ID, kind="request"))) == before
     assert import_file(CC_FE5E, store).status == "unchanged"
     assert import_file(older, store).status == "unchanged"  # known as a file of the session: not read again
+
+
+def test_an_api_error_line_of_an_older_claude_code_file_is_a_failed_call(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    """Files without request records keep Claude Code's API-error lines: each is a failed call, with
+    its cause and the counts its message names, placed after what it sent."""
+    error = (
+        'API Error: 400 {"type":"error","error":{"type":"invalid_request_error",'
+        '"message":"prompt is too long: 212301 tokens > 200000 maximum"}}'
+    )
+    path = write_lines(
+        tmp_path / "old.jsonl",
+        [
+            cc_line("user", "u1", None, "read the whole repository " * 20),
+            cc_line("assistant", "a1", "u1", [{"type": "text", "text": "reading"}], msg_id="m1"),
+            cc_line("user", "u2", "a1", "and now the tests"),
+            cc_line(
+                "assistant", "e1", "u2", [{"type": "text", "text": error}], msg_id="e1", model="<synthetic>",
+                isApiErrorMessage=True,
+            ),
+            cc_line("user", "u3", "e1", "try again"),
+            cc_line("assistant", "a2", "u3", [{"type": "text", "text": "done"}], msg_id="m2"),
+        ],
+    )  # fmt: skip
+    import_file(path, store)
+    requests = store.list_events("s1", kind="request")
+    assert [e.outcome for e in requests] == [None, "context_length_exceeded", None]
+    failed = requests[1]
+    assert failed.usage is None and failed.details["messages_sent"] == 3  # through "and now the tests"
+    assert failed.details["failure"] == {
+        "cause": "prompt_too_long", "status": 400, "message": error, "next": "next prompt",
+        "prompt_tokens": 212_301, "maximum_tokens": 200_000,
+    }  # fmt: skip
