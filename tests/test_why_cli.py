@@ -109,6 +109,33 @@ def test_claude_code_fixtures_say_how_they_ended(tmp_path: Path, scenario: str) 
     assert [(c["by"], c["trigger"]) for c in main_session["compactions"]] == compactions
 
 
+REAL = ROOT / "tests" / "fixtures" / "real_agents"
+#: Codex and Gemini CLI real-run fixtures -> (end cause, [(by, trigger, threshold) of each compaction]).
+OTHER_AGENTS = {
+    "codex/auto-compact": ("finished", [("agent", "auto", 20_000)]),  # model_auto_compact_token_limit = 20000
+    "codex/failed-calls": (
+        "provider_error",
+        [("agent", "reactive", None)],
+    ),  # a 400, then overloaded at the end
+    "codex/goal-websearch": ("interrupted", []),  # <turn_aborted>
+    "gemini/compression": ("finished", [("agent", "auto", 1_048)]),  # model.compressionThreshold 0.001
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(OTHER_AGENTS))
+def test_codex_and_gemini_fixtures_say_how_they_ended_and_compacted(tmp_path: Path, scenario: str) -> None:
+    with SessionStore(tmp_path / "agent.db") as store:
+        import_files(
+            folder_files(REAL / scenario), store, on_error=lambda path, exc: None
+        )  # answers.json: no transcript
+        top = [s.id for s in store.list_sessions() if s.parent_session_id is None]
+        sessions = explain_store(store, top).sessions
+    [why] = sessions
+    cause, compactions = OTHER_AGENTS[scenario]
+    assert why.ended.cause == cause, why.ended.detail
+    assert [(c.by, c.trigger, c.threshold_tokens) for c in why.compactions] == compactions
+
+
 def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "auto.db") as store:
         for path in sorted((CLAUDE / "compact_auto" / "transcripts").glob("*.jsonl")):
@@ -117,7 +144,10 @@ def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Pa
     [c] = why.compactions
     # compactMetadata: preTokens 95,049, postTokens 2,813; run with --autocompact 100000 (not in the file)
     assert (c.tokens_before, c.tokens_after) == (95_049, 2_813)
-    assert (c.limit_tokens, c.threshold_tokens) == (200_000, 167_000) and "not recorded in the file" in c.sentence
+    assert (c.limit_tokens, c.threshold_tokens) == (
+        200_000,
+        167_000,
+    ) and "not recorded in the file" in c.sentence
 
 
 def test_the_manual_compaction_fixture_keeps_what_the_summary_names(tmp_path: Path) -> None:
