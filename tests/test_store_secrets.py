@@ -251,3 +251,43 @@ def test_a_session_id_is_an_identity_kept_as_it_is(tmp_path: Path) -> None:
         assert store.get_session(child).parent_session_id == sid
         assert [e.reason for e in store.list_events(sid)] == [f"session {REDACTED}"]
         assert store.message_count(sid) == 1
+
+
+def test_a_proxied_401_echoing_the_key_and_an_oauth_form_leave_no_secret_in_the_file(tmp_path: Path) -> None:
+    """The issue's repro through the real proxy: the provider's 401 quotes the caller's key (kept in
+    model_requests.error_message before), a body carries ``api_key``, an OAuth refresh is a form."""
+    import httpx
+
+    from engine.proxy import ProxyServer, Upstreams
+    from tests.model_server import HttpReply, ScriptedServer
+
+    key = "sk-ant-api03-" + "Zx9fQ2mPq7Lr4Ws8Ty1Uv5Nb3Kc6Jd"
+    refresh, client_secret = "rt-" + "Q1w2E3r4" * 3, "cs-" + "P0o9I8u7" * 3
+    upstream = ScriptedServer()
+    error = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": f"invalid x-api-key {key}"},
+    }
+    upstream.add_route("POST", "/v1/messages", lambda server, request: HttpReply(401, body=error))
+    upstream.add_route("POST", "/oauth/token", lambda server, request: HttpReply(200, body={"ok": True}))
+    with upstream, ProxyServer(tmp_path / "p.db", upstreams=Upstreams(anthropic=upstream.base_url)) as proxy:
+        with httpx.Client(base_url=proxy.base_url) as client:
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "api_key": key,
+                    "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+            answer = client.post("/v1/messages", json=body, headers={"x-api-key": key})
+            assert answer.status_code == 401  # the agent still gets the provider's answer
+            form = f"grant_type=refresh_token&refresh_token={refresh}&client_secret={client_secret}"
+            client.post(
+                "/oauth/token", content=form, headers={"content-type": "application/x-www-form-urlencoded"}
+            )
+        assert proxy.recorder.flush()
+        with SessionStore(tmp_path / "p.db", read_only=True) as store:
+            requests = [r for s in store.list_sessions() for r in store.list_requests(s.id, with_body=True)]
+    assert any(r.status_code == 401 and f"x-api-key {REDACTED}" in (r.error_message or "") for r in requests)
+    assert any(r.body and r.body.get("api_key") == REDACTED for r in requests)
+    assert any(r.raw_body and b"refresh_token=[REDACTED]" in r.raw_body for r in requests), [
+        r.path for r in requests
+    ]
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("p.db*"))
+    for secret in (key, refresh, client_secret):
+        assert secret.encode() not in raw, secret
