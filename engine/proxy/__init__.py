@@ -1,12 +1,11 @@
 """``ctxdesk proxy``: a local HTTP proxy that records exactly what any agent sends its model.
 
-``app`` (routing, forwarding, streaming relay) with ``answers`` (its own 502/504 and
-refusals) and ``anthropic_reads`` / ``openai_reads`` (the read_result rounds it answers
-itself, over the one loop in ``read_rounds``); ``apis`` / ``responses`` (per-API parsing of requests and answers); ``sessions``
-(which session a request belongs to); ``recorder`` (queue + writer thread) with ``writer`` /
-``record_parts`` (what is written to the session database); ``controller`` / ``policies`` /
-``policy_file`` / ``edits`` / ``read_result`` (in-flight policies); ``live`` (live
-compactions); ``server`` (uvicorn, foreground or background thread).
+Three groups over one ``wire`` package (a ``WireApi`` per wire format: everything that differs
+between Anthropic Messages, OpenAI Chat and OpenAI Responses). Transport: ``relay`` (the agents'
+port) with ``admission`` (who is served), ``websocket``, ``http1``, ``connections``, ``streams``,
+``app`` (what the relay does not frame), ``answers``, ``policy_step``, ``read_rounds``, ``server``.
+Policy: ``controller``, ``policies``, ``edits``, ``policy_file``, ``read_result``, ``live``.
+Recording: ``exchange``, ``recorder``, ``writer``, ``record_parts``, ``sessions``.
 """
 
 from engine.proxy.app import ANTHROPIC_UPSTREAM, OPENAI_UPSTREAM, Upstreams, create_app

@@ -104,8 +104,8 @@ def plan_edits(
         new_body = {**(new_body or body), "context_management": asked["context_management"]}
         edits.append(native_edit(asked, after))
     refusal = guard_refusal(wire, policies, limit, after)
-    if refusal is not None:
-        edits.append(Edit("guard", f"prompt {after:,} tokens > limit {limit.tokens:,}", before, after))  # type: ignore[union-attr]
+    if refusal is not None and limit is not None:  # (a refusal needs a limit)
+        edits.append(Edit("guard", f"prompt {after:,} tokens > limit {limit.tokens:,}", before, after))
     serve = refusal is None and any(r.tool_use_id in state.offloaded for r in results)
     # compaction needs the model's window: a model the settings do not know is told, not compacted
     skipped = ("compaction",) if policies.compaction is not None and limit is None else ()
@@ -310,9 +310,9 @@ def described_edits(
             if newly
             else "tool results cleared earlier stay cleared (the sent prefix stays byte-stable)"
         )
-        if newly and clock.cold:
+        if newly and clock.cold and clock.idle_s is not None and clock.lifetime_s is not None:
             reason += (
-                f"; the prompt cache had expired (idle {clock.idle_s / 60:.0f} min > {clock.lifetime_s // 60} min), "  # type: ignore[operator]
+                f"; the prompt cache had expired (idle {clock.idle_s / 60:.0f} min > {clock.lifetime_s // 60} min), "
                 "so clearing rebuilt nothing extra"
             )
         edits.append(Edit("clear_tool_results", reason, before, after,
