@@ -75,6 +75,42 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 ),
             ),
         ],
+        "compact": [
+            Turn(
+                "Look at this repository, then add a usage line to README.md.",
+                (
+                    ChatReply(
+                        tool_calls=(("bash", {"command": "ls -a", "description": "List the files"}),),
+                        pad_tokens=PAD,
+                        when=is_agent_turn,
+                    ),
+                    ChatReply(text=SUMMARY, when=is_summary),
+                    ChatReply(
+                        tool_calls=(
+                            (
+                                "bash",
+                                {
+                                    "command": "echo 'Usage: run `make test`.' >> README.md",
+                                    "description": "Add",
+                                },
+                            ),
+                        ),
+                        when=is_agent_turn,
+                    ),
+                    ChatReply(text="I added a usage line to README.md.", when=is_agent_turn),
+                ),
+            ),
+            Turn(
+                "Show me the diff.",
+                (
+                    ChatReply(
+                        tool_calls=(("bash", {"command": "git diff", "description": "Show the change"}),),
+                        when=is_agent_turn,
+                    ),
+                    ChatReply(text="The diff adds one line.", when=is_agent_turn),
+                ),
+            ),
+        ],
         "subagent": [
             Turn(
                 "Find where hello is printed, with a sub-agent.",
@@ -113,6 +149,24 @@ def is_sub(request: RecordedRequest) -> bool:
     messages = (request.body or {}).get("messages") or []
     first_user = next((m for m in messages if m.get("role") == "user"), {})
     return SUB_TASK in json.dumps(first_user.get("content"))
+
+
+#: Prompt tokens the compact scenario's first reply reports beyond the request's size (as cache
+#: reads): past Copilot's own prompt limit (64,000 for this model), so it compacts.
+PAD = 52_000
+
+
+SUMMARY = "Summary: the user wants a usage line in README.md; the files were listed."
+
+
+def is_summary(request: RecordedRequest) -> bool:
+    """Copilot's compaction call: the history, then its request for a summary."""
+    messages = (request.body or {}).get("messages") or [{}]
+    return str(messages[-1].get("content", "")).startswith("Please create a detailed summary")
+
+
+def is_agent_turn(request: RecordedRequest) -> bool:
+    return not is_summary(request)
 
 
 def is_parent(request: RecordedRequest) -> bool:

@@ -138,3 +138,36 @@ def test_a_sub_agent_in_the_same_file_is_a_child_session_and_each_side_sent_what
             assert event.usage.prompt_tokens == answered["prompt_tokens"]
             assert event.usage.output_tokens == answered["completion_tokens"]
     assert store.get_session(child.session_id).metadata["agent"] == "general-purpose"
+
+
+def test_a_background_compaction_restarts_the_history_and_its_summary_call_is_counted(
+    store: SessionStore,
+) -> None:
+    """The first reply reports a prompt past Copilot's limit (padded usage): Copilot summarises in the
+    background (a call with the history and its request for a summary) while the agent goes on, then
+    restarts the history at a user message with what the user typed and the summary, followed by what
+    came after. Every call of the agent equals the server's request; the summary call is there with
+    its usage; one compaction event."""
+    folder = FIXTURE.parent / "compact"
+    (session,) = import_file(events_file(folder), store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    summaries = [r for r in requests if "Please create a detailed summary" in str(r["body"]["messages"][-1])]
+    assert len(events) == len(requests) and len(summaries) == 1
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    assert compaction.details["trigger_kind"] == "auto" and compaction.details["threshold_tokens"] == 64_000
+    starts = [0, compaction.message_seq]
+    agent_events = [e for e in events if not e.details.get("compaction_summary")]
+    agent_requests = [r for r in requests if r not in summaries]
+    for event, request in zip(agent_events, agent_requests, strict=True):
+        sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
+        assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
+        assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
+    (summary_call,) = [e for e in events if e.details.get("compaction_summary")]
+    assert summary_call.usage.prompt_tokens == answers[summaries[0]["seq"]]["prompt_tokens"]
+    assert (
+        summary_call.usage.cache_read_input_tokens
+        == answers[summaries[0]["seq"]]["prompt_tokens_details"]["cached_tokens"]
+    )

@@ -30,6 +30,9 @@ class ChatReply:
     text: str | None = None
     reasoning: str | None = None
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: Extra prompt tokens reported (as cache reads): pushes an agent past its compaction threshold
+    #: without large files (agents trust the usage they are told).
+    pad_tokens: int = 0
     status: int = 200
     error: tuple[str, str] | None = None  # (type, message) for a non-200 status
     delay: float = 0.0
@@ -86,13 +89,17 @@ def replay_usages(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _usage(
-    server: ScriptedServer, seq: int, body: dict[str, Any], completion: int, reasoning: int
+    server: ScriptedServer, seq: int, body: dict[str, Any], completion: int, reasoning: int, pad: int = 0
 ) -> dict[str, Any]:
     key = conversation_of(body)
     with server._lock:
         chains = server.state.setdefault("chat_prompt", {})
         usage = reported_usage(body, chains.get(key, 0), completion, reasoning)
         chains[key] = usage["prompt_tokens"]
+        if pad:
+            usage["prompt_tokens"] += pad
+            usage["total_tokens"] += pad
+            usage["prompt_tokens_details"]["cached_tokens"] += pad
         server.state.setdefault(ANSWERED, {})[seq] = usage
     return usage
 
@@ -134,7 +141,7 @@ def handle_chat(server: ScriptedServer, request: RecordedRequest) -> HttpReply:
     completion = max(1, len(json.dumps(message)) // CHARS_PER_TOKEN) + reasoning
     if item.reasoning:
         message["reasoning_content"] = item.reasoning
-    usage = _usage(server, request.seq, body, completion, reasoning)
+    usage = _usage(server, request.seq, body, completion, reasoning, item.pad_tokens)
     model = body.get("model") or "gpt-4o"
     head = {
         "id": f"chatcmpl-scripted-{n:04d}",

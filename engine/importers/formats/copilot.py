@@ -102,9 +102,13 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
     usage: dict[str, tuple[ProviderUsage | None, int]] = {}  # by kind of agent: Copilot numbers neither
     limits: dict[str, int | None] = {}  # Copilot's own prompt limit for the call (maxPromptTokens)
     models: dict[str, dict[str, int]] = {}
+    compacting: dict[str, tuple[int, dict[str, Any]]] = {}  # where each agent's compaction began
     for (line, event), owner in zip(events, owners, strict=True):
         kind, data = event.get("type"), event.get("data") or {}
-        if kind not in ("system.message", "user.message", "session.usage_record", "assistant.message"):
+        if kind not in (
+            "system.message", "user.message", "session.usage_record", "assistant.message",
+            "session.compaction_start", "session.compaction_complete",
+        ):  # fmt: skip
             continue
         if owner not in sessions:
             sessions[owner] = ParsedSession(
@@ -123,6 +127,13 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             session.messages.append(ParsedMessage(build_message("user", str(text), where=where, meta=meta)))
             if session.title is None and isinstance(data.get("content"), str):
                 session.title = data["content"][:120]  # what the user typed, without Copilot's date
+        elif kind == "session.compaction_start":
+            compacting[owner] = (len(session.messages), data)
+        elif kind == "session.compaction_complete":
+            begun = compacting.pop(owner, (len(session.messages), {}))
+            apply_compaction(
+                session, data, begun, model=start.get("selectedModel"), when=event.get("timestamp")
+            )
         elif kind == "session.usage_record":
             raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             usage[str(raw.get("interactionType"))] = copilot_usage(raw)
@@ -151,6 +162,85 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
         )
     return [s for s in sessions.values() if s.messages]
+
+
+SUMMARY_INTRO = (
+    "Some of the conversation history has been summarized to free up context.\n\n"
+    "You were originally given instructions from a user over one or more turns. Here were the user messages:\n"
+)
+
+
+def compacted_history_text(typed: list[str], summary: str) -> str:
+    """The user message Copilot's history starts with after a compaction: what the user typed
+    (one ``<user_message>`` block each) and the summary."""
+    blocks = "\n".join(f"<user_message>\n{text}\n</user_message>" for text in typed)
+    return f"{SUMMARY_INTRO}{blocks}\n\nHere is a summary of the prior context:\n<summary>\n{summary}\n</summary>\n"
+
+
+def apply_compaction(
+    session: ParsedSession,
+    data: dict[str, Any],
+    begun: tuple[int, dict[str, Any]],
+    *,
+    model: str | None,
+    when: Any,
+) -> None:
+    """A compaction Copilot ran in the background while the agent went on: its summary call (the
+    history then, and a request for a summary) is a call; applied, the history restarts at a user
+    message holding what the user typed and the summary, followed by the messages that came after the
+    history it summarised (``preCompactionMessagesLength`` counts the wire's messages, system first)."""
+    started_at, start = begun
+    spent = data.get("compactionTokensUsed") if isinstance(data.get("compactionTokensUsed"), dict) else None
+    if spent and session.messages:
+        usage = ProviderUsage.from_prompt_total(
+            _count(spent.get("inputTokens")),
+            _count(spent.get("outputTokens")),
+            cache_read=_count(spent.get("cacheReadTokens")),
+            cache_write=_count(spent.get("cacheWriteTokens")),
+        )
+        call = CallInfo(usage=usage, model=spent.get("model") or model)
+        call.details.update(compaction_summary=True, compaction_outcome=data.get("outcome"))
+        if _count(spent.get("requestCount")) > 1:
+            call.details["request_count"] = spent["requestCount"]
+        session.messages[max(0, min(started_at, len(session.messages)) - 1)].pending_calls.append(call)
+    if not (data.get("success") and data.get("outcome") == "applied"):
+        return
+    cut = _wire_cut(session, _count(data.get("preCompactionMessagesLength")))
+    typed = [
+        str(m.message.meta["typed"])
+        for m in session.messages[:cut]
+        if m.message.role == "user" and isinstance(m.message.meta.get("typed"), str)
+    ]
+    text = compacted_history_text(typed, str(data.get("summaryContent") or ""))
+    compaction = {
+        "trigger": "compact_threshold"
+        if data.get("trigger") == "threshold"
+        else str(data.get("trigger") or ""),
+        "trigger_kind": "auto" if data.get("trigger") == "threshold" else "manual",
+        "by": "agent" if data.get("trigger") == "threshold" else "user",
+        "reason": "Copilot CLI compacted: the prompt passed its limit",
+        "before_tokens": _count(start.get("currentTokens")) or None,
+        "threshold_tokens": _count(data.get("tokenLimit")) or None,
+        "summary_tokens_estimate": _count(data.get("postCompactionTokens")) or None,
+    }
+    if when:
+        compaction["when_utc"] = when
+    kept = [ParsedMessage(m.message.model_copy()) for m in session.messages[cut:]]
+    summary = build_message("user", text, where="compaction", meta={"compaction_summary": True})
+    session.messages.append(ParsedMessage(summary, starts_context=True, compaction=compaction))
+    session.messages.extend(kept)
+
+
+def _wire_cut(session: ParsedSession, replaced: int) -> int:
+    """How many parsed messages the first ``replaced`` messages of the request were (the system
+    prompt one, each tool result one)."""
+    count = 1 if session.system_prompt is not None else 0
+    for index, parsed in enumerate(session.messages):
+        if count >= replaced:
+            return index
+        results = len(parsed.message.tool_result_ids)
+        count += results or 1
+    return len(session.messages)
 
 
 def _metadata(start: dict[str, Any], sub: dict[str, Any] | None) -> dict[str, Any]:
