@@ -43,7 +43,9 @@ def is_loglines(value: Any) -> bool:
     if not isinstance(value, dict) or not isinstance(value.get("loglines"), list) or not value["loglines"]:
         return False
     return all(
-        isinstance(e, dict) and str_in(e.get("type"), CLAUDE_LINE_TYPES) and isinstance(e.get("message"), dict)
+        isinstance(e, dict)
+        and str_in(e.get("type"), CLAUDE_LINE_TYPES)
+        and isinstance(e.get("message"), dict)
         for e in value["loglines"][:SNIFF_LINES]
     )
 
@@ -83,7 +85,7 @@ FORMAT = ImportFormat(
     sniff=sniff,
     parse=parse,
     files="`$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects/<project>/<session>.jsonl` "
-    "(+ `<session>/subagents/`, `tool-results/`); claude-code-transcripts' `{\"loglines\": [...]}` JSON",
+    '(+ `<session>/subagents/`, `tool-results/`); claude-code-transcripts\' `{"loglines": [...]}` JSON',
     locations=Locations(roots=roots, files_under=files_under),
     companions=companion_state,
     accompanies=accompanies_a_session,
