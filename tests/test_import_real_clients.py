@@ -301,6 +301,24 @@ def test_codex_refused_call_then_reactive_compaction_and_a_provider_error(store:
     assert requests[-1].outcome == "provider_error" and requests[-1].details["attempts_recorded"] is False
 
 
+def test_a_failed_call_logged_after_an_earlier_import_is_recorded(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    """The rollout grows by the turn's error after an import (a follower reads it mid-turn): the
+    failed call, made right after a message imported already, is recorded on the next import."""
+    source = next((REAL / "codex" / "failed-calls").rglob("rollout-*.jsonl"))
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    path = tmp_path / source.name
+    failed_at = [i for i, line in enumerate(lines) if '"task_complete"' in line and '"error"' in line]
+    for cut in failed_at:  # just before each logged error
+        path.write_text("".join(lines[:cut]), encoding="utf-8")
+        import_file(path, store)
+    path.write_text("".join(lines), encoding="utf-8")
+    (session,) = import_file(path, store).sessions
+    events = store.list_events(session.session_id, kind="request")
+    assert [e.outcome for e in events] == [None, "context_length_exceeded", None, None, "provider_error"]
+
+
 def test_codex_failure_told_twice_is_one_failed_call(tmp_path: Path, store: SessionStore) -> None:
     """An ``error`` event before the turn's own error names the same failed call: one request event."""
     source = next((REAL / "codex" / "failed-calls").rglob("rollout-*.jsonl"))

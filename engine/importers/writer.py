@@ -175,6 +175,12 @@ def write_session(
                     f"the source changed {len(prior) - start} message(s) imported before: replaced from seq {start}"
                 )
                 _truncate(store, session_id, start)
+        if start and parsed.messages[start - 1].pending_calls:
+            # calls made right after the last kept message (a failed call the agent logged after an
+            # earlier import) are recorded with it: read it again, so that none is missed
+            start -= 1
+            kept = kept[:start]
+            _truncate(store, session_id, start)
         if parsed.notes:
             metadata["import_notes"] = list(dict.fromkeys(parsed.notes))
         links: dict[str, Any] = {}
