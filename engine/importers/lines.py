@@ -78,7 +78,7 @@ def read_lines(
     fh.seek(start)
     offset, number = start, first_number - 1
     while True:
-        raw = _next_line(fh, max_line_bytes)
+        raw = next_line(fh, max_line_bytes)
         if raw is None:
             raise SourceProblem(too_long(f"line {number + 1}", max_line_bytes), line=number + 1)
         if not raw:
@@ -133,7 +133,7 @@ def read_lines(
 _PIECE_BYTES = 1 << 20
 
 
-def _next_line(fh: BinaryIO, max_line_bytes: int) -> bytes | None:
+def next_line(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> bytes | None:
     """The next line (with its newline; b"" at the end of the file), or None when it is longer
     than ``max_line_bytes``."""
     pieces: list[bytes] = []

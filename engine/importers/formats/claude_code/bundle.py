@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.importers.formats.claude_code.session import SubagentFile, ToolResultFile, parse_claude_code
 from engine.importers.formats.claude_code.thread import Line
+from engine.importers.lines import next_line, read_lines
 from engine.importers.model import ParsedSession, SourceProblem
 
 #: Lines read to find a file's sessionId (a summary line may come first).
@@ -47,28 +48,24 @@ class ClaudeCodeBundle:
 
 
 def read_jsonl(path: Path) -> list[Line]:
-    """(line number, object) of each non-empty line; a line that is not a JSON object is a SourceProblem."""
-    lines: list[Line] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                if raw.endswith("\n"):
-                    raise SourceProblem(f"{path.name}: not JSON ({exc.msg})", line=n) from exc
-                continue  # a last line still being written
-            if not isinstance(value, dict):
-                raise SourceProblem(f"{path.name}: line is {type(value).__name__}, not an object", line=n)
-            lines.append((n, value))
-    return lines
+    """(line number, object) of each non-empty line of a file beside the session, read as the
+    session file is (engine.importers.lines: streamed, no line past the cap; a last line still
+    being written is left for the next read); a bad line is a SourceProblem naming the file."""
+    try:
+        with path.open("rb") as fh:
+            return read_lines(fh, live=True).lines
+    except SourceProblem as exc:
+        raise SourceProblem(f"{path.name}: {exc}", line=exc.line) from exc
 
 
 def _first_session_id(path: Path) -> str | None:
+    """The ``sessionId`` of the first lines of a file (None when they hold none, or are not JSON)."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            for _, raw in zip(range(_SNIFF_LINES), fh, strict=False):
+        with path.open("rb") as fh:
+            for _ in range(_SNIFF_LINES):
+                raw = next_line(fh)
+                if not raw:
+                    return None
                 value = json.loads(raw) if raw.strip() else None
                 if isinstance(value, dict) and value.get("sessionId"):
                     return str(value["sessionId"])
