@@ -190,3 +190,35 @@ def test_native_clearing_keeps_the_agents_own_betas_and_edits() -> None:
     headers = upstream_headers([(b"anthropic-beta", b"interleaved-thinking-2025-05-14")], betas)
     assert headers == [(b"anthropic-beta", b"interleaved-thinking-2025-05-14,context-management-2025-06-27")]
     assert wire_for("openai_chat").with_native_clearing(body, ClearToolResultsPolicy()) is None
+
+
+def test_an_openai_compact_call_is_a_priced_call_and_a_compaction_event(tmp_path: Path) -> None:
+    import httpx
+
+    history = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the bug."}]},
+               {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed it. " * 200}]}]  # fmt: skip
+
+    def compact(server: ScriptedServer, request: Any) -> HttpReply:  # the documented CompactedResponse
+        output = [history[0], {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA..."}]
+        usage = {"input_tokens": 700, "output_tokens": 90, "total_tokens": 790,
+                 "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+        return HttpReply(200, {"id": "cmp_resp_1", "object": "response.compaction", "created_at": 1,
+                               "output": output, "usage": usage})  # fmt: skip
+
+    upstream = ScriptedServer()
+    upstream.add_route("POST", "/v1/responses/compact", compact)
+    with (
+        upstream,
+        ProxyServer(tmp_path / "p.db", upstreams=Upstreams(openai=upstream.base_url + "/v1")) as proxy,
+    ):
+        reply = httpx.post(f"{proxy.base_url}/v1/responses/compact", json={"model": "gpt-5", "input": history},
+                           headers={"authorization": "Bearer k", "x-ctxdesk-session": "native"})  # fmt: skip
+        assert reply.status_code == 200 and reply.json()["object"] == "response.compaction"
+        compactions, requests = events_of(proxy)
+        with SessionStore(proxy.recorder.db_path, read_only=True) as store:
+            transcript = [m.text for m in store.load_transcript("native")]
+    (event,) = compactions
+    assert event.details["by"] == "provider" and event.details["edit"] == "compaction"
+    (call,) = requests
+    assert call.details["api"] == "openai_responses_compact" and call.usage.output_tokens == 90
+    assert not any("compaction" in t for t in transcript)  # the compacted list is no message of the chat

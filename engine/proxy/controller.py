@@ -60,7 +60,7 @@ class Controller:
         """Whether a request must be read whole and parsed before it is forwarded: a policy is on,
         or the agent's session has a live compaction. Otherwise it streams upstream untouched."""
         wire = wire_for(api)
-        if wire is None or not wire.model_call:
+        if wire is None or not wire.edited:
             return False
         if self.policy_file.current().active:
             return True
@@ -74,7 +74,7 @@ class Controller:
         from engine.tokens import get_tokenizer
 
         wire = wire_for(api)
-        if wire is None or not wire.model_call:
+        if wire is None or not wire.edited:
             return PolicyOutcome()
         loaded = self.policy_file.loaded  # settings and policies read together
         config = loaded.config

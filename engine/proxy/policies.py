@@ -66,7 +66,7 @@ def plan_edits(
     request it tells whether the provider's prompt cache has expired in between (cache_aware
     clearing then costs no rebuild)."""
     wire = wire_for(api)
-    if wire is None or not wire.model_call or not policies.active:
+    if wire is None or not wire.edited or not policies.active:
         return PolicyOutcome()
     clock = cache_clock(wire, body, state, now)
     limit = call_limit(resolved)

@@ -21,11 +21,12 @@ from engine.proxy.api_names import (
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,
+    OPENAI_RESPONSES_COMPACT,
     PASSTHROUGH,
 )
 from engine.proxy.wire.anthropic import AnthropicCountTokens, AnthropicMessages
 from engine.proxy.wire.openai_chat import OpenAIChat
-from engine.proxy.wire.openai_responses import OpenAIResponses
+from engine.proxy.wire.openai_responses import OpenAIResponses, OpenAIResponsesCompact
 from engine.proxy.wire.shared import ParsedResponse, ProviderEdit, ReadCalls, RequestView, ToolResult
 
 __all__ = [
@@ -43,7 +44,8 @@ class WireApi(Protocol):
 
     name: str  #: the API's name (``engine.proxy.api_names``), recorded as ``model_requests.api``
     provider: str  #: ``anthropic`` or ``openai``: the upstream that serves it
-    model_call: bool  #: a model call (policies apply, a request event is recorded)
+    model_call: bool  #: a model call (a request event is recorded)
+    edited: bool  #: the in-flight policies apply to its requests
     history_key: str  #: the body field holding the history (``messages``, ``input``)
     tokenizer: str  #: the tokenizer of a model the settings do not name
     #: whether each history item is one message (counted once per distinct item by the policies)
@@ -158,13 +160,21 @@ class WireApi(Protocol):
 
 #: The wire APIs by name.
 WIRES: dict[str, WireApi] = {
-    wire.name: wire for wire in (AnthropicMessages(), AnthropicCountTokens(), OpenAIChat(), OpenAIResponses())
+    wire.name: wire
+    for wire in (
+        AnthropicMessages(),
+        AnthropicCountTokens(),
+        OpenAIChat(),
+        OpenAIResponses(),
+        OpenAIResponsesCompact(),
+    )
 }
 _PATHS = (
     (re.compile(r"^(/v1)?/messages/count_tokens/?$"), ANTHROPIC_COUNT_TOKENS),
     (re.compile(r"^(/v1)?/messages/?$"), ANTHROPIC_MESSAGES),
     (re.compile(r"^(/v1)?/chat/completions/?$"), OPENAI_CHAT),
     (re.compile(r"^(/v1)?/responses/?$"), OPENAI_RESPONSES),
+    (re.compile(r"^(/v1)?/responses/compact/?$"), OPENAI_RESPONSES_COMPACT),
 )
 
 

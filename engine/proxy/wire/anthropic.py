@@ -46,6 +46,7 @@ class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     provider = "anthropic"
     model_call = True
+    edited = True
     history_key = "messages"
     tokenizer = "anthropic"
     per_item = True
@@ -242,6 +243,7 @@ class AnthropicCountTokens(AnthropicMessages):
 
     name = ANTHROPIC_COUNT_TOKENS
     model_call = False
+    edited = False
 
     def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse:
         body, parsed = json_answer(status, data)

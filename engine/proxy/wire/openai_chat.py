@@ -96,6 +96,7 @@ class OpenAIChat(OpenAIWire):
 
     name = OPENAI_CHAT
     model_call = True
+    edited = True
     history_key = "messages"
     per_item = True
 

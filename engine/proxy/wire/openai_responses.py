@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from engine.proxy.api_names import OPENAI_RESPONSES
+from engine.proxy.api_names import OPENAI_RESPONSES, OPENAI_RESPONSES_COMPACT
 from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
 from engine.proxy.wire.openai_chat import SYSTEM_ROLES, OpenAIWire, summed_usage
 from engine.proxy.wire.shared import (
@@ -38,6 +38,7 @@ class OpenAIResponses(OpenAIWire):
 
     name = OPENAI_RESPONSES
     model_call = True
+    edited = True
     history_key = "input"
     per_item = False  # items merge into messages by role
 
@@ -199,6 +200,26 @@ class OpenAIResponses(OpenAIWire):
         if not asked.get("stream"):
             return {"content": content}, compact_json(response), "application/json"
         return {"content": content}, _events(response), "text/event-stream"
+
+
+class OpenAIResponsesCompact(OpenAIResponses):
+    """``POST /v1/responses/compact``: the provider compacts a history; its answer is the compacted
+    list (the user's messages, then one ``compaction`` item) and the usage of the compaction pass.
+    Recorded as a call (its usage priced) and a compaction event; no policy edits it, and its answer
+    is no message of the conversation."""
+
+    name = OPENAI_RESPONSES_COMPACT
+    edited = False
+
+    def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse:
+        body, parsed = json_answer(status, data)
+        if body is not None:
+            parsed.content = body.get("output") or []
+            parsed.stop_reason = "compacted"
+        return parsed
+
+    def answer_message(self, parsed: ParsedResponse) -> Message | None:
+        return None
 
 
 def _role(item: Any) -> str | None:
