@@ -4,7 +4,12 @@ One package, one module per job: ``session`` reads a session file (main thread, 
 compactions), ``thread`` builds its message tree, ``requests`` rebuilds each call's request,
 ``replay`` + ``exact`` use the requests the file recorded exactly (2.1.3xx), ``subagents`` links
 sub-agents to the call that started them, ``titles`` names sessions, ``blobs`` turns saved
-outputs into blobs and ``bundle`` finds the files Claude Code keeps beside a session.
+outputs into blobs, ``failures`` keeps the calls that got no answer, and ``bundle`` finds the files
+Claude Code keeps beside a session.
+
+One line's walk to its stored rows: ``engine.importers.lines`` reads it, ``thread`` makes it (part
+of) a message, ``requests`` (``replay`` where the file recorded the request) says which call sent
+that message, ``engine.importers.writer`` stores the message and ``request_events`` the call.
 """
 
 from __future__ import annotations
