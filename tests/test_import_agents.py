@@ -251,7 +251,7 @@ def test_cline_results_sent_as_text_are_tool_results_of_their_calls(store: Sessi
         and native.metadata["started_utc"] == "2025-11-24T16:00:00.000Z"
     )
     events = store.list_events(native.id, kind="request")
-    assert events[0].details["call_utc"] == "2025-11-24T16:00:00.100Z"
+    assert events[0].details["call_utc"] == "2025-11-24T16:00:03.000Z"  # its reply's ts
     last = events[-1].details["measured"]
     assert last["tool_results"] > last["conversation"]  # a session that is mostly tool output
     xml = next(m for m in store.load_transcript("cline:1732400000000") if m.meta.get("cline_tool_xml"))

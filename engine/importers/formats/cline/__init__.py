@@ -40,6 +40,10 @@ def parse_cline_task(value: list[Any], *, key: str, path: Path) -> list[ParsedSe
     ]
     model = str(models[-1]) if models else None
     session = parse_anthropic_messages(value, key=f"cline:{folder.name}", model=model)
+    for pm, raw in zip(session.messages, value, strict=True):  # newer Cline times each message (ms)
+        when = utc_of_ms(raw.get("ts")) if isinstance(raw, dict) else None
+        if when:
+            pm.message = pm.message.model_copy(update={"meta": {**pm.message.meta, "timestamp": when}})
     paired = pair_text_results(session.messages)
     if paired:
         session.notes.append(f"{paired} tool result(s) Cline sent as text made tool results of their calls")
