@@ -15,6 +15,7 @@ sent and received them. Files kept: ``.aider.chat.history.md``, ``.aider.llm.his
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from bench.peers import venv_bin
 from tests.model_server.openai_chat import ChatReply, chat_text
 
 MODEL = "openai/gpt-4o"
+WEAK_MODEL = "openai/gpt-4o-mini"
 KEPT = (".aider.chat.history.md", ".aider.llm.history")
 EDIT = (
     "I will add a usage line.\n\nREADME.md\n```\n<<<<<<< SEARCH\nhello\n=======\nhello\n"
@@ -52,6 +54,7 @@ class Run:
     files: tuple[str, ...] = ()
     restore: bool = False
     stream: bool = True  # streamed, the provider reports no usage to Aider: it counts tokens itself
+    auto_commits: bool = False  # Aider commits each edit with a message its weak model writes
 
 
 SCENARIOS: dict[str, list[Run]] = {
@@ -69,6 +72,14 @@ SCENARIOS: dict[str, list[Run]] = {
             stream=False,
         ),
     ],
+    "auto-commit": [
+        Run(
+            typed=("Add a usage line to README.md",),
+            replies=(chat_text(EDIT), chat_text("docs: add a usage line to README.md")),
+            files=("README.md",),
+            auto_commits=True,
+        ),
+    ],
 }
 
 
@@ -78,6 +89,8 @@ def run_aider(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pa
     if binary is None:
         raise SystemExit("aider is not installed: python -m bench.peers install")
     workspace = make_workspace(f"aider-{name}", scratch)
+    for key, value in (("user.email", "dev@example.com"), ("user.name", "dev")):  # Aider's commits
+        subprocess.run(["git", "config", key, value], cwd=workspace.repo, check=True)
     server = chat_server(workspace)
     env = base_env(workspace, LITELLM_LOCAL_MODEL_COST_MAP="True", AIDER_CHECK_UPDATE="false")
     with server:
@@ -86,7 +99,8 @@ def run_aider(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pa
             cmd = [
                 str(binary), "--model", MODEL, "--openai-api-base", f"{server.base_url}/v1",
                 "--openai-api-key", "scripted", "--yes-always", "--no-check-update", "--no-show-model-warnings",
-                "--analytics-disable", "--no-pretty", "--no-fancy-input", "--no-auto-commits", "--no-gitignore",
+                "--analytics-disable", "--no-pretty", "--no-fancy-input", "--no-gitignore",
+                "--weak-model", WEAK_MODEL, *([] if run.auto_commits else ["--no-auto-commits"]),
                 "--llm-history-file", ".aider.llm.history", *(["--restore-chat-history"] if run.restore else []), *([] if run.stream else ["--no-stream"]),
                 *run.files,
             ]  # fmt: skip

@@ -170,7 +170,16 @@ def test_live_aider_run_imports_exactly(tmp_path: Path) -> None:
     script = ROOT / "scripts" / "real_agents_aider.py"
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
+        [
+            sys.executable,
+            str(script),
+            "--scenario",
+            "edit-run-resume",
+            "--out",
+            str(out),
+            "--scratch",
+            str(tmp_path / "s"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -188,3 +197,22 @@ def test_live_aider_run_imports_exactly(tmp_path: Path) -> None:
         )
     ]
     assert all(prompt == "\n\n".join(framing) for prompt, framing in sent)
+
+
+def test_the_commit_message_call_of_an_auto_commit_is_a_call(store: SessionStore) -> None:
+    """Aider commits an edit with a message its weak model writes: a call the server received that
+    neither the LLM history nor a Tokens line records, only the chat log's "Commit <hash> <message>"."""
+    folder = FIXTURE.parent / "auto-commit"
+    (session,) = import_file(folder / CHAT_LOG.name, store).sessions
+    requests = chat_requests(folder)
+    events = store.list_events(session.session_id, kind="request")
+    assert len(events) == len(requests) == 2
+    main, commit = events
+    assert commit.details["side_call"] == "commit_message"
+    assert commit.details["reply"] == "docs: add a usage line to README.md"
+    assert (
+        commit.usage is None
+        and commit.model.endswith(requests[1]["body"]["model"])
+        and commit.model.endswith("mini")
+    )
+    assert main.model.endswith(requests[0]["body"]["model"])

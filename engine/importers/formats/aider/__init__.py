@@ -70,6 +70,8 @@ def _started(session: ParsedSession) -> datetime | None:
 def exact_session(session: ParsedSession, calls: list[LoggedCall], source: str) -> ParsedSession:
     """``session`` with its messages rebuilt from the requests Aider logged for it."""
     counted = [m.call for m in session.messages if m.call is not None]
+    # calls the log shows after each reply (a commit message's): kept after the same reply
+    side_calls = [list(m.pending_calls) for m in session.messages if m.call is not None]
     messages: list[ParsedMessage] = []
     conversation: list[tuple[str, str]] = []
     for number, call in enumerate(calls):
@@ -88,7 +90,11 @@ def exact_session(session: ParsedSession, calls: list[LoggedCall], source: str) 
                 messages[-1].pending_calls.append(info)
             continue
         reply = build_message("assistant", call.reply, where=f"{source} reply {number + 1}")
-        messages.append(ParsedMessage(reply, call=info))
+        messages.append(
+            ParsedMessage(
+                reply, call=info, pending_calls=side_calls[number] if number < len(side_calls) else []
+            )
+        )
         conversation.append(("assistant", call.reply))
     rebuilt = ParsedSession(
         key=session.key,

@@ -24,6 +24,9 @@ from engine.importers.parsing import build_message, provider_of
 HEAD = "# aider chat started at"
 _HEAD_LINE = re.compile(rf"^{re.escape(HEAD)}", re.MULTILINE)
 _MODEL = re.compile(r"^(?:Main model|Model):\s*(\S+)")
+_WEAK_MODEL = re.compile(r"^Weak model:\s*(\S+)")
+#: A commit Aider made with a message its weak model wrote (one model call, not logged otherwise).
+_COMMIT = re.compile(r"^Commit ([0-9a-f]{7,40}) (.+)$")
 _TOKENS = re.compile(r"^Tokens:\s*(.+?)\.\s*(?:Cost:|$)")
 _AMOUNT = re.compile(r"([\d.]+)\s*([km]?)\s+(sent|received|cache write|cache hit)")
 
@@ -58,6 +61,7 @@ def _session(body: str, *, key: str) -> ParsedSession:
     last_reply: ParsedMessage | None = None
     notices = 0
     streamed = True  # Aider's default; its command line says --no-stream otherwise
+    weak_model: str | None = None
 
     def flush_user() -> None:
         if user:
@@ -95,6 +99,14 @@ def _session(body: str, *, key: str) -> ParsedSession:
             notices += 1
             if _is_command_line(notice):
                 streamed = "--no-stream" not in notice.split()
+            weak = _WEAK_MODEL.match(notice)
+            if weak:
+                weak_model = weak.group(1)
+            commit = _COMMIT.match(notice)
+            if commit and session.messages:
+                session.messages[-1].pending_calls.append(
+                    commit_message_call(commit.group(2), weak_model or model)
+                )
             found = _MODEL.match(notice)
             if found:
                 model = found.group(1)
@@ -122,6 +134,14 @@ def _session(body: str, *, key: str) -> ParsedSession:
     if notices:
         session.notes.append("files in the chat and the repository map are sent but not logged by Aider")
     return session
+
+
+def commit_message_call(message: str, model: str | None) -> CallInfo:
+    """The call that wrote a commit message (Aider's weak model, sent the diff): a call with no
+    usage Aider shows, its reply the message."""
+    call = CallInfo(model=model)
+    call.details.update(side_call="commit_message", reply=message)
+    return call
 
 
 def _is_command_line(notice: str) -> bool:
