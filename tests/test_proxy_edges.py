@@ -208,9 +208,9 @@ def test_a_body_over_the_limit_is_refused_unread_in_the_providers_shape(tmp_path
     )
     assert chunked_answer.startswith(b"HTTP/1.1 413 ")  # a chunked body stops being read at the limit too
     assert len(upstream.requests) == 1  # only the small one went upstream
-    assert len(refused) == 2 and refused[0].request_bytes == len(
-        big
-    )  # refused heads recorded with their size
+    # refused heads recorded with their size
+    assert len(refused) == 2 and refused[0].request_bytes == len(big)
+    assert refused[0].request_sha256 is None  # never read: no hash claimed
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,9 @@ class ExchangeWriter:
             body=body,
             raw_body=None if body is not None else sent_bytes,
             request_bytes=exchange.request_size if exchange.request_size is not None else len(sent_bytes),
-            request_sha256=exchange.request_sha256 or hashlib.sha256(sent_bytes).hexdigest(),
+            # a body refused unread has a size but no hash; one kept in part, the whole body's hash
+            request_sha256=exchange.request_sha256
+            or (hashlib.sha256(sent_bytes).hexdigest() if exchange.request_size is None else None),
             headers=exchange.request_headers,
             status_code=exchange.status,
             error_type=parsed.error_type,
