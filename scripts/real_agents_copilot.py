@@ -35,7 +35,7 @@ from real_agents_chat import (
 
 from bench.peers import npm_bin
 from tests.model_server.core import RecordedRequest
-from tests.model_server.openai_chat import ChatReply, chat_text, chat_tool_calls
+from tests.model_server.openai_chat import ChatReply, chat_error, chat_text, chat_tool_calls
 
 MODEL = "gpt-4o"
 KEPT = ("events.jsonl", "workspace.yaml")
@@ -110,6 +110,14 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                     ChatReply(text="The diff adds one line.", when=is_agent_turn),
                 ),
             ),
+        ],
+        "provider-error": [
+            Turn(
+                "Say hello.",
+                (chat_error(400, "invalid_request_error", "scripted: this request was refused"),),
+                fails=True,
+            ),
+            Turn("Try again.", (chat_text("Hello."),)),
         ],
         "subagent": [
             Turn(
@@ -194,7 +202,7 @@ def run_copilot(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> 
             cmd = [str(binary), "-p", turn.prompt, "--allow-all-tools"]
             if session_id:
                 cmd.append(f"--resume={session_id}")
-            run_cli(cmd, workspace, env)
+            run_cli(cmd, workspace, env, check=not turn.fails)
             session_id = session_id or _session_id(workspace)
         leftover = server.pending
     if leftover:

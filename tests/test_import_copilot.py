@@ -171,3 +171,20 @@ def test_a_background_compaction_restarts_the_history_and_its_summary_call_is_co
         summary_call.usage.cache_read_input_tokens
         == answers[summaries[0]["seq"]]["prompt_tokens_details"]["cached_tokens"]
     )
+
+
+def test_a_refused_call_is_a_failed_request_and_the_next_run_sends_both_prompts(store: SessionStore) -> None:
+    folder = FIXTURE.parent / "provider-error"
+    (session,) = import_file(events_file(folder), store).sessions
+    requests = chat_requests(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests) == 2
+    failed, ok = events
+    assert failed.outcome == "provider_error" and failed.usage is None
+    assert failed.details["failure"]["status"] == 400
+    assert ok.usage.prompt_tokens == load_answers(folder)[2]["prompt_tokens"]
+    for event, request in zip(events, requests, strict=True):
+        assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+            request["body"]["messages"]
+        )

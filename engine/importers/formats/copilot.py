@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
@@ -107,7 +108,7 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
         kind, data = event.get("type"), event.get("data") or {}
         if kind not in (
             "system.message", "user.message", "session.usage_record", "assistant.message",
-            "session.compaction_start", "session.compaction_complete",
+            "session.compaction_start", "session.compaction_complete", "session.error",
         ):  # fmt: skip
             continue
         if owner not in sessions:
@@ -127,6 +128,10 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             session.messages.append(ParsedMessage(build_message("user", str(text), where=where, meta=meta)))
             if session.title is None and isinstance(data.get("content"), str):
                 session.title = data["content"][:120]  # what the user typed, without Copilot's date
+        elif kind == "session.error":
+            failed = failed_call(data, model=start.get("selectedModel"), when=event.get("timestamp"))
+            if failed is not None and session.messages:
+                session.messages[-1].pending_calls.append(failed)
         elif kind == "session.compaction_start":
             compacting[owner] = (len(session.messages), data)
         elif kind == "session.compaction_complete":
@@ -162,6 +167,22 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
         )
     return [s for s in sessions.values() if s.messages]
+
+
+def failed_call(data: dict[str, Any], *, model: str | None, when: Any) -> CallInfo | None:
+    """A ``session.error`` of a model call (``errorType`` ``query``: the provider refused it, or
+    the stream broke): a failed call, no usage. Other errors (a tool's, the CLI's) are no call."""
+    if data.get("errorType") != "query":
+        return None
+    status = data.get("statusCode") if isinstance(data.get("statusCode"), int) else None
+    message = str(data.get("message") or "")
+    call = CallInfo(model=model)
+    call.details["failure"] = failure_details(
+        classify_failure(status, None, message), status=status, message=message
+    )
+    if when:
+        call.details["call_utc"] = when
+    return call
 
 
 SUMMARY_INTRO = (
