@@ -128,6 +128,30 @@ CODEX_SCENARIOS["subagents"] = [
     )
 ]  # fmt: skip
 
+CODEX_SCENARIOS["subagent-fork"] = [
+    # spawn_agent with the default fork_turns ("all"): the sub-agent's rollout copies its parent's
+    # history (a second session_meta, the parent's items, a turn_aborted) and Codex sends the
+    # unanswered spawn call with the output "aborted" (not in either rollout).
+    (
+        "Read the README, then have a helper count the files.",
+        [
+            When([{"type": "function_call", "name": "exec_command", "arguments": {"cmd": "cat README.md"}}], codex_root_agent),
+            When(
+                [{"type": "function_call", "namespace": "collaboration", "name": "spawn_agent",
+                  "arguments": {"task_name": "counter", "message": "Count the files in the repository."}}],
+                codex_root_agent,
+            ),
+            When([{"type": "message", "text": "There are 2 files."}], codex_sub_agent),
+            When(
+                [{"type": "function_call", "namespace": "collaboration", "name": "wait_agent",
+                  "arguments": {"timeout_ms": 20000}}],
+                codex_root_agent,
+            ),
+            When([{"type": "message", "text": "The README says hello; the helper counted 2 files."}], codex_root_agent),
+        ],
+    )
+]  # fmt: skip
+
 CODEX_SCENARIOS["goal-websearch"] = [
     # create_goal answers with a second output item that has no call_id (goal_objective); a
     # web_search_call the model made (sent with an empty id; Codex writes its own id).
@@ -171,6 +195,7 @@ CODEX_SCENARIOS["failed-calls"] = [
 CODEX_CONFIG: dict[str, str] = {
     "auto-compact": "model_context_window = 64000\nmodel_auto_compact_token_limit = 20000\n",
     "subagents": "\n[features]\nmulti_agent_v2 = true\n",
+    "subagent-fork": "\n[features]\nmulti_agent_v2 = true\n",
 }
 #: Extra [model_providers.local] lines per scenario (fewer retries: a smaller request log).
 CODEX_PROVIDER_CONFIG: dict[str, str] = {"failed-calls": "request_max_retries = 1\nstream_max_retries = 1\n"}

@@ -138,7 +138,14 @@ def sent_segment(store: SessionStore, session_id: str, event: Any) -> tuple[int,
     return (sorted(starts)[segment - 1] if segment else 0), event.details["messages_sent"]
 
 
-CODEX_SCENARIOS = ["tools-resume", "auto-compact", "subagents", "goal-websearch", "failed-calls"]
+CODEX_SCENARIOS = [
+    "tools-resume",
+    "auto-compact",
+    "subagents",
+    "subagent-fork",
+    "goal-websearch",
+    "failed-calls",
+]
 
 
 @pytest.mark.parametrize("scenario", CODEX_SCENARIOS)
@@ -243,6 +250,22 @@ def test_a_sub_agent_is_one_session_however_its_files_are_passed(
         sub.parent_session_id in {s.id for s in sessions}
         and len(store.list_events(sub.id, kind="request")) == 2
     )
+
+
+def test_a_forked_codex_sub_agent_inherits_its_parents_history_without_its_calls(store: SessionStore) -> None:
+    """fork_turns "all": the child's rollout copies the parent's history; those replies are no
+    calls of the child's (one call, as the server saw), and the spawn call left open gets the
+    "aborted" output Codex sends for it."""
+    folder = REAL / "codex" / "subagent-fork"
+    parent_file = next(p for p in folder.rglob("rollout-*.jsonl") if not FORMAT_CODEX.accompanies(p))
+    (parent, child) = import_file(parent_file, store).sessions
+    assert (parent.request_count, child.request_count) == (4, 1)
+    transcript = store.load_transcript(child.session_id)
+    inherited = [m for m in transcript if m.meta.get("inherited")]
+    assert inherited and all(transcript.index(m) < len(inherited) + 1 for m in inherited)
+    (aborted,) = [m for m in transcript if m.meta.get("codex_aborted")]
+    assert [b.text for b in aborted.blocks if isinstance(b, ToolResultBlock)] == ["aborted"]
+    assert store.get_session(child.session_id).metadata["forked_from_thread"] == parent.session_id
 
 
 def test_codex_sub_agent_rollout_given_alone_imports_naming_its_parent_thread(

@@ -109,6 +109,7 @@ class RolloutReader:
         self.calls_since_failure = 0  # calls Codex counted since that failure
         self.pending_compaction: dict[str, Any] | None = None  # set between `compacted` and its estimate
         self.children: dict[str, str] = {}  # sub-agent thread id -> the spawn call's id
+        self.inheriting = False  # reading the parent history a forked sub-agent starts with
 
     # -- lines ---------------------------------------------------------------------------------
     def read(self, value: Any) -> None:
@@ -125,6 +126,8 @@ class RolloutReader:
             return
         if not isinstance(payload, dict):
             raise SourceProblem(f"{kind} line without an object payload")
+        if self.inheriting and self._inherited(kind, payload):
+            return
         if kind == "session_meta":
             self._meta(payload)
         elif kind == "turn_context":
@@ -137,9 +140,36 @@ class RolloutReader:
         elif kind == "compacted":
             self._compacted(payload)
 
+    def _inherited(self, kind: Any, payload: dict[str, Any]) -> bool:
+        """A line of the history a forked sub-agent inherited from its parent (Codex copies the
+        parent's rollout after its own header, up to the spawn): its items are what the child's
+        calls send, made by no call of the child's. False once the child's own turn starts."""
+        if kind == "event_msg" and payload.get("type") == "turn_aborted":
+            self.inheriting = False  # the parent's turn in progress, closed for the child
+            self._aborted()
+            return True
+        attribution = payload.get("turn_attribution") if kind == "event_msg" else None
+        if isinstance(attribution, dict) and attribution.get("initiating_agent_path"):
+            self.inheriting = False  # the child's first turn, started by its parent agent
+            return False
+        if kind == "response_item":
+            self.read_item(payload, replay=True)
+            self.session.messages[-1].message = self.session.messages[-1].message.model_copy(
+                update={"meta": {**self.session.messages[-1].message.meta, "inherited": True}}
+            )
+        elif kind == "compacted":
+            history = payload.get("replacement_history")
+            for item in history if isinstance(history, list) else []:
+                if isinstance(item, dict):
+                    self.read_item(item, replay=True)
+        return True
+
     def _meta(self, payload: dict[str, Any]) -> None:
         if self.session.metadata.get("codex_session_id"):
-            return  # a resumed run repeats the header
+            # a resumed run repeats the header; a forked sub-agent's is followed by its parent's
+            if payload.get("id") == self.session.metadata.get("forked_from_thread"):
+                self.inheriting = True
+            return
         base = payload.get("base_instructions")
         instructions = base.get("text") if isinstance(base, dict) else base
         instructions = instructions or payload.get("instructions")
@@ -163,6 +193,7 @@ class RolloutReader:
             "git": git,
             "started_utc": payload.get("timestamp") or self.timestamp,
             "parent_thread_id": parent,
+            "forked_from_thread": payload.get("forked_from_id"),
             "agent_path": payload.get("agent_path"),
             "agent_nickname": payload.get("agent_nickname"),
         }
@@ -182,6 +213,8 @@ class RolloutReader:
             self._window(payload.get("model_context_window"))
         elif kind == "token_count":
             self._token_count(payload.get("info"))
+        elif kind == "turn_aborted":
+            self._aborted()
         elif kind == "task_complete" and isinstance(payload.get("error"), dict):
             self._failed_call(payload["error"])
         elif kind == "error" and isinstance(payload.get("message"), str):
@@ -222,6 +255,29 @@ class RolloutReader:
                 call.details["reasoning_tokens"] = reasoning
             call.context_window = self.window
             self.awaiting_usage.clear()  # older replies without a count keep none
+
+    def _aborted(self) -> None:
+        """A turn cut short: Codex answers each of its calls left without an output with the
+        output ``aborted`` when it sends the history again (the rollout does not keep it)."""
+        self._close_reply()
+        answered = {rid for pm in self.session.messages for rid in pm.message.tool_result_ids}
+        open_calls = []
+        for pm in reversed(self.session.messages):
+            if pm.starts_context:
+                break
+            server_run = set(pm.message.meta.get("server_tool_use_ids") or ())
+            open_calls += [u for u in pm.message.tool_use_ids if u not in answered and u not in server_run]
+        if not open_calls:
+            return
+        results = [ToolResultBlock(tool_use_id=u, content="aborted") for u in reversed(open_calls)]
+        meta = {
+            "codex_aborted": True,
+            "not_in_file": True,
+            **({"timestamp": self.timestamp} if self.timestamp else {}),
+        }
+        self.session.messages.append(
+            ParsedMessage(build_message("user", results, where="turn_aborted", meta=meta))
+        )
 
     def _failed_call(self, error: dict[str, Any]) -> None:
         """A call Codex logs as failed (``task_complete.error``): a request event with
