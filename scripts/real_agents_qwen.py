@@ -24,6 +24,7 @@ from real_agents_chat import (
     FIXTURES,
     SCRATCH,
     Turn,
+    Workspace,
     base_env,
     chat_server,
     fresh_target,
@@ -34,7 +35,7 @@ from real_agents_chat import (
 
 from bench.peers import npm_bin
 from tests.model_server.core import RecordedRequest
-from tests.model_server.openai_chat import ChatReply
+from tests.model_server.openai_chat import ChatReply, chat_error
 
 MODEL = "gpt-4o"
 MAIN_AGENT = "You are Qwen Code"
@@ -101,6 +102,18 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 ),
             ),
         ],
+        "provider-error": [
+            Turn(
+                "Say hello.",
+                (
+                    chat_error(
+                        400, "invalid_request_error", "scripted: this request was refused", when=is_main
+                    ),
+                ),
+                fails=True,
+            ),
+            Turn("Try again.", (main_reply("Hello."),)),
+        ],
         "subagent": [
             Turn(
                 "Find where hello is printed, with a sub-agent.",
@@ -162,8 +175,8 @@ def run_qwen(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pat
             cmd = [str(binary), "-p", turn.prompt, "--yolo", "-o", "json"]
             if session_id:
                 cmd += ["--resume", session_id]
-            stdout = run_cli(cmd, workspace, env)
-            session_id = session_id or _session_id(stdout)
+            stdout = run_cli(cmd, workspace, env, check=not turn.fails)
+            session_id = session_id or _session_id(stdout, workspace)
         leftover = server.pending
     if leftover:
         raise RuntimeError(f"qwen {name}: {len(leftover)} scripted replies were never asked for")
@@ -177,11 +190,18 @@ def run_qwen(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pat
     return target
 
 
-def _session_id(stdout: str) -> str:
+def _session_id(stdout: str, workspace: Workspace) -> str:
     start = stdout.find("[")
-    for event in json.loads(stdout[start:]) if start >= 0 else []:
+    try:
+        events = json.loads(stdout[start:]) if start >= 0 else []
+    except json.JSONDecodeError:
+        events = []
+    for event in events:
         if isinstance(event, dict) and event.get("session_id"):
             return str(event["session_id"])
+    chats = sorted((workspace.home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
+    if len(chats) == 1:  # a failed run may print no JSON: its chat file is named by the session
+        return chats[0].stem
     raise RuntimeError(f"qwen printed no session_id: {stdout[-500:]}")
 
 

@@ -156,3 +156,29 @@ def test_a_sub_agent_file_passed_before_its_chat_is_linked_once_the_chat_comes(s
     assert len(store.list_sessions()) == 2
     assert store.get_session(alone.session_id).parent_session_id == parent.session_id
     assert len(store.list_events(alone.session_id, kind="request")) == 2
+
+
+def test_a_refused_call_is_failed_its_prompt_is_sent_again_and_the_memory_agent_is_counted(
+    store: SessionStore,
+) -> None:
+    """A 400 ends the first run: Qwen Code records it only in its telemetry (api_error); resumed, it
+    sends the unanswered prompt again, with the new one. Its managed memory extractor then calls the
+    model: a call the chat shows only in its telemetry (its usage; what it was sent is not recorded)."""
+    folder = FIXTURE.parent / "provider-error"
+    (session,) = import_file(chat_file(folder), store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests) == 3
+    failed, answered, memory = events
+    assert failed.outcome == "provider_error" and failed.usage is None
+    assert failed.details["failure"]["status"] == 400
+    assert memory.details["side_call"].startswith("managed-auto-memory-extractor")
+    for event, request in zip((failed, answered), requests[:2], strict=True):
+        sent = transcript[: event.details["messages_sent"]]
+        atoms, _ = without_reminders(request_atoms(request["body"]["messages"]))
+        assert imported_atoms(sent) == atoms
+    for event, request in zip((answered, memory), requests[1:], strict=True):
+        assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
+        assert event.usage.output_tokens == answers[request["seq"]]["completion_tokens"]

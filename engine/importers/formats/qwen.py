@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document, read_document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
@@ -98,6 +99,10 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
                 continue
             reply = build_message("assistant", _reply_blocks(parts) or "", where=where, meta=meta)
             session.messages.append(ParsedMessage(reply, call=call))
+        elif kind == "system" and line.get("subtype") == "ui_telemetry":
+            call = telemetry_call(((line.get("systemPayload") or {}).get("uiEvent")) or {})
+            if call is not None and session.messages:
+                session.messages[-1].pending_calls.append(call)
         elif kind == "tool_result":
             results = [
                 _result(p["functionResponse"]) for p in parts if isinstance(p.get("functionResponse"), dict)
@@ -128,6 +133,42 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
         "a first or resumed prompt (their size is measured from the provider's count)"
     )
     return session
+
+
+#: Qwen Code's own background agents (the memory extractor): their calls appear only as telemetry.
+MANAGED_AGENT_PREFIX = "managed-"
+
+
+def telemetry_call(event: dict[str, Any]) -> CallInfo | None:
+    """A call the chat shows only in its telemetry: a failed one (``qwen-code.api_error``: status,
+    message, no usage) or one of Qwen Code's managed background agents (``qwen-code.api_response``
+    with a ``managed-`` sub-agent: its usage; what it was sent is not recorded). Other telemetry
+    (the main agent's calls, tools) repeats what the chat's lines hold."""
+    name = event.get("event.name")
+    model = event.get("model") if isinstance(event.get("model"), str) else None
+    if name == "qwen-code.api_error":
+        status = event.get("status_code") if isinstance(event.get("status_code"), int) else None
+        message = str(event.get("error_message") or "")
+        call = CallInfo(model=model)
+        cause = classify_failure(status, str(event.get("error_type") or "") or None, message)
+        call.details["failure"] = failure_details(
+            cause, status=status, message=message, error_type=event.get("error_type")
+        )
+    elif name == "qwen-code.api_response" and str(event.get("subagent_name", "")).startswith(
+        MANAGED_AGENT_PREFIX
+    ):
+        usage = ProviderUsage.from_prompt_total(
+            _count(event.get("input_token_count")),
+            _count(event.get("output_token_count")),
+            cache_read=_count(event.get("cached_content_token_count")),
+        )
+        call = CallInfo(usage=usage, model=model)
+        call.details.update(side_call=event["subagent_name"], reply=event.get("response_text"))
+    else:
+        return None
+    if event.get("event.timestamp"):
+        call.details["call_utc"] = event["event.timestamp"]
+    return call
 
 
 def _reply_blocks(parts: list[dict[str, Any]]) -> list[Any]:
