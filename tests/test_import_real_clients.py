@@ -9,10 +9,13 @@ tool results, in order; and the call's provider usage must be what the server re
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.importers import import_file
 from engine.importers.formats.codex import FORMAT as FORMAT_CODEX
@@ -587,3 +590,40 @@ def test_scripted_servers_answer_errors_and_padded_usage_as_scripted() -> None:
             server.base_url + "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent", contents
         )
         assert status == 400 and json.loads(raw)["error"]["status"] == "INVALID_ARGUMENT"
+
+
+_ODD_VALUES = st.sampled_from([None, 0, -1, "", "x", [], {}, [1], {"a": 1}, True, 1.5])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_codex_or_gemini_line_imports_or_says_what_is_wrong(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    """Any field of any line of a real rollout or chat set to a value of another type: the file
+    imports, or an ImportFormatError names it; never a raw exception."""
+    from engine.errors import ImportFormatError
+
+    sources = sorted(p for p in REAL.rglob("*.jsonl") if p.parent.name != "_shapes" and p.name != "requests.jsonl"
+                     and ("codex" in p.parts or "gemini" in p.parts))  # fmt: skip
+    source = data.draw(st.sampled_from(sources))
+    lines = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    target = lines[data.draw(st.integers(0, len(lines) - 1))]
+    for _ in range(data.draw(st.integers(1, 4))):  # walk down to a field, then damage it
+        keys = list(target) if isinstance(target, dict) else list(range(len(target)))
+        if not keys:
+            break
+        key = data.draw(st.sampled_from(keys))
+        if not isinstance(target[key], dict | list) or data.draw(st.booleans()):
+            target[key] = data.draw(_ODD_VALUES)
+            break
+        target = target[key]
+    with tempfile.TemporaryDirectory(dir=tmp_path) as folder:  # one per example
+        path = Path(folder) / source.relative_to(REAL)
+        path.parent.mkdir(parents=True)
+        path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+        with SessionStore(Path(folder) / "s.db") as store:
+            try:
+                import_file(path, store)
+            except ImportFormatError as exc:
+                assert str(exc)
