@@ -42,6 +42,11 @@ MAIN_AGENT = "You are Qwen Code"
 
 
 SUB_TASK = "Find the file that prints hello."
+SUMMARY_PROMPT = "You are the component that summarizes a conversation"
+SUMMARY = "<state_snapshot>The user wants a usage line in README.md; the files were listed.</state_snapshot>"
+#: Prompt tokens the compress scenario's first reply reports beyond the request's size (as cache
+#: reads): past Qwen Code's compression threshold (70% of its 131,072-token window).
+PAD = 80_000
 
 
 def _first_user(request: RecordedRequest) -> str:
@@ -49,10 +54,20 @@ def _first_user(request: RecordedRequest) -> str:
     return json.dumps(next((m.get("content") for m in messages if m.get("role") == "user"), ""))
 
 
-def is_main(request: RecordedRequest) -> bool:
-    """A call of the main agent (not the memory extractor, nor a sub-agent)."""
+def is_summary(request: RecordedRequest) -> bool:
+    """A compression's call: the history, then Qwen Code's request for a summary."""
     messages = (request.body or {}).get("messages") or [{}]
-    return str(messages[0].get("content", "")).startswith(MAIN_AGENT) and SUB_TASK not in _first_user(request)
+    return SUMMARY_PROMPT in json.dumps(messages[-1].get("content"))
+
+
+def is_main(request: RecordedRequest) -> bool:
+    """A call of the main agent (not a compression, the memory extractor, nor a sub-agent)."""
+    messages = (request.body or {}).get("messages") or [{}]
+    return (
+        str(messages[0].get("content", "")).startswith(MAIN_AGENT)
+        and SUB_TASK not in _first_user(request)
+        and not is_summary(request)
+    )
 
 
 def is_sub(request: RecordedRequest) -> bool:
@@ -113,6 +128,43 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                 fails=True,
             ),
             Turn("Try again.", (main_reply("Hello."),)),
+        ],
+        "compress": [
+            Turn(
+                "Look at this repository, then add a usage line to README.md.",
+                (
+                    ChatReply(
+                        text="Listing the files first.",
+                        tool_calls=(
+                            ("run_shell_command", {"command": "ls -a", "description": "List the files"}),
+                        ),
+                        pad_tokens=PAD,
+                        when=is_main,
+                    ),
+                    ChatReply(text=SUMMARY, when=is_summary),
+                    main_reply(
+                        None,
+                        (
+                            "edit",
+                            {
+                                "file_path": readme,
+                                "old_string": "hello\n",
+                                "new_string": "hello\nUsage: run `make test`.\n",
+                            },
+                        ),
+                    ),
+                    main_reply("I added a usage line to README.md."),
+                ),
+            ),
+            Turn(
+                "Show me the diff.",
+                (
+                    main_reply(
+                        None, ("run_shell_command", {"command": "git diff", "description": "Show it"})
+                    ),
+                    main_reply("The diff adds one line."),
+                ),
+            ),
         ],
         "subagent": [
             Turn(

@@ -182,3 +182,32 @@ def test_a_refused_call_is_failed_its_prompt_is_sent_again_and_the_memory_agent_
     for event, request in zip((answered, memory), requests[1:], strict=True):
         assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
         assert event.usage.output_tokens == answers[request["seq"]]["completion_tokens"]
+
+
+def test_a_chat_compression_restarts_the_history_with_what_qwen_kept(store: SessionStore) -> None:
+    """The first reply reports a prompt past Qwen Code's compression threshold (padded usage): Qwen
+    asks for a summary (a call the chat shows only in telemetry), records the compressed history it
+    goes on with (``chat_compression``: the summary as a user turn, its acknowledgement, the kept
+    turns), and every later call sends that, then what follows."""
+    folder = FIXTURE.parent / "compress"
+    (session,) = import_file(chat_file(folder), store).sessions
+    requests = chat_requests(folder)
+    answers = load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests)
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    assert compaction.details["trigger_kind"] == "auto" and compaction.details["before_tokens"] > 90_000
+    starts = [0, compaction.message_seq]
+    summaries = [
+        r for r in requests if "summarizes a conversation" in str(r["body"]["messages"][-1]["content"])
+    ]
+    (summary_call,) = [e for e in events if e.details.get("compaction_summary")]
+    assert len(summaries) == 1
+    assert summary_call.usage.prompt_tokens == answers[summaries[0]["seq"]]["prompt_tokens"]
+    agent_calls = [e for e in events if not e.details.get("compaction_summary")]
+    for event, request in zip(agent_calls, [r for r in requests if r not in summaries], strict=True):
+        sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
+        atoms, _ = without_reminders(request_atoms(request["body"]["messages"]))
+        assert imported_atoms(sent) == atoms
+        assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]

@@ -69,6 +69,7 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
     )
     models: dict[str, int] = {}
     paid: CallInfo | None = None  # a sub-agent's file writes a call's usage and its reply on two lines
+    answered: list[dict[str, Any]] = []  # the main agent's calls since its last reply line (telemetry)
     for number, line in lines:
         kind = line.get("type")
         parts = [p for p in (line.get("message") or {}).get("parts") or [] if isinstance(p, dict)]
@@ -80,6 +81,7 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
                 content: Any = texts[0].text if len(texts) == 1 else texts
                 session.messages.append(ParsedMessage(build_message("user", content, where=where, meta=meta)))
         elif kind == "assistant":
+            answered.clear()
             model = line.get("model") if isinstance(line.get("model"), str) else None
             if model:
                 models[model] = models.get(model, 0) + 1
@@ -100,9 +102,19 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
             reply = build_message("assistant", _reply_blocks(parts) or "", where=where, meta=meta)
             session.messages.append(ParsedMessage(reply, call=call))
         elif kind == "system" and line.get("subtype") == "ui_telemetry":
-            call = telemetry_call(((line.get("systemPayload") or {}).get("uiEvent")) or {})
+            event = ((line.get("systemPayload") or {}).get("uiEvent")) or {}
+            call = telemetry_call(event)
             if call is not None and session.messages:
                 session.messages[-1].pending_calls.append(call)
+            elif event.get("event.name") == "qwen-code.api_response" and not event.get("subagent_name"):
+                answered.append(event)  # the main agent's: its reply's line follows, or a compression
+        elif kind == "system" and line.get("subtype") == "chat_compression":
+            payload = line.get("systemPayload") or {}
+            summaries = [summary_call(e) for e in answered]
+            if session.messages:
+                session.messages[-1].pending_calls.extend(summaries)
+            session.messages.extend(compressed_history(payload, where))
+            answered.clear()
         elif kind == "tool_result":
             results = [
                 _result(p["functionResponse"]) for p in parts if isinstance(p.get("functionResponse"), dict)
@@ -133,6 +145,53 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
         "a first or resumed prompt (their size is measured from the provider's count)"
     )
     return session
+
+
+def summary_call(event: dict[str, Any]) -> CallInfo:
+    """A call of a compression (its usage from telemetry; it sent the history and the compression
+    prompt, which the chat does not record)."""
+    usage = ProviderUsage.from_prompt_total(
+        _count(event.get("input_token_count")),
+        _count(event.get("output_token_count")),
+        cache_read=_count(event.get("cached_content_token_count")),
+    )
+    call = CallInfo(usage=usage, model=event.get("model") if isinstance(event.get("model"), str) else None)
+    call.details.update(compaction_summary=True, reply=event.get("response_text"))
+    if event.get("event.timestamp"):
+        call.details["call_utc"] = event["event.timestamp"]
+    return call
+
+
+def compressed_history(payload: dict[str, Any], where: str) -> list[ParsedMessage]:
+    """The history a chat compression left (``compressedHistory``: the summary as a user turn, the
+    model's acknowledgement, the turns it kept): later calls send it, not what came before."""
+    info = payload.get("info") if isinstance(payload.get("info"), dict) else {}
+    compaction = {
+        "trigger": "compact_threshold" if info.get("triggerReason") == "token_limit" else "manual",
+        "trigger_kind": "auto" if info.get("triggerReason") == "token_limit" else "manual",
+        "by": "agent" if info.get("triggerReason") == "token_limit" else "user",
+        "reason": "Qwen Code compressed the chat: the prompt neared its window",
+        "before_tokens": _count(info.get("originalTokenCount")) or None,
+        "after_tokens_estimate": _count(info.get("newTokenCount")) or None,
+    }
+    parsed: list[ParsedMessage] = []
+    for content in payload.get("compressedHistory") or []:
+        if not isinstance(content, dict):
+            continue
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        results = [
+            _result(p["functionResponse"]) for p in parts if isinstance(p.get("functionResponse"), dict)
+        ]
+        if content.get("role") == "model":
+            message = build_message("assistant", _reply_blocks(parts) or "", where=where)
+        elif results:
+            message = build_message("user", results, where=where, meta={"from_tool_calls": True})
+        else:
+            texts = [TextBlock(text=str(p["text"])) for p in parts if "text" in p]
+            message = build_message("user", texts or "", where=where)
+        first = not parsed
+        parsed.append(ParsedMessage(message, starts_context=first, compaction=compaction if first else None))
+    return parsed
 
 
 #: Qwen Code's own background agents (the memory extractor): their calls appear only as telemetry.
