@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.errors import ImportFormatError
 from engine.importers import agent_files, import_file
 from engine.messages import ToolUseBlock
 from engine.store import SessionStore
@@ -323,3 +324,17 @@ def test_a_session_growing_in_the_write_ahead_log_is_imported_before_any_checkpo
         assert len(store.list_events(session.id, kind="request")) == 5
     finally:
         writer.close()
+
+
+def test_a_sqlite_file_that_is_no_agents_database_is_refused_naming_what_it_lacks(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    other = tmp_path / "notes.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    conn.close()
+    with pytest.raises(
+        ImportFormatError, match="without OpenCode's tables \\(missing message, part, session\\)"
+    ):
+        import_file(other, store)
+    assert store.list_sessions() == []

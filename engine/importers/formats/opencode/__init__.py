@@ -25,7 +25,9 @@ from engine.importers.model import ParsedSession, SourceProblem
 
 
 def sniff(doc: Document) -> bool:
-    return doc.database and app_of(doc.path) == "opencode"
+    """OpenCode's database, and any other SQLite file but Kilo CLI's: reading it then says which
+    of OpenCode's tables it lacks (the one SQLite format ctxdesk reads besides Kilo's)."""
+    return doc.database and app_of(doc.path) != "kilo"
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
