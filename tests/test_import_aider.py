@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.importers import import_file
 from engine.importers.detect import read_document
 from engine.importers.formats.aider import parse
-from engine.importers.formats.aider.llm_history import as_logged
+from engine.importers.formats.aider.llm_history import as_logged, parse_llm_history
 from engine.store import SessionStore
 from tests.chat_requests import chat_requests
 
@@ -216,3 +218,41 @@ def test_the_commit_message_call_of_an_auto_commit_is_a_call(store: SessionStore
         and commit.model.endswith("mini")
     )
     assert main.model.endswith(requests[0]["body"]["model"])
+
+
+def render_llm_history(calls: list[tuple[list[tuple[str, str]], str]]) -> str:
+    """What Aider 0.86 writes with ``--llm-history-file`` (io.log_llm_history over
+    utils.format_messages / format_content), for calls of (messages, reply)."""
+
+    def lines(role: str, content: str) -> str:
+        return "\n".join(f"{role.upper()} {line}" for line in content.splitlines())
+
+    out = []
+    for number, (messages, reply) in enumerate(calls):
+        body = "\n".join(f"-------\n{lines(role, content)}" for role, content in messages)
+        out.append(f"TO LLM 2026-11-28T05:55:{number:02d}\n{body}\n")
+        out.append(f"LLM RESPONSE 2026-11-28T05:55:{number:02d}\n{lines('assistant', reply)}\n")
+    return "".join(out)
+
+
+_content = st.text(min_size=1, max_size=60).filter(lambda text: bool(text.splitlines()))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.sampled_from(["system", "user", "assistant"]), _content), min_size=1, max_size=6
+            ),
+            _content,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_llm_history_reads_back_every_message_as_aider_logged_it(
+    calls: list[tuple[list[tuple[str, str]], str]],
+) -> None:
+    parsed = parse_llm_history(render_llm_history(calls))
+    assert [c.messages for c in parsed] == [[(role, as_logged(text)) for role, text in m] for m, _ in calls]
+    assert [c.reply for c in parsed] == [as_logged(reply) for _, reply in calls]
