@@ -13,11 +13,16 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.errors import ImportFormatError
 from engine.importers import agent_files, import_file
+from engine.importers.formats.opencode.database import Rows
+from engine.importers.formats.opencode.history import parse_rows
 from engine.messages import ToolUseBlock
 from engine.store import SessionStore
 from tests.chat_requests import chat_requests, imported_atoms, request_atoms
@@ -338,3 +343,49 @@ def test_a_sqlite_file_that_is_no_agents_database_is_refused_naming_what_it_lack
     ):
         import_file(other, store)
     assert store.list_sessions() == []
+
+
+_status = st.sampled_from(["completed", "error", "running", "pending"])
+_part = st.one_of(
+    st.builds(lambda text: {"type": "text", "text": text}, st.text(max_size=20)),
+    st.builds(lambda text: {"type": "reasoning", "text": text}, st.text(max_size=20)),
+    st.builds(
+        lambda status, compacted: {
+            "type": "tool",
+            "tool": "bash",
+            "state": {
+                "status": status,
+                "input": {"command": "ls"},
+                "output": "out",
+                "error": "boom",
+                "time": {"compacted": 1} if compacted else {},
+            },
+        },
+        _status,
+        st.booleans(),
+    ),
+    st.just({"type": "step-start"}),
+    st.just({"type": "step-finish", "tokens": {"input": 5, "output": 2, "cache": {"read": 1}}}),
+    st.just({"type": "patch"}),
+)
+
+
+@given(st.lists(st.lists(_part, max_size=8), min_size=1, max_size=4))
+def test_every_tool_call_is_answered_right_after_its_reply_whatever_its_state(
+    replies: list[list[dict[str, Any]]],
+) -> None:
+    """OpenCode sends a result for every tool call (its output, its error, the "cleared" note, or
+    "interrupted"): the import puts each call's results, in its order, right after it."""
+    messages: list[tuple[str, str, dict[str, Any]]] = [("msg_0", "ses_1", {"role": "user"})]
+    parts: list[tuple[str, dict[str, Any]]] = [("msg_0", {"type": "text", "text": "hi"})]
+    for number, reply in enumerate(replies, start=1):
+        messages.append((f"msg_{number}", "ses_1", {"role": "assistant", "modelID": "gpt-4o"}))
+        call_ids = iter(range(100))
+        parts += [(f"msg_{number}", {**p, "callID": f"c{number}_{next(call_ids)}"}) for p in reply]
+    rows = Rows(sessions=[{"id": "ses_1", "directory": "/r", "title": "t"}], messages=messages, parts=parts)
+    (session,) = parse_rows(rows)
+    parsed = session.messages
+    for index, message in enumerate(parsed):
+        uses = [b.id for b in message.message.blocks if isinstance(b, ToolUseBlock)]
+        if uses:
+            assert parsed[index + 1].message.tool_result_ids == uses
