@@ -9,6 +9,7 @@ tool results, in order; and the call's provider usage must be what the server re
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,25 @@ def test_a_forked_codex_sub_agent_inherits_its_parents_history_without_its_calls
     (aborted,) = [m for m in transcript if m.meta.get("codex_aborted")]
     assert [b.text for b in aborted.blocks if isinstance(b, ToolResultBlock)] == ["aborted"]
     assert store.get_session(child.session_id).metadata["forked_from_thread"] == parent.session_id
+
+
+@pytest.mark.parametrize(("agent", "pattern"), [("codex", "rollout-*.jsonl"), ("gemini", "chats/**/*.jsonl")])
+def test_a_broken_sub_agent_file_leaves_its_parent_importable(
+    tmp_path: Path, store: SessionStore, agent: str, pattern: str
+) -> None:
+    """A sub-agent's file with a line that is not JSON: the parent imports, and says which file
+    it could not read (the child alone is refused naming its line)."""
+    fmt = FORMAT_CODEX if agent == "codex" else FORMAT_GEMINI
+    folder = tmp_path / agent
+    shutil.copytree(REAL / agent / "subagents", folder)
+    files = sorted(folder.rglob(pattern))
+    (child,) = [p for p in files if fmt.accompanies(p)]
+    (parent,) = [p for p in files if not fmt.accompanies(p)]
+    child.write_text(child.read_text(encoding="utf-8") + "{not json\n", encoding="utf-8")
+    result = import_file(parent, store)
+    assert len(result.sessions) == 1 and any(
+        child.name in note and "not read" in note for note in result.notes
+    )
 
 
 def test_codex_sub_agent_rollout_given_alone_imports_naming_its_parent_thread(

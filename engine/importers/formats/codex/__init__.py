@@ -8,7 +8,6 @@ it, linked to it and to their ``spawn_agent`` call) and the agent's own settings
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,7 @@ def parse_codex_file(path: Path | None, lines: list[tuple[int, Any]], *, key: st
         for child_path in child_rollouts(parent_path, children):
             try:
                 child_lines = read_rollout(child_path)
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            except (OSError, SourceProblem) as exc:
                 parent.notes.append(f"sub-agent rollout {child_path.name} not read: {exc}")
                 continue
             try:

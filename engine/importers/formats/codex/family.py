@@ -12,11 +12,12 @@ settings a rollout does not record (``model_auto_compact_token_limit``).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from engine.importers.lines import read_lines
 
 #: Bytes of a rollout's first line read to find the thread it belongs to (ids come first).
 HEAD_BYTES = 2_048
@@ -111,15 +112,7 @@ def codex_settings(path: Path) -> dict[str, Any]:
 
 
 def read_rollout(path: Path) -> list[tuple[int, Any]]:
-    """(line number, value) of a rollout's complete lines (a last line being written is left)."""
-    lines: list[tuple[int, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                lines.append((number, json.loads(raw)))
-            except json.JSONDecodeError:
-                if raw.endswith("\n"):
-                    raise
-    return lines
+    """(line number, value) of a rollout's complete lines, through the importers' capped line
+    reader (a last line still being written is left)."""
+    with path.open("rb") as fh:
+        return read_lines(fh, live=True).lines

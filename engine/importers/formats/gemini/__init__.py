@@ -19,6 +19,7 @@ from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations, head_lines
 from engine.importers.formats.gemini.chat import agent_calls_of, is_gemini_chat, is_gemini_line, session_of
 from engine.importers.formats.gemini.history import replay_document, replay_lines
+from engine.importers.lines import read_lines
 from engine.importers.model import ParsedSession, SourceProblem
 
 __all__ = ["FORMAT", "is_gemini_chat", "is_gemini_line", "parse_gemini_path"]
@@ -41,7 +42,7 @@ def parse_gemini_path(path: Path | None, doc: Document, *, key: str) -> list[Par
     for child_path in subagent_chats(path, str(session_id)):
         try:
             lines = _read_lines(child_path)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, SourceProblem) as exc:
             main.notes.append(f"sub-agent chat {child_path.name} not read: {exc}")
             continue
         try:
@@ -104,16 +105,9 @@ def gemini_settings(path: Path) -> dict[str, Any]:
 
 
 def _read_lines(path: Path) -> tuple[tuple[int, Any], ...]:
-    lines = []
-    with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if raw.strip():
-                try:
-                    lines.append((number, json.loads(raw)))
-                except json.JSONDecodeError:
-                    if raw.endswith("\n"):
-                        raise
-    return tuple(lines)
+    """A sub-agent chat's complete lines, through the importers' capped line reader."""
+    with path.open("rb") as fh:
+        return tuple(read_lines(fh, live=True).lines)
 
 
 def sniff(doc: Document) -> bool:
