@@ -1,9 +1,13 @@
 """Codex CLI and Gemini CLI fixtures: run the real clients offline against the scripted model
 server, then keep what they wrote (rollout / chat files) beside the server's request log.
 
-    python scripts/real_agents_codex_gemini.py [--only codex|gemini] [--out tests/fixtures/real_agents]
+    python scripts/real_agents_codex_gemini.py [--only codex|gemini] [--scenario NAME] [--out tests/fixtures/real_agents]
 
 Every run uses a scratch HOME, CODEX_HOME and repository under /tmp; nothing touches a user folder.
+Scenarios: Codex tools-resume, auto-compact, subagents, subagent-fork, goal-websearch, failed-calls;
+Gemini CLI tools-resume, compression, subagents (tests/fixtures/real_agents/README-codex-gemini.md).
+Each keeps what the CLI wrote, the server's request log (tool definitions once, in ``_shapes/``),
+the usage it answered (``answers.json``) and the agent's own settings where a scenario sets some.
 """
 
 from __future__ import annotations
