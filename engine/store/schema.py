@@ -380,8 +380,9 @@ TABLES_M003: tuple[Table, ...] = (
     Table(
         "request_costs",
         "Per model call (one row per request event with provider usage): cost by part at the model table's "
-        "prices, and the prompt-cache analysis (engine.cost, engine.cache_analysis). Recomputed by "
-        "`ctxdesk costs DB --refresh`.",
+        "prices, and the prompt-cache analysis (engine.cost, engine.cache_analysis). Written once the "
+        "transaction that recorded the request event commits (in one of its own: a pricing failure loses "
+        "no event); recomputed by `ctxdesk costs DB --refresh`.",
         (
             _c(
                 "event_id",
