@@ -107,6 +107,25 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
         "compact": [
             Turn(t.prompt, tuple(replace(r, when=has_tools) for r in t.replies)) for t in tools_resume
         ],
+        # the provider refuses a prompt as too long: OpenCode compacts (overflow) and retries
+        "overflow": [
+            Turn(
+                "Look at this repository.",
+                (
+                    ChatReply(
+                        tool_calls=(("bash", {"command": "ls -a", "description": "List"}),), when=has_tools
+                    ),
+                    chat_error(
+                        400,
+                        "context_length_exceeded",
+                        "This model's maximum context length is 8000 tokens. However, your messages resulted in 8600 tokens.",
+                        when=has_tools,
+                    ),
+                    ChatReply(text="It holds README.md and main.py.", when=has_tools),
+                ),
+                fails=True,  # OpenCode answers, and still exits 1 for the refused call
+            ),
+        ],
         "provider-error": [
             Turn(
                 "Say hello.",

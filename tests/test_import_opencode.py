@@ -389,3 +389,36 @@ def test_every_tool_call_is_answered_right_after_its_reply_whatever_its_state(
         uses = [b.id for b in message.message.blocks if isinstance(b, ToolUseBlock)]
         if uses:
             assert parsed[index + 1].message.tool_result_ids == uses
+
+
+@pytest.mark.parametrize("app", ["opencode", "kilo"])
+def test_a_prompt_refused_as_too_long_is_a_failed_call_and_the_compaction_after_it_is_reactive(
+    app: str, store: SessionStore
+) -> None:
+    """The provider answers 400 context_length_exceeded: the agent compacts (an ``overflow``
+    compaction part) and goes on. It keeps no message of the refused call: the import has it, failed
+    as prompt_too_long, and the compaction names it as the call it followed."""
+    folder = REAL / app / "overflow"
+    (session,) = import_file(folder / "data" / app / f"{app}.db", store).sessions
+    requests = chat_requests(folder)
+    events = store.list_events(session.session_id, kind="request")
+    refused = [e for e in events if e.outcome == "context_length_exceeded"]
+    assert [r["status"] for r in requests].count(400) == len(refused) == 1
+    (compaction,) = store.list_events(session.session_id, kind="compaction")
+    assert compaction.details["trigger_kind"] == "reactive" and compaction.details["by"] == "agent"
+    assert compaction.details["after_failed_call"] == refused[0].seq
+    transcript = store.load_transcript(session.session_id)
+    starts = [0, compaction.message_seq]
+    agent = [r for r in requests if r["body"].get("tools") and r["status"] == 200]
+    answered = [e for e in events if e.usage is not None and not e.details.get("compaction_summary")]
+    for event, request in zip(answered, agent, strict=True):
+        sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
+        assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
+    (summary,) = [e for e in events if e.details.get("compaction_summary")]
+    summaries = [r for r in requests if not r["body"].get("tools")]
+    if app == "opencode":
+        (asked,) = summaries
+        assert len(events) == len(requests)
+        assert summary.usage.prompt_tokens == load_answers(folder)[asked["seq"]]["prompt_tokens"]
+    else:  # Kilo summarises in chunks (2 calls) and records one summary message, with no token counts
+        assert len(summaries) == 2 and len(events) == len(requests) - 1 and summary.usage is None

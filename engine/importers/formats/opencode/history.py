@@ -102,6 +102,16 @@ def _session(
                     info, history
                 )
                 compaction = compaction_details(marker) if starts and marker is not None else None
+                if (
+                    compaction is not None
+                    and marker is not None
+                    and marker.get("overflow")
+                    and session.messages
+                ):
+                    # the provider refused the call before it as too long; OpenCode drops that reply
+                    refused = overflowed_call(str(info.get("id")), info.get("model"))
+                    session.messages[-1].pending_calls.append(refused)
+                    compaction["after_failed_request_ref"] = refused.details["request_ref"]
                 session.messages.append(ParsedMessage(message, starts_context=starts, compaction=compaction))
         elif role == "assistant":
             model = info.get("modelID")
@@ -134,6 +144,19 @@ def _session(
         "from the provider's count)"
     )
     return session
+
+
+def overflowed_call(compaction_id: str, model: Any) -> CallInfo:
+    """The call a provider refused as too long, which an ``overflow`` compaction answers: OpenCode
+    keeps no message of it, only this mark. A failed call (prompt too long), no usage."""
+    model_id = model.get("modelID") if isinstance(model, dict) else None
+    call = CallInfo(model=model_id if isinstance(model_id, str) else None)
+    call.details["failure"] = failure_details(
+        "prompt_too_long",
+        message="the provider refused the prompt as too long (OpenCode's overflow compaction)",
+    )
+    call.details["request_ref"] = f"{compaction_id}:overflow"
+    return call
 
 
 def compaction_details(marker: dict[str, Any]) -> dict[str, Any]:
@@ -315,10 +338,20 @@ def _tool_result(call_id: str, state: dict[str, Any]) -> ToolResultBlock:
 
 def opencode_usage(tokens: Any) -> ProviderUsage | None:
     """OpenCode's ``tokens``: ``input`` is the uncached input, ``output`` excludes ``reasoning``
-    (the provider's completion tokens are their sum), ``cache.read`` / ``cache.write``."""
-    if not isinstance(tokens, dict) or not any(tokens.get(k) for k in ("input", "output", "cache")):
+    (the provider's completion tokens are their sum), ``cache.read`` / ``cache.write``. All zeros
+    is no count (a failed reply; Kilo CLI's chunked compaction summary records none)."""
+    if not isinstance(tokens, dict):
         return None
     cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    counts = [
+        tokens.get("input"),
+        tokens.get("output"),
+        tokens.get("reasoning"),
+        cache.get("read"),
+        cache.get("write"),
+    ]
+    if not any(_count(c) for c in counts):
+        return None
     return ProviderUsage(
         input_tokens=_count(tokens.get("input")),
         output_tokens=_count(tokens.get("output")) + _count(tokens.get("reasoning")),
