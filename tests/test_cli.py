@@ -47,6 +47,25 @@ def test_usage_errors_exit_2_with_one_error_line(capsys: pytest.CaptureFixture[s
     assert err.strip().splitlines() == ["ctxdesk: error: no such database file: no-such-file.db"]
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["report", "nothere.db"], id="report"),
+        pytest.param(["report", "nothere.db:some-session"], id="report DB:SESSION"),
+        pytest.param(["diff", "nothere.db", "nothere.db"], id="diff"),
+        pytest.param(["inspect", "nothere.db"], id="inspect"),
+        pytest.param(["costs", "nothere.db"], id="costs"),
+    ],
+)
+def test_a_missing_database_is_named_once_in_one_error_line(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) in (EXIT_USAGE, EXIT_ERROR)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("ctxdesk: error: no such") and line.count("nothere.db") == 1, line
+
+
 def test_a_file_that_is_not_a_database_is_an_error_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -56,7 +56,7 @@ def split_target(target: str) -> tuple[Path, str | None]:
     for i in range(len(target) - 1, 0, -1):
         if target[i] == ":" and Path(target[:i]).is_file():
             return Path(target[:i]), target[i + 1 :] or None
-    raise NotFoundError(f"no such file: {target.split(':', 1)[0]}", path=target)
+    raise NotFoundError("no such file", path=target.split(":", 1)[0])
 
 
 @contextmanager
