@@ -297,3 +297,25 @@ def test_dashboard_serves_on_localhost(session_db) -> None:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+def test_a_folder_of_transcripts_given_to_the_dashboard_is_imported_into_the_agents_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli.dashboard import import_transcript_folders
+
+    folder = tmp_path / "claude-code"
+    shutil.copytree(
+        Path(__file__).parent / "fixtures" / "real_agents" / "claude-code" / "resume" / "transcripts", folder
+    )
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    agents_db = tmp_path / "data" / "ctxdesk" / "agents.db"
+    dbs_folder = tmp_path / "dbs"
+    dbs_folder.mkdir()
+    (dbs_folder / "a.db").write_bytes(b"")
+
+    assert import_transcript_folders([folder, dbs_folder]) == [dbs_folder, agents_db]
+    with SessionStore(agents_db, read_only=True) as store:
+        assert store.list_sessions()
+    assert "session(s) imported" in capsys.readouterr().err
+    assert import_transcript_folders([dbs_folder]) == [dbs_folder]  # a folder of databases is served as it is

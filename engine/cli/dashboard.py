@@ -133,6 +133,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
+    paths = import_transcript_folders(paths, settings=getattr(args, "settings", None))
     paths = [*(p.resolve() for p in paths), *urls]  # type: ignore[list-item]
     command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
     env = dashboard_env(paths, settings=settings)
@@ -142,6 +143,38 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         if follower is not None:
             follower.stop()
+
+
+def transcript_folders(paths: Sequence[Path]) -> list[Path]:
+    """The folders among ``paths`` that hold no session database but do hold agents' transcripts."""
+    from engine.importers import folder_files
+
+    return [p for p in paths if p.is_dir() and not any(p.glob("*.db")) and folder_files(p)]
+
+
+def import_transcript_folders(paths: Sequence[Path], *, settings: str | None = None) -> list[Path]:
+    """``paths`` with each folder of transcripts (and no database) imported into the agents database
+    (as ``--from`` does) and replaced by it: ``ctxdesk dashboard ~/.claude/projects/x`` just works."""
+    folders = transcript_folders(paths)
+    if not folders:
+        return list(paths)
+    from engine.cli.importing import default_db, run_import
+    from engine.importers import folder_files
+    from engine.settings import load_settings
+
+    db = default_db()
+    found = [f for folder in folders for f in folder_files(folder)]
+    print(
+        f"importing {len(found)} transcript file(s) from {', '.join(map(str, folders))} into {db}",
+        file=sys.stderr,
+    )
+    results, skipped = run_import(db, [], found, model=None, err=sys.stderr, settings=load_settings(settings))
+    sessions = sum(len(r.sessions) for r in results)
+    print(
+        f"{db}: {sessions} session(s) imported or up to date, {len(skipped)} file(s) skipped", file=sys.stderr
+    )
+    kept = [p for p in paths if p not in folders]
+    return [*kept, db] if db not in kept else kept
 
 
 def run_server(command: Sequence[str], *, env: dict[str, str]) -> int:
