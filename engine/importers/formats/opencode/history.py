@@ -98,9 +98,7 @@ def _session(
             message = _user_message(parts, where, info, _kilo_folders(row) if app == "kilo" else None)
             if message is not None:
                 marker = next((p for p in parts if p.get("type") == "compaction"), None)
-                starts = (str(info.get("id")) in summarised or marker is not None) and _finished_compaction(
-                    info, history
-                )
+                starts = str(info.get("id")) in summarised  # OpenCode's filterCompacted restarts here
                 compaction = compaction_details(marker) if starts and marker is not None else None
                 if (
                     compaction is not None
@@ -175,17 +173,6 @@ def compaction_details(marker: dict[str, Any]) -> dict[str, Any]:
             "manual": "the user compacted the session",
         }[kind],
     }
-
-
-def _finished_compaction(
-    info: dict[str, Any], history: list[tuple[dict[str, Any], list[dict[str, Any]]]]
-) -> bool:
-    """A compaction marker restarts the history only once its summary finished without error."""
-    return any(
-        i.get("role") == "assistant" and i.get("summary") and i.get("finish") and not i.get("error")
-        and i.get("parentID") == info.get("id")
-        for i, _ in history
-    )  # fmt: skip
 
 
 def _user_message(
