@@ -181,7 +181,8 @@ def blob_row(size: int, folder: Path) -> list[Any]:
     db = folder / "offload.db"  # written by offload_row: one output of ``size`` bytes
     code = textwrap.dedent(f"""
         import json, resource, time
-        from dashboard import blob_pages, data
+        from dashboard import data
+        from dashboard.data import blob_pages
         from engine.store import SessionStore
         with SessionStore({str(db)!r}, read_only=True) as store:
             (session,) = store.list_sessions()

@@ -1,12 +1,15 @@
 """Recorded values as the page shows them (pure; no streamlit): missing values never appear as a raw
 ``None``/``nan``/``<NA>``, and recorded text placed where Streamlit renders markdown (titles, alerts,
-labels) is escaped so it stays text: no link, image, LaTeX, ``:color[]`` or icon shortcode forms.
+labels) is escaped so it stays text: no link, image, LaTeX, ``:color[]`` or icon shortcode forms;
+text placed in plotly hovers and annotations is HTML-escaped (:func:`escape`, clipped, wrapped).
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
+import textwrap
 from typing import Any
 
 import pandas as pd
@@ -100,3 +103,28 @@ def with_window_limit(steps: pd.DataFrame) -> pd.DataFrame:
     ]
     out["limit_tokens"] = limit.where(~derived, window - reserve)
     return out
+
+
+# -- text in plotly figures (hover text, annotations): plotly renders a subset of HTML there ------
+
+
+def escape(text: object) -> str:
+    """Text safe to place in plotly hover text or annotations (no markup is interpreted).
+
+    Quotes stay as they are: plotly draws ``&quot;`` literally, and with ``<`` escaped no tag
+    (so no attribute) can form.
+    """
+    return html.escape("" if text is None else str(text), quote=False)
+
+
+def clipped(text: object, chars: int) -> str:
+    """``text`` escaped, cut to ``chars`` characters (an ellipsis marks the cut)."""
+    plain = "" if text is None else str(text)
+    if len(plain) > chars:
+        plain = plain[: chars - 1] + "…"
+    return escape(plain)
+
+
+def wrapped(text: object, width: int) -> str:
+    """``text`` escaped, in lines of at most ``width`` characters joined by ``<br>``."""
+    return "<br>".join(escape(line) for line in textwrap.wrap("" if text is None else str(text), width))

@@ -5,8 +5,9 @@ the selected session, and the shared sidebar. Data access itself lives in dashbo
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import duckdb
 import pandas as pd
@@ -19,6 +20,9 @@ from engine.errors import ContextDeskError
 from engine.findings import Finding
 from engine.settings import DEFAULT_SETTINGS_PATH, settings_path
 from engine.store.factory import redact_url
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
 SELECTED_KEY = "selected_session"
@@ -67,9 +71,16 @@ def _connection(paths: tuple[str, ...], identity: tuple[Any, ...]) -> duckdb.Duc
 
 @st.cache_data(max_entries=512, show_spinner=False)
 def _query(
-    _conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...], name: str, args: tuple[Any, ...]
+    _conn: duckdb.DuckDBPyConnection,
+    signature: tuple[Any, ...],
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: tuple[tuple[str, Any], ...],
+    _function: Callable[..., Any],
 ) -> Any:
-    return data.read(_conn, getattr(data, name), *args)
+    # ``name`` (the function's module and name) with the arguments is the cache key; the function
+    # itself is not hashed.
+    return data.read(_conn, lambda cursor: _function(cursor, *args, **dict(kwargs)))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -133,14 +144,17 @@ def database_paths() -> dict[str, Path]:
     return read(data.database_paths)
 
 
-def query(name: str, *args: Any) -> Any:
-    """``dashboard.data.<name>(cursor, *args)``, cached until a database file changes."""
-    conn = connection()
-    return _query(conn, signature(), name, args)
+def query(
+    function: Callable[Concatenate[duckdb.DuckDBPyConnection, P], T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``function(cursor, *args)`` (a query of dashboard.data, e.g. ``query(data.timeline, db,
+    session_id)``), cached until a database file changes."""
+    name = f"{function.__module__}.{function.__qualname__}"
+    return _query(connection(), signature(), name, args, tuple(sorted(kwargs.items())), function)
 
 
 def overview() -> pd.DataFrame:
-    return query("sessions_overview")
+    return query(data.sessions_overview)
 
 
 def selected() -> SessionRef | None:
@@ -347,12 +361,10 @@ def prefill_setting(model: str, field: str, value: int | float) -> None:
 @st.cache_data(max_entries=8, show_spinner="Pricing model calls…")
 def _call_costs(_conn: duckdb.DuckDBPyConnection, signature: tuple[Any, ...]) -> pd.DataFrame:
     # ``signature`` (the database files and their WALs) is only the cache key.
-    from dashboard import cost_data
-
-    return data.read(_conn, cost_data.call_costs)
+    return data.read(_conn, data.call_costs)
 
 
 def call_costs() -> pd.DataFrame:
-    """Every loaded model call priced, with its cache cause (dashboard.cost_data.call_costs), cached
+    """Every loaded model call priced, with its cache cause (dashboard.data.costs.call_costs), cached
     until a database file changes."""
     return _call_costs(connection(), signature())

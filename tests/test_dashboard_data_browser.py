@@ -10,8 +10,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard import data, sql_browser
-from dashboard.data import DB_PATHS_ENV_VAR
+from dashboard import data
+from dashboard.data import DB_PATHS_ENV_VAR, sql_browser
 from engine.errors import ValidationError
 from engine.settings import SETTINGS_ENV_VAR
 from tests.dashboard_fixture import copy_dashboard_db

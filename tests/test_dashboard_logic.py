@@ -1,4 +1,4 @@
-"""The dashboard's pure modules: stop explanations, re-projection, text paging, settings form, charts."""
+"""The dashboard's pure modules: stop explanations, re-projection, text paging, settings form, figures."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard import analysis, charts, compare_data, settings_form, textview, timeline_marks
+from dashboard import analysis, figures, settings_form, textview
 from engine import FileChangeWatcher
 from engine.errors import ConfigError
+from engine.events import COMPONENT_LABELS
 from engine.findings import FINDING_KINDS, Finding
 from engine.settings import ModelSettings, Settings, resolve_model_settings
 from tests.dashboard_fixture import HOSTILE_TEXT
@@ -119,12 +120,12 @@ def test_timeline_figure_stacks_components_with_limit_thresholds_markers_and_usa
         {"turn": [1, 1], "kind": ["guard", "guard"], "outcome": ["rejected", "forced_final"],
          "projected_tokens": [13_470, 7_809]}
     )  # fmt: skip
-    fig = charts.timeline_figure(_turns(), marks)
+    fig = figures.timeline_figure(_turns(), marks)
     names = [t.name for t in fig.data]
-    present = [label for name, label in charts.COMPONENT_LABELS.items() if _turns()[name].any()]
+    present = [label for name, label in COMPONENT_LABELS.items() if name in _turns() and _turns()[name].any()]
     assert names[: len(present)] == present
     assert all(t.stackgroup == "components" for t in fig.data[: len(present)])
-    assert {"Effective limit", "80% / 95% / 98% of limit", charts.PROVIDER_PARTS_LABEL} <= set(names)
+    assert {"Effective limit", "80% / 95% / 98% of limit", figures.PROVIDER_PARTS_LABEL} <= set(names)
     # One legend entry per group: the three thresholds, the provider's four parts.
     assert sum(t.showlegend is not False for t in fig.data) <= 12
     assert [a.text for a in fig.layout.annotations].count("Forced final turn") == 1
@@ -139,9 +140,9 @@ def test_timeline_figure_marks_policy_edits_and_compactions_with_their_reasons()
          "reason": ["2 more tool result(s) cleared: <prompt> over the trigger", "summarized 12 messages", "final"],
          "projected_tokens": [30, 150, 150]}
     )  # fmt: skip
-    fig = charts.timeline_figure(_turns(), marks)
+    fig = figures.timeline_figure(_turns(), marks)
     labels = [a.text for a in fig.layout.annotations]
-    assert labels.count(timeline_marks.POLICY_EDIT) == 1 and labels.count("Compaction") == 1
+    assert labels.count(figures.POLICY_EDIT) == 1 and labels.count("Compaction") == 1
     (why,) = [t for t in fig.data if t.name == "Edits and compactions (hover for why)"]
     assert list(why.x) == [0, 1] and list(why.y) == [35, 155]  # on each step's total; the guard has its line
     assert "Policy edit · proxy_policy<br>2 more tool result(s) cleared: &lt;prompt&gt;" in why.text[0]
@@ -150,14 +151,14 @@ def test_timeline_figure_marks_policy_edits_and_compactions_with_their_reasons()
 
 def test_timeline_figure_leaves_out_components_a_session_never_had() -> None:
     turns = _turns().assign(skills=0, summary=0)
-    names = [t.name for t in charts.timeline_figure(turns).data]
-    assert charts.COMPONENT_LABELS["skills"] not in names
-    assert charts.COMPONENT_LABELS["summary"] not in names
+    names = [t.name for t in figures.timeline_figure(turns).data]
+    assert COMPONENT_LABELS["skills"] not in names
+    assert COMPONENT_LABELS["summary"] not in names
 
 
 def test_timeline_figure_shows_the_projection_headline() -> None:
-    p = charts.Projection(limit=100, thresholds=(0.8, 0.95, 0.98), compact_turns=(1,), block_turns=())
-    fig = charts.timeline_figure(_turns(), None, projection=p)
+    p = analysis.Projection(limit=100, thresholds=(0.8, 0.95, 0.98), compact_turns=(1,), block_turns=())
+    fig = figures.timeline_figure(_turns(), None, projection=p)
     texts = [a.text for a in fig.layout.annotations]
     assert "would compact (turn 1)" in texts
     assert any("Under edited settings: limit 100" in t for t in texts)
@@ -167,8 +168,8 @@ def test_session_strings_are_escaped_in_hover_text_and_titles() -> None:
     sessions = pd.DataFrame({"title": [HOSTILE_TEXT], "session_id": ["s"], "turns": [1], "peak_usage_pct": [5.0],
                              "forced_final": [0]})  # fmt: skip
     payload = (
-        charts.sessions_scatter(sessions).to_json()
-        + charts.timeline_figure(_turns(), title=HOSTILE_TEXT).to_json()
+        figures.sessions_scatter(sessions).to_json()
+        + figures.timeline_figure(_turns(), title=HOSTILE_TEXT).to_json()
     )
     assert "<script>" not in payload
     assert "<img" not in payload
@@ -176,7 +177,7 @@ def test_session_strings_are_escaped_in_hover_text_and_titles() -> None:
     tools = pd.DataFrame(
         {"name": ["<b>x</b>"], "category": ["mcp"], "server": ["<i>s</i>"], "tokens": [3], "calls": [0]}
     )
-    assert "<b>" not in json.dumps(charts.tools_bar(tools).to_plotly_json(), default=str)
+    assert "<b>" not in json.dumps(figures.tools_bar(tools).to_plotly_json(), default=str)
 
 
 # -- text view -------------------------------------------------------------------------------
@@ -425,7 +426,7 @@ def test_timeline_marks_turns_with_findings_and_escapes_their_titles() -> None:
         _finding("stale_result", 1, 20, title='cat "a.py"'),
     ]
     marks = analysis.findings_markers(analysis.findings_frame(found))
-    fig = charts.timeline_figure(_turns(), None, findings=marks)
+    fig = figures.timeline_figure(_turns(), None, findings=marks)
     trace = next(t for t in fig.data if t.name.startswith("Findings"))
     assert list(trace.x) == [1]
     assert trace.yaxis == "y2"
@@ -434,24 +435,24 @@ def test_timeline_marks_turns_with_findings_and_escapes_their_titles() -> None:
     assert "<script>" not in hover and "&lt;script&gt;" in hover
     assert 'cat "a.py"' in hover  # plotly draws &quot; literally, so quotes stay quotes
     assert fig.layout.yaxis.range[1] > max(_turns()["limit_tokens"])  # headroom above the limit line
-    assert not any(t.name.startswith("Findings") for t in charts.timeline_figure(_turns(), None).data)
+    assert not any(t.name.startswith("Findings") for t in figures.timeline_figure(_turns(), None).data)
 
 
 def test_provider_usage_shows_the_whole_prompt_with_its_parts_one_click_away() -> None:
-    fig = charts.timeline_figure(_turns(), None)
+    fig = figures.timeline_figure(_turns(), None)
     by_name = {t.name: t for t in fig.data}
-    assert list(by_name[charts.PROVIDER_PROMPT_LABEL].y) == [35, 130]
+    assert list(by_name[figures.PROVIDER_PROMPT_LABEL].y) == [35, 130]
     parts = [t for t in fig.data if t.legendgroup == "provider_parts"]
     assert [t.visible for t in parts] == ["legendonly"] * len(parts) and len(parts) >= 2
     assert [t.showlegend is not False for t in parts].count(True) == 1
 
 
 def test_components_bar_leaves_out_components_that_are_zero_everywhere() -> None:
-    fig = charts.components_bar(
+    fig = figures.components_bar(
         {"before": {"conversation": 5, "tool_results": 9}, "after": {"conversation": 2}}
     )
     assert list(fig.data[0].x) == ["Conversation", "Tool results"]
-    assert len(charts.components_bar({"before": {}}).data[0].x) == 6
+    assert len(figures.components_bar({"before": {}}).data[0].x) == len(COMPONENT_LABELS)
 
 
 # -- the what-if under the settings a session ran with ---------------------------------------
@@ -631,7 +632,7 @@ def test_no_suggestion_asks_for_an_offload_threshold_already_in_force() -> None:
 
 def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer_and_reserve() -> None:
     components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
-    fig = charts.context_now_bar(
+    fig = figures.context_now_bar(
         components, context_window=16_000, max_output_tokens=4_096, buffer_tokens=256, limit=11_648,
         compact_threshold=0.95,
     )  # fmt: skip
@@ -640,12 +641,12 @@ def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer
     assert parts["Free space"] == int(11_648 * 0.95) - 9_000
     assert parts["Auto-compact headroom"] == 11_648 - int(11_648 * 0.95)
     assert parts["Output reserve"] == 4_096 and parts["Safety buffer"] == 256
-    unknown = charts.context_now_bar(
+    unknown = figures.context_now_bar(
         components, context_window=None, max_output_tokens=None, buffer_tokens=None, limit=None,
         compact_threshold=0.95,
     )  # fmt: skip
     assert "no window recorded" in unknown.layout.title.text
-    assert {t.name for t in unknown.data} == {charts.COMPONENT_LABELS[c] for c in components}
+    assert {t.name for t in unknown.data} == {COMPONENT_LABELS[c] for c in components}
 
 
 def test_the_settings_file_watcher_counts_each_edit_replace_and_delete(tmp_path) -> None:
@@ -684,19 +685,19 @@ def test_the_settings_file_watcher_counts_each_edit_replace_and_delete(tmp_path)
     ],
 )
 def test_a_comparison_shows_both_values_the_difference_and_never_none(a, b, kind, shown, delta) -> None:
-    result = compare_data.compare({"x": a}, {"x": b}, (("x", "X", kind),))
+    result = analysis.compare({"x": a}, {"x": b}, (("x", "X", kind),))
     row = result.table.iloc[0]
     assert (row["A"], row["B"], row["difference (B − A)"], row["differs"]) == (*shown, delta, bool(delta))
     assert len(result.differences) == (1 if delta else 0)
 
 
 def test_component_differences_are_told_largest_first_and_empty_components_left_out() -> None:
-    result = compare_data.compare_components(
+    result = analysis.compare_components(
         {"system": 900, "tool_results": 6000, "summary": 0},
         {"system": 1000, "tool_results": 2000, "summary": 0},
     )
     assert list(result.table["component"]) == ["System prompt", "Tool results"]
-    assert result.differences[0].startswith(charts.COMPONENT_LABELS["tool_results"])
+    assert result.differences[0].startswith(COMPONENT_LABELS["tool_results"])
     assert "-4,000, -67%" in result.differences[0]
 
 
@@ -707,19 +708,19 @@ def test_session_figures_price_and_cache_from_the_calls_and_leave_unknowns_missi
          "cache_write_5m_tokens": [100, 0], "cache_write_1h_tokens": [0, 0], "output_tokens": [10, 10],
          "total_usd": [0.01, 0.002], "lost_usd": [0.0, 0.0], "cache_cause": ["cold_start", None]}
     )  # fmt: skip
-    figures = compare_data.session_figures({"model": "m", "turns": 2}, requests, calls)
+    figures = analysis.session_figures({"model": "m", "turns": 2}, requests, calls)
     assert (
         figures["calls"] == 2 and figures["cache_read_tokens"] == 280 and figures["cache_write_tokens"] == 100
     )
     assert figures["cache_hit_pct"] == round(100 * 280 / 500, 1) and figures["cache_rebuilds"] == 0
     assert figures["total_usd"] == pytest.approx(0.012)
-    unpriced = compare_data.session_figures({"model": "m"}, requests, calls.iloc[0:0])
+    unpriced = analysis.session_figures({"model": "m"}, requests, calls.iloc[0:0])
     assert (
         unpriced["total_usd"] is None
         and unpriced["cache_hit_pct"] is None
         and unpriced["peak_tokens"] is None
     )
-    assert compare_data.components_of(compare_data.peak_request(requests))["tool_results"] == 200
+    assert analysis.components_of(analysis.peak_request(requests))["tool_results"] == 200
 
 
 def test_a_missing_limit_is_the_recorded_model_window_less_what_is_reserved() -> None:

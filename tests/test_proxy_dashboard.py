@@ -1,5 +1,5 @@
 """A proxied session on the dashboard: the Requests page opens any call whole, the provider's
-count beside ours, read through DuckDB (dashboard.request_data) and driven with AppTest."""
+count beside ours, read through DuckDB (dashboard.data.exact_requests) and driven with AppTest."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from model_server import anthropic as A
 from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 from streamlit.testing.v1 import AppTest
 
-from dashboard import data, request_data
+from dashboard import analysis, data
 from dashboard.data import DB_PATHS_ENV_VAR
 from engine.compaction.clearing import CLEARED_PREFIX
 from engine.proxy import ProxyServer, Upstreams
@@ -63,16 +63,16 @@ def test_request_data_gives_each_call_with_both_counts_and_opens_it_exactly(
     db, received = proxied
     con = data.connect([db])
     label = data.db_labels([db])[0]
-    assert request_data.has_requests(con, label)
-    calls = request_data.session_calls(con, label, "live-1")
+    assert data.has_requests(con, label)
+    calls = data.session_calls(con, label, "live-1")
     assert list(calls["seq"]) == [0, 1]
     assert (calls["our_prompt_tokens"] > 0).all() and (calls["provider_prompt_tokens"] > 0).all()
-    detail = request_data.call_detail(con, label, int(calls["id"].iloc[1]))
+    detail = data.call_detail(con, label, int(calls["id"].iloc[1]))
     assert detail["system"] == received[1]["system"]
     assert detail["tools"] == received[1]["tools"]
     assert detail["messages"] == received[1]["messages"]
     assert detail["row"]["stop_reason"] == "end_turn"
-    assert "print('hi')" in request_data.part_text(detail["messages"][-1])
+    assert "print('hi')" in analysis.part_text(detail["messages"][-1])
 
 
 def test_a_proxied_session_is_an_ordinary_session_on_the_existing_pages(
@@ -163,11 +163,11 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
         assert proxy.recorder.flush()
     con = data.connect([db])
     label = data.db_labels([db])[0]
-    (call,) = request_data.session_calls(con, label, "edited").itertuples()
+    (call,) = data.session_calls(con, label, "edited").itertuples()
     assert call.original_id is not None
-    diff = request_data.edit_diff(
-        request_data.call_detail(con, label, int(call.original_id)),
-        request_data.call_detail(con, label, int(call.id)),
+    diff = analysis.edit_diff(
+        data.call_detail(con, label, int(call.original_id)),
+        data.call_detail(con, label, int(call.id)),
     )
     assert "-[2] user: SECRET-LOOKING OUTPUT" in diff and f"+[2] user: {CLEARED_PREFIX}" in diff
     at = _app_on(db, tmp_path, monkeypatch, "edited")
@@ -175,9 +175,9 @@ def test_an_edited_call_shows_what_the_agent_sent_beside_what_the_model_received
     assert not at.exception, [e.value for e in at.exception]
     assert any("A ctxdesk policy edited this call" in w.value for w in at.warning)
     assert any("SECRET-LOOKING OUTPUT" in c.value and CLEARED_PREFIX in c.value for c in at.code)
-    savings = request_data.edit_savings(
-        request_data.call_detail(con, label, int(call.original_id)),
-        request_data.call_detail(con, label, int(call.id)),
+    savings = analysis.edit_savings(
+        data.call_detail(con, label, int(call.original_id)),
+        data.call_detail(con, label, int(call.id)),
     )
     assert savings["tokens_saved"] > 0 and savings["agent_bytes"] > savings["model_bytes"]
     # the Compaction page shows the same diff beside the tokens saved, and links to the Requests page

@@ -15,8 +15,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard import blob_pages
-from dashboard.data import DB_PATHS_ENV_VAR, connect
+from dashboard.data import DB_PATHS_ENV_VAR, blob_pages, connect
 from engine.messages import user
 from engine.settings import SETTINGS_ENV_VAR
 from engine.store import SessionStore
@@ -80,7 +79,7 @@ def test_a_200mb_output_is_opened_without_loading_it(tmp_path):
     probe = textwrap.dedent(f"""
         import json, resource, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from dashboard import blob_pages
+        from dashboard.data import blob_pages
         from dashboard.data import connect
         con = connect([{str(db)!r}])
         def peak():

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import charts
-from dashboard.downsample import MAX_STEPS, peak_steps
+from dashboard import figures
+from dashboard.analysis.downsample import MAX_STEPS, peak_steps
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_the_chart_of_100k_turns_is_small(recorded_row):
     marks = pd.DataFrame({"turn": [10, 60_000], "kind": ["compaction"] * 2, "trigger": ["compact_threshold"] * 2,
                           "outcome": ["compacted"] * 2, "projected_tokens": [None, None], "limit_tokens": [None, None],
                           "event_seq": [1, 2]})  # fmt: skip
-    fig = charts.timeline_figure(peak_steps(frame, keep=marks["turn"]), marks, unit="turn")
+    fig = figures.timeline_figure(peak_steps(frame, keep=marks["turn"]), marks, unit="turn")
     size = len(fig.to_json())
     assert all(len(trace.x) <= MAX_STEPS + 4 for trace in fig.data if trace.x is not None)
     assert size < 2_000_000, size

@@ -11,7 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dashboard import actions, data, pg_source
+from dashboard import actions, data
+from dashboard.data import postgres
+from dashboard.data.connection import alias_of
 from engine.store.copy import copy_database
 from engine.store.factory import open_store
 from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url
@@ -47,9 +49,9 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 def test_a_url_is_attached_read_only_with_a_short_label(both: tuple[Any, Any, str]) -> None:
     _, pg, url = both
     [(db, path)] = data.database_paths(pg).items()
-    assert (db, path) == (pg_source.label(url), url)
+    assert (db, path) == (postgres.label(url), url)
     with pytest.raises(Exception, match=r"read-only|read only"):
-        pg.execute(f"INSERT INTO {data._alias(pg, db)}.sessions (id) VALUES ('x')")
+        pg.execute(f"INSERT INTO {alias_of(pg, db)}.sessions (id) VALUES ('x')")
 
 
 def test_sessions_page_and_timeline_match_sqlite(both: tuple[Any, Any, str]) -> None:

@@ -14,8 +14,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from dashboard import pg_source
-from dashboard.data_files import loaded_paths, script_args
+from dashboard.data import postgres
+from dashboard.data.files import loaded_paths, script_args
 from engine.cli import main
 from engine.cli.dashboard import dashboard_command, dashboard_env
 from engine.errors import StoreError
@@ -94,7 +94,7 @@ def test_a_dsn_names_a_server(target: object, is_server: bool) -> None:
 )
 def test_labels_name_the_database_never_the_password(target: str, name: str) -> None:
     assert database_name(target) == name
-    assert pg_source.label(target) == name
+    assert postgres.label(target) == name
 
 
 def test_the_dashboard_child_gets_urls_by_environment_never_argv(tmp_path: Path) -> None:

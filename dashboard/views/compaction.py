@@ -9,9 +9,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, charts, display, request_data, state
+from dashboard import actions, analysis, data, display, figures, state
 from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
+from engine.events import COMPONENT_LABELS
 
 PREVIEW_KEY = "compaction_preview"
 RESTORED_KEY = "cmp_restored"
@@ -64,7 +65,7 @@ def message_diff(details: dict[str, Any]) -> None:
     if not removed and not cleared:
         st.caption("This compaction recorded no message-level changes.")
         return
-    rows = state.query("messages_by_seq", ref.db, ref.session_id, tuple(sorted({*removed, *cleared})))
+    rows = state.query(data.messages_by_seq, ref.db, ref.session_id, tuple(sorted({*removed, *cleared})))
     if rows.empty:
         return
     what = {s: "removed or summarized" for s in removed} | {s: "cleared to a placeholder" for s in cleared}
@@ -157,11 +158,11 @@ def show_result(used: dict[str, Any], report: Any, problem: str | None) -> None:
     m2.metric("Messages", report.after_count, report.after_count - report.before_count, delta_color="inverse")
     m3.metric("Target", display.number(target_tokens))
     st.plotly_chart(
-        charts.components_bar({"before": report.result.before_components.as_dict(),
+        figures.components_bar({"before": report.result.before_components.as_dict(),
                                "after": report.result.after_components.as_dict()}, title="Tokens per component"),
         key="cmp_preview_bar",
     )  # fmt: skip
-    removed = state.query("messages_by_seq", ref.db, ref.session_id, tuple(report.removed_message_seqs))
+    removed = state.query(data.messages_by_seq, ref.db, ref.session_id, tuple(report.removed_message_seqs))
     st.markdown(f"**Removed or summarized: {len(report.removed_message_seqs)} message(s)**")
     if report.result.cleared:
         st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
@@ -201,7 +202,7 @@ with st.container(border=True):
         show_result(*preview[1:])
 
 st.subheader("Snapshots")
-snaps = state.query("snapshots", ref.db, ref.session_id)
+snaps = state.query(data.snapshots, ref.db, ref.session_id)
 restored_note = st.session_state.get(RESTORED_KEY)
 if snaps.empty:
     st.info("No snapshots yet: the session resumes from its full transcript.")
@@ -253,7 +254,7 @@ if restored_note is not None and restored_note[0] == ref.key:
     (st.success if restored_note[2] else st.error)(display.md(restored_note[1]))
 
 st.subheader("Past compactions")
-past = state.query("compactions", ref.db, ref.session_id)
+past = state.query(data.compactions, ref.db, ref.session_id)
 if past.empty:
     st.info("No compactions recorded for this session.")
 else:
@@ -291,11 +292,11 @@ else:
     details = past[past["seq"] == which].iloc[0]["details"]
     if details.get("before") and details.get("after"):
         st.plotly_chart(
-            charts.components_bar({"before": details["before"], "after": details["after"]}),
+            figures.components_bar({"before": details["before"], "after": details["after"]}),
             key="cmp_past_bar",
         )
         diff = pd.DataFrame(
-            [(charts.COMPONENT_LABELS[c], details["before"].get(c, 0), details["after"].get(c, 0)) for c in charts.COMPONENT_LABELS],
+            [(COMPONENT_LABELS[c], details["before"].get(c, 0), details["after"].get(c, 0)) for c in COMPONENT_LABELS],
             columns=["component", "before", "after"],
         )  # fmt: skip
         diff = diff[(diff["before"] != 0) | (diff["after"] != 0)]
@@ -309,17 +310,17 @@ else:
         st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)
 
 # -- proxied calls: what the agent sent beside what the model received (ctxdesk proxy) ------------
-edited = state.read(request_data.edited_calls, ref.db, ref.session_id)
+edited = state.read(data.edited_calls, ref.db, ref.session_id)
 if not edited.empty:
     st.subheader("Proxied calls: agent sent vs model received")
     call_seq = st.selectbox("Edited call", list(edited["seq"]), index=len(edited) - 1, key="cmp_proxied")
     picked = edited[edited["seq"] == call_seq].iloc[0]
-    sent_detail = state.read(request_data.call_detail, ref.db, int(picked["id"]))
-    agent_detail = state.read(request_data.call_detail, ref.db, int(picked["original_id"]))
-    savings = request_data.edit_savings(agent_detail, sent_detail)
+    sent_detail = state.read(data.call_detail, ref.db, int(picked["id"]))
+    agent_detail = state.read(data.call_detail, ref.db, int(picked["original_id"]))
+    savings = analysis.edit_savings(agent_detail, sent_detail)
     p1, p2, p3 = st.columns(3)
     p1.metric("Messages (agent → model)", f"{savings['agent_messages']} → {savings['model_messages']}")
     p2.metric("Tokens saved (messages, our count)", f"{savings['tokens_saved']:,}")
     p3.metric("Bytes saved", f"{savings['agent_bytes'] - savings['model_bytes']:,}")
-    st.code(request_data.edit_diff(agent_detail, sent_detail) or "(no difference)", language="diff")
+    st.code(analysis.edit_diff(agent_detail, sent_detail) or "(no difference)", language="diff")
     st.page_link("views/requests.py", label="Every call in full on the Requests page", icon=":material/http:")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, compare_data, display, state
+from dashboard import analysis, data, display, figures, state
 
 st.title("Compare")
 sessions = state.overview()
@@ -37,7 +37,7 @@ all_calls = state.call_costs()
 def side(key: str) -> tuple[state.SessionRef, pd.Series, pd.DataFrame, pd.DataFrame]:
     """A session's overview row, its request events (one per model call) and its priced calls."""
     ref = state.SessionRef.parse(key)
-    requests = state.query("events", ref.db, ref.session_id, ("request",)).reset_index(drop=True)
+    requests = state.query(data.events, ref.db, ref.session_id, ("request",)).reset_index(drop=True)
     calls = all_calls[(all_calls["db"] == ref.db) & (all_calls["session_id"] == ref.session_id)]
     return ref, rows[key], requests, calls
 
@@ -47,7 +47,7 @@ def cost_of(calls: pd.DataFrame, seq: int) -> pd.Series | None:
     return None if found.empty else found.iloc[0]
 
 
-def show(comparison: compare_data.Comparison, *, key: str) -> None:
+def show(comparison: analysis.Comparison, *, key: str) -> None:
     st.dataframe(
         comparison.table, hide_index=True, key=key, placeholder=display.MISSING, height="content",
         column_config={
@@ -71,36 +71,36 @@ if a_key == b_key:
     st.info("A and B are the same session: pick another one on either side (or compare two of its calls).")
 
 if mode == "Two sessions":
-    figures = compare_data.compare(
-        compare_data.session_figures(row_a, requests_a, calls_a),
-        compare_data.session_figures(row_b, requests_b, calls_b),
-        compare_data.METRICS,
+    compared = analysis.compare(
+        analysis.session_figures(row_a, requests_a, calls_a),
+        analysis.session_figures(row_b, requests_b, calls_b),
+        analysis.SESSION_METRICS,
     )
-    show(figures, key="cmp_sessions_table")
+    show(compared, key="cmp_sessions_table")
     st.caption(
         "—: not recorded (no provider usage or no price for the model, so no cost or cache figures). "
         "Costs are at list prices from the model table."
     )
-    peak_a, peak_b = compare_data.peak_request(requests_a), compare_data.peak_request(requests_b)
-    parts = compare_data.compare_components(
-        compare_data.components_of(peak_a) if peak_a is not None else {},
-        compare_data.components_of(peak_b) if peak_b is not None else {},
+    peak_a, peak_b = analysis.peak_request(requests_a), analysis.peak_request(requests_b)
+    parts = analysis.compare_components(
+        analysis.components_of(peak_a) if peak_a is not None else {},
+        analysis.components_of(peak_b) if peak_b is not None else {},
     )
     st.subheader("Tokens per component at each session's largest call")
     if parts.table.empty:
         st.info("Neither session recorded a model call with its components.")
     else:
         st.plotly_chart(
-            charts.components_bar(
-                {"A": compare_data.components_of(peak_a) if peak_a is not None else {},
-                 "B": compare_data.components_of(peak_b) if peak_b is not None else {}},
+            figures.components_bar(
+                {"A": analysis.components_of(peak_a) if peak_a is not None else {},
+                 "B": analysis.components_of(peak_b) if peak_b is not None else {}},
             ),
             key="cmp_sessions_bar",
         )  # fmt: skip
         show_parts = parts.table.rename(columns={"component": "figure"})
-        show(compare_data.Comparison(show_parts, parts.differences), key="cmp_sessions_parts")
+        show(analysis.Comparison(show_parts, parts.differences), key="cmp_sessions_parts")
     what_differs(
-        figures.differences + parts.differences, same="Nothing: the two sessions' figures are equal."
+        compared.differences + parts.differences, same="Nothing: the two sessions' figures are equal."
     )
 else:
     choices = []
@@ -115,7 +115,7 @@ else:
             continue
         seqs = [int(s) for s in requests["seq"]]
         names = {
-            int(r["seq"]): compare_data.call_label(r, cost_of(calls, int(r["seq"])))
+            int(r["seq"]): analysis.call_label(r, cost_of(calls, int(r["seq"])))
             for _, r in requests.iterrows()
         }
         if st.session_state.get(widget) not in names:
@@ -124,24 +124,22 @@ else:
         choices.append(requests[requests["seq"] == seq].iloc[0])
     if all(c is not None for c in choices):
         call_a, call_b = choices
-        figures = compare_data.compare(
-            compare_data.call_figures(call_a, cost_of(calls_a, int(call_a["seq"]))),
-            compare_data.call_figures(call_b, cost_of(calls_b, int(call_b["seq"]))),
-            compare_data.CALL_METRICS,
+        compared = analysis.compare(
+            analysis.call_figures(call_a, cost_of(calls_a, int(call_a["seq"]))),
+            analysis.call_figures(call_b, cost_of(calls_b, int(call_b["seq"]))),
+            analysis.CALL_METRICS,
         )
-        show(figures, key="cmp_calls_table")
+        show(compared, key="cmp_calls_table")
         st.caption("—: not recorded for that call (no provider usage, or no price for its model).")
-        comps_a, comps_b = compare_data.components_of(call_a), compare_data.components_of(call_b)
-        parts = compare_data.compare_components(comps_a, comps_b)
+        comps_a, comps_b = analysis.components_of(call_a), analysis.components_of(call_b)
+        parts = analysis.compare_components(comps_a, comps_b)
         st.subheader("Tokens per component sent")
-        st.plotly_chart(charts.components_bar({"A": comps_a, "B": comps_b}), key="cmp_calls_bar")
+        st.plotly_chart(figures.components_bar({"A": comps_a, "B": comps_b}), key="cmp_calls_bar")
         if not parts.table.empty:
             show(
-                compare_data.Comparison(
-                    parts.table.rename(columns={"component": "figure"}), parts.differences
-                ),
+                analysis.Comparison(parts.table.rename(columns={"component": "figure"}), parts.differences),
                 key="cmp_calls_parts",
             )
         what_differs(
-            figures.differences + parts.differences, same="Nothing: the two calls' figures are equal."
+            compared.differences + parts.differences, same="Nothing: the two calls' figures are equal."
         )

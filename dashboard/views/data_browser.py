@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, display, sql_browser, state
+from dashboard import data, display, state
+from dashboard.data import sql_browser
 from engine.errors import ContextDeskError
 
 

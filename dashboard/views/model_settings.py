@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, display, settings_form, state
+from dashboard import analysis, data, display, figures, settings_form, state
 from engine.errors import ConfigError, ContextDeskError
 from engine.settings import DEFAULT_SETTINGS_PATH, ModelSettings, resolve_model_settings, settings_path
 from engine.tokens import tokenizer_ids
@@ -193,7 +193,7 @@ if resolved is not None:
     rows = [(f, getattr(resolved, f), resolved.sources.get(f, "")) for f in RESOLVED_FIELDS]
     # What the selected session recorded when it started: often a different settings file.
     recorded = (
-        analysis.settings_for_model(state.query("session_settings", ref.db, ref.session_id), shown_model)
+        analysis.settings_for_model(state.query(data.session_settings, ref.db, ref.session_id), shown_model)
         if ref is not None and not current.empty
         else {}
     )
@@ -209,19 +209,19 @@ if resolved is not None:
     st.dataframe(table, hide_index=True, placeholder=display.MISSING, height="content")
     st.text(f"Effective limit: {resolved.budget_tokens:,} tokens")
     if ref is not None and shown_model == session_model:
-        turns = state.query("timeline", ref.db, ref.session_id)
+        turns = state.query(data.timeline, ref.db, ref.session_id)
         edited = st.session_state.get(state.EDITED_SETTINGS_KEY) is not None
-        checks = state.query("events", ref.db, ref.session_id, ("guard", "request"))
+        checks = state.query(data.events, ref.db, ref.session_id, ("guard", "request"))
         projection = analysis.project_timeline(
             turns, resolved, label="edited settings" if edited else "these settings",
             demand=analysis.step_demand(checks, turns),
         )  # fmt: skip
         if projection is not None:
-            marks = state.query("markers", ref.db, ref.session_id)
+            marks = state.query(data.markers, ref.db, ref.session_id)
             st.info(projection.headline)
             st.caption(analysis.recorded_stops(marks).text())
             st.plotly_chart(
-                charts.timeline_figure(turns, marks, projection=projection, show_usage=False),
+                figures.timeline_figure(turns, marks, projection=projection, show_usage=False),
                 key="ms_preview",
             )
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import blob_pages, display, state, textview
+from dashboard import data, display, state, textview
+from dashboard.data import blob_pages
 
 st.title("Offloaded results")
 ref = state.selected()
 f1, f2, f3 = st.columns([2, 2, 2])
 scope = f1.radio("Sessions", ["Selected session", "All sessions"], horizontal=True, key="blobs_scope")
-everything = state.query("blobs")
+everything = state.query(data.blobs)
 if scope == "Selected session" and ref is not None:
     everything = everything[(everything["db"] == ref.db) & (everything["session_id"] == ref.session_id)]
 tools = sorted(everything["tool_name"].dropna().unique())
@@ -43,7 +44,7 @@ blob = view.iloc[refs.index(ref_id)]
 @st.fragment
 def blob_viewer(db: str, ref_id: str, tool_name: str | None) -> None:
     with st.spinner("Reading the stored output…"):
-        content = state.query("blob_content", db, ref_id)
+        content = state.query(data.blob_content, db, ref_id)
     text = textview.decode(content)
     st.download_button(
         "Download", content, file_name=f"{ref_id}.{'txt' if text is not None else 'bin'}",

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, display, request_data, state
+from dashboard import analysis, data, display, state
 
 ref, row = state.require_session()
 st.title("Requests")
@@ -23,14 +23,12 @@ def _calls(_conn: Any, signature: tuple[Any, ...], db: str, session_id: str) -> 
 
 
 def _session_calls(cursor: Any, db: str, session_id: str) -> Any:
-    return (
-        request_data.session_calls(cursor, db, session_id) if request_data.has_requests(cursor, db) else None
-    )
+    return data.session_calls(cursor, db, session_id) if data.has_requests(cursor, db) else None
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _detail(_conn: Any, signature: tuple[Any, ...], db: str, request_id: int) -> dict[str, Any]:
-    return data.read(_conn, request_data.call_detail, db, request_id)
+    return data.read(_conn, data.call_detail, db, request_id)
 
 
 conn = state.connection()
@@ -110,9 +108,7 @@ if original_id is not None and not pd.isna(original_id):
         "with its reason and tokens before and after."
     )
     with st.expander("Agent sent vs model received (diff)", expanded=True):
-        st.code(
-            request_data.edit_diff(original, detail) or "(no difference in the messages)", language="diff"
-        )
+        st.code(analysis.edit_diff(original, detail) or "(no difference in the messages)", language="diff")
 
 tab_system, tab_tools, tab_messages, tab_params, tab_answer = st.tabs(
     ["System prompt", "Tools", "Messages", "Parameters", "Answer"]
@@ -122,7 +118,7 @@ with tab_system:
     if system is None:
         st.info("No separate system prompt (for Chat Completions it is a message).")
     else:
-        st.code(request_data.part_text(system), language=None, wrap_lines=True)
+        st.code(analysis.part_text(system), language=None, wrap_lines=True)
         with st.expander("As sent (JSON)"):
             st.json(system, expanded=False)
 with tab_tools:
@@ -137,7 +133,7 @@ with tab_messages:
     st.caption(f"{len(messages)} message(s) as sent")
     for index, message in enumerate(messages):
         role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
-        text = request_data.part_text(message)
+        text = analysis.part_text(message)
         with st.expander(f"{index}: {role} — {display.text(text[:120].replace(chr(10), ' '))}"):
             st.code(text, language=None, wrap_lines=True)
             st.json(message, expanded=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, data, display, state
+from dashboard import analysis, data, display, figures, state
 
 st.title("Sessions")
 df = state.overview()
@@ -193,17 +193,15 @@ if ref is not None and not df[(df["db"] == ref.db) & (df["session_id"] == ref.se
 
 if len(view) > 1:
     with st.expander("Peak usage by session", expanded=False):
-        st.plotly_chart(charts.sessions_scatter(view))
+        st.plotly_chart(figures.sessions_scatter(view))
 
 
-# -- cost (dashboard/cost_data.py): totals, filters by project, model and day, roll-ups ------------------
+# -- cost (dashboard/data/costs.py): totals, filters by project, model and day, roll-ups ------------------
 
 
 @st.fragment
 def cost_section() -> None:
     """What the loaded sessions cost at list prices, by project, day and model, and what cache rebuilds lost."""
-    from dashboard import cost_data
-
     st.subheader("Cost")
     calls = state.call_costs()
     if calls.empty:
@@ -213,8 +211,8 @@ def cost_section() -> None:
     projects = g1.multiselect("Project", sorted(calls["project"].dropna().unique()), key="cost_projects")
     models = g2.multiselect("Model", sorted(calls["model"].dropna().unique()), key="cost_models")
     days = g3.multiselect("Day (UTC)", sorted(calls["day"].dropna().unique()), key="cost_days")
-    chosen = cost_data.filter_calls(calls, projects=projects, models=models, days=days)
-    t = cost_data.cost_totals(chosen)
+    chosen = data.filter_calls(calls, projects=projects, models=models, days=days)
+    t = data.cost_totals(chosen)
     m = st.columns(5)
     m[0].metric("Cost", f"${t['total_usd']:,.2f}", help="Provider usage at the model table's list prices.")
     m[1].metric("Cache reads", f"${t['cache_read_usd']:,.2f}")
@@ -225,8 +223,8 @@ def cost_section() -> None:
     by = st.radio("Per", ["project", "root_session_id", "day", "model"], horizontal=True, key="cost_by",
                   format_func=lambda k: {"root_session_id": "session (with sub-agents)"}.get(k, k))  # fmt: skip
     st.dataframe(
-        cost_data.rollup(chosen, by), hide_index=True, placeholder=display.MISSING,
-        column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in cost_data.SUM_COLUMNS if c.endswith("_usd")},
+        data.rollup(chosen, by), hide_index=True, placeholder=display.MISSING,
+        column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in data.SUM_COLUMNS if c.endswith("_usd")},
     )  # fmt: skip
     rebuilds = chosen[chosen["lost_usd"] > 0].sort_values("lost_usd", ascending=False).head(20)
     if not rebuilds.empty:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, display, downsample, state
+from dashboard import analysis, data, display, figures, state
 from engine.errors import ContextDeskError
+from engine.events import COMPONENT_LABELS
 from engine.findings import Finding
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, resolve_model_settings
 
@@ -46,7 +47,7 @@ def edited_projection(turns, unit):
     except ContextDeskError as exc:
         st.warning(f"Edited settings do not resolve for {display.md(row['model'])}: {display.md(exc)}")
         return None
-    checks = state.query("events", ref.db, ref.session_id, ("guard", "request"))
+    checks = state.query(data.events, ref.db, ref.session_id, ("guard", "request"))
     demand = analysis.step_demand(checks, turns, unit)
     return analysis.project_timeline(turns, resolved, unit=unit, demand=demand)
 
@@ -113,12 +114,12 @@ def timeline_panel() -> None:
     )
     by_call = step == "model call"
     unit, key = ("call", CALL_KEY) if by_call else ("turn", TURN_KEY)
-    turns = state.query("timeline", ref.db, ref.session_id)
-    marks = state.query("markers", ref.db, ref.session_id)
+    turns = state.query(data.timeline, ref.db, ref.session_id)
+    marks = state.query(data.markers, ref.db, ref.session_id)
     found = state.findings(ref)
     flagged = analysis.findings_markers(analysis.findings_frame(found))
     if by_call:
-        turns, marks = analysis.per_call(state.query("requests", ref.db, ref.session_id), marks)
+        turns, marks = analysis.per_call(state.query(data.requests, ref.db, ref.session_id), marks)
         flagged = analysis.findings_per_call(flagged, turns)
     if turns.empty:
         st.info("This session has no request events yet.")
@@ -136,13 +137,13 @@ def timeline_panel() -> None:
     show_usage = st.toggle("Show the provider's own usage", value=True, key="timeline_usage")
     steps = [int(t) for t in turns["turn"]]
     kept = [*marks["turn"].dropna().astype(int), int(st.session_state.get(key) or 0)]
-    drawn = turns if projection is not None else downsample.peak_steps(turns, keep=kept)
+    drawn = turns if projection is not None else analysis.peak_steps(turns, keep=kept)
     if len(drawn) < len(turns):
         st.caption(
             f"{len(turns):,} {unit}s: the chart draws {len(drawn):,} of them, the peak of each run of "
             f"consecutive {unit}s and every marked one (type a {unit} number below to open any)."
         )
-    fig = charts.timeline_figure(
+    fig = figures.timeline_figure(
         drawn, marks, show_usage=show_usage, projection=projection, unit=unit,
         selected_turn=st.session_state.get(key), title=row["title"] or ref.session_id, findings=flagged,
     )  # fmt: skip
@@ -166,7 +167,7 @@ def timeline_panel() -> None:
         return
     r = this.iloc[0]
     turn = int(r["real_turn"]) if by_call else step
-    total = int(sum(int(r[c]) for c in charts.COMPONENT_LABELS))
+    total = int(sum(int(r[c]) for c in COMPONENT_LABELS))
     cols = st.columns(4)
     cols[0].metric("Sent (estimate)", f"{total:,}")
     from_window = r.get("limit_source") == "model window"
@@ -189,18 +190,18 @@ def timeline_panel() -> None:
             who = "a ctxdesk policy" if m.trigger == "proxy_policy" else f"a {m.trigger} compaction"
             st.info(f"Edited here by {who}: {display.md(m.reason)}", icon=":material/content_cut:")
     recorded = analysis.settings_for_model(
-        state.query("session_settings", ref.db, ref.session_id), display.value_or_none(r.get("model"))
+        state.query(data.session_settings, ref.db, ref.session_id), display.value_or_none(r.get("model"))
     )
     window = {f: _whole(r.get(f)) for f in ("context_window", "max_output_tokens", "buffer_tokens")}
     st.plotly_chart(
-        charts.context_now_bar(
-            {c: int(r[c]) for c in charts.COMPONENT_LABELS}, **window, limit=_whole(r.get("limit_tokens")),
+        figures.context_now_bar(
+            {c: int(r[c]) for c in COMPONENT_LABELS}, **window, limit=_whole(r.get("limit_tokens")),
             compact_threshold=float(recorded.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
         ),
         key=f"timeline_now_{unit}",
     )  # fmt: skip
     call_cost_panel(ref, int(r["event_seq"]) if by_call else None, turn)
-    sent = state.query("sent_messages", ref.db, ref.session_id, turn, int(r["event_seq"]))
+    sent = state.query(data.sent_messages, ref.db, ref.session_id, turn, int(r["event_seq"]))
     st.subheader(f"What was sent at turn {turn}" + (f" (call {step})" if by_call else ""))
     show_findings(found, turn)
     st.caption(
@@ -230,7 +231,7 @@ def timeline_panel() -> None:
     if st.session_state.get("timeline_message") not in options:
         st.session_state["timeline_message"] = options[0]
     seq = st.selectbox("Read message", options, format_func=labels.__getitem__, key="timeline_message")
-    msg = state.query("message", ref.db, ref.session_id, int(seq))
+    msg = state.query(data.message, ref.db, ref.session_id, int(seq))
     if msg is not None:
         st.code(msg["text"], language=None, wrap_lines=True, height=MESSAGE_HEIGHT)
 

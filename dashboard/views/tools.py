@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, display, state
+from dashboard import data, display, figures, state
 
 ref, row = state.require_session()
 st.title("Tools")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
-tools = state.query("tool_costs", ref.db, ref.session_id)
+tools = state.query(data.tool_costs, ref.db, ref.session_id)
 if tools.empty:
     st.info("This session recorded no tool definitions.")
 else:
@@ -20,7 +20,7 @@ else:
     c2.metric("Definition tokens (all)", f"{int(tools['tokens'].sum()):,}")
     c3.metric("Never called", int((tools["calls"] == 0).sum()))
     st.subheader("Tokens per tool")
-    st.plotly_chart(charts.tools_bar(tools), key="tools_bar")
+    st.plotly_chart(figures.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")
     st.dataframe(display.for_table(data.server_costs(tools)), hide_index=True, placeholder=display.MISSING)
     st.subheader("Cost against use")
@@ -35,14 +35,14 @@ else:
     )  # fmt: skip
 
 st.subheader("Deferred vs loaded, turn by turn")
-matrix = state.query("deferral_matrix", ref.db, ref.session_id)
+matrix = state.query(data.deferral_matrix, ref.db, ref.session_id)
 if matrix.empty:
     st.info("No deferral events: every tool was sent on every request.")
 else:
-    st.plotly_chart(charts.deferral_heatmap(matrix), key="deferral_heatmap")
+    st.plotly_chart(figures.deferral_heatmap(matrix), key="deferral_heatmap")
 
 st.subheader("tool_search queries")
-searches = state.query("tool_searches", ref.db, ref.session_id)
+searches = state.query(data.tool_searches, ref.db, ref.session_id)
 if searches.empty:
     st.info("No tool_search queries in this session.")
 else:

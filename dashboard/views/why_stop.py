@@ -6,14 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, display, state
+from dashboard import analysis, data, display, state
+from engine.events import COMPONENT_LABELS
 
 ref, row = state.require_session()
 st.title("Why did it stop?")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
-ev = state.query("events", ref.db, ref.session_id, ("guard", "request"))
-recorded_settings = state.query("session_settings", ref.db, ref.session_id)
+ev = state.query(data.events, ref.db, ref.session_id, ("guard", "request"))
+recorded_settings = state.query(data.session_settings, ref.db, ref.session_id)
 stops = analysis.stop_events(ev[ev["kind"] == "guard"])
 CLOSE_CALLS = {
     "provider_error": "the provider refused the request as too long; an emergency compaction made it fit",
@@ -21,7 +22,7 @@ CLOSE_CALLS = {
 }
 if stops.empty:
     st.success("This session never hit a forced final turn or skipped a provider.")
-    compacted = state.query("events", ref.db, ref.session_id, ("compaction",))
+    compacted = state.query(data.events, ref.db, ref.session_id, ("compaction",))
     close = compacted[compacted["trigger"].isin(list(CLOSE_CALLS)) & (compacted["outcome"] == "compacted")]
     if not close.empty:
         st.markdown("**Close calls**")
@@ -47,7 +48,7 @@ def render_stop(stop: pd.Series) -> None:
     tipping_seq = (details.get("tipping") or {}).get("message_seq", stop["message_seq"] if previous else None)
     tipping = None
     if tipping_seq is not None and tipping_seq == tipping_seq:
-        tipping = state.query("message", ref.db, ref.session_id, int(tipping_seq))
+        tipping = state.query(data.message, ref.db, ref.session_id, int(tipping_seq))
     refused = stop["outcome"] == "rejected"
     # A refused output never reached the transcript: the message there is the refusal, not the output.
     tipping_bytes = len(tipping["text"].encode("utf-8")) if tipping and not refused else None
@@ -83,10 +84,7 @@ def render_stop(stop: pd.Series) -> None:
         st.caption("The session's first request: nothing grew before it.")
         st.dataframe(
             pd.DataFrame(
-                [
-                    (charts.COMPONENT_LABELS[g.component], g.after)
-                    for g in sorted(x.growth, key=lambda g: -g.after)
-                ],
+                [(COMPONENT_LABELS[g.component], g.after) for g in sorted(x.growth, key=lambda g: -g.after)],
                 columns=["component", "tokens"],
             ),
             hide_index=True,
@@ -102,7 +100,7 @@ def render_stop(stop: pd.Series) -> None:
             )
         st.dataframe(
             pd.DataFrame(
-                [(charts.COMPONENT_LABELS[g.component], g.before, g.after, g.delta) for g in x.growth],
+                [(COMPONENT_LABELS[g.component], g.before, g.after, g.delta) for g in x.growth],
                 columns=["component", "before", "now", "change"],
             ),
             hide_index=True,

@@ -59,7 +59,7 @@ PAGES = (
     "compare",
     "model_settings",
 )
-FINDINGS_FILL = "242, 183, 1"  # charts.FINDINGS_STYLE colour as the browser reports it
+FINDINGS_FILL = "242, 183, 1"  # figures.FINDINGS_STYLE colour as the browser reports it
 
 
 def _free_port() -> int:

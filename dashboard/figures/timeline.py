@@ -1,6 +1,9 @@
-"""Plotly figures for the dashboard (no streamlit here): built from the frames dashboard.data returns.
+"""The context timeline figure: tokens by component per turn or call against the limit, the
+provider's own counts, the limit's thresholds, an edited settings' projection, and the symbols
+drawn over it (findings at the top with their titles in the hover; a symbol on each step a
+compaction or a policy edit changed, its reason in the hover).
 
-Every string that came from a session (titles, tool names, previews) is HTML-escaped before it
+Every string that came from a session is HTML-escaped (dashboard.display.escape) before it
 reaches hover text or annotations, because plotly renders a subset of HTML there.
 """
 
@@ -11,10 +14,9 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.analysis import Projection
-from dashboard.hover import escape
-from dashboard.timeline_marks import FINDINGS_HEADROOM, findings_trace, marker_label, reasons_trace
-from engine.events import COMPONENT_COLORS, COMPONENT_LABELS
+from dashboard.analysis.projection import Projection
+from dashboard.display import clipped, escape, wrapped
+from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, OUTCOME_MARKERS
 
 USAGE_LABELS = {
     "provider_input_tokens": ("Provider: input", "dot"),
@@ -30,9 +32,62 @@ REFUSED_TEXT = {
     "forced_final": "Final turn forced",
     "skipped_provider": "Provider skipped",
 }
-#: Pixels per tool in the tools bar chart (and its least height).
-TOOLS_BAR_ROW_HEIGHT = 20
-TOOLS_BAR_MIN_HEIGHT = 240
+FINDINGS_STYLE = {
+    "symbol": "diamond",
+    "size": 13,
+    "color": "#f2b701",
+    "line": {"color": "#7a5c00", "width": 1},
+}
+#: Where finding markers sit: a share of the plot's height on an invisible axis over the main one;
+#: the token axis then gets headroom so they sit above the limit line.
+FINDINGS_Y = 0.965
+FINDINGS_HEADROOM = 1.12
+#: Lines of finding titles in one marker's hover text, and characters per title.
+HOVER_FINDINGS = 4
+HOVER_TITLE_CHARS = 90
+#: The marker label of an edit a proxy policy made (recorded as a compaction).
+POLICY_EDIT = "Policy edit"
+#: Characters per line of a reason in a hover.
+HOVER_WRAP = 90
+
+
+def marker_label(kind: str, outcome: str | None, trigger: object) -> tuple[str, str]:
+    """(label, colour) of a marked event: a proxy policy's edit is a "Policy edit"."""
+    label, color = OUTCOME_MARKERS.get((kind, outcome if kind != "restore" else None), (str(kind), "#555"))
+    return (POLICY_EDIT if trigger == "proxy_policy" else label), color
+
+
+def reasons_trace(marks: pd.DataFrame, totals: pd.Series, x: list[int]) -> go.Scatter:
+    """A symbol on each marked step whose event gives a reason (a policy edit's, a compaction's),
+    on the step's total, the reason in the hover."""
+    at = dict(zip(x, totals.tolist(), strict=True))
+    ys, hover, colors = [], [], []
+    for m in marks.itertuples():
+        label, color = marker_label(m.kind, m.outcome, m.trigger)
+        ys.append(at.get(int(m.turn), 0))
+        hover.append(f"{escape(label)} · {escape(m.trigger)}<br>{wrapped(m.reason, HOVER_WRAP)}")
+        colors.append(color)
+    return go.Scatter(
+        x=marks["turn"].astype(int).tolist(), y=ys, name="Edits and compactions (hover for why)",
+        mode="markers", marker={"symbol": "diamond-open", "size": 11, "color": colors, "line": {"width": 2}},
+        text=hover, hovertemplate="%{text}<extra></extra>",
+    )  # fmt: skip
+
+
+def findings_trace(findings: pd.DataFrame, unit: str = "turn") -> go.Scatter:
+    """Symbols at the top of the timeline for turns with findings; hover lists their (escaped) titles."""
+    hover = []
+    for count, tokens, titles in zip(findings["count"], findings["tokens"], findings["titles"], strict=True):
+        lines = [f"• {clipped(t, HOVER_TITLE_CHARS)}" for t in list(titles)[:HOVER_FINDINGS]]
+        if len(titles) > HOVER_FINDINGS:
+            lines.append(f"… and {len(titles) - HOVER_FINDINGS} more")
+        head = f"{int(count)} finding(s), {int(tokens):,} tokens to save"
+        hover.append("<br>".join([head, *lines]))
+    return go.Scatter(
+        x=findings["turn"].astype(int).tolist(), y=[FINDINGS_Y] * len(findings), yaxis="y2",
+        name=f"Findings (hover; click the {unit} for details)", mode="markers", marker=FINDINGS_STYLE,
+        text=hover, hovertemplate="%{text}<extra></extra>",
+    )  # fmt: skip
 
 
 def timeline_figure(
@@ -61,7 +116,10 @@ def timeline_figure(
         return fig
     x = turns["turn"].astype(int).tolist()
     has_findings = findings is not None and not findings.empty
-    for name, label in COMPONENT_LABELS.items():
+    # A frame from before a component existed (the harness residual) lacks its column: it is 0.
+    present = [name for name in COMPONENT_LABELS if name in turns]
+    for name in present:
+        label = COMPONENT_LABELS[name]
         if not turns[name].any():
             continue  # a component the session never had: no legend entry for it
         fig.add_trace(
@@ -71,7 +129,7 @@ def timeline_figure(
                 hovertemplate=f"{label}: %{{y:,}} tokens<extra></extra>",
             )
         )  # fmt: skip
-    totals = turns[list(COMPONENT_LABELS)].sum(axis=1)
+    totals = turns[present].sum(axis=1)
     limit = turns["limit_tokens"].ffill().bfill()
     pct = [
         f"{100 * t / lim:.1f}%" if lim and lim == lim else "n/a" for t, lim in zip(totals, limit, strict=True)
@@ -205,153 +263,5 @@ def timeline_figure(
         xaxis={"title": unit.capitalize(), "dtick": 1 if len(x) <= 40 else None}, yaxis={"title": "Tokens", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.2}, margin={"t": 70, "r": 10, "l": 10, "b": 10},
         clickmode="event+select", dragmode="select",
-    )  # fmt: skip
-    return fig
-
-
-def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None) -> go.Figure:
-    """Grouped bars of tokens per component, one group per state (e.g. before / after); components
-    that are 0 in every state are left out (a compaction records only what it can change)."""
-    fig = go.Figure()
-    names = [n for n in COMPONENT_LABELS if any(int(v.get(n, 0) or 0) for v in rows.values())] or list(
-        COMPONENT_LABELS
-    )
-    for state, values in rows.items():
-        fig.add_trace(
-            go.Bar(
-                x=[COMPONENT_LABELS[n] for n in names], y=[int(values.get(n, 0) or 0) for n in names],
-                name=escape(state), hovertemplate="%{x}: %{y:,}<extra>" + escape(state) + "</extra>",
-            )
-        )  # fmt: skip
-    fig.update_layout(
-        barmode="group", height=340, title=escape(title) if title else None, yaxis={"title": "Tokens"}
-    )
-    return fig
-
-
-def tools_bar(tools: pd.DataFrame) -> go.Figure:
-    """Tokens of each tool definition as horizontal bars (largest on top, so long names and many
-    tools stay readable), coloured by category, with calls in the hover."""
-    fig = go.Figure()
-    for category, part in tools.groupby("category", sort=True):
-        fig.add_trace(
-            go.Bar(
-                y=[escape(n) for n in part["name"]], x=part["tokens"].tolist(), name=escape(category), orientation="h",
-                customdata=list(zip(part["calls"].tolist(), [escape(s or "") for s in part["server"]], strict=True)),
-                hovertemplate="%{y}: %{x:,} tokens, %{customdata[0]} call(s) %{customdata[1]}<extra></extra>",
-            )
-        )  # fmt: skip
-    fig.update_layout(
-        height=max(TOOLS_BAR_MIN_HEIGHT, TOOLS_BAR_ROW_HEIGHT * len(tools) + 90),
-        xaxis={"title": "Definition tokens (sent with each request)"},
-        yaxis={"categoryorder": "total ascending", "automargin": True},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
-        margin={"t": 30, "r": 10, "l": 10, "b": 10},
-    )
-    return fig
-
-
-def deferral_heatmap(matrix: pd.DataFrame) -> go.Figure:
-    """Tools (rows) x turns (columns): loaded (1) or deferred (0)."""
-    fig = go.Figure()
-    if matrix.empty:
-        fig.add_annotation(text="No deferral events", showarrow=False)
-        return fig
-    pivot = matrix.assign(v=(matrix["state"] == "loaded").astype(int)).pivot(
-        index="tool", columns="turn", values="v"
-    )
-    fig.add_trace(
-        go.Heatmap(
-            z=pivot.values, x=[int(c) for c in pivot.columns], y=[escape(t) for t in pivot.index],
-            colorscale=[[0, "#f2f2f2"], [1, "#54a24b"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
-            hovertemplate="%{y} at turn %{x}: %{z}<extra>1 = loaded, 0 = deferred</extra>",
-        )
-    )  # fmt: skip
-    fig.update_layout(
-        height=max(220, 28 * len(pivot.index) + 80),
-        xaxis={"title": "Turn", "dtick": 1 if len(pivot.columns) <= 40 else None},
-        yaxis={"automargin": True},
-        margin={"t": 20, "r": 10, "l": 10, "b": 10},
-    )
-    return fig
-
-
-def sessions_scatter(sessions: pd.DataFrame) -> go.Figure:
-    """Peak usage against turns, one dot per session (hover: escaped title)."""
-    fig = go.Figure()
-    if sessions.empty:
-        return fig
-    fig.add_trace(
-        go.Scattergl(
-            x=sessions["turns"], y=sessions["peak_usage_pct"], mode="markers",
-            text=[escape(t) for t in sessions["title"].fillna(sessions["session_id"])],
-            marker={"size": 7, "color": (sessions["forced_final"] > 0).map({True: "#d62728", False: "#4c78a8"})},
-            hovertemplate="%{text}<br>%{x} turns, peak %{y:.1f}%<extra></extra>",
-        )
-    )  # fmt: skip
-    fig.update_layout(height=300, xaxis={"title": "Turns"}, yaxis={"title": "Peak usage (% of limit)"})
-    return fig
-
-
-#: The parts of the window besides the components, in the "now" bar (Claude Code's /context).
-NOW_BAR_PARTS = {
-    "free": ("Free space", "#e8e8e8"),
-    "headroom": ("Auto-compact headroom", "#c9b8e0"),
-    "buffer": ("Safety buffer", "#9e9e9e"),
-    "output": ("Output reserve", "#616161"),
-}
-
-
-def context_now_bar(
-    components: dict[str, int],
-    *,
-    context_window: int | None,
-    max_output_tokens: int | None,
-    buffer_tokens: int | None,
-    limit: int | None,
-    compact_threshold: float,
-) -> go.Figure:
-    """One horizontal bar for one model call, as Claude Code's ``/context`` draws it: each
-    component, the free space up to the auto-compact point, the headroom from there to the limit,
-    the safety buffer and the output reserve; together they fill the context window.
-
-    Without a recorded window only the components are drawn (and the title says so).
-    """
-    fig = go.Figure()
-    used = sum(int(v or 0) for v in components.values())
-    parts: list[tuple[str, int, str]] = [
-        (COMPONENT_LABELS[name], int(components.get(name) or 0), COMPONENT_COLORS[name])
-        for name in COMPONENT_LABELS
-        if int(components.get(name) or 0)
-    ]
-    window_known = all(v is not None for v in (context_window, max_output_tokens, buffer_tokens, limit))
-    if window_known:
-        compact_at = int(limit * compact_threshold)
-        room = {
-            "free": max(compact_at - used, 0),
-            "headroom": max(limit - max(used, compact_at), 0),
-            "buffer": int(buffer_tokens),
-            "output": int(max_output_tokens),
-        }
-        # A context_budget below the window leaves the rest unused: it is part of the free space.
-        room["free"] += max(int(context_window) - int(max_output_tokens) - int(buffer_tokens) - int(limit), 0)
-        parts += [(NOW_BAR_PARTS[k][0], v, NOW_BAR_PARTS[k][1]) for k, v in room.items() if v]
-    total = int(context_window) if window_known else max(used, 1)
-    for label, tokens, colour in parts:
-        fig.add_trace(
-            go.Bar(
-                y=["now"], x=[tokens], name=label, orientation="h", marker={"color": colour},
-                hovertemplate=f"{label}: %{{x:,}} tokens ({100 * tokens / total:.1f}% of the window)<extra></extra>",
-            )
-        )  # fmt: skip
-    title = (
-        f"{used:,} of {int(context_window):,} tokens ({100 * used / int(context_window):.1f}%)"
-        if window_known
-        else f"{used:,} tokens (no window recorded for this call)"
-    )
-    fig.update_layout(
-        barmode="stack", height=170, title={"text": title, "font": {"size": 13}},
-        xaxis={"title": None, "range": [0, total], "showgrid": False}, yaxis={"visible": False},
-        legend={"orientation": "h", "y": -0.35}, margin={"t": 36, "r": 10, "l": 10, "b": 10},
     )  # fmt: skip
     return fig

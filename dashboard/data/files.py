@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from dashboard import pg_source
+from dashboard.data import postgres
 from engine.errors import NotFoundError
 from engine.locations import DB_PATHS_ENV_VAR, SAMPLE_DATA_DIR
 from engine.store.factory import DB_URLS_ENV_VAR, default_database
@@ -22,7 +22,7 @@ DEFAULT_DATA_DIR = SAMPLE_DATA_DIR
 def expand_path(path: str | os.PathLike[str]) -> list[Path]:
     """A file as itself, a folder as its ``*.db`` files (sorted); a missing path raises NotFoundError.
     A ``postgresql://`` URL stays as it is (a str)."""
-    if pg_source.is_database_url(str(path)):
+    if postgres.is_database_url(str(path)):
         return [str(path)]  # type: ignore[list-item]
     p = Path(path).expanduser()
     if p.is_dir():
@@ -74,8 +74,8 @@ def files_signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
     """(path, mtime_ns, size) of each database and its WAL: changes whenever a writer commits."""
     out: list[tuple[str, int, int]] = []
     for path in paths:
-        if pg_source.is_database_url(str(path)):
-            out.append(pg_source.signature(str(path)))
+        if postgres.is_database_url(str(path)):
+            out.append(postgres.signature(str(path)))
             continue
         for f in (Path(path), Path(f"{path}-wal")):
             try:
@@ -99,7 +99,7 @@ def files_identity(paths: Iterable[Path | str]) -> tuple[tuple[str, int | None],
 
 def db_labels(paths: Sequence[Path]) -> list[str]:
     """A short unique label per file: its stem, with the parent folder added when stems repeat."""
-    stems = [pg_source.label(str(p)) if pg_source.is_database_url(str(p)) else p.stem for p in paths]
+    stems = [postgres.label(str(p)) if postgres.is_database_url(str(p)) else p.stem for p in paths]
     labels = []
     for p, stem in zip(paths, stems, strict=True):
         label = stem if stems.count(stem) == 1 else f"{Path(p).parent.name}/{stem}"

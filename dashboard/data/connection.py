@@ -1,9 +1,9 @@
 """The DuckDB connection over the session databases and the query helpers every reader uses.
 
 :func:`connect` attaches every SQLite file READ_ONLY with the sqlite scanner loaded offline
-from the ``duckdb-extension-sqlite-scanner`` package (or a PostgreSQL server, dashboard.pg_source),
+from the ``duckdb-extension-sqlite-scanner`` package (or a PostgreSQL server, dashboard.data.postgres),
 and defines one view per schema table that unions the files with a ``db`` label column.
-:func:`_rows` builds a typed subquery filtered inside SQLite, so its indexes serve per-session reads."""
+:func:`table_rows` builds a typed subquery filtered inside SQLite, so its indexes serve per-session reads."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import duckdb
 import duckdb_extensions
 import pandas as pd
 
-from dashboard import pg_source
-from dashboard.data_files import db_labels
+from dashboard.data import postgres
+from dashboard.data.files import db_labels
 from engine.errors import NotADatabaseError, NotFoundError
 from engine.store import TABLE_NAMES, column_types
 from engine.store.factory import hide_password, redact_url
@@ -47,7 +47,7 @@ def read(con: duckdb.DuckDBPyConnection, function: Callable[..., Any], *args: An
             cursor.close()
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -69,7 +69,7 @@ def connect(
     """
     # a server's password goes to a passfile, never into DuckDB's catalog or the databases view
     resolved = [
-        hide_password(str(p)) if pg_source.is_database_url(str(p)) else Path(p).resolve() for p in paths
+        hide_password(str(p)) if postgres.is_database_url(str(p)) else Path(p).resolve() for p in paths
     ]
     with QUERY_LOCK:
         return _connect(resolved, skip_invalid=skip_invalid)
@@ -82,7 +82,7 @@ def _connect(resolved: Sequence[str | Path], *, skip_invalid: bool) -> duckdb.Du
         con.execute("SET threads = 1")  # no two scanner pipelines at once in one query (QUERY_LOCK)
     load_sqlite_scanner(con)
     if any(isinstance(p, str) for p in resolved):
-        pg_source.load_postgres_extension(con)
+        postgres.load_postgres_extension(con)
     con.execute("CREATE TABLE databases (db VARCHAR, alias VARCHAR, path VARCHAR)")
     con.execute("CREATE TABLE skipped (path VARCHAR, reason VARCHAR)")
     attached: list[tuple[str, str]] = []
@@ -102,7 +102,7 @@ def _connect(resolved: Sequence[str | Path], *, skip_invalid: bool) -> duckdb.Du
     for table in TABLES:
         if not attached:
             continue
-        parts = [f"SELECT {_sql_string(label)} AS db, * FROM {alias}.{table}" for label, alias in attached]
+        parts = [f"SELECT {sql_string(label)} AS db, * FROM {alias}.{table}" for label, alias in attached]
         con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
     return con
 
@@ -114,9 +114,9 @@ def _attach(con: duckdb.DuckDBPyConnection, path: str | Path, alias: str) -> Non
         raise NotFoundError("database file does not exist", path=str(path))
     try:
         if isinstance(path, str):  # a postgresql:// URL
-            pg_source.attach_postgres(con, path, alias)
+            postgres.attach_postgres(con, path, alias)
         else:
-            con.execute(f"ATTACH {_sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+            con.execute(f"ATTACH {sql_string(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         present = {
             r[0]
             for r in con.execute(
@@ -141,12 +141,12 @@ def skipped_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
 def database_paths(con: duckdb.DuckDBPyConnection) -> dict[str, Path]:
     """db label -> file path (or postgresql:// URL, a str) of every attached database."""
     return {
-        db: path if pg_source.is_database_url(path) else Path(path)
+        db: path if postgres.is_database_url(path) else Path(path)
         for db, path in con.execute("SELECT db, path FROM databases").fetchall()
     }
 
 
-def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
     return plain_nulls(con.execute(sql, list(params)).df())
 
 
@@ -159,7 +159,7 @@ def plain_nulls(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(dict.fromkeys(nullable, "float64")) if nullable else df
 
 
-def _has_data(con: duckdb.DuckDBPyConnection) -> bool:
+def has_databases(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.execute("SELECT count(*) FROM databases").fetchone()[0])
 
 
@@ -171,11 +171,11 @@ def _duck_type(sqlite_type: str) -> str:
 SCHEMA_TYPES = {t: {c: _duck_type(kind) for c, kind in cols.items()} for t, cols in column_types().items()}
 
 
-def _alias(con: duckdb.DuckDBPyConnection, db: str) -> str:
-    return _attached(con, db)[0]
+def alias_of(con: duckdb.DuckDBPyConnection, db: str) -> str:
+    return attached_database(con, db)[0]
 
 
-def _attached(con: duckdb.DuckDBPyConnection, db: str) -> tuple[str, str]:
+def attached_database(con: duckdb.DuckDBPyConnection, db: str) -> tuple[str, str]:
     """(alias, path or URL) of a loaded database."""
     row = con.execute("SELECT alias, path FROM databases WHERE db = ?", [db]).fetchone()
     if row is None:
@@ -183,7 +183,7 @@ def _attached(con: duckdb.DuckDBPyConnection, db: str) -> tuple[str, str]:
     return str(row[0]), str(row[1])
 
 
-def _rows(
+def table_rows(
     con: duckdb.DuckDBPyConnection,
     db: str,
     table: str,
@@ -195,13 +195,13 @@ def _rows(
     built only from quoted literals and integers; returns (sql, params)."""
     types = SCHEMA_TYPES[table]
     cols = list(columns or types)
-    alias, path = _attached(con, db)  # SQLite file or PostgreSQL (pg_source): same SQL inside
+    alias, path = attached_database(con, db)  # SQLite file or PostgreSQL (postgres): same SQL inside
     # A file of an older schema, attached read-only (never migrated), lacks later columns: NULL there.
     present = {r[0] for r in con.execute(
         "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?", [alias, table]
     ).fetchall()} or set(cols)  # fmt: skip
     inner = ", ".join(
-        (f"{pg_source.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c)
+        (f"{postgres.blob_hex_sql(path, c)} AS {c}" if types[c] == "BLOB" else c)
         if c in present
         else f"NULL AS {c}"
         for c in cols
@@ -209,13 +209,13 @@ def _rows(
     outer = ", ".join(
         f"from_hex({c}) AS {c}" if types[c] == "BLOB" else f"CAST({c} AS {types[c]}) AS {c}" for c in cols
     )
-    return f"(SELECT {outer} FROM {pg_source.query_function(path)}(?, ?))", [
+    return f"(SELECT {outer} FROM {postgres.query_function(path)}(?, ?))", [
         alias,
         f"SELECT {inner} FROM {table} WHERE {where}",
     ]
 
 
-def _each_db(
+def each_db(
     con: duckdb.DuckDBPyConnection, sql: str, types: Mapping[str, str], *, postgres_sql: str | None = None
 ) -> tuple[str, list[Any]]:
     """``sql`` run inside every attached database (``postgres_sql`` instead in a PostgreSQL one, when
@@ -223,12 +223,12 @@ def _each_db(
     casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
     parts, params = [], []
     for db, alias, path in con.execute("SELECT db, alias, path FROM databases ORDER BY alias").fetchall():
-        parts.append(f"SELECT {_sql_string(db)} AS db, {casts} FROM {pg_source.query_function(path)}(?, ?)")
-        params += [alias, postgres_sql if postgres_sql and pg_source.is_database_url(path) else sql]
+        parts.append(f"SELECT {sql_string(db)} AS db, {casts} FROM {postgres.query_function(path)}(?, ?)")
+        params += [alias, postgres_sql if postgres_sql and postgres.is_database_url(path) else sql]
     return "(" + " UNION ALL ".join(parts) + ")", params
 
 
-def _session_rows(
+def session_rows(
     con: duckdb.DuckDBPyConnection,
     db: str,
     table: str,
@@ -236,11 +236,11 @@ def _session_rows(
     where: str = "",
     columns: Sequence[str] | None = None,
 ) -> tuple[str, list[Any]]:
-    condition = f"session_id = {_sql_string(session_id)}" + (f" AND ({where})" if where else "")
-    return _rows(con, db, table, condition, columns)
+    condition = f"session_id = {sql_string(session_id)}" + (f" AND ({where})" if where else "")
+    return table_rows(con, db, table, condition, columns)
 
 
-def _parse_details(text: Any) -> dict[str, Any]:
+def parse_details(text: Any) -> dict[str, Any]:
     if not isinstance(text, str) or not text:
         return {}
     try:

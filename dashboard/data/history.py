@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from dashboard.data_connect import _df, _parse_details, _session_rows, _sql_string
+from dashboard.data.connection import parse_details, query_frame, session_rows, sql_string
 from engine.sent import compaction_removals, sent_end
 
 COMPONENT_COLUMNS = {
@@ -32,11 +32,11 @@ USAGE_COLUMNS = (
 
 def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Per turn: the components of its last request, the limit in force, provider usage, call count."""
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "context_events", session_id, "kind = 'request' AND turn_index IS NOT NULL"
     )
     comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
-    return _df(
+    return query_frame(
         con,
         f"""
         SELECT turn_index AS turn, {comps}, projected_tokens, limit_tokens, context_window,
@@ -55,9 +55,9 @@ def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Dat
 
 def requests(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Every request event (one per model call) in order, with its components."""
-    src, params = _session_rows(con, db, "context_events", session_id, "kind = 'request'")
+    src, params = session_rows(con, db, "context_events", session_id, "kind = 'request'")
     comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
-    return _df(
+    return query_frame(
         con,
         f"""SELECT seq AS event_seq, turn_index AS turn, {comps}, projected_tokens, limit_tokens,
             context_window, max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, message_seq, model
@@ -70,23 +70,23 @@ def events(
     con: duckdb.DuckDBPyConnection, db: str, session_id: str, kinds: Sequence[str] | None = None
 ) -> pd.DataFrame:
     """Events of a session (all columns, details parsed into ``details``), optionally by kind."""
-    where = f"kind IN ({', '.join(_sql_string(k) for k in kinds)})" if kinds else ""
-    src, params = _session_rows(con, db, "context_events", session_id, where)
-    df = _df(con, f"SELECT * FROM {src} ORDER BY seq", params)
-    df["details"] = [_parse_details(t) for t in df["details_json"]]
+    where = f"kind IN ({', '.join(sql_string(k) for k in kinds)})" if kinds else ""
+    src, params = session_rows(con, db, "context_events", session_id, where)
+    df = query_frame(con, f"SELECT * FROM {src} ORDER BY seq", params)
+    df["details"] = [parse_details(t) for t in df["details_json"]]
     return df
 
 
 def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Compactions, restores and guard stops (forced_final, skipped_provider, a refused tool result)
     to mark on the timeline."""
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "context_events", session_id,
         "turn_index IS NOT NULL AND ((kind = 'compaction' AND outcome = 'compacted')"
         " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider', 'rejected')) OR kind = 'restore')",
         ["seq", "turn_index", "kind", "trigger", "outcome", "reason", "projected_tokens", "limit_tokens"],
     )  # fmt: skip
-    return _df(
+    return query_frame(
         con,
         f"""SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, reason, projected_tokens,
             limit_tokens
@@ -97,13 +97,13 @@ def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Data
 
 def removed_seqs_before(con: duckdb.DuckDBPyConnection, db: str, session_id: str, event_seq: int) -> set[int]:
     """Transcript seqs removed or summarized by compactions recorded before an event."""
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "context_events", session_id,
         f"kind = 'compaction' AND outcome = 'compacted' AND seq < {int(event_seq)}", ["seq", "details_json"],
     )  # fmt: skip
     removed: set[int] = set()
     for (details_json,) in con.execute(f"SELECT details_json FROM {src} ORDER BY seq", params).fetchall():
-        removed.update(compaction_removals(_parse_details(details_json))[0])
+        removed.update(compaction_removals(parse_details(details_json))[0])
     return removed
 
 
@@ -124,19 +124,19 @@ def sent_messages(
     if event_seq is not None:
         where += f" AND seq = {int(event_seq)}"
     columns = ["seq", "message_seq", "turn_index", "details_json"]
-    src, params = _session_rows(con, db, "context_events", session_id, where, columns)
+    src, params = session_rows(con, db, "context_events", session_id, where, columns)
     row = con.execute(f"SELECT {', '.join(columns)} FROM {src} ORDER BY seq DESC LIMIT 1", params).fetchone()
     removed: set[int] = set()
     end = _turn_end(con, db, session_id, int(turn))
     if row is not None:
         removed = removed_seqs_before(con, db, session_id, int(row[0]))
         end = sent_end(
-            _parse_details(row[3]), row[1], row[2],
+            parse_details(row[3]), row[1], row[2],
             kind_of=lambda seq: _message_kind(con, db, session_id, seq),
             turn_end=lambda t: _turn_end(con, db, session_id, t),
         )  # fmt: skip
-    src, params = _session_rows(con, db, "messages", session_id, f"seq < {int(end)}", MESSAGE_LIST_COLUMNS)
-    df = _df(
+    src, params = session_rows(con, db, "messages", session_id, f"seq < {int(end)}", MESSAGE_LIST_COLUMNS)
+    df = query_frame(
         con,
         f"""SELECT seq, turn_index AS turn, role, kind, tokens, tool_result_tokens, tool_names, pinned, text_preview
         FROM {src} ORDER BY tokens DESC, seq""",
@@ -148,14 +148,14 @@ def sent_messages(
 
 
 def _message_kind(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> str | None:
-    src, params = _session_rows(con, db, "messages", session_id, f"seq = {int(seq)}", ["kind"])
+    src, params = session_rows(con, db, "messages", session_id, f"seq = {int(seq)}", ["kind"])
     row = con.execute(f"SELECT kind FROM {src}", params).fetchone()
     return None if row is None else str(row[0])
 
 
 def _turn_end(con: duckdb.DuckDBPyConnection, db: str, session_id: str, turn: int) -> int:
     """One past the last seq of ``turn`` (the transcript's length when the turn has no messages)."""
-    src, params = _session_rows(con, db, "messages", session_id, "", ["seq", "turn_index"])
+    src, params = session_rows(con, db, "messages", session_id, "", ["seq", "turn_index"])
     row = con.execute(
         f"SELECT max(seq) FILTER (WHERE turn_index = {int(turn)}), count(*) FROM {src}", params
     ).fetchone()
@@ -164,11 +164,11 @@ def _turn_end(con: duckdb.DuckDBPyConnection, db: str, session_id: str, turn: in
 
 def message(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> dict[str, Any] | None:
     """One transcript message with its content (``content_json``) and text, or None."""
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "messages", session_id, f"seq = {int(seq)}",
         ["seq", "turn_index", "role", "kind", "tokens", "tool_result_tokens", "tool_names", "content_json", "text_preview"],
     )  # fmt: skip
-    df = _df(con, f"SELECT * EXCLUDE (turn_index), turn_index AS turn FROM {src}", params)
+    df = query_frame(con, f"SELECT * EXCLUDE (turn_index), turn_index AS turn FROM {src}", params)
     if df.empty:
         return None
     out = df.iloc[0].to_dict()
@@ -216,11 +216,11 @@ def messages_by_seq(
     """Previews (no content) of the given transcript messages, in transcript order."""
     if not seqs:
         return pd.DataFrame(columns=["seq", "turn", "role", "kind", "tokens", "tool_names", "text_preview"])
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "messages", session_id, f"seq IN ({', '.join(str(int(s)) for s in seqs)})",
         ["seq", "turn_index", "role", "kind", "tokens", "tool_names", "text_preview"],
     )  # fmt: skip
-    return _df(
+    return query_frame(
         con,
         f"SELECT seq, turn_index AS turn, role, kind, tokens, tool_names, text_preview FROM {src} ORDER BY seq",
         params,

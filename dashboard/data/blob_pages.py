@@ -17,8 +17,8 @@ from pathlib import Path
 
 import duckdb
 
-from dashboard import pg_source
-from dashboard.data import _attached, _sql_string, read
+from dashboard.data import postgres
+from dashboard.data.connection import attached_database, read, sql_string
 from engine.errors import NotFoundError
 
 __all__ = ["PAGE_BYTES", "WHOLE_LIMIT", "BlobPage", "BlobReader", "open_blob"]
@@ -123,8 +123,8 @@ class BlobReader:
 def open_blob(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> BlobReader:
     """A reader of one output of a loaded database (NotFoundError when it holds no such ref). ``con`` is
     the dashboard's shared connection: each read takes a cursor of its own (dashboard.data.read)."""
-    _, path = read(con, _attached, db)
-    if pg_source.is_database_url(path):
+    _, path = read(con, attached_database, db)
+    if postgres.is_database_url(path):
         return _postgres_reader(con, db, ref_id)
     return _sqlite_reader(Path(path), db, ref_id)
 
@@ -163,8 +163,8 @@ def _sqlite_reader(path: Path, db: str, ref_id: str) -> BlobReader:
 
 
 def _postgres_reader(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> BlobReader:
-    alias, _ = read(con, _attached, db)
-    where = f"ref_id = {_sql_string(ref_id)}"
+    alias, _ = read(con, attached_database, db)
+    where = f"ref_id = {sql_string(ref_id)}"
 
     def fetch_one(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple | None:
         return cursor.execute("SELECT * FROM postgres_query(?, ?)", [alias, sql]).fetchone()

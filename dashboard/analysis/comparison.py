@@ -3,7 +3,7 @@ no SQL): per-component tokens, provider usage, cost and cache, and what differs,
 
 Inputs are the frames the pages already query: a session's ``request`` events
 (``dashboard.data.events``: one row per model call, ``<component>_tokens`` and ``provider_*``
-columns), its priced calls (``dashboard.cost_data.call_costs``, joined on ``event_seq`` = the
+columns), its priced calls (``dashboard.data.costs.call_costs``, joined on ``event_seq`` = the
 event's ``seq``) and its row of ``sessions_overview``.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 from engine.events import COMPONENT_LABELS
 
 #: The figures compared, in the order shown: (key, label, kind) with kind "tokens" | "usd" | "count" | "pct" | "text".
-METRICS: tuple[tuple[str, str, str], ...] = (
+SESSION_METRICS: tuple[tuple[str, str, str], ...] = (
     ("model", "Model", "text"),
     ("calls", "Model calls", "count"),
     ("turns", "Turns", "count"),
@@ -61,11 +61,6 @@ def _hit_pct(read: float | None, written: float | None, uncached: float | None) 
     return None if read is None or total == 0 else round(100 * read / total, 1)
 
 
-def components_of(request: pd.Series | dict[str, Any]) -> dict[str, int]:
-    """One call's tokens per component (``<component>_tokens`` columns of a request event)."""
-    return {c: int(_num(request.get(f"{c}_tokens")) or 0) for c in COMPONENTS}
-
-
 def peak_request(requests: pd.DataFrame) -> pd.Series | None:
     """The call that sent the most (our count of what was sent), or None without calls."""
     if requests.empty:
@@ -77,7 +72,7 @@ def peak_request(requests: pd.DataFrame) -> pd.Series | None:
 def session_figures(
     overview_row: pd.Series | dict[str, Any], requests: pd.DataFrame, calls: pd.DataFrame
 ) -> dict[str, Any]:
-    """A session's figures (``METRICS`` keys) from its overview row, request events and priced calls."""
+    """A session's figures (``SESSION_METRICS`` keys) from its overview row, request events and priced calls."""
     row = dict(overview_row)
     read = _sum(calls, "cache_read_tokens")
     written = None

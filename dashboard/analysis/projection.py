@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.analysis_stops import LIMIT_FIELDS, _int
+from dashboard.analysis.rows import recorded_int
+from dashboard.analysis.stops import LIMIT_FIELDS
 from engine.budget import reproject
 from engine.events import COMPONENTS, ComponentTokens
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD, DEFAULT_NOTE_THRESHOLD
@@ -45,7 +46,7 @@ class Projection:
 
 def components_list(turns: pd.DataFrame) -> list[ComponentTokens]:
     return [
-        ComponentTokens(**{n: max(_int(row.get(n)) or 0, 0) for n in COMPONENTS})
+        ComponentTokens(**{n: max(recorded_int(row.get(n)) or 0, 0) for n in COMPONENTS})
         for _, row in turns.iterrows()
     ]
 
@@ -85,13 +86,13 @@ def step_demand(checks: pd.DataFrame, steps: pd.DataFrame, unit: str = "turn") -
         return [None] * len(steps)
     if unit == "turn":
         peak = rows.groupby("turn_index")["projected_tokens"].max()
-        return [_int(peak.get(t)) for t in steps["turn"].astype(int)]
+        return [recorded_int(peak.get(t)) for t in steps["turn"].astype(int)]
     calls = steps["event_seq"].astype(int).to_numpy()
     position = calls.searchsorted(rows["seq"].astype(int).to_numpy())
     out: list[int | None] = [None] * len(steps)
     for index, projected in zip(position, rows["projected_tokens"], strict=True):
         i = min(int(index), len(steps) - 1)
-        value = _int(projected)
+        value = recorded_int(projected)
         if value is not None and (out[i] is None or value > out[i]):
             out[i] = value
     return out
@@ -100,13 +101,13 @@ def step_demand(checks: pd.DataFrame, steps: pd.DataFrame, unit: str = "turn") -
 def recorded_budget(settings: Mapping[str, Any]) -> Any | None:
     """The budget settings a session recorded (``sessions.settings_json``) as an object
     :func:`project_timeline` takes; None when the window fields were not recorded."""
-    if any(_int(settings.get(f)) is None for f in LIMIT_FIELDS):
+    if any(recorded_int(settings.get(f)) is None for f in LIMIT_FIELDS):
         return None
     return SimpleNamespace(
-        context_window=_int(settings["context_window"]),
-        max_output_tokens=_int(settings["max_output_tokens"]),
-        buffer_tokens=_int(settings["buffer_tokens"]),
-        context_budget=_int(settings.get("context_budget")),
+        context_window=recorded_int(settings["context_window"]),
+        max_output_tokens=recorded_int(settings["max_output_tokens"]),
+        buffer_tokens=recorded_int(settings["buffer_tokens"]),
+        context_budget=recorded_int(settings.get("context_budget")),
         note_threshold=float(settings.get("note_threshold") or DEFAULT_NOTE_THRESHOLD),
         compact_threshold=float(settings.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
         hard_block_threshold=float(settings.get("hard_block_threshold") or DEFAULT_HARD_BLOCK_THRESHOLD),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from dashboard.analysis.rows import components_of, recorded_int
 from engine.events import COMPONENTS
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, DEFAULT_HARD_BLOCK_THRESHOLD
 
@@ -19,24 +20,6 @@ OFFLOAD_STUB_TOKENS = 40
 #: Bytes per token assumed when an output's size was not recorded (English text and code).
 BYTES_PER_TOKEN_ESTIMATE = 4
 LIMIT_FIELDS = ("context_window", "max_output_tokens", "buffer_tokens")
-
-
-def _int(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def components_of(row: Mapping[str, Any]) -> dict[str, int]:
-    """Component tokens of an event row (``system_tokens`` ... or already-short names)."""
-    out = {}
-    for name in COMPONENTS:
-        value = row.get(f"{name}_tokens", row.get(name))
-        out[name] = _int(value) or 0
-    return out
 
 
 #: Guard threshold names (``details.thresholds``) -> the setting each one is.
@@ -194,7 +177,9 @@ def explain_stop(
     lines = [
         LimitLine(
             f,
-            _int(event.get(f)) if _int(event.get(f)) is not None else _int(recorded.get(f)),
+            recorded_int(event.get(f))
+            if recorded_int(event.get(f)) is not None
+            else recorded_int(recorded.get(f)),
             str(sources.get(f, derived.get(f, "not recorded"))),
         )
         for f in (*LIMIT_FIELDS, "limit_tokens", "projected_tokens")
@@ -213,33 +198,35 @@ def explain_stop(
     tipping = details.get("tipping") or {}
     before = components_of(previous_request) if previous_request is not None else dict.fromkeys(COMPONENTS, 0)
     # A tool-result check records no breakdown: "now" is then the previous request plus the output.
-    estimated = not any(_int(event.get(f"{n}_tokens", event.get(n))) is not None for n in COMPONENTS)
+    estimated = not any(recorded_int(event.get(f"{n}_tokens", event.get(n))) is not None for n in COMPONENTS)
     after = components_of(event)
     if estimated:
         after = dict(before)
         component = tipping.get("component") or ("tool_results" if tipping.get("tool_name") else None)
-        if component in after and _int(tipping.get("tokens")):
-            after[component] += _int(tipping.get("tokens")) or 0
+        if component in after and recorded_int(tipping.get("tokens")):
+            after[component] += recorded_int(tipping.get("tokens")) or 0
     growth = tuple(
         sorted((Growth(n, before[n], after[n]) for n in COMPONENTS), key=lambda g: (-g.delta, g.component))
     )
     first_request = previous_request is None
     # Before the first request nothing grew: the request as a whole did not fit, no message tipped it.
     grew = not first_request and bool(growth) and growth[0].delta > 0
-    tipping_seq = _int(tipping.get("message_seq", None if first_request else event.get("message_seq")))
+    tipping_seq = recorded_int(
+        tipping.get("message_seq", None if first_request else event.get("message_seq"))
+    )
     tipping_component = tipping.get("component") or (
         "tool_results" if tipping.get("tool_name") else growth[0].component if grew else None
     )
-    tipping_tokens = _int(tipping.get("tokens"))
+    tipping_tokens = recorded_int(tipping.get("tokens"))
     if tipping_tokens is None and grew:
         tipping_tokens = growth[0].delta
-    limit = _int(event.get("limit_tokens"))
-    projected = _int(event.get("projected_tokens"))
+    limit = recorded_int(event.get("limit_tokens"))
+    projected = recorded_int(event.get("projected_tokens"))
     suggestions = suggest_settings(
         projected=projected,
-        context_window=_int(event.get("context_window")),
-        max_output_tokens=_int(event.get("max_output_tokens")),
-        buffer_tokens=_int(event.get("buffer_tokens")),
+        context_window=recorded_int(event.get("context_window")),
+        max_output_tokens=recorded_int(event.get("max_output_tokens")),
+        buffer_tokens=recorded_int(event.get("buffer_tokens")),
         limit=limit,
         hard_block_threshold=hard,
         compact_threshold=compact,
@@ -247,10 +234,10 @@ def explain_stop(
         tipping_component=tipping_component,
         tipping_tokens=tipping_tokens,
         tipping_bytes=tipping_bytes,
-        result_offload_threshold=_int(recorded.get("result_offload_threshold")),
+        result_offload_threshold=recorded_int(recorded.get("result_offload_threshold")),
     )
     return StopExplanation(
-        outcome=str(event.get("outcome")), turn=_int(event.get("turn_index")), model=event.get("model"),
+        outcome=str(event.get("outcome")), turn=recorded_int(event.get("turn_index")), model=event.get("model"),
         provider=event.get("provider"), limit_lines=tuple(lines), limit=limit, projected=projected,
         hard_block_threshold=hard, growth=growth, growth_estimated=estimated, first_request=first_request,
         tipping_seq=tipping_seq, tipping_component=tipping_component,

@@ -10,7 +10,14 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from dashboard.data_connect import _df, _each_db, _has_data, _parse_details, _rows, _sql_string
+from dashboard.data.connection import (
+    each_db,
+    has_databases,
+    parse_details,
+    query_frame,
+    sql_string,
+    table_rows,
+)
 from engine.errors import ValidationError
 from engine.findings import Finding
 from engine.store import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
@@ -30,18 +37,18 @@ SESSION_COLUMNS = (
 
 def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per session across every database, aggregated in SQL (no message content read)."""
-    if not _has_data(con):
+    if not has_databases(con):
         return pd.DataFrame(columns=list(SESSION_COLUMNS))
     # Per-session totals (engine.store.pg_rollups): grouped inside each SQLite file, where indexes
     # cover them; read from the totals a PostgreSQL server keeps (10,000 rows, not millions).
     parts, params = [], []
     for table in SESSION_TOTALS:
         types = {"session_id": "VARCHAR"} | {c: ROLLUP_TYPES.get(c, "BIGINT") for c in SESSION_TOTALS[table]}
-        sql, p = _each_db(con, totals_sql(table), types, postgres_sql=rollup_sql(table))
+        sql, p = each_db(con, totals_sql(table), types, postgres_sql=rollup_sql(table))
         parts.append(sql)
         params += p
     m, e, b = parts
-    return _df(
+    return query_frame(
         con,
         f"""
         WITH m AS (
@@ -83,9 +90,9 @@ def resolve_session_link(link: str, overview: pd.DataFrame) -> tuple[str, str] |
 
 def session_settings(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> dict[str, Any]:
     """The resolved settings a session recorded when it was created (``sessions.settings_json``)."""
-    src, params = _rows(con, db, "sessions", f"id = {_sql_string(session_id)}", ["settings_json"])
+    src, params = table_rows(con, db, "sessions", f"id = {sql_string(session_id)}", ["settings_json"])
     row = con.execute(f"SELECT settings_json FROM {src}", params).fetchone()
-    return _parse_details(row[0]) if row is not None else {}
+    return parse_details(row[0]) if row is not None else {}
 
 
 def session_findings(

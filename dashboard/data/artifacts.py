@@ -8,8 +8,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from dashboard.data_connect import _df, _rows, _session_rows, _sql_string
-from dashboard.data_timeline import events
+from dashboard.data.connection import query_frame, session_rows, sql_string, table_rows
+from dashboard.data.history import events
 from engine.errors import NotFoundError
 
 
@@ -23,16 +23,16 @@ def compactions(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.
 
 def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Snapshots of a session, newest first, without their message payloads."""
-    src, params = _session_rows(
+    src, params = session_rows(
         con, db, "session_snapshots", session_id, "",
         ["id", "through_seq", "message_count", "tokens", "strategy", "event_id", "summary", "created_utc"],
     )  # fmt: skip
-    snaps = _df(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
+    snaps = query_frame(con, f"SELECT * FROM {src} ORDER BY id DESC", params)
     # The event is shown by its number within the session (``seq``), as every other page does.
     ids = sorted({int(i) for i in snaps["event_id"].dropna()})
     seqs: dict[int, int] = {}
     if ids:
-        ev, ev_params = _session_rows(
+        ev, ev_params = session_rows(
             con, db, "context_events", session_id, f"id IN ({', '.join(map(str, ids))})", ["id", "seq"]
         )
         seqs = dict(con.execute(f"SELECT id, seq FROM {ev}", ev_params).fetchall())
@@ -58,7 +58,7 @@ def blobs(
         if value:
             where.append(f"{column} = ?")
             params.append(value)
-    return _df(
+    return query_frame(
         con,
         f"""SELECT db, session_id, ref_id, tool_name, tool_use_id, size_bytes, is_text, line_count, tokens,
             preview, created_utc FROM tool_result_blobs WHERE {" AND ".join(where)}
@@ -69,7 +69,7 @@ def blobs(
 
 def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
     """The exact bytes of one offloaded output (looked up by its primary key inside SQLite)."""
-    src, params = _rows(con, db, "tool_result_blobs", f"ref_id = {_sql_string(ref_id)}", ["content"])
+    src, params = table_rows(con, db, "tool_result_blobs", f"ref_id = {sql_string(ref_id)}", ["content"])
     row = con.execute(f"SELECT content FROM {src}", params).fetchone()
     if row is None:
         raise NotFoundError(f"no stored result {ref_id!r} in {db}")
@@ -81,13 +81,13 @@ def blob_content(con: duckdb.DuckDBPyConnection, db: str, ref_id: str) -> bytes:
 
 def tool_costs(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """Each tool offered: its definition tokens, category, server, and how often it was called."""
-    uses, p1 = _session_rows(
+    uses, p1 = session_rows(
         con, db, "messages", session_id, "kind = 'tool_use' AND tool_names IS NOT NULL", ["tool_names"]
     )
-    tools, p2 = _session_rows(
+    tools, p2 = session_rows(
         con, db, "session_tools", session_id, "", ["name", "category", "server", "tokens"]
     )
-    return _df(
+    return query_frame(
         con,
         f"""WITH uses AS (
             SELECT trim(name) AS name, count(*) AS calls
@@ -120,7 +120,7 @@ def deferral_matrix(con: duckdb.DuckDBPyConnection, db: str, session_id: str) ->
     Columns: turn, tool, state. States carry forward to later turns until the next deferral event.
     """
     ev = events(con, db, session_id, ["deferral"])
-    src, params = _session_rows(con, db, "messages", session_id, "", ["turn_index"])
+    src, params = session_rows(con, db, "messages", session_id, "", ["turn_index"])
     last_turn = con.execute(f"SELECT max(turn_index) FROM {src}", params).fetchone()[0]
     if ev.empty:
         return pd.DataFrame(columns=["turn", "tool", "state"])

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from dashboard import data
+from dashboard.data.connection import SCHEMA_TYPES, session_rows, sql_string, table_rows
 from engine.errors import NotFoundError
 
 CALL_COLUMNS = (
@@ -30,12 +30,12 @@ ORIGINAL_SOURCE = "proxy:original"
 
 def has_requests(con: duckdb.DuckDBPyConnection, db: str) -> bool:
     """True when the database has the exact-request tables (migration m002)."""
-    return "model_requests" in data.SCHEMA_TYPES and _table_exists(con, db, "model_requests")
+    return "model_requests" in SCHEMA_TYPES and _table_exists(con, db, "model_requests")
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
     try:
-        src, params = data._rows(con, db, table, "0 = 1", ["id"] if table == "model_requests" else None)
+        src, params = table_rows(con, db, table, "0 = 1", ["id"] if table == "model_requests" else None)
         con.execute(f"SELECT count(*) FROM {src}", params).fetchone()
     except duckdb.Error:
         return False
@@ -44,16 +44,14 @@ def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
 
 def session_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """A session's calls in order, the provider's prompt count beside ours."""
-    src, params = data._session_rows(con, db, "model_requests", session_id, columns=CALL_COLUMNS)
+    src, params = session_rows(con, db, "model_requests", session_id, columns=CALL_COLUMNS)
     every = con.execute(f"SELECT * FROM {src} ORDER BY seq", params).df()
     # a policy's edit keeps the agent's own request right after what the model received
     originals = every[every["source"] == ORIGINAL_SOURCE]
     by_seq = dict(zip(originals["seq"] - 1, originals["id"], strict=True))
     calls = every[every["source"] != ORIGINAL_SOURCE].copy()
     calls["original_id"] = [by_seq.get(seq) for seq in calls["seq"]]
-    events = data._session_rows(
-        con, db, "context_events", session_id, "kind = 'request'", ["id", *OUR_COMPONENTS]
-    )
+    events = session_rows(con, db, "context_events", session_id, "kind = 'request'", ["id", *OUR_COMPONENTS])
     ours = con.execute(f"SELECT * FROM {events[0]}", events[1]).df().rename(columns={"id": "event_id"})
     merged = calls.merge(ours, on="event_id", how="left")
     merged["our_prompt_tokens"] = merged[list(OUR_COMPONENTS)].sum(axis=1, min_count=1)
@@ -65,7 +63,7 @@ def session_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> p
 
 def call_detail(con: duckdb.DuckDBPyConnection, db: str, request_id: int) -> dict[str, Any]:
     """One call whole: its row, and the system prompt, tools and messages exactly as sent."""
-    src, params = data._rows(con, db, "model_requests", f"id = {int(request_id)}")
+    src, params = table_rows(con, db, "model_requests", f"id = {int(request_id)}")
     df = con.execute(f"SELECT * FROM {src}", params).df()
     if df.empty:
         raise NotFoundError(f"no request {request_id} in {db}")
@@ -74,8 +72,8 @@ def call_detail(con: duckdb.DuckDBPyConnection, db: str, request_id: int) -> dic
     wanted = [h for h in (row.get("system_hash"), row.get("tools_hash"), *hashes) if h]
     parts: dict[str, Any] = {}
     if wanted:
-        literal = ", ".join(data._sql_string(h) for h in dict.fromkeys(wanted))
-        psrc, pparams = data._rows(con, db, "payload_parts", f"hash IN ({literal})", ["hash", "content_json"])
+        literal = ", ".join(sql_string(h) for h in dict.fromkeys(wanted))
+        psrc, pparams = table_rows(con, db, "payload_parts", f"hash IN ({literal})", ["hash", "content_json"])
         parts = {
             h: json.loads(t)
             for h, t in con.execute(f"SELECT hash, content_json FROM {psrc}", pparams).fetchall()
@@ -108,45 +106,6 @@ def _is_missing(value: Any) -> bool:
         return False
 
 
-def part_text(value: Any) -> str:
-    """Readable text of a system prompt, a message's content or a tool result."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n\n".join(part_text(v) for v in value)
-    if isinstance(value, dict):
-        for key in ("text", "thinking"):
-            if isinstance(value.get(key), str):
-                return value[key]
-        if "content" in value:
-            return part_text(value["content"])
-        if value.get("type") in ("tool_use", "function_call"):
-            args = value.get("input", value.get("arguments"))
-            return f"[{value.get('type')}] {value.get('name')}({json.dumps(args, ensure_ascii=False)})"
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def edit_diff(original: dict[str, Any], sent: dict[str, Any], *, context: int = 1) -> str:
-    """A unified diff of what the agent sent against what the model received, message by message."""
-    import difflib
-
-    def lines(detail: dict[str, Any]) -> list[str]:
-        out = [f"system: {part_text(detail['system'])}"] if detail.get("system") is not None else []
-        for index, message in enumerate(detail["messages"]):
-            role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
-            out += [f"[{index}] {role}: {line}" for line in (part_text(message) or "").splitlines() or [""]]
-        return out
-
-    return "\n".join(
-        difflib.unified_diff(
-            lines(original), lines(sent), "agent sent", "model received", n=context, lineterm=""
-        )
-    )
-
-
 def edited_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
     """The session's proxied calls a policy or a live compaction edited: the call (what the model
     received) with ``original_id`` (what the agent sent); empty when none (or no exact requests)."""
@@ -154,21 +113,3 @@ def edited_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd
         return pd.DataFrame(columns=["id", "seq", "original_id", "request_bytes"])
     calls = session_calls(con, db, session_id)
     return calls[calls["original_id"].notna()].reset_index(drop=True)
-
-
-def edit_savings(original: dict[str, Any], sent: dict[str, Any]) -> dict[str, int]:
-    """Messages, bytes and tokens (our count of the messages' text) the agent sent vs the model received."""
-    from engine.tokens import get_tokenizer
-
-    tokenizer = get_tokenizer("anthropic")
-
-    def tokens(detail: dict[str, Any]) -> int:
-        return sum(tokenizer.count(part_text(m)) for m in detail["messages"])
-
-    agent, model = tokens(original), tokens(sent)
-    return {
-        "agent_messages": len(original["messages"]), "model_messages": len(sent["messages"]),
-        "agent_bytes": int(original["row"].get("request_bytes") or 0),
-        "model_bytes": int(sent["row"].get("request_bytes") or 0),
-        "agent_tokens": agent, "model_tokens": model, "tokens_saved": agent - model,
-    }  # fmt: skip
