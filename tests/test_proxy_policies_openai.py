@@ -16,8 +16,10 @@ from model_server import openai_chat as C
 from model_server import openai_responses as R
 from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 
+from engine.policy_settings import CompactionPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.policies import CompactionPolicy, Policies, SessionPolicyState, plan_edits
+from engine.proxy.edits import SessionPolicyState
+from engine.proxy.policies import plan_edits
 from engine.proxy.wire import wire_for
 from engine.proxy.wire.shared import identity_hash
 from engine.settings import Settings, resolve_model_settings

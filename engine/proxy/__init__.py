@@ -3,8 +3,8 @@
 Three groups over one ``wire`` package (a ``WireApi`` per wire format: everything that differs
 between Anthropic Messages, OpenAI Chat and OpenAI Responses). Transport: ``relay`` (the agents'
 port) with ``admission`` (who is served), ``websocket``, ``http1``, ``connections``, ``streams``,
-``app`` (what the relay does not frame), ``answers``, ``policy_step``, ``read_rounds``, ``server``.
-Policy: ``controller``, ``policies``, ``edits``, ``policy_file``, ``read_result``, ``live``.
+``handoff`` and ``app`` (what the relay does not frame), ``answers``, ``policy_step``, ``read_rounds``, ``server``.
+Policy: ``controller``, ``policies``, ``compaction_policy``, ``edits``, ``policy_file``, ``read_result``, ``live``.
 Recording: ``exchange``, ``recorder``, ``writer``, ``record_parts``, ``sessions``.
 """
 

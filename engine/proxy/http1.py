@@ -14,6 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+#: The interim answer to ``Expect: 100-continue`` (the relay sends it itself).
+CONTINUE_ANSWER = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: Longest request or response head accepted.
 HEAD_LIMIT = 1 << 20
 #: Most bytes read from a socket at once.

@@ -19,42 +19,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
-from typing import Any
 
 import httpx
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from engine.proxy.admission import ALLOWED_METHODS, MAX_BODY_BYTES, admit, body_refusal
-from engine.proxy.answers import record_failure, refuse_unread
+from engine.proxy.admission import MAX_BODY_BYTES
+from engine.proxy.answers import Door, as_http1, record_failure
 from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
 from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
 from engine.proxy.controller import Controller
 from engine.proxy.exchange import Exchange, KeptBody, new_exchange
+from engine.proxy.handoff import via_app
 from engine.proxy.http1 import (
+    CONTINUE_ANSWER,
     BrokenAnswer,
     HeadError,
     RequestHead,
-    RequestTracker,
     ResponseReader,
     parse_request_head,
-    phrase,
-    render_answer,
     render_request_head,
     render_response_head,
-    without_expect,
 )  # fmt: skip
 from engine.proxy.policy_step import apply_policies, upstream_headers
 from engine.proxy.recorder import Hold, Recorder
-from engine.proxy.streams import ClientGone, drained, forward_body, put, read_body, send, splice
+from engine.proxy.streams import (
+    ClientGone,
+    answer_quietly,
+    drained,
+    forward_body,
+    head_unless_gone,
+    put,
+    read_body,
+    send,
+)
 from engine.proxy.websocket import is_websocket, relay_websocket
-from engine.proxy.wire import detect_api, error_body, upstream_kind
-
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-#: How often the relay looks whether the agent is still there while the upstream has not answered.
-AGENT_CHECK_S = 0.05
+from engine.proxy.wire import detect_api, upstream_kind
 
 
 def route(
@@ -113,14 +114,14 @@ class Relay:
                 except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
                     return
                 except asyncio.LimitOverrunError:
-                    _answer_quietly(writer, 431, "request head too large")
+                    answer_quietly(writer, 431, "request head too large")
                     return
                 finally:
                     self._idle.discard(task)  # type: ignore[arg-type]
                 try:
                     head = parse_request_head(raw)
                 except HeadError as exc:
-                    _answer_quietly(writer, 400, str(exc))
+                    answer_quietly(writer, 400, str(exc))
                     return
                 if not await self._one(head, raw, reader, writer) or not head.keep_alive:
                     return
@@ -150,42 +151,13 @@ class Relay:
         headers = Headers(raw=[(k.lower(), v) for k, v in head.headers])
         api = detect_api(head.method, head.path)
         kind = upstream_kind(api, headers, head.path)
-        refusal = admit(head.method, head.target, headers, allow_remote=self.allow_remote)
-        if refusal is not None:  # answered here, never forwarded nor recorded
-            if refusal.status == 204:  # OPTIONS *
-                await send(
-                    writer, b"HTTP/1.1 204 No Content\r\nallow: " + ALLOWED_METHODS.encode() + b"\r\n\r\n"
-                )
-                return head.content_length == 0 and not head.chunked
-            body = json.dumps(error_body(kind, refusal.message, error_type=refusal.error_type)).encode()
-            _answer_quietly(writer, refusal.status, body=body)
-            return False
+        door = Door(self.recorder, self.allow_remote, self.max_body_bytes)
+        if (answered := await door.answer(head, headers, api, kind, writer)) is not None:
+            return answered  # refused, or OPTIONS *: nothing forwarded
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
-        if (too_large := body_refusal(head.content_length, self.max_body_bytes)) is not None:
-            # answered from the head, the body never read: nothing of it is held in memory
-            self.recorder.begin()
-            path = head.path + (f"?{head.query}" if head.query else "")
-            exchange = new_exchange(api, head.method, path, headers, b"")
-            answer = refuse_unread(
-                self.recorder, exchange, time.perf_counter(), kind, too_large, head.content_length
-            )
-            await send(writer, _rendered(answer, close=True))
-            return False
         if is_websocket(head):  # the Responses API over WebSocket: relayed both ways, each call recorded
-
-            def refuse(status: int, message: str) -> None:
-                _answer_quietly(writer, status, body=json.dumps(error_body(kind, message)).encode())
-
             await relay_websocket(
-                self.upstream,
-                self.recorder,
-                head,
-                origin,
-                target,
-                self.read_timeout_s,
-                reader,
-                writer,
-                refuse,
+                self.upstream, self.recorder, head, origin, target, self.read_timeout_s, reader, writer, kind
             )
             return False
         way = route(head, api, headers, self.controller, origin)
@@ -198,7 +170,7 @@ class Relay:
         exchange = new_exchange(api, head.method, path, headers, b"")
         try:
             if head.expects_continue:
-                await send(writer, _CONTINUE)
+                await send(writer, CONTINUE_ANSWER)
             if way == "direct":
                 exchange.request_chunks = KeptBody()
                 upstream_head = render_request_head(head.method, target, origin.netloc, head.headers)
@@ -215,7 +187,7 @@ class Relay:
         except Exception as exc:  # a failure of the proxy's own: recorded, and the agent told
             if not exchange.submitted:
                 body = record_failure(self.recorder, exchange, started, kind, 502, "proxy_error", exc)
-                _answer_quietly(writer, 502, body=body)
+                answer_quietly(writer, 502, body=body)
             return False
         except asyncio.CancelledError:  # the proxy is stopping
             if not exchange.submitted:
@@ -242,7 +214,7 @@ class Relay:
             self._client(), self.recorder, self.controller, exchange, started, kind, url, headers, head.headers, body
         )  # fmt: skip
         if isinstance(answer, Response):
-            await send(writer, _rendered(answer, close=not head.keep_alive))
+            await send(writer, as_http1(answer, close=not head.keep_alive))
             return head.keep_alive
         betas = exchange.policy.betas if exchange.policy is not None else ()
         upstream_head = render_request_head(
@@ -277,7 +249,7 @@ class Relay:
             if chunks is not None:
                 await read_body(reader, head.content_length - chunks.size, chunks.append)
             error_body = record_failure(self.recorder, exchange, started, kind, status, error, exc)
-            _answer_quietly(writer, status, body=error_body, close=not head.keep_alive)
+            answer_quietly(writer, status, body=error_body, close=not head.keep_alive)
             await drained(writer)
             return head.keep_alive
 
@@ -373,97 +345,3 @@ class Relay:
             exchange.latency_ms = (time.perf_counter() - started) * 1000
             self.recorder.submit(exchange)
         return keep_alive
-
-
-async def head_unless_gone(answer: ResponseReader, agent: asyncio.StreamReader, timeout: float | None) -> Any:
-    """The upstream's answer head, unless the agent hangs up first: then :class:`ClientGone` (the
-    caller closes the upstream connection, which cancels the request there). An agent that only
-    stopped sending is taken for gone, as uvicorn takes it: HTTP agents do not half-close."""
-    head = asyncio.ensure_future(answer.read_head(timeout))
-    try:
-        while True:
-            done, _ = await asyncio.wait((head,), timeout=AGENT_CHECK_S)
-            if done:
-                return head.result()
-            if agent.at_eof():
-                raise ClientGone("the client went away while waiting for the answer")
-    finally:
-        if not head.done():
-            head.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await head
-
-
-# -- through the proxy's own app ---------------------------------------------------------
-async def via_app(
-    pool: ConnectionPool, app_origin: Origin, head: RequestHead, raw: bytes, reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-) -> bool:  # fmt: skip
-    """Pass the request to the proxy's app at ``app_origin`` (connections from ``pool``), bytes as
-    received (the app records it); whether the agent's connection can carry another request."""
-    conn: Connection | None = None
-    try:
-        conn = await pool.acquire(app_origin)
-        if head.expects_continue:  # answered here: the app would send it only once it reads the body
-            await send(writer, _CONTINUE)
-            raw = without_expect(head)
-        if head.chunked or head.upgrade:
-            # framing the relay does not follow: the rest of the connection goes through as it is
-            tracker = RequestTracker()
-            tracker.feed(raw)
-            put(conn.writer, raw)
-            await splice(reader, writer, conn, tracker.feed)
-            return False
-        put(conn.writer, raw)
-        await forward_body(reader, conn, head.content_length, None)
-        answer = ResponseReader(conn.reader, head_request=head.method == "HEAD")
-        response = await answer.read_head(None)
-        while 100 <= response.status < 200:
-            await send(writer, response.raw)
-            response = await answer.read_head(None)
-        unframed = head.version != "1.1" and answer.chunked  # HTTP/1.0 has no chunked coding
-        if unframed:
-            await send(writer, render_response_head(response.status_line, response.headers, close=True,
-                                                    unframed=True))  # fmt: skip
-        else:
-            await send(writer, response.raw)
-        async for data in answer.body(None, unframed=unframed):
-            await send(writer, data)
-    except ClientGone:
-        if conn is not None:
-            conn.close()
-        return False
-    except Exception as exc:
-        if conn is not None:
-            conn.close()
-        _answer_quietly(writer, 502, f"ctxdesk proxy: its app did not answer ({type(exc).__name__}: {exc})")
-        return False
-    except BaseException:
-        if conn is not None:
-            conn.close()
-        raise
-    if not answer.reusable:
-        conn.close()
-        return False
-    pool.release(conn)
-    return not unframed  # an unframed body ends when the agent's connection closes
-
-
-def _answer_quietly(
-    writer: asyncio.StreamWriter,
-    status: int,
-    message: str = "",
-    *,
-    body: bytes | None = None,
-    close: bool = True,
-) -> None:
-    """The proxy's own answer, if the agent is still there to get it."""
-    payload = body if body is not None else json.dumps({"error": message}).encode()
-    with contextlib.suppress(ConnectionError):
-        put(writer, render_answer(status, payload, close=close))
-
-
-def _rendered(response: Response, *, close: bool) -> bytes:
-    """A whole Starlette response (the proxy's own answer, never a streaming one) as HTTP/1.1 bytes."""
-    status_line = f"HTTP/1.1 {response.status_code} {phrase(response.status_code)}".encode()
-    return render_response_head(status_line, list(response.raw_headers), close=close) + bytes(response.body)

@@ -1,14 +1,16 @@
 """Moving bytes between the agent and an origin for the relay: writes that notice a client gone,
-bodies copied as they arrive, a connection spliced both ways."""
+bodies copied as they arrive, a connection spliced both ways, the proxy's own short answers, and
+the wait for an answer's head that notices the agent leaving."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable
 
 from engine.proxy.connections import Connection
-from engine.proxy.http1 import READ_SIZE
+from engine.proxy.http1 import READ_SIZE, ResponseHead, ResponseReader, render_answer
 
 #: Longest an origin may leave a request body unread before the relay gives up (a 504).
 WRITE_TIMEOUT_S = 60.0
@@ -107,3 +109,42 @@ async def splice(
     finally:
         sending.cancel()
         conn.close()
+
+
+def answer_quietly(
+    writer: asyncio.StreamWriter,
+    status: int,
+    message: str = "",
+    *,
+    body: bytes | None = None,
+    close: bool = True,
+) -> None:
+    """The proxy's own answer, if the agent is still there to get it."""
+    payload = body if body is not None else json.dumps({"error": message}).encode()
+    with contextlib.suppress(ConnectionError):
+        put(writer, render_answer(status, payload, close=close))
+
+
+#: How often the relay looks whether the agent is still there while the upstream has not answered.
+AGENT_CHECK_S = 0.05
+
+
+async def head_unless_gone(
+    answer: ResponseReader, agent: asyncio.StreamReader, timeout: float | None
+) -> ResponseHead:
+    """The upstream's answer head, unless the agent hangs up first: then :class:`ClientGone` (the
+    caller closes the upstream connection, which cancels the request there). An agent that only
+    stopped sending is taken for gone, as uvicorn takes it: HTTP agents do not half-close."""
+    head = asyncio.ensure_future(answer.read_head(timeout))
+    try:
+        while True:
+            done, _ = await asyncio.wait((head,), timeout=AGENT_CHECK_S)
+            if done:
+                return head.result()
+            if agent.at_eof():
+                raise ClientGone("the client went away while waiting for the answer")
+    finally:
+        if not head.done():
+            head.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await head

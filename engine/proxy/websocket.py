@@ -27,7 +27,8 @@ from engine.proxy.connections import ConnectionPool, Origin
 from engine.proxy.exchange import Exchange, new_exchange
 from engine.proxy.http1 import READ_SIZE, RequestHead
 from engine.proxy.recorder import Recorder
-from engine.proxy.streams import put
+from engine.proxy.streams import answer_quietly, put
+from engine.proxy.wire import detect_api, error_body
 
 #: Largest message kept for the recorder (bigger ones are relayed, not recorded).
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -40,8 +41,6 @@ _DROPPED = frozenset({b"host", b"sec-websocket-extensions", b"proxy-connection",
 
 def is_websocket(head: RequestHead) -> bool:
     """A WebSocket upgrade of a path the proxy records (the Responses API)."""
-    from engine.proxy.wire import detect_api
-
     upgrade = (head.header(b"upgrade") or b"").lower()
     return (
         head.method == "GET" and upgrade == b"websocket" and detect_api("POST", head.path) == OPENAI_RESPONSES
@@ -202,10 +201,14 @@ def upgrade_head(head: RequestHead, target: str, host: str) -> bytes:
 
 async def relay_websocket(
     pool: ConnectionPool, recorder: Recorder, head: RequestHead, origin: Origin, target: str, timeout: float,
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refuse: Callable[[int, str], None],
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, kind: str,
 ) -> None:  # fmt: skip
     """One WebSocket from the agent to the provider, relayed until either side closes, each call
-    recorded. ``refuse(status, message)`` answers the agent when the provider cannot be reached."""
+    recorded; the agent gets a 502 in ``kind``'s (the provider's) error shape when it cannot be reached."""
+
+    def refuse(status: int, message: str) -> None:
+        answer_quietly(writer, status, body=json.dumps(error_body(kind, message)).encode())
+
     try:
         conn = await pool.acquire(origin, fresh=True)
     except (OSError, TimeoutError) as exc:
