@@ -1,14 +1,15 @@
-"""Raw tables and read-only SQL over the session databases (the Data page), as Datasette offers them.
+"""Raw tables of the session databases (the Data page's Browse tab), as Datasette offers them, and
+the checks and exports its SQL tab shares (what a user types runs in dashboard.data.user_sql).
 
-Pure functions over a DuckDB connection, no streamlit. User SQL runs on a connection of its own whose
-external access is switched off and locked after the databases are attached: no file can be read or
-written, nothing attached, no setting changed; only single SELECT statements are accepted.
+Pure functions over a DuckDB connection, no streamlit. Browse SQL is built here from checked table
+and column names; it runs on the dashboard's connection under a time limit (``interrupt``).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from engine.errors import ValidationError
 
 #: Rows a query or a browse page returns at most (exports included).
 MAX_ROWS = 10_000
+#: Longest a Browse listing runs on the shared connection (which every page reads, one query at a time).
+BROWSE_TIMEOUT_S = 10.0
 #: Filter operators offered on the Browse tab, as they read in the URL (``column:op:value``).
 FILTER_OPERATORS = {"eq": "=", "ne": "!=", "gt": ">", "lt": "<", "contains": "contains", "null": "is null"}
 
@@ -53,13 +56,6 @@ class QueryResult:
     sql: str
 
 
-def lock_down(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Switch off file access and lock the configuration of ``con`` (after its databases are attached)."""
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
-    return con
-
-
 def check_read_only(sql: str) -> str:
     """``sql`` stripped, when it is exactly one SELECT statement; ValidationError naming what it is otherwise."""
     text = sql.strip().rstrip(";").strip()
@@ -78,16 +74,29 @@ def check_read_only(sql: str) -> str:
 
 
 def run_sql(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = (), *, limit: int = MAX_ROWS
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[Any] = (),
+    *,
+    limit: int = MAX_ROWS,
+    timeout_s: float = BROWSE_TIMEOUT_S,
 ) -> QueryResult:
-    """Run a read-only query on ``con`` (use a :func:`lock_down` connection), at most ``limit`` rows."""
+    """Run a SELECT built by :func:`browse_sql` on a cursor of ``con``, at most ``limit`` rows,
+    cancelled (ValidationError) past ``timeout_s``."""
     text = check_read_only(sql)
     cursor = con.cursor()
+    timer = threading.Timer(timeout_s, cursor.interrupt)
+    timer.start()
     try:
         frame = cursor.execute(f"SELECT * FROM ({text}) AS q LIMIT {int(limit) + 1}", list(params)).df()
+    except duckdb.InterruptException:
+        raise ValidationError(
+            f"listing took over {timeout_s:g} s and was cancelled: narrow it with a filter", field="sql"
+        ) from None
     except duckdb.Error as exc:
         raise ValidationError(f"the query failed: {exc}", field="sql") from exc
     finally:
+        timer.cancel()
         cursor.close()
     return QueryResult(rows=frame.head(limit), truncated=len(frame) > limit, sql=text)
 

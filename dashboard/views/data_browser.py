@@ -1,5 +1,6 @@
 """Data: the raw tables of every loaded session database, with filters, and read-only SQL; export as
-CSV or JSON. The view (table, filters, order, query) lives in the URL, so it can be shared."""
+CSV or JSON. The view (table, filters, order, query) lives in the URL, so it can be shared; SQL from
+a link is shown and runs only when the reader clicks Run (dashboard.data.user_sql runs it apart)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, display, state
-from dashboard.data import sql_browser
+from dashboard.data import sql_browser, user_sql
 from engine.errors import ContextDeskError
-
-
-@st.cache_resource(max_entries=2, show_spinner="Attaching session databases…")
-def _sandbox(paths: tuple[str, ...], identity: tuple) -> object:
-    # A connection of its own, locked down: user SQL can read the session tables and nothing else.
-    # Like the shared one, it reads the files at each query: only a replaced file needs a new one.
-    return sql_browser.lock_down(data.connect(list(paths), skip_invalid=True))
 
 
 def _shown(frame: pd.DataFrame) -> pd.DataFrame:
@@ -48,8 +42,10 @@ st.caption(
     "The session tables of every loaded database (each row with its `db`), read-only. "
     "The address bar keeps what you see: copy it to share this view."
 )
-files = state.paths()
-con = _sandbox(tuple(str(p) for p in files), data.files_identity(files))
+#: The last query this reader ran, and its outcome (a result or an error): kept across reruns, so live
+#: follow or another widget never runs it again.
+SQL_RESULT_KEY = "_data_sql_result"
+
 params = st.query_params
 mode = st.radio(
     "Mode", ["Browse tables", "SQL"], horizontal=True, index=1 if params.get("mode") == "sql" else 0
@@ -59,7 +55,7 @@ if mode == "Browse tables":
     tables = list(data.TABLES)
     wanted = params.get("table", "sessions")
     table = st.selectbox("Table", tables, index=tables.index(wanted) if wanted in tables else 0)
-    columns = data.read(con, sql_browser.table_columns, table, tables)
+    columns = state.read(sql_browser.table_columns, table, tables)
     c1, c2, c3 = st.columns([3, 2, 1])
     filter_text = c1.text_area(
         "Filters, one per line: column:op:value (op: eq, ne, gt, lt, contains, null)",
@@ -80,7 +76,7 @@ if mode == "Browse tables":
         sql, sql_params = sql_browser.browse_sql(
             table, columns, filters, order_by=None if order == "(none)" else order, descending=descending
         )
-        result = data.read(con, sql_browser.run_sql, sql, sql_params)
+        result = state.read(sql_browser.run_sql, sql, sql_params)
     except ContextDeskError as exc:
         st.error(display.md(exc))
         st.stop()
@@ -92,19 +88,33 @@ if mode == "Browse tables":
         st.code(sql, language="sql")
     _show(result, table)
 else:
+    linked = params.get("sql")
     with st.form("sql_form"):
         sql = st.text_area(
-            "Read-only SQL (DuckDB; one SELECT; tables: " + ", ".join(data.TABLES) + ")",
-            value=params.get(
-                "sql", "SELECT db, id, title, model, created_utc FROM sessions ORDER BY created_utc DESC"
-            ),
+            "Read-only SQL (DuckDB; one SELECT; tables: " + ", ".join(sorted(user_sql.USER_TABLES)) + ")",
+            value=linked
+            or "SELECT db, id, title, model, created_utc FROM sessions ORDER BY created_utc DESC",
             height=140,
         )
         submitted = st.form_submit_button("Run", type="primary")
-    try:
-        result = data.read(con, sql_browser.run_sql, sql)
-    except ContextDeskError as exc:
-        st.error(display.md(exc))
+    st.caption(
+        f"Runs apart from the pages, on the session tables only, for at most {user_sql.SQL_TIMEOUT_S:g} s "
+        f"and {sql_browser.MAX_ROWS:,} rows."
+    )
+    if submitted:
+        try:
+            with st.spinner("Running the query…"):
+                outcome: object = user_sql.run_user_sql(state.paths(), sql)
+        except ContextDeskError as exc:
+            outcome = exc
+        st.session_state[SQL_RESULT_KEY] = (sql, outcome)
+        st.query_params.from_dict({"mode": "sql", "sql": sql.strip()})
+    ran_sql, outcome = st.session_state.get(SQL_RESULT_KEY, (None, None))
+    if ran_sql is None or ran_sql.strip() != sql.strip():
+        if linked and sql.strip() == linked.strip():
+            st.info("This query came with the link. Read it, then click Run to run it.")
         st.stop()
-    st.query_params.from_dict({"mode": "sql", "sql": result.sql})
-    _show(result, "query")
+    if isinstance(outcome, ContextDeskError):
+        st.error(display.md(outcome))
+        st.stop()
+    _show(outcome, "query")
