@@ -137,6 +137,14 @@ def _do_findings(db_path: str, session_id: str, settings_file: str | None) -> An
         return find_waste(store, session_id, settings=settings)
 
 
+def _do_why(db_path: str, session_ids: list[str] | None, detail: bool) -> Any:
+    from engine.explain import explain_store
+    from engine.store.factory import open_store
+
+    with open_store(db_path, read_only=True) as store:
+        return explain_store(store, session_ids, detail=detail)
+
+
 # -- what the pages call ---------------------------------------------------------------------------
 
 
@@ -170,6 +178,11 @@ def findings(
 ) -> Any:
     """find_waste over one session in the worker (its database opened read-only there)."""
     return _run("findings", str(db_path), session_id, str(settings_file) if settings_file else None)
+
+
+def why(db_path: str | os.PathLike[str], session_ids: list[str] | None = None, *, detail: bool = True) -> Any:
+    """engine.explain.explain_store in the worker (its database opened read-only there)."""
+    return _run("why", str(db_path), session_ids, detail)
 
 
 def _worker_main() -> None:

@@ -82,8 +82,8 @@ def test_sessions_filters_and_sorts(db: Path) -> None:
     at.text_input(key="sessions_search").input("quarterly").run()
     assert list(at.dataframe[0].value["session_id"]) == ["sess-report"]
     at.text_input(key="sessions_search").input("").run()
-    at.toggle(key="sessions_stopped").set_value(True).run()
-    assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor", "sess-report"}
+    at.multiselect(key="sessions_ended").set_value(["forced"]).run()
+    assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor"}
     at.selectbox(key="sessions_sort").set_value("turns").run()
     at.toggle(key="sessions_desc").set_value(False).run()
     assert list(at.dataframe[0].value["turns"]) == sorted(at.dataframe[0].value["turns"])
@@ -476,9 +476,9 @@ def test_session_filters_live_in_the_url_both_ways(db: Path) -> None:
     assert list(at.dataframe[0].value["session_id"]) == ["sess-report"]
     assert at.selectbox(key="sessions_sort").value == "turns"
     at.text_input(key="sessions_search").input("").run()
-    at.toggle(key="sessions_stopped").set_value(True).run()
+    at.multiselect(key="sessions_ended").set_value(["forced"]).run()
     assert "q" not in at.query_params
-    assert at.query_params["stopped"] in ("1", ["1"])
+    assert at.query_params["ended"] in ("forced", ["forced"])
 
 
 def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(db: Path) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import analysis, data, display, figures, state
+from dashboard.analysis import why as why_view
+from dashboard.data import why as why_data
 
 st.title("Sessions")
 df = state.overview()
@@ -22,10 +24,10 @@ c4.metric("Offloaded", f"{int(df['offloaded_bytes'].sum()) / 1024:,.1f} KiB")
 SORT_OPTIONS = [
     "updated_utc", "peak_usage_pct", "turns", "messages", "compactions", "forced_final", "offloaded_bytes", "title",
 ]  # fmt: skip
-# Filters live in the URL (?q=...&model=...&status=...&db=...&sort=...&stopped=1), so a view can be
+# Filters live in the URL (?q=...&model=...&status=...&db=...&sort=...&ended=forced), so a view can be
 # shared; the link sets them once, later edits write them back.
 URL_FILTERS = {"sessions_search": "q", "sessions_models": "model", "sessions_status": "status",
-               "sessions_dbs": "db", "sessions_sort": "sort", "sessions_stopped": "stopped"}  # fmt: skip
+               "sessions_dbs": "db", "sessions_sort": "sort", "sessions_ended": "ended"}  # fmt: skip
 if not st.session_state.get("_sessions_url_read"):
     st.session_state["_sessions_url_read"] = True
     for key, param in URL_FILTERS.items():
@@ -35,8 +37,8 @@ if not st.session_state.get("_sessions_url_read"):
         if key in ("sessions_models", "sessions_status", "sessions_dbs"):
             column = {"sessions_models": "model", "sessions_status": "status", "sessions_dbs": "db"}[key]
             st.session_state[key] = [v for v in values if v in set(df[column].dropna())]
-        elif key == "sessions_stopped":
-            st.session_state[key] = values[0] in ("1", "true")
+        elif key == "sessions_ended":
+            st.session_state[key] = [v for v in values if v in why_view.ENDED_HOW_CHOICES]
         elif key == "sessions_sort":
             if values[0] in SORT_OPTIONS:
                 st.session_state[key] = values[0]
@@ -52,22 +54,33 @@ with st.container(border=True):
     s1, s2, s3 = st.columns([3, 2, 2])
     sort_by = s1.selectbox("Sort by", SORT_OPTIONS, key="sessions_sort")
     descending = s2.toggle("Descending", value=True, key="sessions_desc")
-    only_stopped = s3.toggle("Only sessions that stopped", key="sessions_stopped")
+    ended_how = s3.multiselect("Ended how", why_view.ENDED_HOW_CHOICES, key="sessions_ended")
     s3.toggle("Sub-agents under their parent", value=True, key="sessions_tree")
 
 for key, param in URL_FILTERS.items():
     value = st.session_state.get(key)
-    default = {"sessions_sort": "updated_utc", "sessions_stopped": False}.get(key)
+    default = {"sessions_sort": "updated_utc"}.get(key)
     if value in (None, "", [], default):
         st.query_params.pop(param, None)
     else:
         st.query_params[param] = ("1" if value is True else value) if not isinstance(value, list) else value
-view = data.filter_sessions(
-    df,
-    data.SessionFilter(text, tuple(models), tuple(statuses), tuple(dbs), only_stopped),
-    sort_by=sort_by,
-    descending=descending,
+with st.spinner("Reading how each session ended…"):
+    df = why_view.with_ended(df, why_data.ended(state.database_paths()))
+view = why_view.keep_ended(
+    data.filter_sessions(
+        df,
+        data.SessionFilter(text, tuple(models), tuple(statuses), tuple(dbs)),
+        sort_by=sort_by,
+        descending=descending,
+    ),
+    ended_how,
 )
+# Every filter says how many sessions it keeps on its own.
+alone = {"Search": data.SessionFilter(text=text), "Model": data.SessionFilter(models=tuple(models)),
+         "Status": data.SessionFilter(statuses=tuple(statuses)), "Database": data.SessionFilter(dbs=tuple(dbs))}  # fmt: skip
+kept = {name: data.filter_sessions(df, f) for name, f in alone.items() if f != data.SessionFilter()}
+if ended_how:
+    kept["Ended how"] = why_view.keep_ended(df, ended_how)
 if st.session_state.get("sessions_tree", True):
     view = data.as_tree(view)
     # A sub-agent reads as a branch of its parent session (indented title).
@@ -75,7 +88,10 @@ if st.session_state.get("sessions_tree", True):
         title=[("    " * d + "└ " if d else "") + display.text(t, sid)
                for d, t, sid in zip(view["depth"], view["title"], view["session_id"], strict=True)]
     )  # fmt: skip
-st.caption(f"{len(view):,} of {len(df):,} sessions. Click a row to select it.")
+st.caption(
+    f"{len(view):,} of {len(df):,} sessions. Click a row to select it."
+    + (f" {why_view.filter_counts(df, kept)}." if kept else "")
+)
 event = st.dataframe(
     display.for_table(view),
     key="sessions_table",
@@ -85,6 +101,7 @@ event = st.dataframe(
     placeholder=display.MISSING,
     column_order=[
         "title",
+        "ended_how",
         "model",
         "turns",
         "peak_usage_pct",
@@ -99,10 +116,15 @@ event = st.dataframe(
         "provider",
         "source",
         "updated_utc",
+        "why",
     ],
     column_config={
         "title": st.column_config.TextColumn("Title", width="medium"),
         "model": st.column_config.TextColumn("Model"),
+        "ended_how": st.column_config.TextColumn(
+            "Ended how", help="finished, forced, failed, interrupted; compacted"
+        ),
+        "why": st.column_config.TextColumn("Why it ended", width="large"),
         "turns": st.column_config.NumberColumn("Turns", width="small"),
         "peak_usage_pct": st.column_config.ProgressColumn(
             "Peak usage", format="%.1f%%", min_value=0, max_value=100

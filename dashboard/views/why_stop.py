@@ -1,5 +1,8 @@
-"""Why did it stop? For each forced final turn or skipped provider: the limit calculation with
-its sources, projected vs limit, what grew, what tipped it, and settings that would have avoided it."""
+"""Why did it stop? For every session one sentence first (how it ended, or the failed call or the
+compaction that shaped it), then the evidence: how it ended, each failed call and what the agent
+did next, each compaction (who, why, tokens against the limit and the threshold in force, what it
+kept and dropped); for a stop ctxdesk's guard forced, the limit calculation with its sources,
+projected vs limit, what grew, what tipped it, and settings that would have avoided it."""
 
 from __future__ import annotations
 
@@ -7,11 +10,32 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, data, display, state
+from dashboard.analysis import why as why_view
+from dashboard.data import why as why_data
+from engine.errors import ContextDeskError
 from engine.events import COMPONENT_LABELS
+from engine.explain import SessionExplanation
 
 ref, row = state.require_session()
 st.title("Why did it stop?")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
+
+try:
+    with st.spinner("Reading how the session ended…"):
+        why = why_data.explanation(state.database_paths()[ref.db], ref.session_id)
+except ContextDeskError as exc:
+    why = None
+    st.warning(f"The explanation is unavailable for this session: {display.md(exc)}")
+if why is not None:
+    # The one sentence first. Recorded words (messages, instructions) are shown as text, never markdown.
+    st.subheader(display.md(why.headline), anchor=False)
+    st.caption(
+        f"{display.md(why.agent_label)} · {why.calls:,} model call(s) · ended: {why.ended.cause.replace('_', ' ')}"
+        + (f" · {len(why.compactions)} compaction(s)" if why.compactions else "")
+        + (f" · {len(why.failed_calls)} failed call(s)" if why.failed_calls else "")
+    )
+    for sentence in why_view.sentences(why):
+        st.text("• " + sentence)
 
 ev = state.query(data.events, ref.db, ref.session_id, ("guard", "request"))
 recorded_settings = state.query(data.session_settings, ref.db, ref.session_id)
@@ -20,8 +44,10 @@ CLOSE_CALLS = {
     "provider_error": "the provider refused the request as too long; an emergency compaction made it fit",
     "hard_block": "the request reached the hard-block threshold; compaction made it fit",
 }
-if stops.empty:
-    st.success("This session never hit a forced final turn or skipped a provider.")
+#: Sessions ctxdesk's own guard watched (the session manager, the proxy): an imported agent's never were.
+GUARDED = why is None or why.agent in ("ctxdesk", "proxy")
+if stops.empty and GUARDED:
+    st.success("ctxdesk's guard never hit a forced final turn or skipped a provider in this session.")
     compacted = state.query(data.events, ref.db, ref.session_id, ("compaction",))
     close = compacted[compacted["trigger"].isin(list(CLOSE_CALLS)) & (compacted["outcome"] == "compacted")]
     if not close.empty:
@@ -31,7 +57,6 @@ if stops.empty:
             st.text(
                 f"Turn {event['turn_index']}: {CLOSE_CALLS[event['trigger']]}. {event['reason'] or ''}".strip()
             )
-    st.stop()
 
 OUTCOME_TEXT = {
     "forced_final": "Forced final turn: the next request would not fit, so the model was asked to wrap up.",
@@ -65,8 +90,9 @@ def render_stop(stop: pd.Series) -> None:
             help="Tokens past the hard-block threshold (positive: over).",
         )  # fmt: skip
     counters = details.get("counters")
-    if counters:
-        st.text("Guard counters: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    if counters:  # the guard's internal bookkeeping: behind a toggle, for whoever debugs the guard
+        with st.expander("Guard counters (internal)", expanded=False):
+            st.text(", ".join(f"{k} {v}" for k, v in counters.items()))
     st.markdown("**Limit calculation**")
     st.code(x.formula, language=None)
     st.dataframe(
@@ -158,6 +184,8 @@ OUTCOME_LABELS = {
 }
 if st.session_state.pop(state.GOTO_SETTINGS_KEY, False):
     st.switch_page("views/model_settings.py")
+if not stops.empty:
+    st.markdown("**ctxdesk's guard stops**")
 for _, stop in stops.iterrows():
     outcome = OUTCOME_LABELS.get(stop["outcome"], stop["outcome"])
     label = (
@@ -166,3 +194,31 @@ for _, stop in stops.iterrows():
     )
     with st.expander(label, expanded=True):
         render_stop(stop)
+
+
+def render_evidence(why: SessionExplanation) -> None:
+    """Each failed call and what followed; each compaction with its facts and what it kept and dropped."""
+    if why.failed_calls:
+        st.markdown("**Failed calls**")
+        st.dataframe(
+            why_view.failed_calls_frame(why), hide_index=True, placeholder=display.MISSING, height="content",
+            column_config={"message": st.column_config.TextColumn("provider's message", width="large")},
+        )  # fmt: skip
+    for c in why.compactions:
+        where = f"call {c.call}" if c.call else "before the first call"
+        with st.expander(f"Compaction at {where} · {c.by}, {c.trigger}", expanded=len(why.compactions) <= 3):
+            st.text(c.sentence)
+            st.table(why_view.compaction_facts(c).set_index("fact"))
+            items = why_view.items_frame(c)
+            if items.empty:
+                st.caption("What it removed held no instruction, file, error or command.")
+            else:
+                st.markdown("**What it kept and dropped**")
+                st.dataframe(
+                    items, hide_index=True, placeholder=display.MISSING, height="content",
+                    column_config={"why": st.column_config.TextColumn("why", width="large")},
+                )  # fmt: skip
+
+
+if why is not None:
+    render_evidence(why)
