@@ -145,6 +145,11 @@ def _do_why(db_path: str, session_ids: list[str] | None, detail: bool) -> Any:
         return explain_store(store, session_ids, detail=detail)
 
 
+def _do_endings(db_paths: list[str]) -> Any:
+    """How every session of each database ended (no compaction detail), in one worker for all of them."""
+    return {path: _do_why(path, None, False) for path in db_paths}
+
+
 # -- what the pages call ---------------------------------------------------------------------------
 
 
@@ -183,6 +188,11 @@ def findings(
 def why(db_path: str | os.PathLike[str], session_ids: list[str] | None = None, *, detail: bool = True) -> Any:
     """engine.explain.explain_store in the worker (its database opened read-only there)."""
     return _run("why", str(db_path), session_ids, detail)
+
+
+def endings(db_paths: list[str | os.PathLike[str]]) -> Any:
+    """{database path: engine.explain.WhyReport without detail} for every session, in one worker."""
+    return _run("endings", [str(p) for p in db_paths])
 
 
 def _worker_main() -> None:

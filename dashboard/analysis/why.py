@@ -13,6 +13,8 @@ from engine.explain import ENDED_HOW_WORDS, CompactionExplanation, SessionExplan
 #: The Sessions filter's choices, in the order shown.
 ENDED_HOW_CHOICES: tuple[str, ...] = tuple(w for w in ENDED_HOW_WORDS if w != "unknown")
 ENDED_COLUMNS = ("db", "session_id", "ended", "ended_how", "why")
+#: Sessions whose endings the Sessions page reads before anyone filters by them (a few seconds at most).
+ENDED_UP_FRONT = 2_000
 
 
 def ended_frame(reports: Mapping[str, WhyReport]) -> pd.DataFrame:

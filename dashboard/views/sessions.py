@@ -64,8 +64,13 @@ for key, param in URL_FILTERS.items():
         st.query_params.pop(param, None)
     else:
         st.query_params[param] = ("1" if value is True else value) if not isinstance(value, list) else value
-with st.spinner("Reading how each session ended…"):
-    df = why_view.with_ended(df, why_data.ended(state.database_paths()))
+# How each session ended is read from every transcript's end (~3 ms a session, in the worker): up front
+# for a few thousand sessions, else once the filter asks for it.
+if ended_how or len(df) <= why_view.ENDED_UP_FRONT:
+    with st.spinner("Reading how each session ended…"):
+        df = why_view.with_ended(df, why_data.ended(state.database_paths()))
+else:
+    df = why_view.with_ended(df, why_view.ended_frame({}))
 view = why_view.keep_ended(
     data.filter_sessions(
         df,
