@@ -209,3 +209,17 @@ def test_no_shared_transcript_ends_unknown(tmp_path: Path) -> None:
         unknown = _unknown(store)
     assert len(report.sessions) >= 10
     assert unknown.keys() == UNKNOWN_BECAUSE.keys(), unknown
+
+
+def test_a_transcript_file_is_explained_without_a_database() -> None:
+    transcript = next((CLAUDE / "compact_reactive" / "transcripts").glob("*.jsonl"))
+    code, text = run(["why", str(transcript), "--format", "json"])
+    assert code == 0
+    [main_session] = [s for s in json.loads(text)["sessions"] if ":" not in s["session_id"]]
+    assert [c["trigger"] for c in main_session["compactions"]] == ["reactive"]
+
+
+def test_an_unknown_session_is_named_in_the_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run(["why", f"{DEMO}:no-such-session"])
+    assert code == 1
+    assert "no session 'no-such-session'" in capsys.readouterr().err
