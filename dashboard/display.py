@@ -10,9 +10,13 @@ import html
 import math
 import re
 import textwrap
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import pandas as pd
+
+K = TypeVar("K")
 
 #: What a missing value reads as.
 MISSING = "—"
@@ -70,6 +74,21 @@ def session_line(title: Any, session_id: str, model: Any, db: str) -> str:
     """The one-line header under each page's title: title (or id) · model · database."""
     return f"{text(title, session_id)} · {text(model, 'model not recorded')} · {db}"
 
+
+
+def distinct_labels(labels: Mapping[K, str], tell: Callable[[K], str] = str) -> dict[K, str]:
+    """``labels`` made unique for a selectbox's ``format_func``: Streamlit keeps a selection by its
+    label, so of two options with one label the first is picked on every rerun (two sessions with one
+    title: a live rerun moved the picked one to the other). A shared label gets `` · tell(key)``, and
+    a number when even that is shared."""
+    shared = Counter(labels.values())
+    told = {k: f"{v} · {tell(k)}" if shared[v] > 1 else v for k, v in labels.items()}
+    seen: Counter[str] = Counter()
+    out = {}
+    for key, label in told.items():
+        seen[label] += 1
+        out[key] = label if seen[label] == 1 else f"{label} ({seen[label]})"
+    return out
 
 def for_table(df: pd.DataFrame, missing: str = "") -> pd.DataFrame:
     """A copy for st.dataframe with missing text cells blank (numbers stay numbers: the grid shows

@@ -186,6 +186,13 @@ def session_label(row: pd.Series) -> str:
     return display.session_line(row["title"], str(row["session_id"]), row["model"], str(row["db"]))
 
 
+def session_labels(df: pd.DataFrame) -> dict[str, str]:
+    """``db::id`` -> a label no other session of ``df`` has (two with one title and model are told
+    apart by their ids): what every session picker shows."""
+    labels = {SessionRef(str(r["db"]), str(r["session_id"])).key: session_label(r) for _, r in df.iterrows()}
+    return display.distinct_labels(labels, lambda key: SessionRef.parse(key).session_id)
+
+
 def _on_sidebar_pick() -> None:
     st.session_state[SELECTED_KEY] = st.session_state["_sidebar_session"]
 
@@ -222,8 +229,8 @@ def sidebar() -> None:
             for db, path in data.database_paths(conn).items():
                 st.text(f"{db}: {redact_url(str(path))}")
         if not df.empty:
-            keys = [SessionRef(str(r.db), str(r.session_id)).key for r in df.itertuples()]
-            labels = dict(zip(keys, (session_label(r) for _, r in df.iterrows()), strict=True))
+            labels = session_labels(df)
+            keys = list(labels)
             current = st.session_state.get(SELECTED_KEY)
             if current not in labels:
                 current = keys[0]

@@ -737,3 +737,28 @@ def test_a_missing_limit_is_the_recorded_model_window_less_what_is_reserved() ->
     sources = out["limit_source"].tolist()
     assert sources[:3] == ["recorded", "model window", "model window"] and display.is_missing(sources[3])
     assert steps["limit_tokens"].isna().sum() == 3  # the input is left as it was
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        pytest.param({"a": "x", "b": "y"}, {"a": "x", "b": "y"}, id="distinct labels stay"),
+        pytest.param(
+            {"a": "x", "b": "x", "c": "y"}, {"a": "x · a", "b": "x · b", "c": "y"}, id="shared: key told"
+        ),
+        pytest.param(
+            {"a": "x · a", "b": "x", "c": "x"}, {"a": "x · a", "b": "x · b", "c": "x · c"}, id="told once"
+        ),
+    ],
+)
+def test_distinct_labels_tell_apart_options_that_share_a_label(labels, expected) -> None:
+    from dashboard import display
+
+    assert display.distinct_labels(labels) == expected
+
+
+def test_distinct_labels_number_what_even_the_key_cannot_tell_apart() -> None:
+    from dashboard import display
+
+    out = display.distinct_labels({1: "x", 2: "x", 3: "x"}, lambda _key: "same")
+    assert out == {1: "x · same", 2: "x · same (2)", 3: "x · same (3)"} and len(set(out.values())) == 3

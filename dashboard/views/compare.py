@@ -17,7 +17,7 @@ if sessions.empty:
 
 keys = [state.SessionRef(str(r.db), str(r.session_id)).key for r in sessions.itertuples()]
 rows = {key: row for key, (_, row) in zip(keys, sessions.iterrows(), strict=True)}
-labels = {key: state.session_label(row) for key, row in rows.items()}
+labels = state.session_labels(sessions)
 selected = state.selected()
 first = selected.key if selected is not None and selected.key in rows else keys[0]
 defaults = {"cmp_a": first, "cmp_b": next((k for k in keys if k != first), first)}
@@ -114,10 +114,10 @@ else:
             choices.append(None)
             continue
         seqs = [int(s) for s in requests["seq"]]
-        names = {
-            int(r["seq"]): analysis.call_label(r, cost_of(calls, int(r["seq"])))
-            for _, r in requests.iterrows()
-        }
+        names = display.distinct_labels(
+            {int(r["seq"]): analysis.call_label(r, cost_of(calls, int(r["seq"]))) for _, r in requests.iterrows()},
+            lambda seq: f"event #{seq}",
+        )
         if st.session_state.get(widget) not in names:
             st.session_state[widget] = seqs[-1]
         seq = column.selectbox("Call", seqs, format_func=names.__getitem__, key=widget)

@@ -460,6 +460,72 @@ def test_two_sessions_and_two_calls_compare_side_by_side(served: dict[str, objec
         _shot_whole_page(page, "compare_calls")
 
 
+@pytest.fixture(scope="module")
+def served_twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The app over a database whose sessions share one title and model (as untitled sessions of
+    one agent do): told apart on the page by nothing but their ids."""
+    from engine.events import ComponentTokens, ContextEvent
+    from engine.messages import assistant, user
+    from engine.store import SessionStore
+    from engine.tokens import get_tokenizer
+
+    base = tmp_path_factory.mktemp("browser_twins")
+    db = base / "data" / "live.db"
+    db.parent.mkdir()
+    with SessionStore(db) as store:
+        for turns, session_id in enumerate(("twin-a", "twin-b"), start=1):
+            store.create_session(session_id=session_id, model="gpt-4o", title="A session being written")
+            for turn in range(turns):
+                store.append_messages(
+                    session_id,
+                    [user(f"{session_id} {turn}"), assistant("ok")],
+                    tokenizer=get_tokenizer("gpt-4o"),
+                )
+                store.record_event(
+                    session_id,
+                    ContextEvent(
+                        kind="request", trigger="user_input", outcome="ok", model="gpt-4o", turn_index=turn,
+                        components=ComponentTokens(conversation=30 * (turn + 1)),
+                    ),
+                )  # fmt: skip
+    with _serve([db], base) as server:
+        yield {**server, "db": db}
+
+
+#: How often the Compare link is opened afresh while another session is written (#36.1).
+SHARED_LINK_TRIES = 20
+
+
+def test_a_shared_compare_link_keeps_its_pair_while_another_session_is_written(
+    served_twins: dict[str, object], page: object
+) -> None:
+    """Streamlit keeps a picker's choice by its label: with one label for three sessions, each live
+    rerun turned ``a=twin-a&b=twin-b`` into the session being written, in the URL and the sidebar."""
+    link = f"{served_twins['url']}/compare?a=live::twin-a&b=live::twin-b"
+    main = page.locator("[data-testid='stMain']")
+    sidebar = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox'] input[role='combobox']")
+    with _writer(Path(served_twins["db"]), "twin-c") as writer:
+        for attempt in range(SHARED_LINK_TRIES):
+            _open(page, link)
+            main.get_by_text("What differs").wait_for()
+            picked_first = sidebar.input_value()
+            writes = _count(Path(served_twins["db"]), "SELECT count(*) FROM context_events")
+            while _count(Path(served_twins["db"]), "SELECT count(*) FROM context_events") < writes + 2:
+                page.wait_for_timeout(250)  # two commits: two live reruns of the page
+            _settle(page)
+            pickers = main.locator("[data-testid='stSelectbox'] input[role='combobox']")
+            shown = [pickers.nth(i).input_value() for i in range(2)]
+            assert re.search(r"a=live(%3A%3A|::)twin-a&b=live(%3A%3A|::)twin-b$", page.url), (
+                attempt,
+                page.url,
+            )
+            assert shown[0].endswith("twin-a") and shown[1].endswith("twin-b"), (attempt, shown)
+            assert sidebar.input_value() == picked_first, (attempt, picked_first, sidebar.input_value())
+            assert main.get_by_text("A and B are the same session").count() == 0, attempt
+        assert writer.poll() is None
+    _check_page(page, "compare twins")
+
+
 def test_a_session_being_written_follows_on_screen(served: dict[str, object], page: object) -> None:
     from engine.messages import assistant, user
     from engine.store import SessionStore
