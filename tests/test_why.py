@@ -223,6 +223,23 @@ def test_a_proxy_refusal_the_agent_got_past_does_not_end_the_session(store: Sess
     assert explain(store, sid).ended.cause == "finished"
 
 
+def test_a_refused_tool_result_is_the_cause_of_the_forced_final_turn_after_it(store: SessionStore) -> None:
+    refused = ContextEvent(
+        kind="guard", trigger="tool_preflight", outcome="rejected", turn_index=1, projected_tokens=13_231,
+        limit_tokens=11_648, details={"final_forced": True},
+    )  # fmt: skip
+    forced = ContextEvent(
+        kind="guard", trigger="turn_preflight", outcome="forced_final", turn_index=1, projected_tokens=7_812,
+        limit_tokens=11_648,
+    )  # fmt: skip
+    sid = session(
+        store, [user("a"), reply("b"), user("c"), reply("wrap up")], events=[("1", refused), ("1", forced)]
+    )
+    ended = explain(store, sid).ended
+    assert ended.cause == "forced_final"
+    assert "a tool result would not fit (projected 13,231 tokens against a limit of 11,648)" in ended.detail
+
+
 def test_a_proxy_policy_refusal(store: SessionStore) -> None:
     refused = ContextEvent(
         kind="guard",

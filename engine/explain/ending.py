@@ -116,6 +116,12 @@ def _imposed_stop(events: Sequence[StoredEvent], calls: Calls) -> Ending | None:
         if event.outcome == "forced_final" or (
             event.outcome == "rejected" and event.details.get("final_forced")
         ):
+            # A tool result refused in the same turn is the cause the forced final turn answers.
+            event = next(
+                (e for e in events if e.kind == "guard" and e.outcome == "rejected" and e.details.get("final_forced")
+                 and e.turn_index == event.turn_index and e.seq <= event.seq),
+                event,
+            )  # fmt: skip
             over = (
                 f" (projected {event.projected_tokens:,} tokens against a limit of {event.limit_tokens:,})"
                 if event.projected_tokens and event.limit_tokens
