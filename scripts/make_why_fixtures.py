@@ -51,7 +51,7 @@ class WhyScenario:
     timeout: float = 240
 
 
-def _scenarios() -> dict[str, WhyScenario]:
+def scenarios() -> dict[str, WhyScenario]:
     def finish(repo: Path) -> list[Any]:
         return [
             A.tool_calls(("Read", {"file_path": str(repo / "app.py")})),
@@ -176,15 +176,15 @@ def _interrupt(proc: subprocess.Popen[str], home: Path, needle: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    scenarios = _scenarios()
+    known = scenarios()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of: {', '.join(scenarios)}")
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of: {', '.join(known)}")
     args = parser.parse_args(argv)
-    unknown = [n for n in args.scenarios if n not in scenarios]
+    unknown = [n for n in args.scenarios if n not in known]
     if unknown:
-        parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(scenarios)}")
-    for name in args.scenarios or list(scenarios):
-        print(run(scenarios[name]).relative_to(base.ROOT))
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    for name in args.scenarios or list(known):
+        print(run(known[name]).relative_to(base.ROOT))
 
 
 if __name__ == "__main__":

@@ -223,3 +223,31 @@ def test_an_unknown_session_is_named_in_the_error(capsys: pytest.CaptureFixture[
     code, _ = run(["why", f"{DEMO}:no-such-session"])
     assert code == 1
     assert "no session 'no-such-session'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.peer("claude")
+@pytest.mark.parametrize(
+    ("scenario", "cause"),
+    [
+        ("finish", "finished"),
+        ("max_tokens", "max_tokens"),
+        ("refusal", "refusal"),
+        ("interrupt", "interrupted"),
+    ],
+)
+def test_the_installed_claude_code_still_ends_as_its_fixture_says(
+    tmp_path: Path, scenario: str, cause: str
+) -> None:
+    """scripts/make_why_fixtures.py run live against the installed CLI: the same end cause."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_why_fixtures
+
+    out = make_why_fixtures.run(make_why_fixtures.scenarios()[scenario], out_root=tmp_path)
+    with SessionStore(tmp_path / "live.db") as store:
+        for path in sorted((out / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    assert why.ended.cause == cause, why.ended.detail
