@@ -75,7 +75,6 @@ def session_line(title: Any, session_id: str, model: Any, db: str) -> str:
     return f"{text(title, session_id)} · {text(model, 'model not recorded')} · {db}"
 
 
-
 def distinct_labels(labels: Mapping[K, str], tell: Callable[[K], str] = str) -> dict[K, str]:
     """``labels`` made unique for a selectbox's ``format_func``: Streamlit keeps a selection by its
     label, so of two options with one label the first is picked on every rerun (two sessions with one
@@ -89,6 +88,7 @@ def distinct_labels(labels: Mapping[K, str], tell: Callable[[K], str] = str) -> 
         seen[label] += 1
         out[key] = label if seen[label] == 1 else f"{label} ({seen[label]})"
     return out
+
 
 def for_table(df: pd.DataFrame, missing: str = "") -> pd.DataFrame:
     """A copy for st.dataframe with missing text cells blank (numbers stay numbers: the grid shows

@@ -226,7 +226,7 @@ def classify_call(prev: CallRecord | None, cur: CallRecord, *, ttl: int = TTL_5M
         if u.cache_creation_input_tokens:
             return CallCache(
                 **base, rebuilt_tokens=0, cause="cold_start", gap_s=None, ttl_s=None, lost_usd=0.0,
-                explanation=f"first call: wrote {u.cache_creation_input_tokens:,} tokens to the cache",
+                explanation=f"The first call wrote {u.cache_creation_input_tokens:,} tokens to the cache.",
             )  # fmt: skip
         return _normal(base, None, None)
     gap = (cur.at - prev.at).total_seconds() if cur.at and prev.at else None
@@ -246,8 +246,9 @@ def classify_call(prev: CallRecord | None, cur: CallRecord, *, ttl: int = TTL_5M
     if resent_uncached >= MIN_REWRITTEN and p is not None and p.caches and not cur.reset_before:
         lost = resent_uncached * (p.input - p.cache_read)
         explanation = (
-            f"call {cur.index + 1} re-sent {resent_uncached:,} tokens of call {prev.index + 1}'s prompt as "
-            f"uncached input (read {u.cache_read_input_tokens:,} from cache): no cache breakpoint covered them"
+            f"No cache breakpoint covered {resent_uncached:,} tokens of call {prev.index + 1}'s prompt, so "
+            f"call {cur.index + 1} sent them again as uncached input (it read {u.cache_read_input_tokens:,} "
+            "from the cache)."
         )
         return CallCache(
             **base, rebuilt_tokens=resent_uncached, cause="uncached_prefix", gap_s=gap, ttl_s=ttl,
@@ -259,7 +260,7 @@ def classify_call(prev: CallRecord | None, cur: CallRecord, *, ttl: int = TTL_5M
 def _normal(base: dict[str, Any], gap: float | None, ttl: int | None) -> CallCache:
     return CallCache(
         **base, rebuilt_tokens=0, cause=None, gap_s=gap, ttl_s=ttl, lost_usd=0.0,
-        explanation="read the cached prefix; wrote only what was new",
+        explanation="Read the cached prefix and wrote only what was new.",
     )  # fmt: skip
 
 
@@ -275,40 +276,48 @@ def _write_price(call: CallRecord) -> float:
 def _rebuild_cause(
     prev: CallRecord, cur: CallRecord, gap: float | None, ttl: int, rewritten: int
 ) -> tuple[CacheCause, str]:
+    """The cause of a rebuild and the sentence saying it: the cause first, then what it cost."""
     n, m = cur.index + 1, prev.index + 1  # 1-based call numbers, as people count them
-    what = f"call {n} wrote again {rewritten:,} tokens call {m} had cached"
+    what = f"so call {n} wrote {rewritten:,} tokens to the cache again that call {m} had already cached"
+
+    def said(cause: str) -> str:
+        return f"{cause[0].upper()}{cause[1:]}, {what}."
+
     if gap is not None and gap >= ttl:  # nothing was left to read, whatever else changed
         also = (
             f" (the {cur.reset_before} in between found nothing cached to lose)" if cur.reset_before else ""
         )
-        return "ttl_expired", (
-            f"{what}: {_duration(gap)} passed since call {m}, past the {_duration(ttl)} cache TTL{also}"
+        return "ttl_expired", said(
+            f"the cache had expired: {_duration(gap)} passed since call {m}, past the {_duration(ttl)} "
+            f"cache lifetime{also}"
         )
     if cur.reset_before:
-        return "compaction", f"{what}: a {cur.reset_before} between calls {m} and {n} gave it a new prefix"
+        return "compaction", said(
+            f"a {cur.reset_before} between calls {m} and {n} gave the prompt a new start"
+        )
     if (cur.model or "") != (prev.model or ""):
-        return (
-            "model_switch",
-            f"{what}: the model changed from {prev.model} to {cur.model} (caches are per model)",
+        return "model_switch", said(
+            f"the model changed from {prev.model} to {cur.model} between calls {m} and {n} (each model has "
+            "its own cache)"
         )
     if cur.usage.prompt_tokens < COMPACTED_SHARE * prev.usage.prompt_tokens:
-        return "compaction", (
-            f"{what}: the prompt shrank from {prev.usage.prompt_tokens:,} to {cur.usage.prompt_tokens:,} "
-            "tokens (compacted or cleared in between)"
+        return "compaction", said(
+            f"the prompt shrank from {prev.usage.prompt_tokens:,} to {cur.usage.prompt_tokens:,} tokens "
+            f"between calls {m} and {n} (compacted or cleared)"
         )
     changed = _first_change(prev, cur)
     if changed is not None:
         cause, words = changed
-        return cause, f"{what}: {words} between calls {m} and {n}"
+        return cause, said(f"{words} between calls {m} and {n}")
     read = cur.usage.cache_read_input_tokens
     if read == 0:
-        return "prefix_changed", (
-            f"{what}: nothing was read, so the very start of the prompt changed (tool definitions or the "
-            f"system prompt come first)"
+        return "prefix_changed", said(
+            "the very start of the prompt changed (tool definitions and the system prompt come first): "
+            "nothing was read from the cache"
         )
-    return "breakpoint", (
-        f"{what}: only the first {read:,} tokens were read; the rest of call {m}'s prompt was not at a "
-        "cache breakpoint, or an earlier message changed"
+    return "breakpoint", said(
+        f"only the first {read:,} tokens were read from the cache: the rest of call {m}'s prompt was not "
+        "at a cache breakpoint, or an earlier message changed"
     )
 
 

@@ -355,3 +355,24 @@ def test_tool_names_alone_tell_a_reorder_from_a_change(
     events = [request(0, 0, 20_000, tools_sent=before), request(1, 0, 20_300, tools_sent=after)]
     second = analyze_cache(call_records(events)).calls[1]
     assert second.cause == cause and words in second.explanation
+
+
+@pytest.mark.parametrize(("calls", "expected"), CASES.values(), ids=CASES.keys())
+def test_each_explanation_is_a_sentence_that_says_the_cause_first(
+    calls: list[CallRecord], expected: list[str | None]
+) -> None:
+    for result in analyze_cache(calls).calls:
+        text = result.explanation
+        assert text[0].isupper() and text.endswith("."), text
+        if result.rebuilt_tokens and result.cause not in ("cold_start", "uncached_prefix"):
+            cause, _, effect = text.rpartition(", so call ")
+            assert cause and "wrote" not in cause, text  # what happened comes before what it cost
+            assert effect.endswith("had already cached."), text
+
+
+def test_the_ttl_sentence_reads_as_a_user_would_say_it() -> None:
+    calls = [call(0, write=20_000), call(1, read=20_000, write=500), call(2, write=20_600, at_s=20 + 360)]
+    assert analyze_cache(calls).calls[2].explanation == (
+        "The cache had expired: 6 min passed since call 2, past the 5 min cache lifetime, so call 3 wrote "
+        "20,510 tokens to the cache again that call 2 had already cached."
+    )

@@ -32,7 +32,10 @@ from dashboard.data.connection import (
     skipped_files,
 )
 from dashboard.data.costs import (
+    NO_PROJECT,
     SUM_COLUMNS,
+    agent_costs,
+    beside_agent_costs,
     call_costs,
     cost_totals,
     filter_calls,
@@ -83,6 +86,7 @@ __all__ = [
     "DB_PATHS_ENV_VAR",
     "DEFAULT_DATA_DIR",
     "MESSAGE_LIST_COLUMNS",
+    "NO_PROJECT",
     "QUERY_LOCK",
     "ROLLUP_TYPES",
     "SCHEMA_TYPES",
@@ -91,7 +95,9 @@ __all__ = [
     "TABLES",
     "USAGE_COLUMNS",
     "SessionFilter",
+    "agent_costs",
     "as_tree",
+    "beside_agent_costs",
     "blob_content",
     "blobs",
     "call_costs",

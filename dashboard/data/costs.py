@@ -4,7 +4,9 @@ The request events (and the call times imports keep in message meta) are read fr
 views :func:`dashboard.data.connect` defines; each call is priced and its cache behaviour
 explained by the pure engine modules (``engine.cost``, ``engine.cache_analysis``), so every
 database works, whether or not its ``request_costs`` table was filled. A session's *project*
-is its top-level session's working directory (``metadata.cwd``), else its database label.
+is its top-level session's working directory (``metadata.cwd``), else ``NO_PROJECT``. A call whose
+model has no list price is counted at $0 and marked (``priced_as`` missing, ``unpriced_calls``).
+Where an agent recorded its own cost (``metadata.agent_cost_usd``) it is shown beside ours.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ CALL_COLUMNS = (
 #: Summed columns of :func:`session_costs` and :func:`cost_totals`.
 SUM_COLUMNS = (
     "calls", "input_usd", "output_usd", "cache_read_usd", "cache_write_usd", "total_usd", "uncached_usd",
-    "lost_usd", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+    "lost_usd", "cache_read_tokens", "cache_write_tokens", "output_tokens", "unpriced_calls",
 )  # fmt: skip
+#: The project of a session whose metadata names no working directory or project.
+NO_PROJECT = "no project recorded"
+#: Two costs agree when they differ by at most this share of the larger, or by this many dollars.
+AGREE_SHARE = 0.02
+AGREE_USD = 0.01
 _COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
 
 
@@ -114,8 +121,8 @@ def _sessions(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return cursor.execute("SELECT db, id, title, model, parent_session_id, metadata_json FROM sessions").df()
 
 
-def project_of(metadata_json: Any, db: str) -> str:
-    """A session's project: the last part of its working directory, else its database label."""
+def project_of(metadata_json: Any) -> str:
+    """A session's project: the last part of its working directory, else ``NO_PROJECT``."""
     try:
         meta = json.loads(metadata_json) if isinstance(metadata_json, str) else {}
     except ValueError:
@@ -124,7 +131,7 @@ def project_of(metadata_json: Any, db: str) -> str:
         value = meta.get(key) if isinstance(meta, dict) else None
         if isinstance(value, str) and value.strip():
             return PurePosixPath(value.rstrip("/")).name or value
-    return db
+    return NO_PROJECT
 
 
 def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -153,7 +160,7 @@ def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             if not calls:
                 continue
             root = root_of(sid, parents)
-            project = project_of(meta.get(root), str(db))
+            project = project_of(meta.get(root))
             for row in cost_rows(calls, analyze_cache(calls)):
                 row.update(db=db, session_id=sid, root_session_id=root, project=project)
                 row["event_seq"] = next((c.event_seq for c in calls if c.event_id == row["event_id"]), None)
@@ -164,6 +171,7 @@ def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 def _summed(calls: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     frame = calls.assign(
         calls=1,
+        unpriced_calls=calls["priced_as"].isna().astype(int),
         cache_write_usd=calls["cache_write_5m_usd"] + calls["cache_write_1h_usd"],
         cache_write_tokens=calls["cache_write_5m_tokens"] + calls["cache_write_1h_tokens"],
     )
@@ -221,3 +229,55 @@ def session_call_costs(cursor: duckdb.DuckDBPyConnection, db: str, session_id: s
     """One session's calls (for the timeline: cost and cache cause per call)."""
     calls = call_costs(cursor)
     return calls[(calls["db"] == db) & (calls["session_id"] == session_id)].reset_index(drop=True)
+
+
+def agent_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Sessions whose agent recorded what they cost by its own prices: db, session_id, title,
+    agent_cost_usd and agent_cost_source (where in the agent's file it came from)."""
+    rows = []
+    for db, sid, title, metadata_json in cursor.execute(
+        "SELECT db, id, title, metadata_json FROM sessions"
+    ).fetchall():
+        try:
+            meta = json.loads(metadata_json) if isinstance(metadata_json, str) else {}
+        except ValueError:
+            continue
+        usd = meta.get("agent_cost_usd") if isinstance(meta, dict) else None
+        if isinstance(usd, int | float) and not isinstance(usd, bool):
+            rows.append((db, sid, title, float(usd), meta.get("agent_cost_source")))
+    return pd.DataFrame(rows, columns=["db", "session_id", "title", "agent_cost_usd", "agent_cost_source"])
+
+
+def beside_agent_costs(agents: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Each session of ``agents`` (:func:`agent_costs`) with our cost of it and its sub-agents
+    (``calls``: :func:`call_costs`) and, in words, whether the two agree."""
+    out = []
+    for r in agents.itertuples():
+        mine = calls[(calls["db"] == r.db) & (calls["root_session_id"] == r.session_id)]
+        ours = float(mine["total_usd"].sum()) if len(mine) else None
+        unpriced = int(mine["priced_as"].isna().sum())
+        out.append({
+            "db": r.db, "session_id": r.session_id, "title": r.title, "agent_cost_usd": r.agent_cost_usd,
+            "our_cost_usd": ours, "difference_usd": None if ours is None else ours - r.agent_cost_usd,
+            "comparison": _agreement(r.agent_cost_usd, ours, calls=len(mine), unpriced=unpriced),
+            "agent_cost_source": r.agent_cost_source,
+        })  # fmt: skip
+    columns = ["db", "session_id", "title", "agent_cost_usd", "our_cost_usd", "difference_usd", "comparison",
+               "agent_cost_source"]  # fmt: skip
+    return pd.DataFrame(out, columns=columns)
+
+
+def _agreement(agent: float, ours: float | None, *, calls: int, unpriced: int) -> str:
+    if not calls:
+        return "no provider usage recorded here: only the agent's figure"
+    if unpriced == calls:
+        return "its model has no list price here: only the agent's figure"
+    partly = f" ({unpriced} of {calls} calls unpriced, counted at $0)" if unpriced else ""
+    if abs(ours - agent) <= AGREE_USD:
+        return "agree within a cent" + partly
+    if abs(ours - agent) <= AGREE_SHARE * max(abs(ours), abs(agent)):
+        return f"agree within {AGREE_SHARE:.0%}" + partly
+    if agent == 0:
+        return f"differ: the agent recorded $0, we count ${ours:,.4f}{partly}"
+    share = (ours - agent) / agent
+    return f"differ: ours is {abs(share):.0%} {'higher' if share > 0 else 'lower'}{partly}"

@@ -115,7 +115,10 @@ else:
             continue
         seqs = [int(s) for s in requests["seq"]]
         names = display.distinct_labels(
-            {int(r["seq"]): analysis.call_label(r, cost_of(calls, int(r["seq"]))) for _, r in requests.iterrows()},
+            {
+                int(r["seq"]): analysis.call_label(r, cost_of(calls, int(r["seq"])))
+                for _, r in requests.iterrows()
+            },
             lambda seq: f"event #{seq}",
         )
         if st.session_state.get(widget) not in names:

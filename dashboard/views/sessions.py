@@ -3,6 +3,7 @@ where it wasted context (its findings, largest savings first)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, data, display, figures, state
@@ -226,6 +227,45 @@ if len(view) > 1:
 # -- cost (dashboard/data/costs.py): totals, filters by project, model and day, roll-ups ------------------
 
 
+#: The cost tables' columns as the page names them (USD at list prices, tokens as counts).
+COST_LABELS = {
+    "project": "Project", "root_session_id": "Session (with sub-agents)", "day": "Day (UTC)", "model": "Model",
+    "calls": "Calls", "unpriced_calls": "Calls without a price", "total_usd": "Cost",
+    "input_usd": "Input", "output_usd": "Output", "cache_read_usd": "Cache reads", "cache_write_usd": "Cache writes",
+    "uncached_usd": "Cost with no cache", "lost_usd": "Lost to cache rebuilds",
+    "output_tokens": "Output tokens", "cache_read_tokens": "Cache-read tokens", "cache_write_tokens": "Cache-write tokens",
+}  # fmt: skip
+COST_ORDER = (
+    "calls", "unpriced_calls", "total_usd", "input_usd", "output_usd", "cache_read_usd", "cache_write_usd",
+    "lost_usd", "uncached_usd", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+)  # fmt: skip
+
+
+def _cost_columns(columns: list[str]) -> dict[str, object]:
+    """Readable headers; dollars with cents to a hundredth of a cent, token counts grouped."""
+    config: dict[str, object] = {}
+    for c in columns:
+        label = COST_LABELS.get(c, c)
+        if c.endswith("_usd"):
+            config[c] = st.column_config.NumberColumn(label, format="$%.4f")
+        elif c.endswith("_tokens") or c.endswith("calls"):
+            config[c] = st.column_config.NumberColumn(label, format="localized")
+        else:
+            config[c] = st.column_config.TextColumn(label)
+    return config
+
+
+def _unpriced_note(calls: pd.DataFrame) -> str | None:
+    unpriced = calls[calls["priced_as"].isna()]
+    if unpriced.empty:
+        return None
+    models = ", ".join(sorted(str(m) for m in unpriced["model"].dropna().unique())) or "model not recorded"
+    return (
+        f"{len(unpriced):,} of {len(calls):,} calls ({models}) have no list price in the model table: they are "
+        "counted at $0, so the costs below leave them out."
+    )
+
+
 @st.fragment
 def cost_section() -> None:
     """What the loaded sessions cost at list prices, by project, day and model, and what cache rebuilds lost."""
@@ -239,26 +279,65 @@ def cost_section() -> None:
     models = g2.multiselect("Model", sorted(calls["model"].dropna().unique()), key="cost_models")
     days = g3.multiselect("Day (UTC)", sorted(calls["day"].dropna().unique()), key="cost_days")
     chosen = data.filter_calls(calls, projects=projects, models=models, days=days)
+    note = _unpriced_note(chosen)
+    if note:
+        st.warning(note, icon=":material/money_off:")
     t = data.cost_totals(chosen)
     m = st.columns(5)
-    m[0].metric("Cost", f"${t['total_usd']:,.2f}", help="Provider usage at the model table's list prices.")
+    m[0].metric("Cost" if not note else "Cost of priced calls", f"${t['total_usd']:,.2f}",
+                help="Provider usage at the model table's list prices.")  # fmt: skip
     m[1].metric("Cache reads", f"${t['cache_read_usd']:,.2f}")
     m[2].metric("Cache writes", f"${t['cache_write_usd']:,.2f}")
     m[3].metric("Output", f"${t['output_usd']:,.2f}")
     m[4].metric("Lost to cache rebuilds", f"${t['lost_usd']:,.2f}", f"{100 * t['lost_share']:.1f}% of cost",
                 delta_color="off")  # fmt: skip
     by = st.radio("Per", ["project", "root_session_id", "day", "model"], horizontal=True, key="cost_by",
-                  format_func=lambda k: {"root_session_id": "session (with sub-agents)"}.get(k, k))  # fmt: skip
+                  format_func=lambda k: COST_LABELS[k].lower())  # fmt: skip
+    table = data.rollup(chosen, by)
+    if by == "root_session_id":  # a session by its title (its id when it has none)
+        titles = {
+            str(r.session_id): display.text(r.title, str(r.session_id)) for r in state.overview().itertuples()
+        }
+        table[by] = [titles.get(str(s), str(s)) for s in table[by]]
+    table = table[[by, *COST_ORDER]]
     st.dataframe(
-        data.rollup(chosen, by), hide_index=True, placeholder=display.MISSING,
-        column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in data.SUM_COLUMNS if c.endswith("_usd")},
-    )  # fmt: skip
+        table, hide_index=True, placeholder=display.MISSING, column_config=_cost_columns(list(table.columns))
+    )
+    agents = data.beside_agent_costs(state.query(data.agent_costs), calls)
+    if not agents.empty:
+        st.markdown(
+            "**What the agents recorded themselves** (by their own prices, beside ours at list prices)"
+        )
+        shown = agents.assign(
+            title=[display.text(t, s) for t, s in zip(agents["title"], agents["session_id"], strict=True)]
+        )
+        st.dataframe(
+            shown[["title", "agent_cost_usd", "our_cost_usd", "difference_usd", "comparison", "agent_cost_source"]],
+            hide_index=True, placeholder=display.MISSING,
+            column_config={
+                "title": st.column_config.TextColumn("Session"),
+                "agent_cost_usd": st.column_config.NumberColumn("Agent's own cost", format="$%.4f"),
+                "our_cost_usd": st.column_config.NumberColumn("Ours (with sub-agents)", format="$%.4f"),
+                "difference_usd": st.column_config.NumberColumn("Ours − agent's", format="$%.4f"),
+                "comparison": st.column_config.TextColumn("Compared"),
+                "agent_cost_source": st.column_config.TextColumn("Recorded in"),
+            },
+        )  # fmt: skip
     rebuilds = chosen[chosen["lost_usd"] > 0].sort_values("lost_usd", ascending=False).head(20)
     if not rebuilds.empty:
         with st.expander(f"Largest cache rebuilds ({len(chosen[chosen['lost_usd'] > 0]):,})"):
             st.dataframe(
-                rebuilds[["session_id", "call_index", "cache_cause", "rebuilt_tokens", "lost_usd", "cache_explanation", "fix"]],
+                rebuilds[["session_id", "call_index", "cache_explanation", "rebuilt_tokens", "lost_usd", "fix"]]
+                .assign(call_index=rebuilds["call_index"] + 1),
                 hide_index=True, placeholder=display.MISSING,
+                column_config={
+                    "session_id": st.column_config.TextColumn("Session"),
+                    "call_index": st.column_config.NumberColumn("Call", format="localized"),
+                    "cache_explanation": st.column_config.TextColumn("Why", width="large"),
+                    "rebuilt_tokens": st.column_config.NumberColumn("Tokens written again", format="localized"),
+                    "lost_usd": st.column_config.NumberColumn("Lost", format="$%.4f"),
+                    "fix": st.column_config.TextColumn("Fix", width="large"),
+                },
             )  # fmt: skip
 
 
