@@ -3,6 +3,7 @@ AppTest over real agents' fixtures imported with ctxdesk's importers (and the bu
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_a_reactive_claude_code_compaction_says_which_call_was_refused_first(ser
     )
     failed = next(d.value for d in at.dataframe if "then" in d.value.columns)
     assert list(failed["cause"]) == ["prompt too long"]
-    facts = at.table[0].value["value"]
+    facts = at.table[0].value["value"].map(_plain)
     assert (facts["who"], facts["trigger"], facts["after failed call"]) == (
         "the agent itself",
         "reactive",
@@ -93,7 +94,7 @@ def test_an_auto_compaction_shows_the_threshold_in_force(served: Path) -> None:
     assert _plain(at.subheader[0].value).startswith(
         "Claude Code compacted itself at call 2: its estimate reached 95,049 of 167,000 tokens (auto-compact at window − 13,000)"
     )
-    facts = at.table[0].value["value"]
+    facts = at.table[0].value["value"].map(_plain)
     assert (facts["limit"], facts["threshold in force"]) == ("200,000", "167,000")
 
 
@@ -124,3 +125,42 @@ def test_sessions_filter_by_how_they_ended_and_say_how_many_each_filter_keeps(se
     at.multiselect(key="sessions_ended").set_value(["compacted"]).run()
     assert len(at.dataframe[0].value) == 3  # Claude Code auto, reactive, Codex
     assert at.query_params["ended"] in ("compacted", ["compacted"])
+
+
+def test_recorded_instructions_are_shown_as_text_never_markdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.events import ContextEvent
+    from engine.messages import assistant, user
+    from engine.tokens import get_tokenizer
+
+    hostile = "**keep** [this](http://evil.example/x.png) <img src=x onerror=alert(1)>"
+    path = tmp_path / "hostile.db"
+    with SessionStore(path) as store:
+        sid = store.create_session(session_id="h", title="hostile", model="claude-sonnet-4-5")
+        store.append_messages(
+            sid,
+            [user("a"), assistant("b"), user("c"), assistant("d")],
+            tokenizer=get_tokenizer("claude-sonnet-4-5"),
+        )
+        store.record_event(
+            sid,
+            ContextEvent(
+                kind="compaction", trigger="manual", outcome="compacted", turn_index=1,
+                details={"before_tokens": 900, "after_tokens": 100, "removed_message_seqs": [0, 1], "instructions": hostile},
+            ),
+        )  # fmt: skip
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(path))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = _why_page(path, "h")
+    raw = at.table[0].value["value"]["instructions"]
+    # escaped for st.table's Markdown (a bare URL kept from linking by a zero-width space): the same words shown
+    assert raw != hostile and _plain(raw).replace("\u200b", "") == hostile
+    for element in [
+        *at.markdown,
+        *at.subheader,
+        *at.caption,
+    ]:  # Markdown-rendering elements: every mark escaped
+        assert not re.search(r"(?<!\\)<|(?<!\\)\]\(", str(element.value)), element.value

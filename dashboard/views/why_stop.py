@@ -208,7 +208,10 @@ def render_evidence(why: SessionExplanation) -> None:
         where = f"call {c.call}" if c.call else "before the first call"
         with st.expander(f"Compaction at {where} · {c.by}, {c.trigger}", expanded=len(why.compactions) <= 3):
             st.text(c.sentence)
-            st.table(why_view.compaction_facts(c).set_index("fact"))
+            facts = why_view.compaction_facts(c)
+            # st.table renders Markdown in its cells: recorded words (instructions, settings) made inert.
+            facts["value"] = facts["value"].map(display.md)
+            st.table(facts.set_index("fact"))
             items = why_view.items_frame(c)
             if items.empty:
                 st.caption("What it removed held no instruction, file, error or command.")
