@@ -21,6 +21,10 @@ from engine.proxy.wire.shared import (
     RequestView,
     ToolResult,
     agent_session_id,
+    as_dict,
+    as_index,
+    as_list,
+    as_text,
     build_view,
     compact_json,
     error_from_json,
@@ -53,7 +57,7 @@ class AnthropicMessages:
 
     # -- requests --------------------------------------------------------------------------
     def request_view(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> RequestView:
-        raw = [m for m in body.get("messages") or [] if m is not None]
+        raw = [m for m in as_list(body.get("messages")) if m is not None]
         return build_view(self, body, headers, raw, text_of(body.get("system")))
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str | None:
@@ -88,9 +92,9 @@ class AnthropicMessages:
             for block in blocks if isinstance(blocks, list) else ():
                 if not isinstance(block, dict):
                     continue
-                if block.get("type") == "tool_use" and block.get("id"):
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     names[block["id"]] = block.get("name")
-                elif block.get("type") == "tool_result" and block.get("tool_use_id"):
+                elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
                     call = block["tool_use_id"]
                     found.append(ToolResult(call, names.get(call), block.get("content"), i))
         return found
@@ -110,7 +114,7 @@ class AnthropicMessages:
         management = (
             body.get("context_management") if isinstance(body.get("context_management"), dict) else {}
         )
-        edits = [e for e in management.get("edits") or [] if isinstance(e, dict)]
+        edits = [e for e in as_list(management.get("edits")) if isinstance(e, dict)]
         if any(e.get("type") == NATIVE_CLEARING for e in edits):
             return dict(body), (CONTEXT_MANAGEMENT_BETA,)
         native: dict[str, Any] = {
@@ -143,7 +147,7 @@ class AnthropicMessages:
             return _stream(data)
         body, parsed = json_answer(status, data)
         if body is not None:
-            parsed.content = body.get("content") or []
+            parsed.content = as_list(body.get("content"))
             parsed.stop_reason = body.get("stop_reason")
             if isinstance(body.get("context_management"), dict):
                 parsed.context_management = body["context_management"]
@@ -226,7 +230,7 @@ class AnthropicMessages:
         the last one's stop reason and usage with the output tokens summed."""
         usage: dict[str, int] = {}
         for answer in answers:
-            for key, value in (answer.get("usage") or {}).items():
+            for key, value in as_dict(answer.get("usage")).items():
                 if isinstance(value, int):
                     usage[key] = value if key != "output_tokens" else usage.get(key, 0) + value
         head = {k: answers[0].get(k) for k in ("id", "type", "role", "model")}
@@ -254,7 +258,7 @@ class AnthropicCountTokens(AnthropicMessages):
 
 def _metadata_session(body: Mapping[str, Any]) -> str | None:
     """Claude Code's session id in ``metadata.user_id`` (JSON, or older ``user_..._session_<uuid>``)."""
-    user_id = (body.get("metadata") or {}).get("user_id") if isinstance(body.get("metadata"), dict) else None
+    user_id = as_dict(body.get("metadata")).get("user_id") if isinstance(body.get("metadata"), dict) else None
     if isinstance(user_id, str) and user_id.startswith("{"):
         try:
             value = json.loads(user_id).get("session_id")
@@ -294,7 +298,7 @@ def _no_usage() -> dict[str, int | None]:
 
 
 def _blocks(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [b for b in answer.get("content") or [] if isinstance(b, dict)]
+    return [b for b in as_list(answer.get("content")) if isinstance(b, dict)]
 
 
 def _is_read(block: Mapping[str, Any]) -> bool:
@@ -312,17 +316,17 @@ def _stream(data: bytes) -> ParsedResponse:
             continue
         kind = event.get("type") or name
         if kind == "message_start":
-            message = event.get("message") or {}
+            message = as_dict(event.get("message"))
             parsed.response_id, parsed.model = message.get("id"), message.get("model")
-            usage.update(message.get("usage") or {})
+            usage.update(as_dict(message.get("usage")))
         elif kind == "content_block_start":
-            blocks[int(event.get("index", len(blocks)))] = dict(event.get("content_block") or {})
+            blocks[as_index(event.get("index"), len(blocks))] = dict(as_dict(event.get("content_block")))
         elif kind == "content_block_delta":
-            index = int(event.get("index", 0))
-            _add_delta(blocks.setdefault(index, {"type": "text", "text": ""}), event.get("delta") or {},
+            index = as_index(event.get("index"), 0)
+            _add_delta(blocks.setdefault(index, {"type": "text", "text": ""}), as_dict(event.get("delta")),
                        partial.setdefault(index, []))  # fmt: skip
         elif kind == "content_block_stop":
-            index = int(event.get("index", 0))
+            index = as_index(event.get("index"), 0)
             if partial.get(index):
                 text = "".join(partial.pop(index))
                 try:
@@ -330,11 +334,11 @@ def _stream(data: bytes) -> ParsedResponse:
                 except json.JSONDecodeError:
                     blocks[index]["input"] = {"_unparsed": text}
         elif kind == "message_delta":
-            delta = event.get("delta") or {}
+            delta = as_dict(event.get("delta"))
             parsed.stop_reason = delta.get("stop_reason", parsed.stop_reason)
             if isinstance(event.get("context_management"), dict):
                 parsed.context_management = event["context_management"]
-            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            usage.update({k: v for k, v in as_dict(event.get("usage")).items() if v is not None})
         elif kind == "message_stop":
             parsed.complete = True
         elif kind == "error":
@@ -347,18 +351,19 @@ def _stream(data: bytes) -> ParsedResponse:
 def _add_delta(block: dict[str, Any], delta: Mapping[str, Any], partial_json: list[str]) -> None:
     kind = delta.get("type")
     if kind == "text_delta":
-        block["text"] = block.get("text", "") + delta.get("text", "")
+        block["text"] = as_text(block.get("text")) + as_text(delta.get("text"))
     elif kind == "input_json_delta":
-        partial_json.append(delta.get("partial_json", ""))
+        partial_json.append(as_text(delta.get("partial_json")))
     elif kind == "thinking_delta":
-        block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        block["thinking"] = as_text(block.get("thinking")) + as_text(delta.get("thinking"))
     elif kind == "signature_delta":
-        block["signature"] = block.get("signature", "") + delta.get("signature", "")
+        block["signature"] = as_text(block.get("signature")) + as_text(delta.get("signature"))
     elif kind == "citations_delta":
-        block.setdefault("citations", []).append(delta.get("citation"))
+        citations = block["citations"] = as_list(block.get("citations"))
+        citations.append(delta.get("citation"))
     elif kind == "compaction_delta":  # a server-side compaction's summary, as it streams
         if isinstance(delta.get("content"), str):
-            block["content"] = (block.get("content") or "") + delta["content"]
+            block["content"] = as_text(block.get("content")) + delta["content"]
         if delta.get("encrypted_content") is not None:
             block["encrypted_content"] = delta["encrypted_content"]
 
@@ -366,10 +371,10 @@ def _add_delta(block: dict[str, Any], delta: Mapping[str, Any], partial_json: li
 def _sse_message(message: dict[str, Any]) -> bytes:
     """A whole message as the SSE events of a stream."""
     events: list[tuple[str, dict[str, Any]]] = []
-    usage = dict(message.get("usage") or {})
+    usage = dict(as_dict(message.get("usage")))
     start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}
     events.append(("message_start", {"type": "message_start", "message": start}))
-    for index, block in enumerate(message.get("content") or []):
+    for index, block in enumerate(as_list(message.get("content"))):
         kind = block.get("type")
         empty = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": ""}}.get(
             kind,
@@ -385,7 +390,7 @@ def _sse_message(message: dict[str, Any]) -> bytes:
             deltas = [{"type": "thinking_delta", "thinking": block.get("thinking", "")},
                       {"type": "signature_delta", "signature": block.get("signature", "")}]  # fmt: skip
         elif kind == "tool_use":
-            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block.get("input") or {})}]
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(as_dict(block.get("input")))}]
         events += [
             ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
             for d in deltas

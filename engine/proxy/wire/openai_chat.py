@@ -22,6 +22,10 @@ from engine.proxy.wire.shared import (
     RequestView,
     ToolResult,
     agent_session_id,
+    as_dict,
+    as_index,
+    as_list,
+    as_text,
     build_view,
     compact_json,
     error_from_json,
@@ -102,7 +106,7 @@ class OpenAIChat(OpenAIWire):
 
     # -- requests --------------------------------------------------------------------------
     def request_view(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> RequestView:
-        raw = [m for m in body.get("messages") or [] if m is not None]
+        raw = [m for m in as_list(body.get("messages")) if m is not None]
         return build_view(
             self, body, headers, raw, "\n".join(text_of(m.get("content")) for m in raw if self.is_system(m))
         )
@@ -131,10 +135,10 @@ class OpenAIChat(OpenAIWire):
         for i, message in enumerate(items):
             if not isinstance(message, dict):
                 continue
-            for call in message.get("tool_calls") or []:
-                if isinstance(call, dict) and call.get("id"):
-                    names[call["id"]] = (call.get("function") or {}).get("name")
-            if message.get("role") == "tool" and message.get("tool_call_id"):
+            for call in as_list(message.get("tool_calls")):
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    names[call["id"]] = as_dict(call.get("function")).get("name")
+            if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
                 call_id = message["tool_call_id"]
                 found.append(ToolResult(call_id, names.get(call_id), message.get("content"), i))
         return found
@@ -154,7 +158,7 @@ class OpenAIChat(OpenAIWire):
             if not calls or not any(isinstance(c, dict) and c.get("id") in inputs for c in calls):
                 continue
             out[i] = {**message, "tool_calls": [
-                {**c, "function": {**(c.get("function") or {}), "arguments": json.dumps(inputs[c["id"]], ensure_ascii=False)}}
+                {**c, "function": {**as_dict(c.get("function")), "arguments": json.dumps(inputs[c["id"]], ensure_ascii=False)}}
                 if isinstance(c, dict) and c.get("id") in inputs else c
                 for c in calls
             ]}  # fmt: skip
@@ -178,8 +182,9 @@ class OpenAIChat(OpenAIWire):
             return _stream(data)
         body, parsed = json_answer(status, data)
         if body is not None:
-            choice = (body.get("choices") or [{}])[0] or {}
-            parsed.content = [choice.get("message") or {}]
+            choices = as_list(body.get("choices"))
+            choice = as_dict(choices[0]) if choices else {}
+            parsed.content = [as_dict(choice.get("message"))]
             parsed.stop_reason = choice.get("finish_reason")
         return parsed
 
@@ -189,9 +194,9 @@ class OpenAIChat(OpenAIWire):
     # -- the proxy's own read_result rounds ----------------------------------------------
     def read_calls(self, answer: Any) -> tuple[ReadCalls, bool]:
         message = answer.content[0] if answer.content and isinstance(answer.content[0], dict) else {}
-        calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-        reads = [(str(c.get("id")), parsed_arguments((c.get("function") or {}).get("arguments")))
-                 for c in calls if (c.get("function") or {}).get("name") == READ_RESULT_NAME]  # fmt: skip
+        calls = [c for c in as_list(message.get("tool_calls")) if isinstance(c, dict)]
+        reads = [(str(c.get("id")), parsed_arguments(as_dict(c.get("function")).get("arguments")))
+                 for c in calls if as_dict(c.get("function")).get("name") == READ_RESULT_NAME]  # fmt: skip
         return reads, len(reads) < len(calls)
 
     def continue_with_reads(
@@ -205,8 +210,8 @@ class OpenAIChat(OpenAIWire):
         """One assistant message of every round's text and calls but the read_result ones."""
         messages = [p.content[0] for p in answers if p.content and isinstance(p.content[0], dict)]
         texts = [m.get("content") for m in messages if isinstance(m.get("content"), str) and m.get("content")]
-        calls = [c for m in messages for c in m.get("tool_calls") or []
-                 if (c.get("function") or {}).get("name") != READ_RESULT_NAME]  # fmt: skip
+        calls = [c for m in messages for c in as_list(m.get("tool_calls"))
+                 if as_dict(c.get("function")).get("name") != READ_RESULT_NAME]  # fmt: skip
         message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
         if calls:
             message["tool_calls"] = calls
@@ -232,7 +237,7 @@ class OpenAIChat(OpenAIWire):
         deltas.append(({}, finish))
         events = [{**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": f, "logprobs": None}]}
                   for d, f in deltas]  # fmt: skip
-        if (asked.get("stream_options") or {}).get("include_usage"):
+        if as_dict(asked.get("stream_options")).get("include_usage"):
             events.append({**chunk, "choices": [], "usage": usage})
         body = b"".join(b"data: " + compact_json(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
         return recorded, body, "text/event-stream"
@@ -253,9 +258,9 @@ def openai_usage_fields(usage: Mapping[str, Any] | None) -> dict[str, int | None
     if not usage:
         return fields
     prompt = whole_int(usage.get("prompt_tokens", usage.get("input_tokens")))
-    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    details = as_dict(usage.get("prompt_tokens_details") or usage.get("input_tokens_details"))
     cached = whole_int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    out_details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
+    out_details = as_dict(usage.get("completion_tokens_details") or usage.get("output_tokens_details"))
     fields["output_tokens"] = whole_int(usage.get("completion_tokens", usage.get("output_tokens")))
     fields["input_tokens"] = None if prompt is None else prompt - (cached or 0)
     fields["cache_read_input_tokens"] = cached
@@ -301,18 +306,18 @@ def _stream(data: bytes) -> ParsedResponse:
         parsed.model = parsed.model or event.get("model")
         if isinstance(event.get("usage"), dict):
             parsed.usage = event["usage"]
-        for choice in event.get("choices") or []:
-            delta = choice.get("delta") or {}
-            role = delta.get("role") or role
+        for choice in map(as_dict, as_list(event.get("choices"))):
+            delta = as_dict(choice.get("delta"))
+            role = delta["role"] if isinstance(delta.get("role"), str) else role
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
-            for call in delta.get("tool_calls") or []:
-                entry = calls.setdefault(int(call.get("index", len(calls))),
+            for call in map(as_dict, as_list(delta.get("tool_calls"))):
+                entry = calls.setdefault(as_index(call.get("index"), len(calls)),
                                          {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})  # fmt: skip
                 entry["id"] = call.get("id") or entry["id"]
-                fn = call.get("function") or {}
-                entry["function"]["name"] += fn.get("name") or ""
-                entry["function"]["arguments"] += fn.get("arguments") or ""
+                fn = as_dict(call.get("function"))
+                entry["function"]["name"] += as_text(fn.get("name"))
+                entry["function"]["arguments"] += as_text(fn.get("arguments"))
             if choice.get("finish_reason"):
                 parsed.stop_reason = choice["finish_reason"]
     message: dict[str, Any] = {"role": role, "content": "".join(text) if text else None}

@@ -20,6 +20,9 @@ from engine.proxy.wire.shared import (
     ReadCalls,
     RequestView,
     ToolResult,
+    as_dict,
+    as_index,
+    as_list,
     build_view,
     compact_json,
     error_from_json,
@@ -119,7 +122,7 @@ class OpenAIResponses(OpenAIWire):
         names: dict[str, str | None] = {}
         found: list[ToolResult] = []
         for i, item in enumerate(items):
-            if not isinstance(item, dict) or not item.get("call_id"):
+            if not isinstance(item, dict) or not isinstance(item.get("call_id"), str) or not item["call_id"]:
                 continue
             if item.get("type") in ("function_call", "custom_tool_call"):
                 names[item["call_id"]] = item.get("name")
@@ -157,7 +160,7 @@ class OpenAIResponses(OpenAIWire):
             return _stream(data)
         body, parsed = json_answer(status, data)
         if body is not None:
-            parsed.content = body.get("output") or []
+            parsed.content = as_list(body.get("output"))
             parsed.stop_reason = body.get("status")
         return parsed
 
@@ -214,7 +217,7 @@ class OpenAIResponsesCompact(OpenAIResponses):
     def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse:
         body, parsed = json_answer(status, data)
         if body is not None:
-            parsed.content = body.get("output") or []
+            parsed.content = as_list(body.get("output"))
             parsed.stop_reason = "compacted"
         return parsed
 
@@ -222,11 +225,16 @@ class OpenAIResponsesCompact(OpenAIResponses):
         return None
 
 
+def _kind(item: dict[str, Any]) -> str:
+    kind = item.get("type", "message")
+    return kind if isinstance(kind, str) else ""
+
+
 def _role(item: Any) -> str | None:
     """The role of the message an item joins (None: a system item, not part of the history)."""
     if not isinstance(item, dict):
         return "user"
-    kind = item.get("type", "message")
+    kind = _kind(item)
     if kind == "message":
         if item.get("role") in SYSTEM_ROLES:
             return None
@@ -238,7 +246,7 @@ def _block(item: Any) -> Any:
     """One input item as a block of our message."""
     if not isinstance(item, dict):
         return TextBlock(text=text_of(item))
-    kind = item.get("type", "message")
+    kind = _kind(item)
     if kind == "message":
         return TextBlock(text=text_of(item.get("content")))
     if kind in _CALLS:
@@ -273,9 +281,9 @@ def _stream(data: bytes) -> ParsedResponse:
             continue
         kind = event.get("type") or name
         if kind == "response.output_item.done":
-            items[int(event.get("output_index", len(items)))] = event.get("item")
+            items[as_index(event.get("output_index"), len(items))] = event.get("item")
         elif kind in ("response.completed", "response.incomplete", "response.failed", "response.created"):
-            response = event.get("response") or {}
+            response = as_dict(event.get("response"))
             parsed.response_id = response.get("id") or parsed.response_id
             parsed.model = response.get("model") or parsed.model
             parsed.stop_reason = response.get("status") or parsed.stop_reason
@@ -302,7 +310,7 @@ def _events(response: dict[str, Any]) -> bytes:
     for index, item in enumerate(response["output"]):
         named.append(("response.output_item.added", {"output_index": index, "item": item}))
         if item.get("type") == "message":
-            for part_index, part in enumerate(item.get("content") or []):
+            for part_index, part in enumerate(as_list(item.get("content"))):
                 if part.get("type") == "output_text":
                     at = {"item_id": item.get("id"), "output_index": index, "content_index": part_index}
                     named.append(("response.output_text.delta", {**at, "delta": part.get("text", "")}))

@@ -54,7 +54,7 @@ def build_view(
     return RequestView(
         model=body.get("model") if isinstance(body.get("model"), str) else None,
         system=system,
-        tools=[t for t in body.get("tools") or [] if isinstance(t, dict)],
+        tools=[t for t in as_list(body.get("tools")) if isinstance(t, dict)],
         messages=wire.to_messages(raw),
         raw_messages=raw,
         stream=bool(body.get("stream")),
@@ -341,3 +341,25 @@ def _unmarked(value: Any) -> Any:
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     return value
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else an empty one (odd input read leniently)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_index(value: Any, default: int) -> int:
+    """A stream event's index when it is a whole number, else ``default``."""
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 20 else default
+    )
+
+
+def as_text(value: Any) -> str:
+    """``value`` when it is a string, else "" (a stream's odd piece adds nothing)."""
+    return value if isinstance(value, str) else ""
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one (odd input read leniently)."""
+    return value if isinstance(value, list) else []
