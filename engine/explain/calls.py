@@ -7,6 +7,7 @@ no request events (an old import) has one call per assistant message instead.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,6 +79,15 @@ class Calls:
             return list(self.calls[:at])
         limit = event.message_seq if event.message_seq is not None else -1
         return [c for c in self.calls if (c.message_seq or 0) <= limit]
+
+    @functools.cached_property
+    def _reply_seqs(self) -> list[int]:
+        return [c.message_seq if c.message_seq is not None else -1 for c in self.calls]
+
+    def at_message(self, message_seq: int) -> int | None:
+        """The number of the call whose reply is the message at ``message_seq``, or the first after it."""
+        at = bisect.bisect_left(self._reply_seqs, message_seq)
+        return self.calls[at].number if at < len(self.calls) else None
 
     def after(self, event: StoredEvent) -> list[Call]:
         earlier = {c.number for c in self.before(event)}

@@ -18,7 +18,7 @@ from engine.call_failures import failure_of
 from engine.compaction.constraints import slash_command
 from engine.explain.agents import agent_threshold
 from engine.explain.calls import Call, Calls
-from engine.explain.kept import kept_and_dropped
+from engine.explain.kept import ToolHistory, kept_and_dropped
 from engine.explain.model import (
     COMPACTION_BY,
     COMPACTION_TRIGGERS,
@@ -57,6 +57,7 @@ def explain_compactions(
     """One explanation per compaction that changed what the model saw (outcome ``compacted``);
     what each kept and dropped only with ``detail``."""
     out = []
+    history = ToolHistory.of(messages) if detail and any(e.kind == "compaction" for e in events) else None
     for event in sorted(events, key=lambda e: e.seq):
         if event.kind != "compaction" or event.outcome != "compacted":
             continue
@@ -81,6 +82,7 @@ def explain_compactions(
                 cleared,
                 _surviving_text(event, messages, removed, snapshots or {}),
                 calls=calls,
+                history=history,
             )
             if detail
             else ((), ())
