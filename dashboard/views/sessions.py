@@ -72,6 +72,7 @@ if ended_how or len(df) <= why_view.ENDED_UP_FRONT:
         df = why_view.with_ended(df, why_data.ended(state.database_paths()))
 else:
     df = why_view.with_ended(df, why_view.ended_frame({}))
+    st.caption(f"How each of the {len(df):,} sessions ended is read once you filter by “Ended how”.")
 view = why_view.keep_ended(
     data.filter_sessions(
         df,
