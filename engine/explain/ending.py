@@ -293,7 +293,7 @@ def _tail(
             )
         return Ending(
             cause="interrupted", call=n,
-            detail=f"The transcript ends on the result of {tool or 'a tool call'}: no model call followed it, so the run was stopped mid-turn.",
+            detail=f"The transcript ends on the result of {tool or 'a tool call'}: no model call followed it: the run was stopped mid-turn (or the file was cut there).",
         )  # fmt: skip
     return Ending(
         cause="interrupted", call=n,
