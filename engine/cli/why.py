@@ -83,6 +83,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "target", metavar="DB[:SESSION]", nargs="?", help="a session database (and session), or a transcript"
     )
-    p.add_argument("--db", default=None, help="the database, when TARGET is a session id")
+    p.add_argument(
+        "--db",
+        default=None,
+        help="the database (a file or postgresql:// URL), the positional argument then naming a session",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=cmd_why)
