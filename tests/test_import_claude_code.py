@@ -539,11 +539,17 @@ def test_import_links_subagent_and_records_calls_with_rebuilt_components(store: 
 
 def test_import_records_the_compaction_and_the_saved_output(store: Any) -> None:
     from engine.importers import import_file
+    from engine.importers.formats.claude_code.session import SUMMARY_RESERVE
 
     (auto,) = import_file(only_file("compact_auto"), store).session_ids
     requests = store.list_events(auto, kind="request")
     (auto_compaction,) = store.list_events(auto, kind="compaction")
-    assert {e.limit_tokens for e in requests} == {auto_compaction.details["before_tokens"]}
+    # the limit is the model's window less Claude Code's own summary reserve; where it compacted is a
+    # threshold it reached (details), never the limit (#29: "Limit 155,979" beside the window)
+    assert {e.limit_tokens for e in requests} == {200_000 - SUMMARY_RESERVE}
+    assert {e.details["harness_compaction_tokens"] for e in requests} == {
+        auto_compaction.details["before_tokens"]
+    }
     (compacted,) = import_file(only_file("compact_manual"), store).session_ids
     (compaction,) = store.list_events(compacted, kind="compaction")
     assert compaction.trigger == "manual" and compaction.details["harness"] == "claude-code"

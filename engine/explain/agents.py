@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.importers.formats.claude_code.session import SUMMARY_RESERVE
 from engine.store import SessionRecord
 
 #: Display names of the agents, keyed by the import format (``import:<name>``) or the source.
@@ -28,8 +29,9 @@ AGENT_LABELS: dict[str, str] = {
 
 #: Claude Code keeps this many tokens below its auto-compact window free (its summary buffer).
 CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
-#: Claude Code reserves up to this many output tokens for the summary it writes when compacting.
-CLAUDE_CODE_SUMMARY_RESERVE = 20_000
+#: Claude Code reserves up to this many output tokens for the summary it writes when compacting
+#: (one number: the importer records it as the reserve below the window).
+CLAUDE_CODE_SUMMARY_RESERVE = SUMMARY_RESERVE
 #: Gemini CLI compresses the chat when it reaches this share of the model's window.
 GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
 

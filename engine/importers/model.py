@@ -122,6 +122,9 @@ class ParsedSession:
     notes: list[str] = field(default_factory=list)
     #: The window the source itself states (Codex's model_context_window); None: from the model.
     context_window: int | None = None
+    #: The reply reserve the agent itself keeps below the window (Claude Code's 20,000 for its
+    #: compaction summary); None: the model's or the user's settings decide.
+    output_reserve: int | None = None
     #: A model name to choose the tokenizer by when ``model`` is unknown (a run directory's hint).
     tokenizer_model: str | None = None
     #: The component ("system" or "tools") of what every call sent that the file does not keep;

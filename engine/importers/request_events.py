@@ -229,7 +229,11 @@ class _Walk:
         key = (model, file_window)
         if key not in self.limits:
             self.limits[key] = limit_for_model(
-                model, file_window=file_window, settings=self.settings, provider=self.parsed.provider
+                model,
+                file_window=file_window,
+                file_output_reserve=self.parsed.output_reserve,
+                settings=self.settings,
+                provider=self.parsed.provider,
             )
         return self.limits[key]
 

@@ -231,7 +231,8 @@ def limit_for_model(
     window the file, the table and the user do not give is "not known".
 
     Without a file window the limit is the resolved settings' own (``ResolvedModelSettings.limit``,
-    what ``ctxdesk models`` shows and the session manager would guard at). With one, it is the
+    what ``ctxdesk models`` shows and the session manager would guard at), but for the reply reserve
+    the agent keeps itself (``file_output_reserve``: Claude Code's 20,000) unless the user sets one. With one, it is the
     file's window less ``file_output_reserve`` (None: 0, the window taken as what the prompt may
     use, as Codex records it) unless the user's entry sets ``max_output_tokens``, less the user's
     ``buffer_tokens`` when set, capped by the user's ``context_budget``. ``settings`` None means
@@ -242,10 +243,13 @@ def limit_for_model(
     r = resolve_model_settings(model, provider, settings=settings, table=table)
     kind = {field: limit_source(label) for field, label in r.sources.items()}
     window_from = kind["context_window"]
-    if window_from == "settings" or (not file_window and window_from in ("model table", "defaults")):
+    user_reserve = kind["max_output_tokens"] == "settings"
+    if not file_window and window_from not in ("settings", "model table", "defaults"):
+        return None  # only the built-in window: not known
+    if (file_output_reserve is None or user_reserve) and (window_from == "settings" or not file_window):
         return r.limit
-    if not file_window:
-        return None
-    reserve = r.max_output_tokens if kind["max_output_tokens"] == "settings" else file_output_reserve or 0
     buffer = r.buffer_tokens if kind["buffer_tokens"] != "built-in" else 0
+    reserve = r.max_output_tokens if user_reserve else file_output_reserve or 0
+    if window_from == "settings" or not file_window:  # the user's or the table's window, the agent's reserve
+        return Limit(r.context_window, reserve, buffer, r.context_budget, source=window_from)
     return Limit(file_window, reserve, buffer, r.context_budget, source="file")

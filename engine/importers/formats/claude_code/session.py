@@ -37,6 +37,9 @@ from engine.tokens import Tokenizer, get_tokenizer
 
 #: Tokenizer when a thread names no model (the writer's fallback too).
 FALLBACK_TOKENIZER = "chars/4"
+#: Claude Code keeps this many tokens of the window for the summary it writes when compacting: its
+#: prompt may use the window less this, and it auto-compacts 13,000 below that (engine.explain).
+SUMMARY_RESERVE = 20_000
 
 
 @dataclass
@@ -187,9 +190,9 @@ def thread_session(
     point = session.metadata.get("harness_compaction_tokens")
     session.calls = [c for pm in thread.messages for c in ([pm.call] if pm.call else []) + pm.pending_calls]
     for call in session.calls:
-        if point:  # where Claude Code itself compacted: its own limit line
+        if point:  # where Claude Code itself compacted: a threshold it reached, not its limit
             call.details["harness_compaction_tokens"] = point
-            call.limit_tokens = point
+    session.output_reserve = SUMMARY_RESERVE  # below the model's window, Claude Code's own
     return session
 
 
