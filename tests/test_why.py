@@ -282,7 +282,7 @@ COMPACTIONS: list[tuple[str, str, ContextEvent, dict[int, dict[str, Any]], dict[
             "trigger": "auto",
             "threshold_tokens": 167_000,
             "call": 1,
-            "sentence": "Claude Code compacted itself at call 1: its estimate reached 170,000 of 167,000 tokens "
+            "sentence": "Claude Code compacted itself at call 1: its estimate reached 170,000 tokens, past its compaction point of 167,000 "
             "(auto-compact at window − 13,000)",
         },
     ),

@@ -65,7 +65,7 @@ def _pick(served: dict[str, object], agent: str, trigger: str) -> object:
         ("claude-code", "reactive", "The provider refused call 3: prompt is too long; Claude Code then compacted reactively",
          ["Failed calls", "compacted reactively after call 3 was refused as too long", "after failed call",
           "What it kept and dropped"]),
-        ("codex", "auto", "Codex compacted itself at call 1: its estimate reached 39,731 of 20,000 tokens",
+        ("codex", "auto", "Codex compacted itself at call 1: its estimate reached 39,731 tokens, past its compaction point of 20,000",
          ["model_auto_compact_token_limit = 20,000", "threshold in force", "20,000", "What it kept and dropped"]),
     ],
     ids=["claude-code-auto", "claude-code-reactive", "codex"],

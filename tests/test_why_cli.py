@@ -136,6 +136,17 @@ def test_codex_and_gemini_fixtures_say_how_they_ended_and_compacted(tmp_path: Pa
     assert [(c.by, c.trigger, c.threshold_tokens) for c in why.compactions] == compactions
 
 
+def test_a_prompt_gemini_cli_sends_again_after_its_compression_is_kept_not_dropped(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "agent.db") as store:
+        import_files(folder_files(REAL / "gemini" / "compression"), store, on_error=lambda path, exc: None)
+        [why] = explain_store(store).sessions
+    [c] = why.compactions
+    # the state snapshot replaced the history; "Now list the files." was pending and re-sent after it
+    assert any("Now list the files." in k.text for k in c.kept), c.kept
+    assert not any("Now list the files." in d.text for d in c.dropped), c.dropped
+    assert "past its compaction point of 1,048" in c.sentence
+
+
 def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "auto.db") as store:
         for path in sorted((CLAUDE / "compact_auto" / "transcripts").glob("*.jsonl")):

@@ -104,7 +104,7 @@ def test_a_codex_compaction_and_an_interrupted_claude_code_turn(served: Path) ->
         stopped = next(s.id for s in store.list_sessions() if (s.title or "").startswith("Wait two minutes"))
     at = _why_page(served, codex)
     assert _plain(at.subheader[0].value).startswith(
-        "Codex compacted itself at call 1: its estimate reached 39,731 of 20,000 tokens (model_auto_compact_token_limit = 20,000)"
+        "Codex compacted itself at call 1: its estimate reached 39,731 tokens, past its compaction point of 20,000 (model_auto_compact_token_limit = 20,000)"
     )
     at = _why_page(served, stopped)
     assert (

@@ -80,7 +80,7 @@ def explain_compactions(
                 messages,
                 removed,
                 cleared,
-                _surviving_text(event, messages, removed, snapshots or {}),
+                _surviving_text(event, messages, removed, snapshots or {}, _next_call_seq(event, calls)),
                 calls=calls,
                 history=history,
             )
@@ -231,13 +231,22 @@ def _instructions(
     return None
 
 
+def _next_call_seq(event: StoredEvent, calls: Calls) -> int | None:
+    """The last transcript seq the first model call after a compaction sent (None: no later call)."""
+    later = [c for c in calls.after(event) if not c.is_compaction_call and c.event is not None]
+    return later[0].event.message_seq if later else None
+
+
 def _surviving_text(
     event: StoredEvent,
     messages: Sequence[StoredMessage],
     removed: frozenset[int] | set[int],
     snapshots: Mapping[int, Snapshot],
+    resent_until: int | None = None,
 ) -> str:
-    """The summary the compaction wrote and the messages it left in place."""
+    """The summary the compaction wrote, the messages it left in place and those the agent sent
+    again after it (Codex and Gemini CLI rebuild the history after the summary: a pending prompt is
+    re-sent there, so it was kept, not dropped), up to the first call after the compaction."""
     d = event.details
     snapshot = snapshots.get(d["snapshot_id"]) if isinstance(d.get("snapshot_id"), int) else None
     summary = (snapshot.summary if snapshot else None) or d.get("summary") or ""
@@ -246,6 +255,9 @@ def _surviving_text(
     else:
         upto = max(removed) if removed else (event.message_seq if event.message_seq is not None else -1)
         kept = [m.message.text for m in messages if m.seq not in removed and m.seq <= upto]
+    if resent_until is not None:
+        after = event.message_seq if event.message_seq is not None else -1
+        kept += [m.message.text for m in messages if after < m.seq <= resent_until and m.seq not in removed]
     return "\n".join([str(summary), *kept])
 
 

@@ -19,7 +19,13 @@ def compaction_sentence(c: CompactionExplanation, agent_label: str, event: Store
         if c.tokens_before is None:
             return f"{agent_label} compacted itself {at}{sizes}"
         if c.threshold_tokens:
-            head = f"{agent_label} compacted itself {at}: its estimate reached {c.tokens_before:,} of {c.threshold_tokens:,} tokens ({c.threshold_rule})"
+            if c.tokens_before > c.threshold_tokens:  # past the point, not "X of Y" with X > Y
+                reached = (
+                    f"reached {c.tokens_before:,} tokens, past its compaction point of {c.threshold_tokens:,}"
+                )
+            else:
+                reached = f"reached {c.tokens_before:,} of {c.threshold_tokens:,} tokens"
+            head = f"{agent_label} compacted itself {at}: its estimate {reached} ({c.threshold_rule})"
             counted = c.last_call_tokens
             if counted is not None and counted >= c.threshold_tokens > c.tokens_before:
                 head += f"; the provider counted {counted:,} for call {c.call}"
