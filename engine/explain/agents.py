@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.importers.formats.claude_code.session import SUMMARY_RESERVE
+from engine.importers.registry import REGISTRY
 from engine.store import SessionRecord
 
-#: Display names of the agents, keyed by the import format (``import:<name>``) or the source.
+#: Display names of the agents, keyed by the import format (``import:<name>``) or the source: the
+#: importer registry's names, with the shorter forms a sentence reads better with.
 AGENT_LABELS: dict[str, str] = {
-    "claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cline": "Cline",
-    "openhands": "OpenHands", "swe-agent": "SWE-agent", "mini-swe-agent": "mini-swe-agent", "aider": "Aider",
-    "letta": "Letta", "langchain": "LangChain", "openai": "The agent (OpenAI chat log)",
-    "openai-responses": "The agent (OpenAI Responses log)", "anthropic": "The agent (Anthropic Messages log)",
-    "claude-web": "Claude.ai", "opencode": "OpenCode", "qwen-code": "Qwen Code", "copilot": "Copilot CLI",
-    "crush": "Crush", "kilo": "Kilo CLI", "ctxdesk": "ctxdesk", "proxy": "The agent",
+    **{f.name: f.agent for f in REGISTRY},
+    "codex": "Codex", "copilot": "Copilot CLI", "cline": "Cline", "claude-web": "Claude.ai",
+    "openai": "The agent (OpenAI chat log)", "openai-responses": "The agent (OpenAI Responses log)",
+    "anthropic": "The agent (Anthropic Messages log)", "ctxdesk": "ctxdesk", "proxy": "The agent",
 }  # fmt: skip
 
 #: Claude Code keeps this many tokens below its auto-compact window free (its summary buffer).
