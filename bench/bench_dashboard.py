@@ -4,7 +4,8 @@ Builds a session database in the real schema (1,000 sessions / 200,000 messages;
 50 / 5,000) with bulk ``executemany``, then times what the dashboard does (attach through DuckDB's
 sqlite scanner, the Sessions page aggregate, one session's timeline and the messages a turn sent)
 against a baseline measured in the same run: a naive pandas read of every row through sqlite3,
-then the same aggregates in pandas. Writes bench/results/dashboard.md.
+then the same aggregates in pandas; and the first paint in a real browser (bench/first_paint.py).
+Writes bench/results/dashboard.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import first_paint
 from bench.common import RESULTS_DIR
 from bench.report import Table, ms, ratio, render_markdown, timed
 from dashboard import data
@@ -231,7 +233,10 @@ def run(quick: bool = False) -> list[Table]:
         baseline="built with sqlite3 executemany into the real schema",
     )
     store.add(counts["sessions"], counts["messages"], counts["events"], round(size_mb, 1), round(build_s, 2))
-    return [table, store]
+    if not first_paint.is_available():
+        store.notes.append("First paint not measured: chromium or Playwright is not installed.")
+        return [table, store]
+    return [table, store, first_paint.first_paint_table(runs=1 if quick else 3)]
 
 
 def main(argv: list[str] | None = None) -> int:

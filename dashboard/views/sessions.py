@@ -65,90 +65,114 @@ for key, param in URL_FILTERS.items():
         st.query_params.pop(param, None)
     else:
         st.query_params[param] = ("1" if value is True else value) if not isinstance(value, list) else value
-# How each session ended is read from every transcript's end (~3 ms a session, in the worker): up front
-# for a few thousand sessions, else once the filter asks for it.
+
+
+def _narrowed(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The sessions the filters keep (as a tree when asked), and what each filter keeps on its own."""
+    view = why_view.keep_ended(
+        data.filter_sessions(
+            df,
+            data.SessionFilter(text, tuple(models), tuple(statuses), tuple(dbs)),
+            sort_by=sort_by,
+            descending=descending,
+        ),
+        ended_how,
+    )
+    alone = {"Search": data.SessionFilter(text=text), "Model": data.SessionFilter(models=tuple(models)),
+             "Status": data.SessionFilter(statuses=tuple(statuses)), "Database": data.SessionFilter(dbs=tuple(dbs))}  # fmt: skip
+    kept = {name: data.filter_sessions(df, f) for name, f in alone.items() if f != data.SessionFilter()}
+    if ended_how:
+        kept["Ended how"] = why_view.keep_ended(df, ended_how)
+    if st.session_state.get("sessions_tree", True):
+        view = data.as_tree(view)
+        # A sub-agent reads as a branch of its parent session (indented title).
+        view = view.assign(
+            title=[("    " * d + "└ " if d else "") + display.text(t, sid)
+                   for d, t, sid in zip(view["depth"], view["title"], view["session_id"], strict=True)]
+        )  # fmt: skip
+    return view, kept
+
+
+def _caption(df: pd.DataFrame, view: pd.DataFrame, kept: dict[str, pd.DataFrame]) -> None:
+    st.caption(
+        f"{len(view):,} of {len(df):,} sessions. Click a row to select it."
+        + (f" {why_view.filter_counts(df, kept)}." if kept else "")
+    )
+
+
+def _table(view: pd.DataFrame, **selection: object) -> object:
+    return st.dataframe(
+        display.for_table(view),
+        **selection,
+        hide_index=True,
+        placeholder=display.MISSING,
+        column_order=[
+            "title",
+            "ended_how",
+            "model",
+            "turns",
+            "peak_usage_pct",
+            "forced_final",
+            "compactions",
+            "skipped_provider",
+            "offloaded_bytes",
+            "messages",
+            "status",
+            "db",
+            "session_id",
+            "provider",
+            "source",
+            "updated_utc",
+            "why",
+        ],
+        column_config={
+            "title": st.column_config.TextColumn("Title", width="medium"),
+            "model": st.column_config.TextColumn("Model"),
+            "ended_how": st.column_config.TextColumn(
+                "Ended how", help="finished, forced, failed, interrupted; compacted"
+            ),
+            "why": st.column_config.TextColumn("Why it ended", width="large"),
+            "turns": st.column_config.NumberColumn("Turns", width="small"),
+            "peak_usage_pct": st.column_config.ProgressColumn(
+                "Peak usage", format="%.1f%%", min_value=0, max_value=100
+            ),
+            "compactions": st.column_config.NumberColumn("Compactions"),
+            "forced_final": st.column_config.NumberColumn("Forced final"),
+            "skipped_provider": st.column_config.NumberColumn("Skipped provider"),
+            "offloaded_bytes": st.column_config.NumberColumn("Offloaded bytes", format="localized"),
+            "messages": st.column_config.NumberColumn("Messages", width="small"),
+            "status": st.column_config.TextColumn("Status", width="small"),
+            "db": st.column_config.TextColumn("Database"),
+            "session_id": st.column_config.TextColumn("Session"),
+            "provider": st.column_config.TextColumn("Provider"),
+            "source": st.column_config.TextColumn("Source"),
+            "updated_utc": st.column_config.TextColumn("Updated (UTC)"),
+        },
+    )
+
+
+# How each session ended is read from every transcript's end (~3 ms a session, in a worker process):
+# up front for a few thousand sessions, else once the filter asks for it. The first read starts a
+# worker (seconds on a cold start): on this browser's first read the table is drawn first without it,
+# then again with it (later reads, after a database changed, redraw the table once, as before).
+ENDINGS_READ_KEY = "_sessions_endings_read"
 if ended_how or len(df) <= why_view.ENDED_UP_FRONT:
+    first_read = not ended_how and not st.session_state.get(ENDINGS_READ_KEY)
+    preview = st.empty()
+    if first_read:
+        with preview.container():
+            shown, kept = _narrowed(why_view.with_ended(df, why_view.ended_frame({})))
+            _caption(df, shown, kept)
+            _table(shown)
     with st.spinner("Reading how each session ended…"):
         df = why_view.with_ended(df, why_data.ended(state.database_paths()))
+    st.session_state[ENDINGS_READ_KEY] = True
+    preview.empty()
 else:
     df = why_view.with_ended(df, why_view.ended_frame({}))
-    st.caption(f"How each of the {len(df):,} sessions ended is read once you filter by “Ended how”.")
-view = why_view.keep_ended(
-    data.filter_sessions(
-        df,
-        data.SessionFilter(text, tuple(models), tuple(statuses), tuple(dbs)),
-        sort_by=sort_by,
-        descending=descending,
-    ),
-    ended_how,
-)
-# Every filter says how many sessions it keeps on its own.
-alone = {"Search": data.SessionFilter(text=text), "Model": data.SessionFilter(models=tuple(models)),
-         "Status": data.SessionFilter(statuses=tuple(statuses)), "Database": data.SessionFilter(dbs=tuple(dbs))}  # fmt: skip
-kept = {name: data.filter_sessions(df, f) for name, f in alone.items() if f != data.SessionFilter()}
-if ended_how:
-    kept["Ended how"] = why_view.keep_ended(df, ended_how)
-if st.session_state.get("sessions_tree", True):
-    view = data.as_tree(view)
-    # A sub-agent reads as a branch of its parent session (indented title).
-    view = view.assign(
-        title=[("    " * d + "└ " if d else "") + display.text(t, sid)
-               for d, t, sid in zip(view["depth"], view["title"], view["session_id"], strict=True)]
-    )  # fmt: skip
-st.caption(
-    f"{len(view):,} of {len(df):,} sessions. Click a row to select it."
-    + (f" {why_view.filter_counts(df, kept)}." if kept else "")
-)
-event = st.dataframe(
-    display.for_table(view),
-    key="sessions_table",
-    on_select="rerun",
-    selection_mode="single-row",
-    hide_index=True,
-    placeholder=display.MISSING,
-    column_order=[
-        "title",
-        "ended_how",
-        "model",
-        "turns",
-        "peak_usage_pct",
-        "forced_final",
-        "compactions",
-        "skipped_provider",
-        "offloaded_bytes",
-        "messages",
-        "status",
-        "db",
-        "session_id",
-        "provider",
-        "source",
-        "updated_utc",
-        "why",
-    ],
-    column_config={
-        "title": st.column_config.TextColumn("Title", width="medium"),
-        "model": st.column_config.TextColumn("Model"),
-        "ended_how": st.column_config.TextColumn(
-            "Ended how", help="finished, forced, failed, interrupted; compacted"
-        ),
-        "why": st.column_config.TextColumn("Why it ended", width="large"),
-        "turns": st.column_config.NumberColumn("Turns", width="small"),
-        "peak_usage_pct": st.column_config.ProgressColumn(
-            "Peak usage", format="%.1f%%", min_value=0, max_value=100
-        ),
-        "compactions": st.column_config.NumberColumn("Compactions"),
-        "forced_final": st.column_config.NumberColumn("Forced final"),
-        "skipped_provider": st.column_config.NumberColumn("Skipped provider"),
-        "offloaded_bytes": st.column_config.NumberColumn("Offloaded bytes", format="localized"),
-        "messages": st.column_config.NumberColumn("Messages", width="small"),
-        "status": st.column_config.TextColumn("Status", width="small"),
-        "db": st.column_config.TextColumn("Database"),
-        "session_id": st.column_config.TextColumn("Session"),
-        "provider": st.column_config.TextColumn("Provider"),
-        "source": st.column_config.TextColumn("Source"),
-        "updated_utc": st.column_config.TextColumn("Updated (UTC)"),
-    },
-)
+view, kept = _narrowed(df)
+_caption(df, view, kept)
+event = _table(view, key="sessions_table", on_select="rerun", selection_mode="single-row")
 rows = event.selection.rows if event is not None else []
 if rows:
     row = view.iloc[rows[0]]

@@ -1,0 +1,125 @@
+"""First paint of the dashboard in a real browser (#36.12), beside a one-table Streamlit app started
+the same way in the same run (Streamlit's own floor on this machine).
+
+From the server process's start: when it answers its health check, when the page shows its first
+metric, and when the Sessions table is drawn. The browser is started before the clock; each app
+runs on a free loopback port over a copy of the bundled sample data. Used by bench_dashboard.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.report import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CTXDESK_CHROMIUM", "/usr/bin/chromium")
+START_TIMEOUT_S = 120.0
+BASELINE_APP = """import pandas as pd
+import streamlit as st
+
+st.metric("Sessions", 7)
+st.dataframe(pd.DataFrame({"session": ["a", "b"], "turns": [1, 2]}))
+"""
+STEPS = ("server healthy", "first metric on the page", "Sessions table drawn")
+
+
+def is_available() -> bool:
+    """Chromium and Playwright are installed (else the table is left out, saying why)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return Path(CHROMIUM).exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _paint(browser: object, app: Path, paths: list[Path], settings: Path) -> tuple[float, float, float]:
+    """(healthy, first metric, table) seconds after the server process started."""
+    from engine.cli.dashboard import dashboard_command
+
+    port = _free_port()
+    command = dashboard_command(app, paths, port=port, headless=True)
+    env = {**os.environ, "CTXDESK_SETTINGS": str(settings), "CTXDESK_DB_PATHS": ""}
+    page = browser.new_page()
+    start = time.monotonic()
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            if proc.poll() is not None or time.monotonic() - start > START_TIMEOUT_S:
+                raise RuntimeError(f"the dashboard did not start: {' '.join(command)}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.02)
+        healthy = time.monotonic() - start
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("[data-testid='stMetric']", timeout=START_TIMEOUT_S * 1000)
+        metric = time.monotonic() - start
+        page.wait_for_selector("[data-testid='stDataFrame']", timeout=START_TIMEOUT_S * 1000)
+        return healthy, metric, time.monotonic() - start
+    finally:
+        page.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def first_paint_table(runs: int) -> Table:
+    from playwright.sync_api import sync_playwright
+
+    from engine.cli.dashboard import dashboard_app_path
+
+    with tempfile.TemporaryDirectory(prefix="ctxdesk-bench-paint-") as tmp:
+        base = Path(tmp)
+        data_dir = base / "data"
+        shutil.copytree(ROOT / "data", data_dir, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+        baseline_app = base / "baseline" / "app.py"
+        baseline_app.parent.mkdir()
+        baseline_app.write_text(BASELINE_APP, encoding="utf-8")
+        settings = data_dir / "demo-settings.toml"
+        ours, theirs = [], []
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
+            )
+            try:
+                for _ in range(runs):  # alternated, so a load change hits both alike
+                    ours.append(_paint(browser, dashboard_app_path(), [data_dir], settings))
+                    theirs.append(_paint(browser, baseline_app, [data_dir], settings))
+            finally:
+                browser.close()
+    table = Table(
+        title=f"Dashboard first paint on the bundled sample data (median of {runs}, seconds from the server's start)",
+        columns=[
+            "step",
+            "ctxdesk dashboard (s)",
+            "one-table Streamlit app (s, baseline)",
+            "ctxdesk − baseline (s)",
+        ],
+        baseline="a Streamlit app drawing one metric and a two-row table, started by the same command",
+        notes=[
+            "The browser (Debian chromium, headless) is up before the clock starts and opens the page as soon as the"
+            " server answers its health check.",
+            f"{sys.platform}, {os.cpu_count()} CPUs; other work on the machine moves both columns alike.",
+        ],
+    )
+    for i, step in enumerate(STEPS):
+        mine = statistics.median(r[i] for r in ours)
+        floor = statistics.median(r[i] for r in theirs)
+        table.add(step, round(mine, 2), round(floor, 2), round(mine - floor, 2))
+    return table
