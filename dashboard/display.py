@@ -18,6 +18,14 @@ import pandas as pd
 
 K = TypeVar("K")
 
+#: How a call's components were known (``context_events.components_basis``), as the page says it.
+BASIS_WORDS = {"exact": "exact", "reconciled": "reconciled to the provider", "estimate": "estimate"}
+BASIS_HELP = {
+    "exact": "Counted from what was sent, and equal to the provider's own count.",
+    "reconciled": "Our measure of each component, made to add up to the provider's own prompt count; what no "
+    "component accounts for (harness text, framing) is 'Harness, unattributed'.",
+    "estimate": "Our own count: the provider's count of this call is not recorded.",
+}
 #: What a missing value reads as.
 MISSING = "—"
 #: ASCII punctuation CommonMark lets a backslash escape; every one that could start markup.
@@ -97,30 +105,6 @@ def for_table(df: pd.DataFrame, missing: str = "") -> pd.DataFrame:
     for column in out.columns:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
             out[column] = [missing if is_missing(v) else v for v in out[column]]
-    return out
-
-
-def with_window_limit(steps: pd.DataFrame) -> pd.DataFrame:
-    """Steps (timeline rows or request events) with ``limit_tokens`` filled where the session recorded
-    no limit but did record the model's context window (Codex keeps ``model_context_window``, not
-    a budget): the window less the output reserve and buffer when those are recorded.
-    ``limit_source`` says which: "recorded", "model window" or missing."""
-    out = steps.copy()
-    if out.empty or "limit_tokens" not in out or "context_window" not in out:
-        return out
-    limit = pd.to_numeric(out["limit_tokens"], errors="coerce")
-    window = pd.to_numeric(out["context_window"], errors="coerce")
-    reserve = sum(
-        pd.to_numeric(out[c], errors="coerce").fillna(0)
-        for c in ("max_output_tokens", "buffer_tokens")
-        if c in out
-    )
-    derived = limit.isna() & window.notna() & (window - reserve > 0)
-    out["limit_source"] = [
-        "recorded" if has else "model window" if d else None
-        for has, d in zip(limit.notna(), derived, strict=True)
-    ]
-    out["limit_tokens"] = limit.where(~derived, window - reserve)
     return out
 
 

@@ -40,6 +40,7 @@ from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.findings import Finding, find_waste
 from engine.guard import ContextGuard, GuardDecision, GuardTarget
 from engine.importers import ImportResult, accuracy_report, detect_format, import_file, import_files
+from engine.limit import LIMIT_SQL, recorded_limit
 from engine.messages import (
     DocumentBlock,
     ImageBlock,
@@ -90,6 +91,7 @@ __all__ = [
     "DEFAULT_NOTE_THRESHOLD",
     "DEFAULT_SETTINGS_PATH",
     "IMPORTED_LIMIT_PRECEDENCE",
+    "LIMIT_SQL",
     "PREFIX_RESET_EVENTS",
     "READ_RESULT_TOOL",
     "SETTINGS_ENV_VAR",
@@ -182,6 +184,7 @@ __all__ = [
     "prices_for",
     "project_costs",
     "reconcile",
+    "recorded_limit",
     "redact_secrets",
     "refit_calibration",
     "refresh_request_costs",

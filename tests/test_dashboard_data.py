@@ -418,3 +418,40 @@ def test_session_findings_phrase_fixes_against_the_users_settings(tmp_path: Path
     assert data.session_findings(db, "sess-refactor", tmp_path / "missing.toml") == data.session_findings(
         db, "sess-refactor"
     )
+
+
+def test_every_step_carries_the_one_limit_engine_limit_gives_it(tmp_path: Path) -> None:
+    """A call that recorded its window but no limit is measured against that window less what it
+    reserves (engine.limit.recorded_limit), in SQL, the same number the Sessions list shows."""
+    from engine import recorded_limit
+    from engine.events import ComponentTokens, ContextEvent
+    from engine.store import SessionStore
+
+    path = tmp_path / "limits.db"
+    recorded = [
+        dict(limit_tokens=12_220, context_window=13_500, max_output_tokens=1_024, buffer_tokens=256),
+        dict(limit_tokens=None, context_window=258_400, max_output_tokens=None, buffer_tokens=None),
+        dict(limit_tokens=None, context_window=200_000, max_output_tokens=8_000, buffer_tokens=2_000),
+        dict(limit_tokens=None, context_window=None, max_output_tokens=None, buffer_tokens=None),
+    ]
+    with SessionStore(path) as store:
+        store.create_session(session_id="s", model="gpt-4o")
+        for turn, columns in enumerate(recorded):
+            store.record_event("s", ContextEvent(
+                kind="request", trigger="user_input", outcome="ok", turn_index=turn,
+                components=ComponentTokens(conversation=100 * (turn + 1)), **columns,
+            ))  # fmt: skip
+    con = data.connect([path])
+    (label,) = data.database_paths(con)
+    steps = data.timeline(con, label, "s")
+    expected = [recorded_limit(c) for c in recorded]
+    assert (
+        [None if v != v else int(v) for v in steps["limit_tokens"]]
+        == expected
+        == [12_220, 258_400, 190_000, None]
+    )
+    assert steps["limit_from_window"].tolist() == [False, True, True, False]
+    calls = data.requests(con, label, "s")
+    assert [None if v != v else int(v) for v in calls["limit_tokens"]] == expected
+    (overview,) = data.sessions_overview(con).itertuples()
+    assert overview.limit_tokens == expected[-2]  # the last call that had a limit

@@ -641,12 +641,37 @@ def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer
     assert parts["Free space"] == int(11_648 * 0.95) - 9_000
     assert parts["Auto-compact headroom"] == 11_648 - int(11_648 * 0.95)
     assert parts["Output reserve"] == 4_096 and parts["Safety buffer"] == 256
+    assert fig.layout.title.text == "9,000 of the 11,648-token limit (77.3%) · window 16,000"
     unknown = figures.context_now_bar(
         components, context_window=None, max_output_tokens=None, buffer_tokens=None, limit=None,
         compact_threshold=0.95,
     )  # fmt: skip
-    assert "no window recorded" in unknown.layout.title.text
+    assert "no limit recorded" in unknown.layout.title.text
     assert {t.name for t in unknown.data} == {COMPONENT_LABELS[c] for c in components}
+
+
+@pytest.mark.parametrize(
+    ("window", "reserve", "buffer", "limit", "title", "total", "capped"),
+    [
+        pytest.param(None, None, None, 155_979, "9,000 of the 155,979-token limit (5.8%)", 155_979, 0,
+                     id="a limit without a window is still the limit (#29: not 'no window')"),
+        pytest.param(1_000_000, 4_096, 256, 20_000, "9,000 of the 20,000-token limit (45.0%) · window 1,000,000",
+                     1_000_000, 1_000_000 - 4_096 - 256 - 20_000,
+                     id="a context budget caps the limit: the share is of the limit, not the window"),
+    ],
+)  # fmt: skip
+def test_the_now_bar_says_the_share_of_the_one_limit_every_page_shows(
+    window, reserve, buffer, limit, title, total, capped
+) -> None:
+    components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
+    fig = figures.context_now_bar(
+        components, context_window=window, max_output_tokens=reserve, buffer_tokens=buffer, limit=limit,
+        compact_threshold=0.8,
+    )  # fmt: skip
+    parts = {t.name: t.x[0] for t in fig.data}
+    assert fig.layout.title.text == title and sum(parts.values()) == total
+    assert parts.get("Beyond the context budget", 0) == capped
+    assert parts["Free space"] + parts["Auto-compact headroom"] + 9_000 == limit
 
 
 def test_the_settings_file_watcher_counts_each_edit_replace_and_delete(tmp_path) -> None:
@@ -721,22 +746,6 @@ def test_session_figures_price_and_cache_from_the_calls_and_leave_unknowns_missi
         and unpriced["peak_tokens"] is None
     )
     assert analysis.components_of(analysis.peak_request(requests))["tool_results"] == 200
-
-
-def test_a_missing_limit_is_the_recorded_model_window_less_what_is_reserved() -> None:
-    from dashboard import display
-
-    steps = pd.DataFrame(
-        {"limit_tokens": [12_220, None, None, None], "context_window": [13_500, 258_400, 200_000, None],
-         "max_output_tokens": [1_024, None, 8_000, None], "buffer_tokens": [256, None, 2_000, None]}
-    )  # fmt: skip
-    out = display.with_window_limit(steps)
-    assert out["limit_tokens"].tolist()[:3] == [12_220, 258_400, 190_000] and math.isnan(
-        out["limit_tokens"][3]
-    )
-    sources = out["limit_source"].tolist()
-    assert sources[:3] == ["recorded", "model window", "model window"] and display.is_missing(sources[3])
-    assert steps["limit_tokens"].isna().sum() == 3  # the input is left as it was
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import duckdb
 import pandas as pd
 
 from dashboard.data.connection import parse_details, query_frame, session_rows, sql_string
+from engine import LIMIT_SQL
 from engine.sent import compaction_removals, sent_end
 
 COMPONENT_COLUMNS = {
@@ -30,8 +31,17 @@ USAGE_COLUMNS = (
 )
 
 
+#: A step's limit by engine.limit's one rule (the recorded limit, else the recorded window less the
+#: output reserve and buffer), whether it came from the window, and how its components were known.
+LIMIT_COLUMNS = (
+    f"{LIMIT_SQL} AS limit_tokens, (limit_tokens IS NULL AND {LIMIT_SQL} IS NOT NULL) AS limit_from_window,"
+    " components_basis"
+)
+
+
 def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
-    """Per turn: the components of its last request, the limit in force, provider usage, call count."""
+    """Per turn: the components of its last request, the limit in force (``LIMIT_COLUMNS``), provider
+    usage, call count."""
     src, params = session_rows(
         con, db, "context_events", session_id, "kind = 'request' AND turn_index IS NOT NULL"
     )
@@ -39,7 +49,7 @@ def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Dat
     return query_frame(
         con,
         f"""
-        SELECT turn_index AS turn, {comps}, projected_tokens, limit_tokens, context_window,
+        SELECT turn_index AS turn, {comps}, projected_tokens, {LIMIT_COLUMNS}, context_window,
             max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, offloaded_bytes,
             message_seq, seq AS event_seq, requests, peak_projected, model, provider
         FROM (
@@ -54,12 +64,12 @@ def timeline(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Dat
 
 
 def requests(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
-    """Every request event (one per model call) in order, with its components."""
+    """Every request event (one per model call) in order, with its components and limit."""
     src, params = session_rows(con, db, "context_events", session_id, "kind = 'request'")
     comps = ", ".join(f"coalesce({c}, 0)::BIGINT AS {name}" for name, c in COMPONENT_COLUMNS.items())
     return query_frame(
         con,
-        f"""SELECT seq AS event_seq, turn_index AS turn, {comps}, projected_tokens, limit_tokens,
+        f"""SELECT seq AS event_seq, turn_index AS turn, {comps}, projected_tokens, {LIMIT_COLUMNS},
             context_window, max_output_tokens, buffer_tokens, {", ".join(USAGE_COLUMNS)}, message_seq, model
         FROM {src} ORDER BY seq""",
         params,

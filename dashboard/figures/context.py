@@ -3,6 +3,8 @@ sessions side by side) and the whole window as one bar, as Claude Code's ``/cont
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from dashboard.display import escape
@@ -33,6 +35,7 @@ def components_bar(rows: dict[str, dict[str, int]], *, title: str | None = None)
 NOW_BAR_PARTS = {
     "free": ("Free space", "#e8e8e8"),
     "headroom": ("Auto-compact headroom", "#c9b8e0"),
+    "capped": ("Beyond the context budget", "#f4e1d2"),
     "buffer": ("Safety buffer", "#9e9e9e"),
     "output": ("Output reserve", "#616161"),
 }
@@ -48,10 +51,10 @@ def context_now_bar(
     compact_threshold: float,
 ) -> go.Figure:
     """One horizontal bar for one model call, as Claude Code's ``/context`` draws it: each
-    component, the free space up to the auto-compact point, the headroom from there to the limit,
-    the safety buffer and the output reserve; together they fill the context window.
-
-    Without a recorded window only the components are drawn (and the title says so).
+    component, the free space up to the auto-compact point, the headroom from there to ``limit``
+    (the call's limit by engine.limit's rule, as every page shows it), and, where the window is
+    recorded, what a context budget leaves out, the safety buffer and the output reserve: together
+    they fill the window. Its title is the share of the limit, the number every page shows.
     """
     fig = go.Figure()
     used = sum(int(v or 0) for v in components.values())
@@ -60,31 +63,34 @@ def context_now_bar(
         for name in COMPONENT_LABELS
         if int(components.get(name) or 0)
     ]
-    window_known = all(v is not None for v in (context_window, max_output_tokens, buffer_tokens, limit))
-    if window_known:
-        compact_at = int(limit * compact_threshold)
-        room = {
-            "free": max(compact_at - used, 0),
-            "headroom": max(limit - max(used, compact_at), 0),
-            "buffer": int(buffer_tokens),
-            "output": int(max_output_tokens),
-        }
-        # A context_budget below the window leaves the rest unused: it is part of the free space.
-        room["free"] += max(int(context_window) - int(max_output_tokens) - int(buffer_tokens) - int(limit), 0)
+    total = max(used, 1)
+    if limit:
+        compact_at = math.floor(limit * compact_threshold)  # engine.limit's threshold: floored
+        room = {"free": max(compact_at - used, 0), "headroom": max(limit - max(used, compact_at), 0)}
+        total = max(limit, used)
+        if context_window:
+            reserve, buffer = int(max_output_tokens or 0), int(buffer_tokens or 0)
+            room |= {
+                "capped": max(int(context_window) - reserve - buffer - limit, 0),
+                "buffer": buffer,
+                "output": reserve,
+            }
+            total = max(int(context_window), used)
         parts += [(NOW_BAR_PARTS[k][0], v, NOW_BAR_PARTS[k][1]) for k, v in room.items() if v]
-    total = int(context_window) if window_known else max(used, 1)
+    whole = "window" if limit and context_window else "limit" if limit else "sent"
     for label, tokens, colour in parts:
         fig.add_trace(
             go.Bar(
                 y=["now"], x=[tokens], name=label, orientation="h", marker={"color": colour},
-                hovertemplate=f"{label}: %{{x:,}} tokens ({100 * tokens / total:.1f}% of the window)<extra></extra>",
+                hovertemplate=f"{label}: %{{x:,}} tokens ({100 * tokens / total:.1f}% of the {whole})<extra></extra>",
             )
         )  # fmt: skip
-    title = (
-        f"{used:,} of {int(context_window):,} tokens ({100 * used / int(context_window):.1f}%)"
-        if window_known
-        else f"{used:,} tokens (no window recorded for this call)"
-    )
+    if limit:
+        title = f"{used:,} of the {limit:,}-token limit ({100 * used / limit:.1f}%)"
+        if context_window and int(context_window) != limit:
+            title += f" · window {int(context_window):,}"
+    else:
+        title = f"{used:,} tokens sent (no limit recorded for this call)"
     fig.update_layout(
         barmode="stack", height=170, title={"text": title, "font": {"size": 13}},
         xaxis={"title": None, "range": [0, total], "showgrid": False}, yaxis={"visible": False},

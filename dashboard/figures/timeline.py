@@ -130,7 +130,8 @@ def timeline_figure(
             )
         )  # fmt: skip
     totals = turns[present].sum(axis=1)
-    limit = turns["limit_tokens"].ffill().bfill()
+    # each step against its own limit (engine.limit, in the query): no limit is carried to a step without one
+    limit = pd.to_numeric(turns["limit_tokens"], errors="coerce")
     pct = [
         f"{100 * t / lim:.1f}%" if lim and lim == lim else "n/a" for t, lim in zip(totals, limit, strict=True)
     ]

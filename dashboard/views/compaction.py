@@ -4,6 +4,7 @@ child process by dashboard.actions), restore an earlier snapshot, and review pas
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -54,7 +55,18 @@ def strategy_settings(name: str) -> dict[str, Any]:
     return values
 
 
-def message_diff(details: dict[str, Any]) -> None:
+#: How our clearing strategy words what it did (engine.compaction.clearing), to set beside the count
+#: of messages still cleared after the compaction's later strategies ran.
+CLEARED_IN_REASON = re.compile(r"\bcleared (\d+) tool results?\b")
+
+
+def cleared_in_reason(reason: object) -> int | None:
+    """Tool results a compaction's recorded reason says it cleared, or None when it does not say."""
+    found = CLEARED_IN_REASON.search(str(reason or ""))
+    return int(found.group(1)) if found else None
+
+
+def message_diff(details: dict[str, Any], reason: object = None) -> None:
     """Message by message, what a compaction (ours or the agent's own) did: removed or summarized,
     cleared to a placeholder, and what it kept; with token counts before and after."""
     removed = [int(s) for s in details.get("removed_message_seqs") or []]
@@ -74,6 +86,15 @@ def message_diff(details: dict[str, Any]) -> None:
         f"**Messages: {len(removed)} removed or summarized, {len(cleared)} cleared**"
         " (every message after them was kept as it was)"
     )
+    counted = cleared_in_reason(reason)
+    if counted is not None and counted != len(cleared):
+        st.caption(
+            f"The reason counts {counted} tool results cleared; {len(cleared)} of them are still in the "
+            "context, cleared to a placeholder: the others were in messages a later strategy of the same "
+            "compaction summarized or removed (counted above as removed)."
+            if counted > len(cleared)
+            else f"The reason counts {counted} tool results cleared, in these {len(cleared)} messages."
+        )
     st.dataframe(
         display.for_table(rows), hide_index=True, placeholder=display.MISSING, key="cmp_past_messages",
         column_order=["seq", "turn", "change", "role", "kind", "tokens", "tool_names", "text_preview"],
@@ -259,6 +280,9 @@ if past.empty:
     st.info("No compactions recorded for this session.")
 else:
     past = past.assign(details=[details_of(d) for d in past["details"]])
+    snapshot_of = {
+        int(e): int(i) for e, i in zip(snaps["event"], snaps["id"], strict=True) if e == e and e is not None
+    }
     table = pd.DataFrame(
         {
             "event": past["seq"], "turn": past["turn_index"], "trigger": past["trigger"], "outcome": past["outcome"],
@@ -266,7 +290,13 @@ else:
             "before_tokens": pd.array([d.get("before_tokens") for d in past["details"]], dtype="float64"),
             "after_tokens": pd.array([d.get("after_tokens") for d in past["details"]], dtype="float64"),
             "removed": [len(d.get("removed_message_seqs") or []) for d in past["details"]],
-            "snapshot": pd.array([d.get("snapshot_id") for d in past["details"]], dtype="float64"),
+            "cleared": [len(d.get("cleared_message_seqs") or []) for d in past["details"]],
+            # the snapshot the event recorded, else the one that names the event (restores, imports)
+            "snapshot": pd.array(
+                [d.get("snapshot_id") or snapshot_of.get(int(seq)) for d, seq in zip(past["details"], past["seq"], strict=True)],
+                dtype="float64",
+            ),
+            "reason": past["reason"],
             "when": past["created_utc"],
         }
     )  # fmt: skip
@@ -275,8 +305,11 @@ else:
         column_config={
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
-            "before_tokens": st.column_config.NumberColumn("Before", format="localized"),
-            "after_tokens": st.column_config.NumberColumn("After", format="localized"),
+            "before_tokens": st.column_config.NumberColumn("Before (messages)", format="localized"),
+            "after_tokens": st.column_config.NumberColumn("After (messages)", format="localized"),
+            "removed": st.column_config.NumberColumn("Removed", help="Messages removed or summarized"),
+            "cleared": st.column_config.NumberColumn("Cleared", help="Messages still in the context, their tool results cleared to a placeholder"),
+            "reason": st.column_config.TextColumn("Reason", width="large"),
         },
     )  # fmt: skip
     if table[["before_tokens", "after_tokens", "snapshot"]].isna().to_numpy().any():
@@ -289,7 +322,20 @@ else:
         # A live rerun can bring a new compaction (or another session): show the newest.
         st.session_state["cmp_past"] = events[-1]
     which = st.selectbox("Compare before / after of event", events, key="cmp_past")
-    details = past[past["seq"] == which].iloc[0]["details"]
+    chosen = past[past["seq"] == which].iloc[0]
+    details = chosen["details"]
+    before_total = details.get("before_tokens")
+    calls = state.query(data.requests, ref.db, ref.session_id)
+    earlier = calls[calls["event_seq"] < which]
+    if before_total is not None and not earlier.empty:
+        sent = int(sum(int(earlier.iloc[-1][c]) for c in COMPONENT_LABELS))
+        if sent > int(before_total):
+            st.caption(
+                f"A compaction counts the messages only: {int(before_total):,} tokens before it. The call before "
+                f"it sent {sent:,} in all (the timeline's number): the other {sent - int(before_total):,} are the "
+                "system prompt, the tool descriptions and the harness's own text, sent unchanged, so a "
+                "compaction neither counts nor removes them."
+            )
     if details.get("before") and details.get("after"):
         st.plotly_chart(
             figures.components_bar({"before": details["before"], "after": details["after"]}),
@@ -304,7 +350,7 @@ else:
             diff.assign(change=diff["after"] - diff["before"]), hide_index=True, placeholder=display.MISSING,
             column_config={c: st.column_config.NumberColumn(c, format="localized") for c in ("before", "after", "change")},
         )  # fmt: skip
-    message_diff(details)
+    message_diff(details, chosen.get("reason"))
     if details.get("summary"):
         st.markdown("**Summary that replaced them**")
         st.code(str(details["summary"]), language=None, wrap_lines=True, height=400)

@@ -124,11 +124,10 @@ def timeline_panel() -> None:
     if turns.empty:
         st.info("This session has no request events yet.")
         return
-    turns = display.with_window_limit(turns)
-    if (turns["limit_source"] == "model window").any():
+    if turns["limit_from_window"].fillna(False).astype(bool).any():
         st.caption(
             "This session recorded the model's context window but no limit of its own: the limit drawn is "
-            "that window (less the output reserve and buffer where recorded)."
+            "that window less the output reserve and buffer recorded with it."
         )
     projection = edited_projection(turns, unit)
     if projection is not None:
@@ -168,13 +167,21 @@ def timeline_panel() -> None:
     r = this.iloc[0]
     turn = int(r["real_turn"]) if by_call else step
     total = int(sum(int(r[c]) for c in COMPONENT_LABELS))
+    basis = display.value_or_none(r.get("components_basis"))
     cols = st.columns(4)
-    cols[0].metric("Sent (estimate)", f"{total:,}")
-    from_window = r.get("limit_source") == "model window"
+    cols[0].metric(
+        f"Sent ({display.BASIS_WORDS.get(basis, 'estimate')})",
+        f"{total:,}",
+        help=display.BASIS_HELP.get(basis),
+    )
+    from_window = bool(display.value_or_none(r.get("limit_from_window")))
     cols[1].metric(
         "Limit" + (" (model window)" if from_window else ""),
         display.number(r["limit_tokens"], missing="not recorded"),
-        help="No limit recorded: the model's context window the session recorded." if from_window else None,
+        help="No limit recorded: the model's context window less the output reserve and buffer recorded with it."
+        if from_window
+        else "The limit recorded with this call: the window less the output reserve and buffer, capped by "
+        "context_budget.",
     )
     prompt = [
         r[c]

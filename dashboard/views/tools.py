@@ -6,19 +6,50 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, display, figures, state
+from dashboard.display import BASIS_WORDS
 
 ref, row = state.require_session()
 st.title("Tools")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
 
 tools = state.query(data.tool_costs, ref.db, ref.session_id)
-if tools.empty:
+calls = state.query(data.requests, ref.db, ref.session_id)
+# The timeline's "Tool descriptions" is the tools component of each call: the same number is named here.
+sent = int(calls["tools"].iloc[-1]) if not calls.empty else 0
+basis = BASIS_WORDS.get(
+    display.value_or_none(calls["components_basis"].iloc[-1]) if not calls.empty else None, "estimate"
+)
+per_tool = not tools.empty and int(tools["tokens"].sum()) > 0
+if tools.empty and not sent:
     st.info("This session recorded no tool definitions.")
+elif not per_tool:
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Tools named", len(tools))
+    c2.metric(
+        "Tool descriptions, latest call", f"{sent:,}", help=f"The timeline's 'Tool descriptions' ({basis})."
+    )
+    c3.metric("Never called", int((tools["calls"] == 0).sum()) if not tools.empty else 0)
+    st.info(
+        f"The session did not record its tool definitions one by one, so there is no per-tool split: its "
+        f"latest call sent {sent:,} tokens of tool descriptions in all ({basis}), the number the timeline shows."
+        + (" The tools below are those it named." if not tools.empty else "")
+    )
+    if not tools.empty:
+        st.dataframe(
+            display.for_table(tools[["name", "category", "server", "calls"]]), hide_index=True,
+            placeholder=display.MISSING,
+        )  # fmt: skip
 else:
     c1, c2, c3 = st.columns(3)
     c1.metric("Tools offered", len(tools))
     c2.metric("Definition tokens (all)", f"{int(tools['tokens'].sum()):,}")
     c3.metric("Never called", int((tools["calls"] == 0).sum()))
+    if sent and abs(sent - int(tools["tokens"].sum())) > 0.05 * sent:
+        st.caption(
+            f"The definitions one by one add up to {int(tools['tokens'].sum()):,} tokens; the latest call's "
+            f"tool descriptions on the timeline are {sent:,} ({basis}): that count includes how the request "
+            "frames the tool list, and only the tools it sent."
+        )
     st.subheader("Tokens per tool")
     st.plotly_chart(figures.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")

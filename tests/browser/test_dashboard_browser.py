@@ -526,6 +526,108 @@ def test_a_shared_compare_link_keeps_its_pair_while_another_session_is_written(
     _check_page(page, "compare twins")
 
 
+@pytest.fixture(scope="module")
+def served_numbers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The bundled sample data (a context budget under a 1,000,000 window) beside real Codex and
+    Claude Code runs imported with ``ctxdesk import`` (tool definitions kept only as a total, the
+    agents' own compactions)."""
+    from engine.cli import main as ctxdesk
+
+    base = tmp_path_factory.mktemp("browser_numbers")
+    data_dir = _copy_sample_data(base / "data")
+    real = FIXTURES / "real_agents"
+    inputs = [
+        real / "codex" / "tools-resume" / "sessions",
+        real / "claude-code" / "compact_manual" / "transcripts",
+    ]
+    for path in inputs:
+        assert ctxdesk(["import", str(path), "--db", str(data_dir / "real.db")]) == 0, path
+    with _serve([data_dir], base) as server:
+        yield {**server, "data": data_dir}
+
+
+def _sessions_of(db: Path) -> list[str]:
+    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        return [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY id")]
+
+
+def _metric(page: object, label: str) -> str:
+    main = page.locator("[data-testid='stMain']")
+    return (
+        main.locator("[data-testid='stMetric']")
+        .filter(has_text=label)
+        .locator("[data-testid='stMetricValue']")
+        .first.inner_text()
+    )
+
+
+def test_every_page_says_the_same_limit_and_tool_count_for_a_call(
+    served_numbers: dict[str, object], page: object
+) -> None:
+    """#29: the Limit metric and the bar under it were two rules ("Limit 20,000" over "3,755 of
+    1,000,000 tokens"; "no window recorded" under "Limit 155,979"); a Codex session's tools were
+    34,469 tokens on the timeline and "Definition tokens 0" on the Tools page."""
+    data_dir = Path(served_numbers["data"])
+    url = served_numbers["url"]
+    checked = 0
+    for db in sorted(data_dir.glob("*.db")):
+        for sid in _sessions_of(db):
+            _open(page, f"{url}/timeline?session={db.stem}::{sid}")
+            main = page.locator("[data-testid='stMain']")
+            if main.get_by_text("no request events").count():
+                continue
+            main.locator("[data-testid='stMetric']").filter(has_text="Limit").first.wait_for()
+            limit = _metric(page, "Limit")
+            assert main.get_by_text("no window recorded").count() == 0, (db.stem, sid)
+            if limit != "not recorded":
+                # the bar under the metrics speaks of the same limit, whatever the window is
+                main.get_by_text(re.compile(rf"of the {re.escape(limit)}-token limit")).first.wait_for()
+                checked += 1
+            _check_page(page, f"timeline {db.stem}::{sid}")
+    assert checked >= 5, checked
+    _open(page, f"{url}/timeline?session=demo-coding-agent::demo-cents-refactor-e7b7df98")
+    assert _metric(page, "Limit") == "20,000"  # context_budget under the 1,000,000-token window
+    page.get_by_text(
+        re.compile(r"of the 20,000-token limit \(\d+\.\d%\) · window 1,000,000")
+    ).first.wait_for()
+    _shot(page, "timeline_budget_limit")
+    (codex,) = [s for s in _sessions_of(data_dir / "real.db") if s.startswith("01")]
+    with closing(sqlite3.connect(data_dir / "real.db")) as conn:
+        (tools,) = conn.execute(
+            "SELECT tools_tokens FROM context_events WHERE session_id = ? AND kind = 'request' ORDER BY seq DESC",
+            (codex,),
+        ).fetchone()
+    assert tools > 0
+    _open(page, f"{url}/tools?session=real::{codex}")
+    assert _metric(page, "Tool descriptions, latest call") == f"{tools:,}"
+    page.get_by_text("did not record its tool definitions one by one").wait_for()
+    assert page.get_by_text("Definition tokens (all)").count() == 0
+    _check_page(page, "tools codex")
+    _shot(page, "tools_codex_total")
+
+
+def test_a_compaction_says_what_its_count_leaves_out(served_numbers: dict[str, object], page: object) -> None:
+    """#29: the timeline's total, a compaction's "before" and its component diff were three numbers
+    with nothing saying what each counts; a snapshot named by its event showed "—"."""
+    url = served_numbers["url"]
+    _open(page, f"{url}/compaction?session=demo-coding-agent::demo-refund-idempotency-f534ea39")
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_text("Past compactions").wait_for()
+    main.get_by_text(
+        re.compile(
+            r"A compaction counts the messages only: [\d,]+ tokens before it\. The call before it sent [\d,]+ in all"
+        )
+    ).wait_for()
+    # event 265 cleared 16 tool results, and its later summary took 8 of those messages
+    _choose(page, "Compare before / after of event", re.compile(r"^265$"))
+    _settle(page)
+    main.get_by_text("The reason counts 16 tool results cleared; 8 of them are still in the context").wait_for()
+    snapshots = main.locator("[data-testid='stDataFrame']")
+    assert snapshots.count() >= 2
+    _check_page(page, "compaction numbers")
+    _shot_whole_page(page, "compaction_numbers")
+
+
 def test_a_session_being_written_follows_on_screen(served: dict[str, object], page: object) -> None:
     from engine.messages import assistant, user
     from engine.store import SessionStore
