@@ -771,3 +771,20 @@ def test_distinct_labels_number_what_even_the_key_cannot_tell_apart() -> None:
 
     out = display.distinct_labels({1: "x", 2: "x", 3: "x"}, lambda _key: "same")
     assert out == {1: "x · same", 2: "x · same (2)", 3: "x · same (3)"} and len(set(out.values())) == 3
+
+
+def test_the_harness_residual_is_its_own_labelled_component_and_each_step_says_its_basis() -> None:
+    turns = _turns().assign(unattributed=[0, 1_500], components_basis=["estimate", "reconciled"])
+    fig = figures.timeline_figure(turns)
+    (residual,) = [t for t in fig.data if t.name == "Harness, unattributed"]
+    assert list(residual.y) == [0, 1_500] and residual.stackgroup == "components"
+    (steps,) = [t for t in fig.data if t.name == "Turn (click to inspect)"]
+    assert [c[2] for c in steps.customdata] == ["estimate", "reconciled to the provider"]
+    assert list(steps.y) == [35 + 0, 155 + 1_500]  # the residual counts in what was sent
+
+
+def test_a_call_compared_is_measured_against_the_limit_the_timeline_shows() -> None:
+    call = {"seq": 3, "limit_tokens": None, "context_window": 200_000, "max_output_tokens": 8_000,
+            "buffer_tokens": 2_000, "projected_tokens": 1_000}  # fmt: skip
+    assert analysis.call_figures(call, None)["limit_tokens"] == 190_000
+    assert analysis.call_figures({**call, "limit_tokens": 50_000}, None)["limit_tokens"] == 50_000

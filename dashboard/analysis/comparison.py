@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine import recorded_limit
 from engine.events import COMPONENT_LABELS
 
 #: The figures compared, in the order shown: (key, label, kind) with kind "tokens" | "usd" | "count" | "pct" | "text".
@@ -118,7 +119,7 @@ def call_figures(
         "model": request.get("model"),
         "turn": _num(request.get("turn_index")),
         "sent_tokens": _num(request.get("projected_tokens")),
-        "limit_tokens": _num(request.get("limit_tokens")),
+        "limit_tokens": recorded_limit(dict(request)),  # engine.limit's rule, as the timeline shows it
         "input_tokens": uncached,
         "cache_read_tokens": read,
         "cache_write_tokens": written if cost else _num(request.get("provider_cache_creation_tokens")),

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.analysis.projection import Projection
-from dashboard.display import clipped, escape, wrapped
+from dashboard.display import BASIS_WORDS, clipped, escape, wrapped
 from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, OUTCOME_MARKERS
 
 USAGE_LABELS = {
@@ -135,13 +135,16 @@ def timeline_figure(
     pct = [
         f"{100 * t / lim:.1f}%" if lim and lim == lim else "n/a" for t, lim in zip(totals, limit, strict=True)
     ]
+    # how each step's components were known: exact, reconciled to the provider's count, or our estimate
+    recorded = turns["components_basis"] if "components_basis" in turns else [None] * len(turns)
+    basis = [BASIS_WORDS.get(b, "estimate") if isinstance(b, str) else "estimate" for b in recorded]
     fig.add_trace(
         go.Scatter(
             x=x, y=totals.tolist(), name=f"{unit.capitalize()} (click to inspect)", mode="markers",
             marker={"size": 9, "color": "#222", "symbol": "circle-open"},
-            customdata=list(zip(pct, turns["requests"].astype(int).tolist(), strict=True)),
-            hovertemplate=f"{unit.capitalize()} %{{x}}: %{{y:,}} tokens (%{{customdata[0]}} of limit), "
-            "%{customdata[1]} call(s)<extra></extra>",
+            customdata=list(zip(pct, turns["requests"].astype(int).tolist(), basis, strict=True)),
+            hovertemplate=f"{unit.capitalize()} %{{x}}: %{{y:,}} tokens (%{{customdata[0]}} of limit, "
+            "%{customdata[2]}), %{customdata[1]} call(s)<extra></extra>",
         )
     )  # fmt: skip
     if limit.notna().any():
