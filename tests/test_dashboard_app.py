@@ -453,6 +453,13 @@ def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_value
     assert table.loc["tool_response_max_bytes", "the session ran with"] == "not set"
     assert table.loc["tool_response_max_bytes", "value"] == "not set"
     assert "Under these settings:" in _texts(at)
+    # the limit in words, by engine.limit's rule from the values in the table above
+    window, reserve, buffer = (int(table.loc[f, "value"].replace(",", "")) for f in
+                               ("context_window", "max_output_tokens", "buffer_tokens"))  # fmt: skip
+    assert (
+        f"Limit: {window - reserve - buffer:,} tokens (window {window:,} less {reserve:,} output reserve and "
+        f"{buffer:,} buffer)"
+    ) in _texts(at)
 
 
 def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(db: Path, tmp_path: Path) -> None:

@@ -207,7 +207,16 @@ if resolved is not None:
         for f, v, s in rows
     ]
     st.dataframe(table, hide_index=True, placeholder=display.MISSING, height="content")
-    st.text(f"Effective limit: {resolved.budget_tokens:,} tokens")
+    limit = resolved.limit  # engine.limit.Limit: the number every page measures a call against
+    st.text(
+        f"Limit: {limit.tokens:,} tokens (window {limit.window:,} less {limit.output_reserve:,} output reserve "
+        f"and {limit.buffer:,} buffer"
+        + (
+            f", capped at {limit.cap:,} by context_budget)"
+            if limit.cap is not None and limit.cap < limit.uncapped
+            else ")"
+        )
+    )
     if ref is not None and shown_model == session_model:
         turns = state.query(data.timeline, ref.db, ref.session_id)
         edited = st.session_state.get(state.EDITED_SETTINGS_KEY) is not None
