@@ -77,3 +77,53 @@ def test_a_history_rendered_back_is_the_history_sent(api: str) -> None:
     from engine.proxy.wire.shared import strip_markers
 
     assert rendered == strip_markers(items) and strip is not None
+
+
+IDS = st.sampled_from(["t1", "t2", "c1", ""]) | JSON
+BLOCK = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image", "odd"])},
+    optional={"text": st.text(max_size=300) | JSON, "id": IDS, "tool_use_id": IDS, "name": st.sampled_from(["Read", "Bash"]) | JSON,
+              "input": JSON, "content": st.text(max_size=3000) | JSON, "is_error": JSON},
+)  # fmt: skip
+ITEM = st.fixed_dictionaries(
+    {},
+    optional={"role": st.sampled_from(["user", "assistant", "tool", "system", "developer"]) | JSON,
+              "content": st.text(max_size=3000) | st.lists(BLOCK, max_size=4) | JSON,
+              "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning"]) | JSON,
+              "call_id": IDS, "output": st.text(max_size=3000) | JSON, "arguments": JSON, "name": JSON,
+              "tool_calls": st.lists(st.fixed_dictionaries({"id": IDS, "function": JSON}), max_size=2) | JSON,
+              "tool_call_id": IDS},
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["anthropic_messages", "openai_chat", "openai_responses"]),
+    st.lists(ITEM | JSON, max_size=8),
+    JSON,
+)
+def test_the_policies_plan_any_request_body_without_raising(
+    api: str, history: list[Any], system: Any
+) -> None:
+    body = {"model": "m", "system": system, wire_for(api).history_key: history}
+    from engine.policy_settings import (
+        ClearToolResultsPolicy,
+        CompactionPolicy,
+        GuardPolicy,
+        OffloadPolicy,
+        Policies,
+    )
+    from engine.proxy.edits import SessionPolicyState
+    from engine.proxy.policies import plan_edits
+    from engine.settings import Settings, resolve_model_settings
+    from engine.tokens import get_tokenizer
+
+    settings_ = Settings.from_dict(
+        {"models": {"m": {"context_window": 4000, "max_output_tokens": 100, "buffer_tokens": 0}}}
+    )
+    policies = Policies(
+        guard=GuardPolicy(action="compact"), clear_tool_results=ClearToolResultsPolicy(trigger=0, keep=1),
+        offload=OffloadPolicy(threshold_bytes=50), compaction=CompactionPolicy(strategy="chain", trigger=0.1),
+    )  # fmt: skip
+    plan_edits(api, body, policies, tokenizer=get_tokenizer("o200k_base"),
+               resolved=resolve_model_settings("m", "openai", settings_), state=SessionPolicyState())  # fmt: skip

@@ -334,6 +334,7 @@ def _unmarked(value: Any) -> Any:
         if (
             isinstance(content, list)
             and len(content) == 1
+            and isinstance(content[0], dict)
             and content[0] == {"type": "text", "text": content[0].get("text")}
         ):
             out["content"] = content[0]["text"]
