@@ -127,3 +127,30 @@ def test_the_policies_plan_any_request_body_without_raising(
     )  # fmt: skip
     plan_edits(api, body, policies, tokenizer=get_tokenizer("o200k_base"),
                resolved=resolve_model_settings("m", "openai", settings_), state=SessionPolicyState())  # fmt: skip
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.sampled_from(["anthropic_messages", "openai_chat", "openai_responses"]),
+    st.lists(ITEM | JSON, max_size=6),
+    JSON,
+)
+def test_the_recorder_writes_any_exchange_without_raising(
+    tmp_path_factory: pytest.TempPathFactory, api: str, history: list[Any], answer: Any
+) -> None:
+    """An odd request (and an odd answer) is recorded, not lost to a 'degraded' event."""
+    from engine.proxy.exchange import new_exchange
+    from engine.proxy.sessions import SessionResolver
+    from engine.proxy.writer import ExchangeWriter
+    from engine.store import SessionStore
+
+    body = json.dumps({"model": "m", wire_for(api).history_key: history}).encode()
+    exchange = new_exchange(api, "POST", "/v1/x", {"x-ctxdesk-session": "odd"}, body)
+    exchange.status, exchange.response_headers = 200, {"content-type": "application/json"}
+    exchange.response_chunks = [json.dumps(answer).encode()]
+    with SessionStore(tmp_path_factory.mktemp("odd") / "p.db") as store:
+        ExchangeWriter(store, SessionResolver()).write(exchange)
