@@ -1,6 +1,10 @@
 """Anthropic Messages (``POST /v1/messages``) on the wire, and its ``count_tokens`` sibling: the
 request's history is ``messages`` (each item one message, ``engine.convert`` lossless both ways),
 tool results are ``tool_result`` blocks, answers are a message or its SSE events.
+
+One concept: everything ctxdesk reads or writes of this one wire format, beside its two siblings
+(``openai_chat``, ``openai_responses``) that implement the same ``WireApi``; splitting it by size
+would scatter one format across modules.
 """
 
 from __future__ import annotations
