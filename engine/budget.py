@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 from engine.components import HistoryTotals, measure_request
 from engine.errors import ValidationError
 from engine.events import ComponentTokens
-from engine.limit import Limit, threshold_tokens
+from engine.limit import Limit, SettingsFields, threshold_tokens
 from engine.messages import Message
 from engine.tokens import Tokenizer
 
@@ -50,23 +50,16 @@ NOTE_TEMPLATE = (
 )
 
 
-class BudgetSettings(Protocol):
-    """The fields of ``engine.settings.ResolvedModelSettings`` the budget reads."""
+class BudgetSettings(SettingsFields, Protocol):
+    """The fields of ``engine.settings.ResolvedModelSettings`` the budget reads: the limit's, and
+    the thresholds."""
 
-    @property
-    def context_window(self) -> int: ...
-    @property
-    def max_output_tokens(self) -> int: ...
-    @property
-    def buffer_tokens(self) -> int: ...
     @property
     def note_threshold(self) -> float: ...
     @property
     def compact_threshold(self) -> float: ...
     @property
     def hard_block_threshold(self) -> float: ...
-    @property
-    def context_budget(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from engine.errors import ValidationError
 
-__all__ = ["LIMIT_SQL", "Limit", "LimitColumns", "recorded_limit", "threshold_tokens"]
+__all__ = ["LIMIT_SQL", "Limit", "LimitColumns", "SettingsFields", "recorded_limit", "threshold_tokens"]
 
 
 #: Limit field -> the setting that gives it (engine.settings.ModelSettings).
