@@ -97,9 +97,22 @@ def import_file(
     :func:`imported_files` of the store, when the caller has it already.
     """
     path = Path(path)
-    state = _file_state(path)  # first: a symlink loop or a FIFO is refused before anything reads it
-    source_path = str(path.resolve())
-    previous = (known if known is not None else imported_files(store)).get(source_path)
+    state = file_state(path)  # first: a symlink loop or a FIFO is refused before anything reads it
+    unchanged = unchanged_result(path, state, known if known is not None else imported_files(store))
+    if unchanged is not None:
+        return unchanged
+    fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
+    return write_parsed(
+        path, store, fmt, parsed, state, settings=settings, lineages=lineages, on_progress=on_progress
+    )
+
+
+def unchanged_result(
+    path: Path, state: dict[str, Any], known: dict[str, dict[str, Any]]
+) -> ImportResult | None:
+    """The result of a file the store holds as it is now (same size, time and companions), or
+    None when it must be read."""
+    previous = known.get(str(path.resolve()))
     if (
         previous is not None
         and previous.get("bytes") == state["bytes"]
@@ -109,7 +122,23 @@ def import_file(
         return ImportResult(
             path=str(path), format=str(previous.get("format") or "unknown"), sessions=(), status="unchanged"
         )
-    fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
+    return None
+
+
+def write_parsed(
+    path: Path,
+    store: SessionStore,
+    fmt: str,
+    parsed: list[ParsedSession],
+    state: dict[str, Any],
+    *,
+    settings: Settings | None = None,
+    lineages: Lineages | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ImportResult:
+    """Write a parsed file's sessions in one transaction (``state``: its :func:`file_state`
+    taken before it was read)."""
+    source_path = str(path.resolve())
     if not any(session.messages for session in parsed):
         raise ImportFormatError(f"nothing to import: the {fmt} file holds no messages", path=str(path))
     state["format"] = fmt
@@ -207,13 +236,22 @@ def import_files(
     live: bool = False,
     cache: LineCache | None = None,
     settings: Settings | None = None,
+    workers: int = 1,
 ) -> list[ImportResult]:
     """Import several files, each in its own transaction. Without ``on_error`` it stops at the
     first file that fails (files before it stay imported) and raises its ImportFormatError;
-    with it, a failing file is reported there and the others are imported."""
+    with it, a failing file is reported there and the others are imported. ``workers`` > 1:
+    files are parsed in that many processes (:mod:`engine.importers.parallel`), the result the same."""
     paths = list(paths)
     results: list[ImportResult] = []
     known = imported_files(store)
+    if workers > 1 and cache is None:  # a follower's line cache lives in this process
+        from engine.importers.parallel import import_files_parallel
+
+        return import_files_parallel(
+            [Path(p) for p in paths], store, known, workers=workers, on_progress=on_progress,
+            on_error=on_error, model=model, live=live, settings=settings,
+        )  # fmt: skip
     lineages = Lineages(store)  # read once for the batch
     for done, path in enumerate(paths, start=1):
         try:
@@ -252,7 +290,7 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
     return states
 
 
-def _file_state(path: Path) -> dict[str, Any]:
+def file_state(path: Path) -> dict[str, Any]:
     """Size and time of a regular file (what tells a re-import it changed); a path that is no
     regular file (a symlink loop, a FIFO that would block the read forever, a device) is refused."""
     try:

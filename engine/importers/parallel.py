@@ -1,0 +1,144 @@
+"""A batch of files parsed in worker processes while this process writes them, in order.
+
+Parsing (reading, JSON, rebuilding what each call sent) needs no database, so it runs on
+every core; writing stays here, one file at a time in the order given, so session ids,
+forks and continuations come out exactly as a serial import makes them. At most a few
+parsed files wait for the writer at once, so memory stays bounded by those files.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ImportFormatError
+from engine.importers.api import ProgressCallback, file_state, parse_file, unchanged_result, write_parsed
+from engine.importers.model import ImportResult, ParsedSession
+from engine.importers.writer import Lineages
+from engine.settings import Settings
+from engine.store import SessionStore
+
+#: Below this many bytes to read, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+#: Parsed files waiting for the writer, per worker (bounds the memory they hold).
+QUEUED_PER_WORKER = 2
+
+#: (format, sessions) of a parsed file, or the message and line of the ImportFormatError it raised.
+_Parsed = tuple[str, list[ParsedSession]] | tuple[None, tuple[str, int | None]]
+
+
+def pool_size() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def import_files_parallel(
+    paths: Sequence[Path],
+    store: SessionStore,
+    known: dict[str, dict[str, Any]],
+    *,
+    workers: int,
+    on_progress: ProgressCallback | None = None,
+    on_error: Callable[[Path, ImportFormatError], None] | None = None,
+    model: str | None = None,
+    live: bool = False,
+    settings: Settings | None = None,
+    min_bytes: int = PARALLEL_MIN_BYTES,
+) -> list[ImportResult]:
+    """:func:`engine.importers.import_files` with ``workers`` parsing processes; the same results.
+
+    An unchanged file costs a stat here and is never sent to a worker. A batch with less than
+    ``min_bytes`` to read is parsed in this process.
+    """
+    lineages = Lineages(store)
+    results: list[ImportResult] = []
+    # Each path's state (a stat) or its error, and whether it must be read, decided up front.
+    plan: list[tuple[Path, dict[str, Any] | ImportFormatError, ImportResult | None]] = []
+    for path in paths:
+        try:
+            state = file_state(path)
+        except ImportFormatError as exc:
+            plan.append((path, exc, None))
+            continue
+        plan.append((path, state, unchanged_result(path, state, known)))
+    to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
+    volume = sum(s["bytes"] for _, s, done in plan if done is None and isinstance(s, dict))
+    pool = (
+        ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+        if workers > 1 and len(to_read) > 1 and volume >= min_bytes
+        else None
+    )
+    try:
+        pending: deque[tuple[Path, Future[_Parsed]]] = deque()
+        submitted = iter(to_read)
+
+        def refill() -> None:
+            while pool is not None and len(pending) < workers * QUEUED_PER_WORKER:
+                path = next(submitted, None)
+                if path is None:
+                    return
+                pending.append((path, pool.submit(_parse, path, model, live)))
+
+        refill()
+        for done, (path, state, unchanged) in enumerate(plan, start=1):
+            try:
+                if isinstance(state, ImportFormatError):
+                    raise state
+                if unchanged is not None:
+                    results.append(unchanged)
+                else:
+                    fmt, parsed = _next_parsed(path, pending, model, live)
+                    refill()
+                    results.append(
+                        write_parsed(path, store, fmt, parsed, state, settings=settings, lineages=lineages)
+                    )
+            except ImportFormatError as exc:
+                if on_error is None:
+                    raise
+                on_error(path, exc)
+            if on_progress is not None:
+                on_progress(done, len(plan), path.name)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def _next_parsed(
+    path: Path, pending: deque[tuple[Path, Future[_Parsed]]], model: str | None, live: bool
+) -> tuple[str, list[ParsedSession]]:
+    """The parsed file ``path``: from its worker when one took it, else parsed here."""
+    outcome = (
+        pending.popleft()[1].result() if pending and pending[0][0] == path else _parse(path, model, live)
+    )
+    fmt, parsed = outcome
+    if fmt is None:
+        message, line = parsed  # type: ignore[misc]
+        raise ImportFormatError(message, path=str(path), line=line)
+    return fmt, parsed  # type: ignore[return-value]
+
+
+def _parse(path: Path, model: str | None, live: bool) -> _Parsed:
+    """A worker's job: parse one file. Its ImportFormatError comes back as plain values (an
+    exception with keyword arguments does not survive pickling)."""
+    try:
+        return parse_file(path, model=model, live=live)
+    except ImportFormatError as exc:
+        where = f"{exc.path or ''}{'' if exc.line is None else f':{exc.line}'}"
+        text = str(exc)
+        return None, (text[len(where) + 2 :] if where and text.startswith(where + ": ") else text, exc.line)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers forked from this process: they start at once with the parsers imported, and a
+    caller's script needs no ``if __name__ == "__main__"`` guard (spawn and forkserver run it
+    again). A worker only parses: it never touches the database or threads it inherits."""
+    return multiprocessing.get_context("fork")

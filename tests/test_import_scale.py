@@ -1,0 +1,114 @@
+"""A batch imported by parsing workers equals the same batch imported serially, row by row."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ImportFormatError
+from engine.importers import folder_files, import_files
+from engine.importers.parallel import import_files_parallel, pool_size
+from engine.store.factory import open_store
+
+REAL_AGENTS = Path(__file__).parent / "fixtures" / "real_agents"
+#: Columns holding when the import ran (not what it read): they differ between any two runs. A
+#: call whose transcript keeps no time is dated at its import (call_utc, its day, the gap to it).
+IMPORT_TIME_COLUMNS = {
+    "created_utc",
+    "updated_utc",
+    "applied_utc",
+    "computed_utc",
+    "call_utc",
+    "day",
+    "gap_s",
+}
+#: Ids drawn at random when a row is written (an offloaded output's ref_id), also per run.
+RANDOM_ID_COLUMNS = {"ref_id"}
+
+
+def table_rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows in a stable order, without the import-time columns."""
+    connection = sqlite3.connect(db)
+    try:
+        tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows: dict[str, list[tuple[object, ...]]] = {}
+        for table in tables:
+            columns = [c[1] for c in connection.execute(f"PRAGMA table_info({table})")]
+            kept = [c for c in columns if c not in IMPORT_TIME_COLUMNS | RANDOM_ID_COLUMNS]
+            rows[table] = sorted(
+                connection.execute(f"SELECT {', '.join(kept)} FROM {table}").fetchall(), key=repr
+            )
+        return rows
+    finally:
+        connection.close()
+
+
+def import_into(db: Path, paths: list[Path], *, workers: int) -> tuple[list[str], list[str]]:
+    """(status of each imported file, 'file: error' of each skipped one)."""
+    skipped: list[str] = []
+    with open_store(db) as store:
+        if workers == 1:
+            results = import_files(paths, store, on_error=lambda p, e: skipped.append(f"{p.name}: {e}"))
+        else:
+            from engine.importers import imported_files
+
+            results = import_files_parallel(
+                paths, store, imported_files(store), workers=workers, min_bytes=0,
+                on_error=lambda p, e: skipped.append(f"{p.name}: {e}"),
+            )  # fmt: skip
+    return [f"{Path(r.path).name}: {r.status}" for r in results], skipped
+
+
+def test_pool_is_sized_to_the_machine() -> None:
+    assert 1 <= pool_size() <= 4096
+
+
+def test_parallel_import_of_every_real_agent_fixture_equals_the_serial_one(tmp_path: Path) -> None:
+    paths = folder_files(REAL_AGENTS)
+    assert len(paths) > 30  # every agent's real runs
+    serial = import_into(tmp_path / "serial.db", paths, workers=1)
+    parallel = import_into(tmp_path / "parallel.db", paths, workers=2)
+    assert parallel == serial
+    serial_rows, parallel_rows = table_rows(tmp_path / "serial.db"), table_rows(tmp_path / "parallel.db")
+    assert sum(len(rows) for rows in serial_rows.values()) > 1000
+    for table, rows in serial_rows.items():
+        assert parallel_rows[table] == rows, table
+
+
+def test_parallel_reimport_of_an_unchanged_batch_reads_nothing(tmp_path: Path) -> None:
+    paths = folder_files(REAL_AGENTS / "codex")
+    first, not_transcripts = import_into(tmp_path / "a.db", paths, workers=2)
+    statuses, skipped = import_into(tmp_path / "a.db", paths, workers=2)
+    assert len(statuses) == len(first) >= 5
+    assert all(s.endswith(": unchanged") for s in statuses)
+    assert skipped == not_transcripts  # the folder's shape files are no transcripts, either time
+
+
+def test_a_broken_file_in_a_parallel_batch_is_reported_as_the_serial_import_reports_it(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"type": "user"}\n{not json\n')
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    rollouts = [p for p in folder_files(REAL_AGENTS / "codex") if p.name.startswith("rollout-")][:2]
+    paths = [rollouts[0], broken, empty, rollouts[1], tmp_path]  # tmp_path: a folder
+    serial = import_into(tmp_path / "serial.db", paths, workers=1)
+    parallel = import_into(tmp_path / "parallel.db", paths, workers=2)
+    assert parallel == serial
+    assert serial[0] == [f"{rollouts[0].name}: imported", f"{rollouts[1].name}: imported"]
+    assert [line.split(": ")[0] for line in serial[1]] == ["broken.jsonl", "empty.json", tmp_path.name]
+    assert f"{broken}:2: " in serial[1][0]  # the line that broke, as the serial import names it
+
+
+def test_without_on_error_a_parallel_batch_raises_the_first_failure(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    rollouts = [p for p in folder_files(REAL_AGENTS / "codex") if p.name.startswith("rollout-")]
+    with open_store(tmp_path / "x.db") as store:
+        with pytest.raises(ImportFormatError) as raised:
+            import_files_parallel([rollouts[0], broken, rollouts[1]], store, {}, workers=2, min_bytes=0)
+        assert raised.value.path == str(broken)
+        assert len(store.list_sessions()) >= 1  # the file before it stays imported
