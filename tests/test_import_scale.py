@@ -112,3 +112,106 @@ def test_without_on_error_a_parallel_batch_raises_the_first_failure(tmp_path: Pa
             import_files_parallel([rollouts[0], broken, rollouts[1]], store, {}, workers=2, min_bytes=0)
         assert raised.value.path == str(broken)
         assert len(store.list_sessions()) >= 1  # the file before it stays imported
+
+
+# --- progress: the bar, the plain lines, the dashboard's status file -------------------------
+
+LINE_CASES = {
+    "halfway": (
+        dict(files_done=1, files_total=4, bytes_done=50_000_000, bytes_total=100_000_000,
+             bytes_per_second=25_000_000.0, seconds_left=2.0, skipped=0, finished=False),
+        "1/4 files · 50.0/100.0 MB · 25.0 MB/s · 2 s left",
+    ),
+    "long wait, one skipped": (
+        dict(files_done=10, files_total=8714, bytes_done=3_000_000, bytes_total=3_300_000_000,
+             bytes_per_second=1_000_000.0, seconds_left=3725.0, skipped=1, finished=False),
+        "10/8,714 files · 3.0/3,300.0 MB · 1.0 MB/s · 1 h 02 min left · 1 skipped",
+    ),
+    "no rate yet": (
+        dict(files_done=0, files_total=2, bytes_done=0, bytes_total=10, bytes_per_second=None,
+             seconds_left=None, skipped=0, finished=False),
+        "0/2 files · 0.0/0.0 MB",
+    ),
+    "finished": (
+        dict(files_done=2, files_total=2, bytes_done=10, bytes_total=10, bytes_per_second=5.0,
+             seconds_left=0.0, skipped=0, finished=True),
+        "2/2 files · 0.0/0.0 MB · 0.0 MB/s · done",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("status, expected", LINE_CASES.values(), ids=LINE_CASES.keys())
+def test_progress_line_says_files_megabytes_rate_and_time_left(status: dict, expected: str) -> None:
+    from engine.importers.progress import BAR_WIDTH, progress_line
+
+    assert progress_line(status, bar=False) == expected
+    drawn = progress_line(status, bar=True)
+    assert drawn.endswith(expected) and drawn.startswith("[") and drawn[BAR_WIDTH + 1] == "]"
+    share = status["bytes_done"] / status["bytes_total"]
+    assert drawn[1 : BAR_WIDTH + 1].count("#") == round(share * BAR_WIDTH)
+
+
+@pytest.mark.parametrize(
+    "seconds, words", [(0, "0 s"), (44.6, "45 s"), (185, "3 min 05 s"), (3725, "1 h 02 min"), (-3, "0 s")]
+)
+def test_duration_in_words(seconds: float, words: str) -> None:
+    from engine.importers.progress import duration
+
+    assert duration(seconds) == words
+
+
+def test_progress_counts_each_file_by_its_size() -> None:
+    from engine.importers.progress import ImportProgress
+
+    progress = ImportProgress(sizes=[100, 300, 600], started=0.0)
+    progress.file_done()
+    progress.file_done(skipped=True)
+    status = progress.status(now=2.0)
+    assert (status["files_done"], status["bytes_done"], status["skipped"]) == (2, 400, 1)
+    assert status["bytes_per_second"] == 200.0 and status["seconds_left"] == 3.0
+    assert not status["finished"]
+
+
+def test_cli_import_prints_plain_lines_and_leaves_a_finished_status_beside_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+    from engine.importers.progress import read_status, status_path
+
+    db = tmp_path / "agents.db"
+    rollouts = [p for p in folder_files(REAL_AGENTS / "codex") if p.name.startswith("rollout-")]
+    assert main(["import", *map(str, rollouts), "--db", str(db)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    last = f"[{len(rollouts)}/{len(rollouts)}] imported {rollouts[-1].name} · {len(rollouts)}/{len(rollouts)} files"
+    assert lines[-1].startswith(last) and "\r" not in "".join(lines)  # not a terminal: plain lines
+    assert len(lines) <= len(rollouts)
+    status = read_status(db)
+    assert status is not None and status["finished"]
+    assert (status["files_done"], status["bytes_done"]) == (
+        len(rollouts),
+        sum(p.stat().st_size for p in rollouts),
+    )
+    assert status_path(db).parent == tmp_path
+
+
+def test_a_database_the_import_created_and_removes_again_takes_its_status_file_with_it(
+    tmp_path: Path,
+) -> None:
+    from engine.cli import main
+    from engine.importers.progress import status_path
+
+    notes = tmp_path / "notes" / "notes.json"
+    notes.parent.mkdir()
+    notes.write_text('{"hello": 1}')
+    db = tmp_path / "agents.db"
+    main(["import", str(notes.parent), "--db", str(db)])
+    assert not db.exists() and not status_path(db).exists()
+
+
+def test_status_of_a_missing_or_torn_file_is_none(tmp_path: Path) -> None:
+    from engine.importers.progress import read_status, status_path
+
+    db = tmp_path / "x.db"
+    assert read_status(db) is None
+    status_path(db).write_text('{"files_do')
+    assert read_status(db) is None

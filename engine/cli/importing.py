@@ -64,15 +64,22 @@ def run_import(
     named file; removes a database this call created when it fails or imports nothing."""
     from engine.errors import ContextDeskError
     from engine.importers import import_files
+    from engine.importers.parallel import pool_size
+    from engine.importers.progress import ImportProgress
     from engine.store.factory import is_database_url, open_store
 
     existed = is_database_url(str(db)) or Path(db).exists()
     skipped: list[tuple[Path, str]] = []
     printer = ProgressPrinter(err)
-    progress = FileProgress(printer, skipped)
+    progress = FileProgress(
+        printer, skipped, ImportProgress.of([*named, *found]), None if is_database_url(str(db)) else Path(db)
+    )
+    workers = pool_size()
     try:
         with open_store(db) as store:
-            results = import_files(named, store, model=model, on_progress=progress, settings=settings)
+            results = import_files(
+                named, store, model=model, on_progress=progress, settings=settings, workers=workers
+            )
             results += import_files(
                 found,
                 store,
@@ -81,13 +88,16 @@ def run_import(
                 on_error=lambda p, e: skipped.append((p, str(e))),
                 live=live,
                 settings=settings,
+                workers=workers,
             )
     except (ContextDeskError, OSError):
+        progress.finish()
         if not existed:
             remove_database(db)
         raise
     finally:
         printer.finish()
+    progress.finish()
     if not existed and not any(r.sessions for r in results):
         remove_database(db)
     return results, skipped
@@ -95,7 +105,7 @@ def run_import(
 
 def remove_database(db: str | Path) -> None:
     """Remove a database file this import created (and its WAL files); a path that is no file is left alone."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", ".import-status.json"):
         path = Path(f"{db}{suffix}")
         if path.is_file():
             path.unlink()
@@ -173,17 +183,62 @@ def context_summary(session: Any) -> str:
 
 
 class FileProgress:
-    """on_progress for a batch of files, saying of each whether it was imported or skipped (the
-    batch's ``on_error`` records a skipped file before its progress is reported)."""
+    """on_progress for a batch of files: files, MB, rate and time left, saying of the last file
+    whether it was imported or skipped (the batch's ``on_error`` records a skipped file before
+    its progress is reported). A bar redrawn in place on a terminal; elsewhere a plain line at
+    most every ``every`` seconds (and the last). Kept beside ``db`` for the dashboard too."""
 
-    def __init__(self, printer: Any, skipped: list[tuple[Path, str]]) -> None:
-        self.printer, self.skipped = printer, skipped
+    def __init__(
+        self,
+        printer: Any,
+        skipped: list[tuple[Path, str]],
+        progress: Any = None,
+        db: Path | None = None,
+        *,
+        every: float = 1.0,
+    ) -> None:
+        from engine.importers.progress import ImportProgress
+
+        self.printer, self.skipped, self.db, self.every = printer, skipped, db, every
+        self.progress = progress if progress is not None else ImportProgress(sizes=[])
         self._reported = 0
+        self._printed = self._saved = float("-inf")
 
     def __call__(self, done: int, total: int, label: str) -> None:
+        import time
+
+        from engine.importers.progress import progress_line, write_status
+
         failed = len(self.skipped) > self._reported and self.skipped[-1][0].name == label
         self._reported = len(self.skipped)
-        self.printer.write(f"[{done}/{total}] {'skipped' if failed else 'imported'} {label}")
+        self.progress.file_done(skipped=failed)
+        now = time.monotonic()
+        files, files_total = (
+            self.progress.files_done,
+            max(self.progress.files_total, self.progress.files_done),
+        )
+        last = files >= files_total
+        status = self.progress.status(now)
+        if last or failed or now - self._printed >= (0.1 if self.printer.tty else self.every):
+            verb = "skipped" if failed else "imported"
+            if self.printer.tty:  # one line redrawn in place: the bar first, the name cut to fit
+                name = label if len(label) <= 40 else label[:39] + "…"
+                self.printer.write(f"{progress_line(status, bar=True)} · {verb} {name}")
+            else:
+                line = progress_line(status, bar=False)
+                self.printer.write(f"[{files}/{files_total}] {verb} {label} · {line}")
+            self._printed = now
+        if self.db is not None and (last or now - self._saved >= 0.5):
+            write_status(self.db, status)
+            self._saved = now
+
+    def finish(self) -> None:
+        """The import ended (done or failed): the dashboard's status says so."""
+        from engine.importers.progress import write_status
+
+        self.progress.finished = True
+        if self.db is not None:
+            write_status(self.db, self.progress.status())
 
 
 def register(commands: argparse._SubParsersAction) -> None:
