@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "readers",
         (
             "engine.findings", "engine.cache_findings", "engine.explain", "engine.report", "engine.demo",
-            "engine.calibration_pairs",
+            "engine.calibration_pairs", "engine.replay",
         ),
     ),
     ("apps", ("engine", "engine.cli", "dashboard")),
@@ -65,7 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 SUB_APIS = (
     "engine.calibration", "engine.compaction", "engine.convert", "engine.demo", "engine.events", "engine.explain",
     "engine.importers",
-    "engine.locations", "engine.proxy", "engine.report", "engine.sent", "engine.store",
+    "engine.locations", "engine.proxy", "engine.replay", "engine.report", "engine.sent", "engine.store",
     "engine.store.factory",
 )  # fmt: skip
 
