@@ -193,7 +193,7 @@ MALFORMED_ROWS = {
     ),
     "invalid_utf8_content": (
         "UPDATE messages SET content_json = CAST(X'22FFFE22' AS TEXT) WHERE seq = 2",
-        "Could not decode to UTF-8 column 'content_json'",
+        "text that is not UTF-8 in column content_json",
     ),
 }
 

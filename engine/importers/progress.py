@@ -8,6 +8,7 @@ import goes on in the background.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -119,8 +120,9 @@ def write_status(db: str | os.PathLike[str], status: dict[str, Any]) -> None:
     try:
         partial.write_text(json.dumps(status))
         os.replace(partial, path)
-    except OSError:  # a read-only folder: the import goes on without telling the dashboard
-        partial.unlink(missing_ok=True)
+    except OSError:  # a read-only folder, or no folder: the import goes on without telling the dashboard
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def read_status(db: str | os.PathLike[str]) -> dict[str, Any] | None:
