@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from engine.events import ContextEvent, ProviderUsage
-from engine.importers.api import import_file, import_files
+from engine.importers.api import import_file
+from engine.importers.batch import import_files
 from engine.importers.locations import folder_files
 from engine.messages import Message, assistant, tool_result, tool_use, user
 from engine.policy_settings import Policies

@@ -9,7 +9,9 @@ database is removed again when nothing could be imported into it.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -63,9 +65,7 @@ def run_import(
     """Import into ``db``; (results, [(file, why it was skipped)]). Raises the first error of a
     named file; removes a database this call created when it fails or imports nothing."""
     from engine.errors import ContextDeskError
-    from engine.importers import import_files
-    from engine.importers.parallel import pool_size
-    from engine.importers.progress import ImportProgress
+    from engine.importers import ImportProgress, import_files, pool_size
     from engine.store.factory import is_database_url, open_store
 
     existed = is_database_url(str(db)) or Path(db).exists()
@@ -197,7 +197,7 @@ class FileProgress:
         *,
         every: float = 1.0,
     ) -> None:
-        from engine.importers.progress import ImportProgress
+        from engine.importers import ImportProgress
 
         self.printer, self.skipped, self.db, self.every = printer, skipped, db, every
         self.progress = progress if progress is not None else ImportProgress(sizes=[])
@@ -207,7 +207,7 @@ class FileProgress:
     def __call__(self, done: int, total: int, label: str) -> None:
         import time
 
-        from engine.importers.progress import progress_line, write_status
+        from engine.importers import progress_line, write_status
 
         failed = len(self.skipped) > self._reported and self.skipped[-1][0].name == label
         self._reported = len(self.skipped)
@@ -234,7 +234,7 @@ class FileProgress:
 
     def finish(self) -> None:
         """The import ended (done or failed): the dashboard's status says so."""
-        from engine.importers.progress import write_status
+        from engine.importers import write_status
 
         self.progress.finished = True
         if self.db is not None:
@@ -261,15 +261,31 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def start_following(
-    agent: str, db: Path | None = None, *, err: TextIO, settings_path: str | None = None
+    agent: str,
+    db: Path | None = None,
+    *,
+    err: TextIO,
+    settings_path: str | None = None,
+    background: bool = False,
 ) -> tuple[Path, Any]:
     """Import ``agent``'s sessions into ``db`` (default: the agents database), then follow them:
-    returns (db, a started ImportFollower to stop when done)."""
+    returns (db, a started ImportFollower to stop when done). ``background``: return at once
+    with the database created, the import running in a process of its own (its progress in
+    :func:`engine.importers.progress.status_path`) and the follower started after it."""
     from engine.importers import ImportFollower
     from engine.settings import load_settings
 
     db = db or default_db()
     settings = load_settings(settings_path)  # --settings, $CTXDESK_SETTINGS or the default file
+    if background:
+        from engine.store import SessionStore
+
+        db.parent.mkdir(parents=True, exist_ok=True)
+        SessionStore(db).close()  # what is imported so far is there to open at once
+        job = BackgroundImport(db, agent, ImportFollower(db, agent, settings=settings), settings_path)
+        job.start()
+        print(f"importing {agent} sessions into {db} in the background", file=err)
+        return db, job
     _, found = collect_paths([], agent)
     if found:
         results, skipped = run_import(db, [], found, model=None, err=err, live=True, settings=settings)
@@ -285,3 +301,49 @@ def start_following(
     follower = ImportFollower(db, agent, settings=settings)
     follower.start()
     return db, follower
+
+
+class BackgroundImport(threading.Thread):
+    """``ctxdesk import --from AGENT`` in a process of its own (its parsing workers are forked
+    from a process with no server threads), then ``follower`` started on what it imported."""
+
+    def __init__(self, db: Path, agent: str, follower: Any, settings_path: str | None = None) -> None:
+        super().__init__(name=f"ctxdesk-import-{agent}", daemon=True)
+        self.db, self.agent, self.follower = db, agent, follower
+        settings = ["--settings", settings_path] if settings_path else []
+        self.command = [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            *settings,
+            "import",
+            "--from",
+            agent,
+            "--db",
+            str(db),
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        if self._stopped.is_set():
+            return
+        self.process = subprocess.Popen(  # its progress goes to the status file, not this terminal
+            self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.process.wait()
+        if not self._stopped.is_set():
+            self.follower.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopped.set()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        if self.follower.is_alive():
+            self.follower.stop(timeout)
+        if self.is_alive():
+            self.join(timeout)

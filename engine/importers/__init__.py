@@ -16,13 +16,15 @@ from engine.importers.api import (
     ProgressCallback,
     detect_format,
     import_file,
-    import_files,
     imported_files,
     parse_file,
 )
+from engine.importers.batch import import_files
 from engine.importers.follow import ImportFollower
 from engine.importers.locations import agent_files, agent_roots, folder_files
 from engine.importers.model import ImportedSession, ImportResult
+from engine.importers.parallel import pool_size
+from engine.importers.progress import ImportProgress, progress_line, read_status, status_path, write_status
 from engine.importers.registry import AGENTS, FORMATS, REGISTRY, ImportFormat, agents_table
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "CallComparison",
     "ImportFollower",
     "ImportFormat",
+    "ImportProgress",
     "ImportResult",
     "ImportedSession",
     "ProgressCallback",
@@ -46,4 +49,9 @@ __all__ = [
     "import_files",
     "imported_files",
     "parse_file",
+    "pool_size",
+    "progress_line",
+    "read_status",
+    "status_path",
+    "write_status",
 ]

@@ -1,4 +1,4 @@
-"""import_file / import_files / detect_format: the importers' entry points.
+"""import_file / detect_format: the importers' entry points for one file (``batch.import_files`` for many).
 
 Each file is imported in one transaction: a file that fails to parse, or fails midway,
 leaves nothing behind. Re-importing a file adds only what is new: an unchanged file is
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISDIR, S_ISFIFO, S_ISREG
 from typing import Any
@@ -224,56 +224,6 @@ def _parent_id(store: SessionStore, session: ParsedSession, ids: dict[str, str])
         return store.get_session(session.parent_key).id
     except NotFoundError:
         return None  # imported later: linked then
-
-
-def import_files(
-    paths: Iterable[str | os.PathLike[str]],
-    store: SessionStore,
-    *,
-    on_progress: ProgressCallback | None = None,
-    model: str | None = None,
-    on_error: Callable[[Path, ImportFormatError], None] | None = None,
-    live: bool = False,
-    cache: LineCache | None = None,
-    settings: Settings | None = None,
-    workers: int = 1,
-) -> list[ImportResult]:
-    """Import several files, each in its own transaction. Without ``on_error`` it stops at the
-    first file that fails (files before it stay imported) and raises its ImportFormatError;
-    with it, a failing file is reported there and the others are imported. ``workers`` > 1:
-    files are parsed in that many processes (:mod:`engine.importers.parallel`), the result the same."""
-    paths = list(paths)
-    results: list[ImportResult] = []
-    known = imported_files(store)
-    if workers > 1 and cache is None:  # a follower's line cache lives in this process
-        from engine.importers.parallel import import_files_parallel
-
-        return import_files_parallel(
-            [Path(p) for p in paths], store, known, workers=workers, on_progress=on_progress,
-            on_error=on_error, model=model, live=live, settings=settings,
-        )  # fmt: skip
-    lineages = Lineages(store)  # read once for the batch
-    for done, path in enumerate(paths, start=1):
-        try:
-            results.append(
-                import_file(
-                    path,
-                    store,
-                    model=model,
-                    known=known,
-                    live=live,
-                    cache=cache,
-                    settings=settings,
-                    lineages=lineages,
-                )
-            )
-        except ImportFormatError as exc:
-            if on_error is None:
-                raise
-            on_error(Path(path), exc)
-        if on_progress is not None:
-            on_progress(done, len(paths), Path(path).name)
-    return results
 
 
 def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from engine.errors import ContextDeskError
-from engine.importers.api import import_files
+from engine.importers.batch import import_files
 from engine.importers.detect import LineCache
 from engine.importers.locations import agent_files
 from engine.settings import Settings
