@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from dashboard import data, display
+from dashboard import data, display, import_status
 from engine import FileChangeWatcher
 from engine.errors import ContextDeskError
 from engine.findings import Finding
@@ -215,6 +215,7 @@ def sidebar() -> None:
     problem = st.session_state.pop("_link_problem", None)
     with st.sidebar:
         st.caption(f"{len(files)} database(s), {len(df)} session(s)")
+        import_status.import_progress(files)  # an import still filling these databases (--from)
         if problem is not None:
             count = int((df["session_id"] == problem).sum()) if not df.empty else 0
             # The id came from the URL: it is not put into markdown.

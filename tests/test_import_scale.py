@@ -215,3 +215,80 @@ def test_status_of_a_missing_or_torn_file_is_none(tmp_path: Path) -> None:
     assert read_status(db) is None
     status_path(db).write_text('{"files_do')
     assert read_status(db) is None
+
+
+def test_dashboard_from_opens_at_once_imports_in_the_background_then_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import shutil
+    import time
+
+    from engine.cli.importing import start_following
+    from engine.importers.progress import read_status
+    from engine.store import SessionStore
+
+    rollout = next((REAL_AGENTS / "codex" / "tools-resume").rglob("rollout-*.jsonl"))
+    lines = rollout.read_text(encoding="utf-8").splitlines(keepends=True)
+    day = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "24"
+    day.mkdir(parents=True)
+    shutil.copy(next((REAL_AGENTS / "codex" / "subagents").rglob("rollout-*.jsonl")), day)
+    live = day / rollout.name
+    live.write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))  # the child runs this checkout
+    db, job = start_following("codex", err=io.StringIO(), background=True)
+    try:
+        assert db.is_file()  # there to open before anything is imported
+        deadline = time.monotonic() + 120
+        while not (read_status(db) or {}).get("finished") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        status = read_status(db)
+        assert (
+            status is not None and status["finished"] and status["files_done"] == status["files_total"] >= 2
+        )
+        with SessionStore(db, read_only=True) as store:
+            sessions = {s.source_path: s.id for s in store.list_sessions()}
+            before = store.message_count(sessions[str(live.resolve())])
+        live.write_text("".join(lines), encoding="utf-8")
+        while job.follower.added_messages == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with SessionStore(db, read_only=True) as store:
+            assert store.message_count(sessions[str(live.resolve())]) > before
+    finally:
+        job.stop()
+    assert job.process is not None and job.process.returncode == 0
+
+
+def test_the_dashboard_sidebar_names_running_stopped_and_just_finished_imports(tmp_path: Path) -> None:
+    import os
+
+    from dashboard.import_status import FINISHED_SHOWN_S, imports_shown
+    from engine.importers.progress import ImportProgress, write_status
+
+    def database(name: str, status: dict) -> Path:
+        db = tmp_path / name
+        db.write_bytes(b"")
+        write_status(db, status)
+        return db
+
+    progress = ImportProgress(sizes=[30_000_000, 10_000_000], started=0.0)
+    progress.file_done()
+    running = database("running.db", progress.status(now=1.0))
+    stopped = database("stopped.db", {**progress.status(now=1.0), "pid": 2**22 + 1})  # past pid_max
+    progress.file_done()
+    progress.finished = True
+    finished = database("finished.db", progress.status(now=2.0))
+    ended = progress.status(now=2.0)
+    old = database("old.db", {**ended, "updated_unix": ended["updated_unix"] - FINISHED_SHOWN_S - 1})
+    plain = tmp_path / "plain.db"
+    plain.write_bytes(b"")
+    shown = imports_shown([running, stopped, finished, old, plain, tmp_path])
+    assert [(s.database, s.state, s.share) for s in shown] == [
+        ("running.db", "running", 0.75),
+        ("stopped.db", "stopped", 0.75),
+        ("finished.db", "finished", 1.0),
+    ]
+    assert shown[0].line == "1/2 files · 30.0/40.0 MB · 30.0 MB/s · 0 s left"
+    assert progress.status()["pid"] == os.getpid()

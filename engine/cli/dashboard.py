@@ -116,8 +116,8 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         from engine.cli.importing import start_following
 
         db, follower = start_following(
-            args.agent, err=sys.stderr, settings_path=getattr(args, "settings", None)
-        )
+            args.agent, err=sys.stderr, settings_path=getattr(args, "settings", None), background=True
+        )  # the dashboard opens at once on what is imported; the sidebar shows how far the import is
         args.paths = [str(db), *args.paths]
     # $CTXDESK_DB, else the settings' `database`, when no path is given
     given = list(args.paths) or (
