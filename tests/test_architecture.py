@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("guard", ("engine.guard",)),
-    ("runtime and sources", ("engine.session", "engine.importers", "engine.proxy")),
+    ("runtime and sources", ("engine.session", "engine.importers", "engine.proxy", "engine.otel")),
     (
         "readers",
         (
@@ -65,7 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 SUB_APIS = (
     "engine.calibration", "engine.compaction", "engine.convert", "engine.demo", "engine.events", "engine.explain",
     "engine.importers",
-    "engine.locations", "engine.proxy", "engine.replay", "engine.report", "engine.sent", "engine.store",
+    "engine.locations", "engine.otel", "engine.proxy", "engine.replay", "engine.report", "engine.sent", "engine.store",
     "engine.store.factory",
 )  # fmt: skip
 
