@@ -3,6 +3,7 @@ own edits (Anthropic ``clear_tool_uses_20250919`` and ``compact_20260112``, Open
 compaction) beside ctxdesk's proxy policies, per call: prompt tokens, cache reads, cost, compactions.
 """
 
+from engine.policy_settings import Policies  # what CtxdeskPolicies runs
 from engine.replay.cache import CacheRules, PromptCache, cache_rules_for
 from engine.replay.provider import (
     AnthropicCompact,
@@ -30,6 +31,7 @@ __all__ = [
     "ClearToolUses",
     "CtxdeskPolicies",
     "OpenAICompaction",
+    "Policies",
     "PromptCache",
     "RecordedCall",
     "RecordedSession",
