@@ -16,6 +16,9 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts dashboard/ on sys.path, no
 import streamlit as st  # noqa: E402
 
 from dashboard import state  # noqa: E402
+from engine import install_log_redaction  # noqa: E402
+
+install_log_redaction()  # a provider's error echoing a key, logged by an action, is redacted
 
 # The tab icon is drawn here: a Material icon or an emoji as page_icon is fetched from a CDN, and
 # the page makes no request beyond 127.0.0.1.

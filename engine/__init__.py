@@ -83,7 +83,6 @@ from engine.turns import find_safe_boundary, is_over_context_budget, parse_turn_
 
 __version__ = "0.1.0"
 
-install_log_redaction()
 
 __all__ = [
     "DEFAULT_COMPACT_THRESHOLD",
@@ -170,6 +169,7 @@ __all__ = [
     "get_tokenizer",
     "import_file",
     "import_files",
+    "install_log_redaction",
     "is_over_context_budget",
     "limit_for_model",
     "load_model_table",

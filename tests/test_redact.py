@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
-from engine import ContextEvent, SessionStore, get_tokenizer, redact_secrets
+from engine import ContextEvent, SessionStore, get_tokenizer, install_log_redaction, redact_secrets
 from engine.messages import user
 
 KEY = "sk-ant-api03-Zx9fQ2mPq7Lr4Ws8Ty1Uv5Nb3Kc6Jd0Hg"
@@ -97,7 +98,30 @@ def test_a_provider_error_echoing_the_key_is_stored_redacted(tmp_path):
         assert KEY.encode() not in extra.read_bytes()
 
 
+def test_importing_engine_leaves_logging_alone_and_the_entry_points_redact() -> None:
+    """``import engine`` changes nothing process-wide; the CLI, the dashboard and a SessionManager
+    install the redaction explicitly."""
+    probe = (
+        "import logging; f = logging.getLogRecordFactory(); import engine; "
+        "assert logging.getLogRecordFactory() is f; "
+        "from engine.cli import main; main(['--version']); "
+        "assert getattr(logging.getLogRecordFactory(), '_ctxdesk_redacting', False)"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    sources = {  # the other entry points (a Streamlit script, a manager needing a model client)
+        "dashboard/app.py": "install_log_redaction()",
+        "engine/session/manager.py": "install_log_redaction()",
+    }
+    root = Path(__file__).resolve().parents[1]
+    assert all(call in (root / path).read_text() for path, call in sources.items())
+
+
 def test_engine_log_records_are_redacted(caplog):
+    install_log_redaction()  # as every entry point does
     with caplog.at_level(logging.WARNING, logger="engine.session"):
         logging.getLogger("engine.session").warning("provider said: invalid x-api-key %s", KEY)
     assert KEY not in caplog.text

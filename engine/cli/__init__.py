@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run one ctxdesk command; returns the exit code (the console script exits with it)."""
+    from engine.redact import install_log_redaction
+
+    install_log_redaction()  # whatever a command logs (a provider's error echoing a key) is redacted
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

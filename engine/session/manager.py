@@ -27,6 +27,7 @@ from engine.errors import ValidationError
 from engine.messages import Message, ToolUseBlock, is_user_input, user
 from engine.offload import ResultStore
 from engine.prompt import PromptSection
+from engine.redact import install_log_redaction
 from engine.session.assembly import RequestView, ToolTokens, assemble_view, prompt_sections
 from engine.session.calls import ModelCaller
 from engine.session.compacting import (
@@ -78,6 +79,8 @@ class SessionManager:
     ``store`` is a store, or a database file / ``postgresql://`` URL the manager opens and closes.
     ``calibration`` is the token estimator's calibration (``engine.calibration``); None reads the
     user's file (pass ``Calibration()`` for the static estimator whatever the user calibrated).
+    Constructing one installs :func:`engine.redact.install_log_redaction` (provider errors it logs
+    may echo an API key).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class SessionManager:
             raise ValidationError(
                 f"max_steps must be >= 1, got {max_steps}", field="max_steps", value=max_steps
             )
+        install_log_redaction()  # the provider errors it logs may echo a key
         handlers = check_handlers(tool_handlers)
         self._own_store = isinstance(store, str | os.PathLike)  # a file or URL: a store we open and close
         self.store = store = open_store(store) if isinstance(store, str | os.PathLike) else store
