@@ -9,12 +9,15 @@ them in separate fields, so its order within a message is not a fact of the wire
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from tests.model_server.fixtures import load_request_log
 
+ROOT = Path(__file__).resolve().parents[1]
 Atom = tuple[Any, ...]
 _ORDER = {"reasoning": 0, "text": 1, "call": 2}
 
@@ -85,3 +88,25 @@ def system_prompt_of(body: dict[str, Any]) -> str:
             break
         texts += _text_of(message["content"])
     return "\n\n".join(texts)
+
+
+def run_fixture_script(script: str, tmp_path: Path, *args: str) -> Path:
+    """Run ``scripts/<script>`` (the real CLI against the scripted server) into ``tmp_path``; the
+    folder it wrote its fixtures under (``<out>/<agent>/<scenario>`` below it)."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / script),
+            *args,
+            "--out",
+            str(out),
+            "--scratch",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out

@@ -6,9 +6,7 @@ have them (lines before the first session header).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from engine.importers.detect import read_document
 from engine.importers.formats.aider import parse
 from engine.importers.formats.aider.llm_history import as_logged, parse_llm_history
 from engine.store import SessionStore
-from tests.chat_requests import chat_requests
+from tests.chat_requests import chat_requests, run_fixture_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "aider" / "edit-run-resume"
@@ -169,25 +167,7 @@ def test_a_chat_log_with_lines_before_its_first_header_is_read(
 
 @pytest.mark.peer("aider")
 def test_live_aider_run_imports_exactly(tmp_path: Path) -> None:
-    script = ROOT / "scripts" / "real_agents_aider.py"
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--scenario",
-            "edit-run-resume",
-            "--out",
-            str(out),
-            "--scratch",
-            str(tmp_path / "s"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    out = run_fixture_script("real_agents_aider.py", tmp_path, "--scenario", "edit-run-resume")
     folder = out / "aider" / "edit-run-resume"
     sessions = parse(read_document(folder / CHAT_LOG.name), "key")
     sent = [

@@ -7,9 +7,7 @@ in the order asked, the resumed run's prompt), with the usage the server answere
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +15,13 @@ import pytest
 
 from engine.importers import agent_files, import_file
 from engine.store import SessionStore
-from tests.chat_requests import chat_requests, imported_atoms, request_atoms, system_prompt_of
+from tests.chat_requests import (
+    chat_requests,
+    imported_atoms,
+    request_atoms,
+    run_fixture_script,
+    system_prompt_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "copilot" / "tools-resume"
@@ -86,25 +90,7 @@ def test_import_from_copilot_finds_its_sessions(tmp_path: Path) -> None:
 
 @pytest.mark.peer("copilot")
 def test_live_copilot_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
-    script = ROOT / "scripts" / "real_agents_copilot.py"
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--scenario",
-            "tools-resume",
-            "--out",
-            str(out),
-            "--scratch",
-            str(tmp_path / "s"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    out = run_fixture_script("real_agents_copilot.py", tmp_path, "--scenario", "tools-resume")
     check_every_call(out / "copilot" / "tools-resume", store)
 
 

@@ -7,9 +7,7 @@ exit record is no call. Such trajectories were refused before ("unknown role 'ex
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +15,13 @@ import pytest
 
 from engine.importers import agent_files, import_file
 from engine.store import SessionStore
-from tests.chat_requests import chat_requests, imported_atoms, request_atoms, system_prompt_of
+from tests.chat_requests import (
+    chat_requests,
+    imported_atoms,
+    request_atoms,
+    run_fixture_script,
+    system_prompt_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "mini-swe-agent" / "tools-followup"
@@ -82,15 +86,6 @@ def test_import_from_mini_swe_agent_finds_its_last_run(tmp_path: Path) -> None:
 
 @pytest.mark.peer("mini")
 def test_live_mini_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
-    script = ROOT / "scripts" / "real_agents_mini.py"
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(script), "--out", str(out), "--scratch", str(tmp_path / "scratch")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    out = run_fixture_script("real_agents_mini.py", tmp_path)
     folder = out / "mini-swe-agent" / "tools-followup"
     check_every_call(folder, folder / "config" / "mini-swe-agent" / TRAJECTORY.name, store)

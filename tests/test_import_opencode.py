@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from engine.importers.formats.opencode.database import Rows
 from engine.importers.formats.opencode.history import parse_rows
 from engine.messages import ToolUseBlock
 from engine.store import SessionStore
-from tests.chat_requests import chat_requests, imported_atoms, request_atoms
+from tests.chat_requests import chat_requests, imported_atoms, request_atoms, run_fixture_script
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "fixtures" / "real_agents"
@@ -162,27 +161,9 @@ def test_import_from_opencode_finds_the_database_where_opencode_keeps_it(tmp_pat
 )
 def test_live_run_imports_exactly(agent: str, tmp_path: Path, store: SessionStore) -> None:
     """The installed CLI, run now against the scripted server, imports call for call."""
-    script = ROOT / "scripts" / "real_agents_opencode.py"
-    out, scratch = tmp_path / "out", tmp_path / "scratch"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--agent",
-            agent,
-            "--scenario",
-            "tools-resume",
-            "--out",
-            str(out),
-            "--scratch",
-            str(scratch),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
+    out = run_fixture_script(
+        "real_agents_opencode.py", tmp_path, "--agent", agent, "--scenario", "tools-resume"
     )
-    assert done.returncode == 0, done.stderr[-2000:]
     folder = out / agent / "tools-resume"
     check_every_call(folder, folder / "data" / agent / f"{agent}.db", store, calls=5)
 

@@ -6,9 +6,7 @@ arguments, tool results, in order), except what Qwen Code sends and does not rec
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 
 from engine.importers import agent_files, import_file
 from engine.store import SessionStore
-from tests.chat_requests import Atom, chat_requests, imported_atoms, request_atoms
+from tests.chat_requests import Atom, chat_requests, imported_atoms, request_atoms, run_fixture_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "real_agents" / "qwen" / "tools-resume"
@@ -94,25 +92,7 @@ def test_import_from_qwen_finds_its_chats(tmp_path: Path) -> None:
 
 @pytest.mark.peer("qwen")
 def test_live_qwen_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
-    script = ROOT / "scripts" / "real_agents_qwen.py"
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--scenario",
-            "tools-resume",
-            "--out",
-            str(out),
-            "--scratch",
-            str(tmp_path / "s"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    out = run_fixture_script("real_agents_qwen.py", tmp_path, "--scenario", "tools-resume")
     check_every_call(out / "qwen" / "tools-resume", store)
 
 
