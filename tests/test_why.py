@@ -283,7 +283,7 @@ COMPACTIONS: list[tuple[str, str, ContextEvent, dict[int, dict[str, Any]], dict[
             "threshold_tokens": 167_000,
             "call": 1,
             "sentence": "Claude Code compacted itself at call 1: its estimate reached 170,000 tokens, past its compaction point of 167,000 "
-            "(auto-compact at window − 13,000)",
+            "(auto-compact at limit 180,000 − 13,000)",
         },
     ),
     (
@@ -377,7 +377,7 @@ def test_claude_codes_estimate_below_its_point_with_the_providers_count_past_it(
     [c] = explain(store, sid).compactions
     assert c.sentence == (
         "Claude Code compacted itself at call 1: its estimate reached 155,979 of 167,000 tokens "
-        "(auto-compact at window − 13,000); the provider counted 167,203 for call 1"
+        "(auto-compact at limit 180,000 − 13,000); the provider counted 167,203 for call 1"
     )
 
 

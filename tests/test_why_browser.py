@@ -61,7 +61,7 @@ def _pick(served: dict[str, object], agent: str, trigger: str) -> object:
     ("agent", "trigger", "first", "evidence"),
     [
         ("claude-code", "auto", "Claude Code compacted itself at call 2: its estimate reached 95,049 of 167,000 tokens",
-         ["threshold in force", "167,000", "auto-compact at window − 13,000", "What it kept and dropped", "app.py"]),
+         ["threshold in force", "167,000", "auto-compact at limit 180,000 − 13,000", "What it kept and dropped", "app.py"]),
         ("claude-code", "reactive", "The provider refused call 3: prompt is too long; Claude Code then compacted reactively",
          ["Failed calls", "compacted reactively after call 3 was refused as too long", "after failed call",
           "What it kept and dropped"]),

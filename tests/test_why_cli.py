@@ -51,7 +51,8 @@ def test_the_json_has_exactly_the_documented_shape() -> None:
     assert session["ended"]["cause"] == "forced_final"
     overflow = next(s for s in data["sessions"] if s["session_id"] == "demo-gateway-overflow-5034274d")
     assert set(overflow["compactions"][0]) == {
-        "call", "by", "trigger", "tokens_before", "tokens_after", "limit_tokens", "threshold_tokens", "instructions",
+        "call", "by", "trigger", "tokens_before", "tokens_after", "limit_tokens", "window_tokens", "threshold_tokens",
+        "instructions",
         "kept", "dropped",
     }  # fmt: skip
     assert set(overflow["failed_calls"][0]) == {"call", "cause", "status", "message", "next"}
@@ -155,7 +156,8 @@ def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Pa
     [c] = why.compactions
     # compactMetadata: preTokens 95,049, postTokens 2,813; run with --autocompact 100000 (not in the file)
     assert (c.tokens_before, c.tokens_after) == (95_049, 2_813)
-    assert (c.limit_tokens, c.threshold_tokens) == (
+    assert (c.limit_tokens, c.window_tokens, c.threshold_tokens) == (
+        180_000,  # the limit every page shows: the window less Claude Code's 20,000 summary reserve
         200_000,
         167_000,
     ) and "not recorded in the file" in c.sentence

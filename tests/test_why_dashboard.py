@@ -92,10 +92,11 @@ def test_an_auto_compaction_shows_the_threshold_in_force(served: Path) -> None:
         )  # fmt: skip
     at = _why_page(served, sid)
     assert _plain(at.subheader[0].value).startswith(
-        "Claude Code compacted itself at call 2: its estimate reached 95,049 of 167,000 tokens (auto-compact at window − 13,000)"
+        "Claude Code compacted itself at call 2: its estimate reached 95,049 of 167,000 tokens (auto-compact at limit 180,000 − 13,000)"
     )
     facts = at.table[0].value["value"].map(_plain)
-    assert (facts["limit"], facts["threshold in force"]) == ("200,000", "167,000")
+    # the limit the timeline shows (window less Claude Code's 20,000 summary reserve), and the window beside it
+    assert (facts["limit"], facts["window"], facts["threshold in force"]) == ("180,000", "200,000", "167,000")
 
 
 def test_a_codex_compaction_and_an_interrupted_claude_code_turn(served: Path) -> None:

@@ -76,6 +76,7 @@ def compaction_facts(c: CompactionExplanation) -> pd.DataFrame:
         ("estimate that set it off", n(c.reached_tokens) if c.reached_tokens != c.tokens_before else None),
         ("provider's count of the call before", n(c.last_call_tokens)),
         ("limit", n(c.limit_tokens)),
+        ("window", n(c.window_tokens) if c.window_tokens != c.limit_tokens else None),
         ("threshold in force", n(c.threshold_tokens)),
         ("threshold rule", c.threshold_rule),
         ("how close (share of the limit)", f"{c.share:.1%}" if c.share is not None else None),

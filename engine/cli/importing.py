@@ -150,7 +150,8 @@ def report(
             added = f", {s.added_messages:,} new" if result.status == "updated" else ""
             line = (
                 f"{result.path}: {result.format} session {s.session_id} ({s.title or 'untitled'}): "
-                f"{s.message_count:,} messages{added}, {s.request_count:,} requests{context_summary(s)}"
+                f"{counted(s.message_count, 'message')}{added}, {counted(s.request_count, 'request')}"
+                f"{context_summary(s)}"
             )
             by_project.setdefault(getattr(s, "project", None) or "", []).append(line)
         if verbose or len(results) == 1:
@@ -168,6 +169,11 @@ def report(
         print(
             f"{len(skipped)} file(s) skipped: not transcripts or unreadable (--verbose lists why)", file=out
         )
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def context_summary(session: Any) -> str:

@@ -98,7 +98,8 @@ def _claude_code(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
         base = f"auto-compact window {override_window:,} − {CLAUDE_CODE_AUTOCOMPACT_BUFFER:,}"
     elif window:
         effective = window - CLAUDE_CODE_SUMMARY_RESERVE
-        base = "auto-compact at window − 13,000"
+        # its limit: the window less the summary reserve, as every page shows it
+        base = f"auto-compact at limit {effective:,} − {CLAUDE_CODE_AUTOCOMPACT_BUFFER:,}"
     else:
         return AgentThreshold(None, "the model's window is not recorded", setting)
     tokens = effective - CLAUDE_CODE_AUTOCOMPACT_BUFFER

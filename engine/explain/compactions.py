@@ -69,8 +69,9 @@ def explain_compactions(
             edited = [c for c in calls.after(event) if not c.is_compaction_call]
             last = edited[0] if edited else last
         window = _window(event, last, session)
-        # An agent answers to the provider's window, not to the limit ctxdesk would have set for it.
-        limit = window if by == "agent" and window else _limit(event, last, session)
+        # The limit every page shows for that call (engine.limit's rule over what was recorded); an
+        # agent's own threshold rule reads the provider's window (agents.agent_threshold).
+        limit = _limit(event, last, session) or window
         setting = event.details.get("agent_setting")
         setting = setting if isinstance(setting, dict) else {}
         threshold, rule = _threshold(event, by, trigger, agent, window, limit, setting, session)
@@ -93,7 +94,7 @@ def explain_compactions(
             tokens_before=before, tokens_after=_int(event.details.get("after_tokens")),
             reached_tokens=_guard_estimate(event, events) if by == "ctxdesk" else before,
             last_call_tokens=_counted(last),
-            limit_tokens=limit, threshold_tokens=threshold, threshold_rule=rule, agent_setting=setting,
+            limit_tokens=limit, window_tokens=window, threshold_tokens=threshold, threshold_rule=rule, agent_setting=setting,
             instructions=_instructions(event, trigger, messages, last, calls), after_failed_call=failed.number if failed else None,
             kept=kept, dropped=dropped,
         )  # fmt: skip

@@ -38,7 +38,8 @@ class CompactionJson(_Strict):
     trigger: CompactionTrigger
     tokens_before: int | None
     tokens_after: int | None
-    limit_tokens: int | None
+    limit_tokens: int | None = Field(description="The limit in force, as every page shows it.")
+    window_tokens: int | None = Field(description="The model's context window recorded for that call.")
     threshold_tokens: int | None = Field(
         description="The threshold in force (the agent's own, or ctxdesk's)."
     )

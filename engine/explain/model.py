@@ -69,7 +69,10 @@ class CompactionExplanation(_Frozen):
         None,
         description="What the provider counted for the call before it (prompt and output): what an agent compares.",
     )
-    limit_tokens: int | None
+    limit_tokens: int | None = Field(
+        description="The limit in force for the call before it, as every page shows it (engine.limit)."
+    )
+    window_tokens: int | None = Field(None, description="The model's context window recorded for that call.")
     threshold_tokens: int | None
     threshold_rule: str | None = Field(None, description="How the threshold was known, in words.")
     agent_setting: dict[str, Any] = Field(default_factory=dict)
@@ -142,7 +145,8 @@ class SessionExplanation(_Frozen):
 
 
 _COMPACTION_KEYS = (
-    "call", "by", "trigger", "tokens_before", "tokens_after", "limit_tokens", "threshold_tokens", "instructions",
+    "call", "by", "trigger", "tokens_before", "tokens_after", "limit_tokens", "window_tokens", "threshold_tokens",
+    "instructions",
 )  # fmt: skip
 _FAILED_KEYS = ("call", "cause", "status", "message", "next")
 

@@ -1,6 +1,6 @@
 """The one sentence the page and ``ctxdesk why`` put first: for a compaction ("Claude Code
-compacted itself at call 16: its estimate reached 155,979 of 167,000 tokens (auto-compact at
-window − 13,000)"), a failed call (engine.explain.failures), and the session as a whole."""
+compacted itself at call 16: its estimate reached 155,979 of 167,000 tokens (auto-compact at limit
+180,000 − 13,000)"), a failed call (engine.explain.failures), and the session as a whole."""
 
 from __future__ import annotations
 
