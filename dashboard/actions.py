@@ -150,6 +150,17 @@ def _do_endings(db_paths: list[str]) -> Any:
     return {path: _do_why(path, None, False) for path in db_paths}
 
 
+def _do_replay(db_path: str, session_id: str, variants: list[Any], resolved: Any) -> Any:
+    from engine.replay import load_recorded_session, replay_session
+    from engine.store.factory import open_store
+    from engine.tokens import get_tokenizer
+
+    with open_store(db_path, read_only=True) as store:
+        recorded = load_recorded_session(store, session_id)
+    tokenizer = get_tokenizer(resolved.tokenizer if resolved is not None else recorded.model or "o200k_base")
+    return replay_session(recorded, variants, tokenizer=tokenizer, resolved=resolved)
+
+
 # -- what the pages call ---------------------------------------------------------------------------
 
 
@@ -193,6 +204,14 @@ def why(db_path: str | os.PathLike[str], session_ids: list[str] | None = None, *
 def endings(db_paths: list[str | os.PathLike[str]]) -> Any:
     """{database path: engine.explain.WhyReport without detail} for every session, in one worker."""
     return _run("endings", [str(p) for p in db_paths])
+
+
+def replay(
+    db_path: str | os.PathLike[str], session_id: str, variants: list[Any], resolved: Any = None
+) -> Any:
+    """engine.replay.replay_session of one stored session under ``variants`` (the what-if), its database
+    opened read-only in the worker; the tokenizer of ``resolved`` (ResolvedModelSettings), else the model's."""
+    return _run("replay", str(db_path), session_id, list(variants), resolved)
 
 
 def _worker_main() -> None:

@@ -76,6 +76,7 @@ from dashboard.data.sessions import (
     filter_sessions,
     resolve_session_link,
     session_findings,
+    session_replay,
     session_settings,
     sessions_overview,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "session_calls",
     "session_costs",
     "session_findings",
+    "session_replay",
     "session_settings",
     "sessions_overview",
     "skipped_files",

@@ -109,6 +109,16 @@ def session_findings(
     return actions.findings(db_path, session_id, settings_file)
 
 
+def session_replay(
+    db_path: str | os.PathLike[str], session_id: str, variants: list[Any], resolved: Any = None
+) -> Any:
+    """``engine.replay.replay_session`` of one session under ``variants`` (the what-if), its database
+    opened read-only in a child process (dashboard.actions), as :func:`session_findings`."""
+    from dashboard import actions
+
+    return actions.replay(db_path, session_id, variants, resolved)
+
+
 @dataclass(frozen=True)
 class SessionFilter:
     """What the Sessions page filters on; empty fields match everything."""

@@ -9,11 +9,22 @@ Save writes only the entries edited here and refuses to overwrite a file changed
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
+from pydantic import TypeAdapter
 
 from dashboard import analysis, data, display, figures, settings_form, state
+from dashboard.analysis import whatif
 from engine.errors import ConfigError, ContextDeskError
-from engine.settings import DEFAULT_SETTINGS_PATH, ModelSettings, resolve_model_settings, settings_path
+from engine.replay import Variant, cache_rules_for
+from engine.settings import (
+    DEFAULT_SETTINGS_PATH,
+    ModelSettings,
+    ResolvedModelSettings,
+    resolve_model_settings,
+    settings_path,
+)
 from engine.tokens import tokenizer_ids
 
 DRAFT_KEY, FILE_KEY, GENERATION_KEY = (
@@ -259,3 +270,104 @@ if isinstance(saved, settings_form.SaveOutcome):
         if saved.changes:
             st.text("Changed on disk since it was read:\n" + "\n".join(f"  {c}" for c in saved.changes))
             st.caption("Your edits are kept on top of the file as it is now: review them and Save again.")
+
+
+# -- What if (#35.4): the selected session replayed under the provider's edits and ctxdesk's ------------
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _replay(
+    db_path: str, session_id: str, variants_json: str, resolved_json: str | None, signature: tuple
+) -> Any:
+    # The arguments in JSON with the database file's signature are the cache key (a new recorded call
+    # replays again); the replay reads the store in a child process (data.session_replay).
+    variants = TypeAdapter(list[Variant]).validate_json(variants_json)
+    resolved_settings = ResolvedModelSettings.model_validate_json(resolved_json) if resolved_json else None
+    return data.session_replay(db_path, session_id, variants, resolved_settings)
+
+
+def _whatif_choices(cache_provider: str) -> whatif.WhatIfChoices:
+    """The what-if's inputs: Anthropic's clear_tool_uses_20250919 parameters (ctxdesk's clearing takes
+    the same), each side's compaction point, ctxdesk's cache awareness."""
+    defaults = whatif.WhatIfChoices()
+    st.markdown(
+        "**Clearing old tool results** (the provider's `clear_tool_uses_20250919` and ctxdesk's alike)"
+    )
+    c1, c2, c3 = st.columns(3)
+    trigger = c1.number_input("trigger (prompt tokens)", 1, None, defaults.trigger, 10_000, key="wi_trigger")
+    keep = c2.number_input("keep (recent tool uses)", 0, None, defaults.keep, 1, key="wi_keep")
+    at_least = c3.number_input(
+        "clear_at_least (tokens)", 0, None, defaults.clear_at_least, 1_000, key="wi_least"
+    )
+    offered = state.query(data.tool_costs, ref.db, ref.session_id)
+    c1, c2 = st.columns([2, 1])
+    exclude = c1.multiselect(
+        "exclude_tools", sorted(offered["name"].dropna().unique()), accept_new_options=True, key="wi_exclude",
+        help="Tools whose results are never cleared.",
+    )  # fmt: skip
+    inputs = c2.checkbox("clear_tool_inputs", key="wi_inputs", help="Also clear the cleared calls' inputs.")
+    st.markdown("**Compaction**")
+    c1, c2, c3 = st.columns(3)
+    anthropic = cache_provider == "anthropic"
+    compact = c1.number_input(
+        "compact_20260112 trigger" if anthropic else "OpenAI compaction compact_threshold",
+        whatif.ANTHROPIC_COMPACT_MIN if anthropic else 1, None, defaults.provider_compact_trigger, 10_000,
+        key=f"wi_compact_{cache_provider}",
+    )  # fmt: skip
+    share = c2.number_input(
+        "ctxdesk compaction trigger (share of the limit)", 0.05, 1.0, defaults.ctxdesk_compact_share, 0.05,
+        key="wi_share",
+    )  # fmt: skip
+    aware = c3.selectbox(
+        "ctxdesk cache_aware", [False, True, "strict"], key="wi_aware",
+        format_func=lambda v: {False: "false", True: "true", "strict": "strict"}[v],
+        help="ctxdesk's policies only: edit a cached prefix only when it pays (true) or once the cache "
+        "expired (strict).",
+    )  # fmt: skip
+    return whatif.WhatIfChoices(
+        trigger=int(trigger), keep=int(keep), clear_at_least=int(at_least), exclude_tools=tuple(exclude),
+        clear_tool_inputs=inputs, provider_compact_trigger=int(compact), ctxdesk_compact_share=float(share),
+        cache_aware=aware,
+    )  # fmt: skip
+
+
+@st.fragment
+def _what_if() -> None:
+    st.subheader("What if")
+    if ref is None or current.empty:
+        st.caption("Select a session to replay it under other context management.")
+        return
+    st.caption(
+        "Replays the selected session's recorded calls under the provider's own context edits and under "
+        "ctxdesk's policies, side by side: the prompts each would have sent, what the prompt cache would have "
+        "read and written, and the cost at the model table's prices. The answers are the recorded ones."
+    )
+    if not st.toggle("Replay this session", key="wi_on"):
+        return
+    cache_provider = cache_rules_for(session_provider, session_model).provider
+    choices = _whatif_choices(cache_provider)
+    # ctxdesk's compaction share is of the limit of these settings (the session's own model's).
+    settings = resolved if resolved is not None and shown_model == session_model else None
+    variants = whatif.variants_for(cache_provider, choices)
+    db_path = state.database_paths()[ref.db]
+    try:
+        with st.spinner("Replaying…"):
+            replay = _replay(
+                str(db_path), ref.session_id, TypeAdapter(list[Variant]).dump_json(variants).decode(),
+                settings.model_dump_json() if settings is not None else None, data.files_signature([db_path]),
+            )  # fmt: skip
+    except ContextDeskError as exc:
+        st.error(f"Cannot replay this session: {display.md(exc)}", icon=":material/error:")
+        return
+    st.info(display.md(whatif.headline(replay)))
+    if not replay.variants or not replay.variants[0].calls:
+        return
+    st.dataframe(
+        whatif.totals_table(replay), hide_index=True, key="wi_table",
+        column_config={"Cost (USD)": st.column_config.NumberColumn(format="$%.4f")},
+    )  # fmt: skip
+    st.caption(display.md(whatif.fidelity(replay)))
+    st.plotly_chart(figures.whatif_figure(whatif.per_call_frame(replay)), key="wi_chart")
+
+
+_what_if()
