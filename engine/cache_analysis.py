@@ -293,7 +293,8 @@ def _rebuild_cause(
         )
     if cur.reset_before:
         return "compaction", said(
-            f"a {cur.reset_before} between calls {m} and {n} gave the prompt a new start"
+            f"{'an' if cur.reset_before[0] in 'aeiou' else 'a'} {cur.reset_before} between calls {m} and {n} "
+            "gave the prompt a new start"
         )
     if (cur.model or "") != (prev.model or ""):
         return "model_switch", said(
@@ -409,7 +410,7 @@ def call_records(
     for e in sorted(events, key=lambda e: e.seq):
         # a proxy edit only sent again ("kept") leaves the prefix as the previous call sent it
         if e.kind in PREFIX_RESET_EVENTS and e.outcome not in ("noop", "failed", "rejected", "kept"):
-            reset = e.kind if e.kind != "compaction" else f"compaction ({e.trigger or 'manual'})"
+            reset = e.kind if e.kind != "compaction" else _compaction_words(e.trigger, e.details or {})
             continue
         if e.kind != "request" or e.usage is None:
             continue
@@ -440,6 +441,18 @@ def call_records(
         )  # fmt: skip
         reset = "compaction" if summarizer else None
     return out
+
+
+#: An agent's compaction, by the trigger its importer recorded (docs/HELPERS.md "Compaction events").
+_AGENT_TRIGGER_WORDS = {"auto": "automatic", "reactive": "reactive", "manual": "manual"}
+
+
+def _compaction_words(trigger: str | None, details: dict[str, Any]) -> str:
+    """``compaction (compact_threshold)`` for ctxdesk's, ``reactive compaction by the agent`` for an agent's."""
+    if details.get("by") == "agent":
+        kind = _AGENT_TRIGGER_WORDS.get(str(details.get("trigger_kind") or ""))
+        return f"{kind} compaction by the agent" if kind else "compaction by the agent"
+    return f"compaction ({trigger or 'manual'})"
 
 
 def _exact_details(row: Mapping[str, Any] | None) -> dict[str, Any]:

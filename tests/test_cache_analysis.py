@@ -376,3 +376,34 @@ def test_the_ttl_sentence_reads_as_a_user_would_say_it() -> None:
         "The cache had expired: 6 min passed since call 2, past the 5 min cache lifetime, so call 3 wrote "
         "20,510 tokens to the cache again that call 2 had already cached."
     )
+
+
+@pytest.mark.parametrize(
+    ("trigger_kind", "words"),
+    [
+        ("auto", "automatic compaction by the agent"),
+        ("reactive", "reactive compaction by the agent"),
+        (None, "compaction by the agent"),
+    ],
+)
+def test_an_agents_compaction_is_named_as_the_agents_not_as_a_ctxdesk_trigger(
+    trigger_kind: str | None, words: str
+) -> None:
+    details = {"by": "agent", **({"trigger_kind": trigger_kind} if trigger_kind else {})}
+    events = [
+        request(0, 0, 20_000),
+        _Event(
+            1,
+            ContextEvent(
+                kind="compaction", trigger="compact_threshold", outcome="compacted", details=details
+            ),
+        ),
+        request(2, 0, 9_000),
+    ]
+    calls = call_records(events)
+    assert calls[1].reset_before == words
+    (rebuild,) = [c for c in analyze_cache(calls).calls if c.cause == "compaction"]
+    article = "An" if words.startswith("automatic") else "A"
+    assert rebuild.explanation.startswith(
+        f"{article} {words} between calls 1 and 2 gave the prompt a new start"
+    )

@@ -1044,3 +1044,25 @@ def test_an_agents_compaction_records_the_limit_in_force(store: Any) -> None:
     before = [e for e in store.list_events(session_id, kind="request") if e.seq < compaction.seq][-1]
     assert compaction.context_window == before.context_window == 200_000
     assert compaction.limit_tokens == before.limit_tokens
+
+
+@pytest.mark.parametrize(
+    ("scenario", "said"),
+    [
+        ("compact_auto", "the agent compacted itself automatically at its threshold: "),
+        ("compact_reactive", "the agent compacted reactively after a call was refused as too long: "),
+        ("compact_manual", "the user compacted the context: "),
+        (
+            "compact_manual_instructions",
+            f"the user compacted the context with the instructions {COMPACT_INSTRUCTIONS!r}: ",
+        ),
+    ],
+)
+def test_a_stored_compaction_says_who_made_it_why_and_its_size(scenario: str, said: str, store: Any) -> None:
+    """The reason every reader shows (timeline marker, Data page, report) is what happened, not a default."""
+    from engine.importers import import_file
+
+    (session_id, *_) = import_file(only_file(scenario), store).session_ids
+    (event,) = store.list_events(session_id, kind="compaction")
+    before, after = event.details["before_tokens"], event.details["after_tokens"]
+    assert event.reason == f"{said}{before:,} → {after:,} tokens"

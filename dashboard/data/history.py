@@ -94,15 +94,18 @@ def markers(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Data
         con, db, "context_events", session_id,
         "turn_index IS NOT NULL AND ((kind = 'compaction' AND outcome = 'compacted')"
         " OR (kind = 'guard' AND outcome IN ('forced_final', 'skipped_provider', 'rejected')) OR kind = 'restore')",
-        ["seq", "turn_index", "kind", "trigger", "outcome", "reason", "projected_tokens", "limit_tokens"],
+        ["seq", "turn_index", "kind", "trigger", "outcome", "reason", "projected_tokens", "limit_tokens", "details_json"],
     )  # fmt: skip
-    return query_frame(
+    df = query_frame(
         con,
         f"""SELECT seq AS event_seq, turn_index AS turn, kind, trigger, outcome, reason, projected_tokens,
-            limit_tokens
+            limit_tokens, details_json
         FROM {src} ORDER BY seq""",
         params,
     )
+    # who compacted (docs/HELPERS.md "Compaction events": agent, user, ctxdesk, proxy), None for other marks
+    df["by"] = [parse_details(t).get("by") for t in df.pop("details_json")]
+    return df
 
 
 def removed_seqs_before(con: duckdb.DuckDBPyConnection, db: str, session_id: str, event_seq: int) -> set[int]:

@@ -194,7 +194,12 @@ def timeline_panel() -> None:
         for m in marks[
             (marks["turn"] == step) & marks["reason"].notna() & (marks["kind"] == "compaction")
         ].itertuples():
-            who = "a ctxdesk policy" if m.trigger == "proxy_policy" else f"a {m.trigger} compaction"
+            who = (
+                "a ctxdesk policy" if m.trigger == "proxy_policy"
+                else "the agent itself" if m.by == "agent"
+                else "the user" if m.by == "user"
+                else f"a {m.trigger} compaction"
+            )  # fmt: skip
             st.info(f"Edited here by {who}: {display.md(m.reason)}", icon=":material/content_cut:")
     recorded = analysis.settings_for_model(
         state.query(data.session_settings, ref.db, ref.session_id), display.value_or_none(r.get("model"))

@@ -268,7 +268,8 @@ def _compaction(
         session_id,
         ContextEvent(
             kind="compaction", trigger=str(details.get("trigger") or "compact_threshold"), outcome="compacted",
-            reason=str(details.get("reason") or "the agent compacted its context"), turn_index=row.turn_index,
+            reason=str(details.get("reason") or compaction_reason(details, details.get("before_tokens", before))),
+            turn_index=row.turn_index,
             message_seq=row.seq, **(limit or {}),  # the limit in force
             details={
                 "source": source, "before_tokens": details.get("before_tokens", before),
@@ -287,6 +288,28 @@ def _compaction(
             tokens=sum(r.tokens for r in after), strategy=f"harness:{details.get('harness') or 'agent'}",
             event_id=event_id,
         )  # fmt: skip
+
+
+def compaction_reason(details: dict[str, Any], before: Any) -> str:
+    """What an agent's compaction was, in words (its ``by``, ``trigger_kind``, tokens before and after)."""
+    after = details.get("after_tokens")
+    size = (
+        f"{before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int)
+        else f"at {before:,} tokens" if isinstance(before, int)
+        else ""
+    )  # fmt: skip
+    kind = details.get("trigger_kind")
+    if details.get("by") == "user" or kind == "manual":
+        instructions = str(details.get("instructions") or "").strip()
+        instructions = instructions if len(instructions) <= 200 else instructions[:199] + "…"
+        said = f"the user compacted the context{f' with the instructions {instructions!r}' if instructions else ''}"
+    elif kind == "reactive":
+        said = "the agent compacted reactively after a call was refused as too long"
+    elif kind == "auto":
+        said = "the agent compacted itself automatically at its threshold"
+    else:
+        said = "the agent compacted its context"
+    return f"{said}: {size}" if size else said
 
 
 def call_time(call: CallInfo, row: StoredMessage) -> str | None:
