@@ -81,6 +81,18 @@ def test_a_reactive_claude_code_compaction_says_which_call_was_refused_first(ser
     items = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
     assert {"instruction", "file"} <= set(items["kind"])
     assert not at.success  # ctxdesk's guard never watched an imported agent's session: nothing to say of it
+    # the timeline and the Compaction page say the same of it as this page
+    at.switch_page("views/timeline.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(
+        _plain(i.value).startswith(
+            "Edited here by the agent itself: the agent compacted reactively after a call was refused as too long"
+        )
+        for i in at.info
+    ), [i.value for i in at.info]
+    at.switch_page("views/compaction.py").run()
+    past = next(d.value for d in at.dataframe if "by" in d.value.columns)
+    assert (list(past["by"]), list(past["trigger"])) == (["agent"], ["reactive"])
 
 
 def test_an_auto_compaction_shows_the_threshold_in_force(served: Path) -> None:

@@ -285,7 +285,14 @@ else:
     }
     table = pd.DataFrame(
         {
-            "event": past["seq"], "turn": past["turn_index"], "trigger": past["trigger"], "outcome": past["outcome"],
+            "event": past["seq"], "turn": past["turn_index"],
+            # who compacted, and the agent's own trigger (auto, reactive, manual) where an agent did
+            "by": [d.get("by") for d in past["details"]],
+            "trigger": [
+                d.get("trigger_kind") if d.get("by") in ("agent", "user") and d.get("trigger_kind") else t
+                for d, t in zip(past["details"], past["trigger"], strict=True)
+            ],
+            "outcome": past["outcome"],
             "strategies": [", ".join(map(str, d.get("strategies_run") or [])) for d in past["details"]],
             "before_tokens": pd.array([d.get("before_tokens") for d in past["details"]], dtype="float64"),
             "after_tokens": pd.array([d.get("after_tokens") for d in past["details"]], dtype="float64"),
@@ -305,6 +312,7 @@ else:
         column_config={
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
+            "by": st.column_config.TextColumn("By", help="Who compacted: agent (itself), user, ctxdesk or proxy"),
             "before_tokens": st.column_config.NumberColumn("Before (messages)", format="localized"),
             "after_tokens": st.column_config.NumberColumn("After (messages)", format="localized"),
             "removed": st.column_config.NumberColumn("Removed", help="Messages removed or summarized"),
