@@ -161,8 +161,14 @@ def test_the_headline_names_the_cheapest_edit_with_the_tables_numbers(compact_au
     best = min(edited, key=lambda v: (v.total("cost_usd"), v.total("prompt_tokens")))
     sentence = whatif.headline(replay)
     assert best.label in sentence
-    fewer = (base.total("prompt_tokens") - best.total("prompt_tokens")) / base.total("prompt_tokens")
-    assert f"would have sent {fewer:.0%} fewer prompt tokens" in sentence
+    fewer = int(base.total("prompt_tokens") - best.total("prompt_tokens"))
+    said = re.search(r"would have sent ([\d.]+)% fewer prompt tokens \(([\d,]+)\)", sentence)
+    assert said is not None, sentence
+    assert int(said.group(2).replace(",", "")) == fewer > 0
+    decimals = len(said.group(1).partition(".")[2])
+    assert float(said.group(1)) == pytest.approx(
+        100 * fewer / base.total("prompt_tokens"), abs=0.5 * 10**-decimals
+    )
     saved = base.total("cost_usd") - best.total("cost_usd")
     money = re.search(r"cost \$([\d,.]+) (less|more)", sentence)
     assert money is not None and money.group(2) == ("less" if saved > 0 else "more")
@@ -201,9 +207,32 @@ def test_the_per_call_frame_and_chart_follow_every_variant_call_by_call(compact_
         assert list(mine["call"]) == list(range(1, len(row.calls) + 1))
         assert list(mine["prompt_tokens"]) == [c.prompt_tokens for c in row.calls]
         assert mine["cost_so_far_usd"].iloc[-1] == pytest.approx(row.total("cost_usd"))
+        assert set(mine["role"]) == {
+            "recorded" if row is replay.recorded else "as_sent" if row is replay.variants[0] else "variant"
+        }
     figure = figures.whatif_figure(frame)
     assert len(figure.data) == len(rows) * len(figures.WHATIF_PANELS)
     assert sum(t.showlegend for t in figure.data) == len(rows)
+    # one colour per variant in every panel: the legend names the line in each of them
+    by_variant: dict[str, set[str]] = {}
+    for trace in figure.data:
+        by_variant.setdefault(trace.name, set()).add(trace.line.color)
+    assert all(len(colors) == 1 for colors in by_variant.values())
+    assert len({next(iter(c)) for c in by_variant.values()}) == len(rows)
+
+
+SHARE_CASES = {"large: whole percent": (0.314, "31%"), "small: one decimal": (0.024, "2.4%"),
+               "tiny: two decimals": (0.0004, "0.04%"), "below that: said so": (0.00001, "under 0.01%")}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SHARE_CASES)
+def test_a_small_saving_never_reads_as_zero_percent(name: str) -> None:
+    share, expected = SHARE_CASES[name]
+    base = _variant([100_000], [0], [1.0])
+    other = _variant([round(100_000 * (1 - share))], [0], [1.0])
+    assert whatif.variant_sentence(other, base, priced=False).startswith(
+        f"would have sent {expected} fewer prompt tokens ({round(100_000 * share):,})"
+    )
 
 
 def _variant(prompts: list[int], reads: list[int], costs: list[float]) -> VariantReplay:

@@ -120,21 +120,23 @@ def totals_table(replay: SessionReplay) -> pd.DataFrame:
 
 #: The per-call frame's columns (one row per call of each variant).
 FRAME_COLUMNS = (
-    "call", "variant", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "cost_so_far_usd",
+    "call", "variant", "role", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "cost_so_far_usd",
     "compactions", "edits",
 )  # fmt: skip
 
 
 def per_call_frame(replay: SessionReplay) -> pd.DataFrame:
-    """Long form for the per-call chart: call number (from 1), variant, prompt tokens, cache reads,
+    """Long form for the per-call chart: call number (from 1), variant, its role (``recorded``: the
+    provider's usage, ``as_sent``: the baseline, ``variant``), prompt tokens, cache reads and writes,
     cost so far and the edits made on the call."""
     records = []
     for row in rows_of(replay):
+        role = "recorded" if row is replay.recorded else "as_sent" if row is replay.variants[0] else "variant"
         spent = 0.0
         for number, call in enumerate(row.calls, start=1):
             spent += call.cost_usd
             records.append({
-                "call": number, "variant": row.label, "prompt_tokens": call.prompt_tokens,
+                "call": number, "variant": row.label, "role": role, "prompt_tokens": call.prompt_tokens,
                 "cache_read_tokens": call.cache_read_tokens, "cache_write_tokens": call.cache_write_tokens,
                 "cost_so_far_usd": spent, "compactions": call.compactions, "edits": "; ".join(call.edits),
             })  # fmt: skip
@@ -144,13 +146,12 @@ def per_call_frame(replay: SessionReplay) -> pd.DataFrame:
 def variant_sentence(variant: VariantReplay, base: VariantReplay, *, priced: bool) -> str:
     """What ``variant`` would have done against the history as sent, in one clause:
     'would have sent 31% fewer prompt tokens and cost $0.42 less, losing the cache 3 times'."""
-    prompt, base_prompt = variant.total("prompt_tokens"), base.total("prompt_tokens")
-    if prompt < base_prompt:
-        tokens = f"sent {(base_prompt - prompt) / base_prompt:.0%} fewer prompt tokens"
-    elif prompt > base_prompt:
-        tokens = f"sent {(prompt - base_prompt) / base_prompt:.0%} more prompt tokens"
-    else:
+    prompt, base_prompt = int(variant.total("prompt_tokens")), int(base.total("prompt_tokens"))
+    if prompt == base_prompt:
         tokens = "sent the same prompt tokens"
+    else:
+        share = _share(abs(prompt - base_prompt) / base_prompt) if base_prompt else "all"
+        tokens = f"sent {share} {'fewer' if prompt < base_prompt else 'more'} prompt tokens ({abs(prompt - base_prompt):,})"
     parts = [tokens]
     if priced:
         saved = base.total("cost_usd") - variant.total("cost_usd")
@@ -228,6 +229,13 @@ def _signed_usd(value: float) -> str:
 
 def _signed_share(value: float, base: float) -> str:
     return f"{(value - base) / base:+.1%}" if base else ""
+
+
+def _share(share: float) -> str:
+    """A share in words precise enough not to read as nothing: 31%, 2.4%, 0.04%."""
+    if share >= 0.095:
+        return f"{share:.0%}"
+    return f"{share:.1%}" if share >= 0.001 else f"{share:.2%}" if share >= 0.0001 else "under 0.01%"
 
 
 def _times(n: int) -> str:
