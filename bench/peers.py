@@ -31,6 +31,7 @@ NPM_PEERS: dict[str, str] = {
     "kilo": "@kilocode/cli@7.7.7",
     "copilot": "@github/copilot@1.0.102",
     "qwen": "@qwen-code/qwen-code@0.24.4",
+    "cline": "cline@3.0.65",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

@@ -148,6 +148,7 @@ _SCRIPTS: dict[str, tuple[str, str, dict[str, str]]] = {
     "mini-swe-agent": ("real_agents_mini", "main", {}),
     "copilot": ("real_agents_copilot", "main", {}),
     "qwen": ("real_agents_qwen", "main", {}),
+    "cline": ("real_agents_cline", "main", {}),
 }
 
 

@@ -15,6 +15,7 @@ from engine.importers.formats import anthropic_api as _anthropic_api
 from engine.importers.formats import claude_code as _claude_code
 from engine.importers.formats import claude_web as _claude_web
 from engine.importers.formats import cline as _cline
+from engine.importers.formats import cline_cli as _cline_cli
 from engine.importers.formats import codex as _codex
 from engine.importers.formats import copilot as _copilot
 from engine.importers.formats import gemini as _gemini
@@ -39,6 +40,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _copilot.FORMAT,
     _opencode.FORMAT,
     _kilo.FORMAT,
+    _cline_cli.FORMAT,
     _cline.FORMAT,
     _claude_web.FORMAT,
     _langchain.FORMAT,
