@@ -362,9 +362,20 @@ def _what_if() -> None:
     st.info(display.md(whatif.headline(replay)))
     if not replay.variants or not replay.variants[0].calls:
         return
+    table = whatif.totals_table(replay)
+    if not table["Calls refused"].any():  # only ctxdesk's guard refuses: a column of zeros says nothing
+        table = table.drop(columns="Calls refused")
+    counts = {
+        c: st.column_config.NumberColumn(format="localized")
+        for c in table.select_dtypes("number").columns
+        if c != "Cost (USD)"
+    }
     st.dataframe(
-        whatif.totals_table(replay), hide_index=True, key="wi_table",
-        column_config={"Cost (USD)": st.column_config.NumberColumn(format="$%.4f")},
+        table, hide_index=True, key="wi_table",
+        column_config={
+            "Context management": st.column_config.TextColumn(width="large"),
+            "Cost (USD)": st.column_config.NumberColumn(format="$%.4f"), **counts,
+        },
     )  # fmt: skip
     st.caption(display.md(whatif.fidelity(replay)))
     st.plotly_chart(figures.whatif_figure(whatif.per_call_frame(replay)), key="wi_chart")
