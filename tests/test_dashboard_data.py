@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import duckdb
@@ -169,6 +170,17 @@ def test_a_new_connection_sees_rows_a_writer_committed_meanwhile(db: Path) -> No
     fresh = data.connect([db])
     after = int(data.sessions_overview(fresh).set_index("session_id").loc["sess-small", "messages"])
     assert after == before + 2
+
+
+def test_a_reader_opening_and_closing_the_database_changes_no_signature(db: Path) -> None:
+    # A reader of a WAL database makes an empty -wal file and removes it on close; counting it reran
+    # every open page (closing an open dropdown) though nothing was committed.
+    signature = data.files_signature([db])
+    with closing(sqlite3.connect(db)) as reader:
+        reader.execute("SELECT count(*) FROM sessions").fetchone()
+        assert Path(f"{db}-wal").exists()
+        assert data.files_signature([db]) == signature
+    assert data.files_signature([db]) == signature
 
 
 # -- queries ----------------------------------------------------------------------------------
