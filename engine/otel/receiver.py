@@ -9,6 +9,7 @@ recorded; a browser's request from a web page or under a foreign Host is refused
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 import zlib
@@ -110,6 +111,7 @@ class OtelReceiver:
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
 
     @property
     def port(self) -> int:
@@ -140,5 +142,20 @@ class OtelReceiver:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def bind(self) -> socket.socket:
+        """Bind the listening socket now (``port=0``: a free port, told by :attr:`bound_port`) for :meth:`run`."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.server.config.host, self.server.config.port))
+        self._socket = sock
+        return sock
+
+    @property
+    def bound_port(self) -> int:
+        if self._socket is None:
+            raise RuntimeError("bind() the receiver first")
+        return self._socket.getsockname()[1]
+
     def run(self) -> None:
-        self.server.run()
+        """Serve in the foreground until interrupted (SIGINT/SIGTERM: uvicorn stops cleanly)."""
+        self.server.run(sockets=[self._socket] if self._socket is not None else None)
