@@ -15,9 +15,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import json
 import os
+import pty
+import select
 import signal
+import struct
+import subprocess
 import sys
+import termios
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,16 +45,18 @@ from real_agents_chat import (
 )
 
 from bench.peers import npm_bin
+from tests.model_server import ScriptedServer
 from tests.model_server.openai_chat import ChatReply, chat_error, chat_text, chat_tool_calls
 
 MODEL = "gpt-4o"
+TUI_TIMEOUT_S = 120
 PATCH = "*** Begin Patch\n*** Update File: {readme}\n@@\n hello\n+Usage: run `make test`.\n*** End Patch"
 
 
 def scenarios(repo: Path) -> dict[str, list[Turn]]:
     readme = str(repo / "README.md")
     return {
-        "tools": [
+        "tools-resume": [
             Turn(
                 "Look at this repository, then add a usage line to README.md.",
                 (
@@ -58,6 +69,13 @@ def scenarios(repo: Path) -> dict[str, list[Turn]]:
                     ),
                     chat_tool_calls(("apply_patch", {"input": PATCH.format(readme=readme)})),
                     chat_text("I added a usage line to README.md."),
+                ),
+            ),
+            Turn(
+                "Show me the diff.",
+                (
+                    chat_tool_calls(("run_commands", {"commands": ["git diff"]})),
+                    chat_text("The diff adds one line: Usage: run `make test`."),
                 ),
             ),
         ],
@@ -86,12 +104,11 @@ def run_cline(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pa
             run_cli([str(binary), *auth], workspace, env)
             for turn in scenarios(workspace.repo)[name]:
                 server.queue(*turn.replies)
-                if session_id:  # a resumed session takes its prompt from stdin only
-                    cmd, stdin = [str(binary), "--json", "--id", session_id], turn.prompt
+                if session_id:
+                    resume_in_tui(binary, workspace, env, session_id, turn.prompt, server)
                 else:
-                    cmd, stdin = [str(binary), "--json", turn.prompt], None
-                run_cli(cmd, workspace, env, stdin=stdin, check=not turn.fails)
-                session_id = session_id or _session_id(workspace)
+                    run_cli([str(binary), "--json", turn.prompt], workspace, env, check=not turn.fails)
+                    session_id = _session_id(workspace)
             leftover = server.pending
     finally:
         stop_hub(workspace)
@@ -105,6 +122,94 @@ def run_cline(name: str, out: Path = FIXTURES, *, scratch: Path = SCRATCH) -> Pa
                 (target / "sessions" / folder.name / kept).write_bytes((folder / kept).read_bytes())
     keep_server_side(server, workspace, target)
     return target
+
+
+def resume_in_tui(
+    binary: Path,
+    workspace: Workspace,
+    env: dict[str, str],
+    session_id: str,
+    prompt: str,
+    server: ScriptedServer,
+) -> None:
+    """Continue a session: ``cline --id`` opens only the terminal UI (with ``--json`` it refuses:
+    "JSON output mode requires a prompt argument"), so it runs on a pseudo-terminal, the prompt is
+    typed once the session's history is drawn, and the UI is left (Ctrl+C twice) once every scripted
+    reply was asked for and the session file holds the last one."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    tui_env = {**env, "TERM": "xterm-256color"}
+    tui_env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [str(binary), "--id", session_id],
+        cwd=workspace.repo,
+        env=tui_env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    messages = _sessions(workspace) / session_id / f"{session_id}.messages.json"
+    try:
+        _read_until(
+            master, proc, lambda screen: b"\x1b[?2026l" in screen and len(screen) > 2000, TUI_TIMEOUT_S
+        )
+        _read_until(master, proc, lambda _: False, 2)  # let the UI settle before typing
+        for char in prompt.encode():
+            os.write(master, bytes([char]))
+            time.sleep(0.02)
+        time.sleep(0.5)
+        os.write(master, b"\r")
+        before = len(_messages(messages))
+        deadline = time.monotonic() + TUI_TIMEOUT_S
+        while time.monotonic() < deadline:
+            _read_until(master, proc, lambda _: False, 1)
+            kept = _messages(messages)
+            if not server.pending and len(kept) > before and _is_final_reply(kept[-1]):
+                break
+        else:
+            raise RuntimeError(f"cline --id {session_id}: the resumed turn did not finish")
+        for _ in range(2):
+            os.write(master, b"\x03")
+            _read_until(master, proc, lambda _: False, 0.5)
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def _read_until(
+    master: int, proc: subprocess.Popen[bytes], done: Callable[[bytes], bool], seconds: float
+) -> bytes:
+    """What the UI drew, read until ``done`` says so or ``seconds`` passed (the UI must be read, or
+    it blocks writing)."""
+    screen = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not done(screen) and proc.poll() is None:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                screen += os.read(master, 65536)
+            except OSError:
+                break
+    return screen
+
+
+def _messages(path: Path) -> list[dict[str, object]]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return []
+    return value.get("messages") or []
+
+
+def _is_final_reply(message: dict[str, object]) -> bool:
+    content = message.get("content")
+    return message.get("role") == "assistant" and not any(
+        isinstance(p, dict) and p.get("type") == "tool_use" for p in content or []
+    )
 
 
 def _sessions(workspace: Workspace) -> Path:

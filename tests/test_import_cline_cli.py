@@ -64,15 +64,19 @@ def check_every_call(folder: Path, store: SessionStore, calls: int) -> None:
 
 
 def test_every_call_is_the_request_cline_sent_with_the_usage_it_was_answered(store: SessionStore) -> None:
-    check_every_call(FIXTURES / "tools", store, calls=3)
+    check_every_call(FIXTURES / "tools-resume", store, calls=5)
 
 
 def test_the_session_keeps_cline_s_own_facts(store: SessionStore) -> None:
-    (session,) = import_file(messages_file(FIXTURES / "tools"), store).sessions
+    (session,) = import_file(messages_file(FIXTURES / "tools-resume"), store).sessions
     stored = store.get_session(session.session_id)
-    assert session.project == "/tmp/ctxdesk-real-agents/cline-tools/repo"
+    assert session.project == "/tmp/ctxdesk-real-agents/cline-tools-resume/repo"
     assert stored.metadata["cline_version"] == "3.0.65"
-    assert stored.metadata["status"] == "completed"
+    # the resumed run's terminal UI was left with Ctrl+C: Cline records the run failed and shows an
+    # error after the last reply, which answers no model call
+    assert stored.metadata["status"] == "failed"
+    (error,) = stored.metadata["cline_errors"]
+    assert "disconnected before request was resolved" in error
     transcript = store.load_transcript(session.session_id)
     assert transcript[0].meta["mode"] == "act"
     assert [m.tool_result_ids for m in transcript[2:4]] == [
@@ -127,22 +131,22 @@ def test_tool_results_are_sent_as_javascript_would_stringify_them(kept: object, 
 
 def test_import_from_cline_cli_finds_its_sessions(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    shutil.copytree(FIXTURES / "tools" / "sessions", home / ".cline" / "data" / "sessions")
+    shutil.copytree(FIXTURES / "tools-resume" / "sessions", home / ".cline" / "data" / "sessions")
     found = agent_files("cline-cli", env={}, home=home)
     assert [p.name.endswith(".messages.json") for p in found] == [True] and home in found[0].parents
     moved = tmp_path / "elsewhere"
-    shutil.copytree(FIXTURES / "tools" / "sessions", moved / "sessions")
+    shutil.copytree(FIXTURES / "tools-resume" / "sessions", moved / "sessions")
     assert len(agent_files("cline-cli", env={"CLINE_DATA_DIR": str(moved)}, home=home)) == 1
     assert len(agent_files("cline-cli", env={"CLINE_DIR": str(tmp_path / "none")}, home=home)) == 0
 
 
 def test_a_folder_import_takes_the_conversation_not_the_run_facts_beside_it() -> None:
-    folder = FIXTURES / "tools" / "sessions"
+    folder = FIXTURES / "tools-resume" / "sessions"
     assert len(list(folder.glob("*/*.json"))) == 2  # the conversation and the run's facts beside it
     assert [p.name.endswith(".messages.json") for p in folder_files(folder)] == [True]
 
 
 @pytest.mark.peer("cline")
 def test_live_cline_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
-    out = run_fixture_script("real_agents_cline.py", tmp_path, "--scenario", "tools")
-    check_every_call(out / "cline" / "tools", store, calls=3)
+    out = run_fixture_script("real_agents_cline.py", tmp_path, "--scenario", "tools-resume")
+    check_every_call(out / "cline" / "tools-resume", store, calls=5)

@@ -31,7 +31,7 @@ SAMPLES = {
     "copilot": "real_agents/copilot/tools-resume/session-state/00ed014f-8b87-4c03-8994-5e687e91ee3a/events.jsonl",
     "mini-swe-agent": "real_agents/mini-swe-agent/tools-followup/config/mini-swe-agent/last_mini_run.traj.json",
     "qwen": "real_agents/qwen/tools-resume/projects/-tmp-ctxdesk-real-agents-qwen-tools-resume-repo/chats/945c2a2b-cc2e-4281-a6a1-aef390a10544.jsonl",
-    "cline-cli": "real_agents/cline/tools/sessions/1795860093756_o6xta/1795860093756_o6xta.messages.json",
+    "cline-cli": "real_agents/cline/tools-resume/sessions/1795860635090_isk97/1795860635090_isk97.messages.json",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",

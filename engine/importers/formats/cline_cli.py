@@ -11,8 +11,10 @@ is a user message of its own. What is sent differs from what is kept in two ways
 - a tool result kept as a list of ``{query, result, success}`` objects is sent as that list's
   JSON (``JSON.stringify``: no spaces, non-ASCII as is); one kept as a string is sent as it is.
 
-An assistant message with ``metadata.displayOnly`` (``displayRole: "error"``) is the error shown
-when the provider refused a call: never sent, it is that failed call. Beside the conversation,
+An assistant message with ``metadata.displayOnly`` (``displayRole: "error"``) is an error shown,
+never sent: after a user's text or a tool result, the provider refused the call made there (a failed
+call); after a finished reply, no call was waiting (the CLI's own, e.g. its terminal UI left while
+a request of its own was open): kept in ``metadata["cline_errors"]``. Beside the conversation,
 ``<id>.json`` holds the run's facts (cwd, provider, status, started and ended times). The tool
 definitions are not kept: their size is measured from the provider's count.
 """
@@ -81,6 +83,7 @@ def parse_cli_session(value: dict[str, Any], *, key: str, run: dict[str, Any]) -
     session = ParsedSession(key=f"cline-cli:{session_id}", messages=[], shared_key=True)
     session.system_prompt = value["system_prompt"] if isinstance(value["system_prompt"], str) else None
     models: dict[str, int] = {}
+    errors: list[str] = []
     for index, raw in enumerate(value["messages"]):
         if not isinstance(raw, dict):
             raise SourceProblem(f"messages[{index}]: not an object")
@@ -91,9 +94,10 @@ def parse_cli_session(value: dict[str, Any], *, key: str, run: dict[str, Any]) -
             meta["timestamp"] = when
         model = (raw.get("modelInfo") or {}).get("model") or (raw.get("modelInfo") or {}).get("id")
         if role == "assistant" and (raw.get("metadata") or {}).get("displayOnly"):
-            failed = _failed_call(raw, model=model, when=when)
-            if session.messages:
-                session.messages[-1].pending_calls.append(failed)
+            if awaits_reply(session.messages):
+                session.messages[-1].pending_calls.append(_failed_call(raw, model=model, when=when))
+            else:  # shown after a finished reply: the CLI's own error (its UI left mid-request), no call
+                errors.append(_text_of(raw))
             continue
         if role == "assistant":
             if isinstance(model, str):
@@ -114,6 +118,9 @@ def parse_cli_session(value: dict[str, Any], *, key: str, run: dict[str, Any]) -
             raise SourceProblem(f"{where}: unknown role {role!r}")
     if not session.messages:
         raise SourceProblem("a Cline CLI session with no messages")
+    if errors:
+        session.metadata["cline_errors"] = errors
+        session.notes.append(f"{len(errors)} error(s) Cline showed after a finished reply: no model call")
     session.model = max(models, key=lambda m: models[m]) if models else run.get("model")
     session.provider = provider_of(session.model)
     session.unlogged_prefix_in = "tools"
@@ -175,9 +182,19 @@ def _parts(raw: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return [p for p in content if isinstance(p, dict)]
 
 
+def awaits_reply(messages: list[ParsedMessage]) -> bool:
+    """The history ends where a model call is made: a user's text or a tool result (an error shown
+    there is that call's; after an assistant's reply, no call was waiting)."""
+    return bool(messages) and messages[-1].message.role == "user"
+
+
+def _text_of(raw: dict[str, Any]) -> str:
+    return " ".join(str(p.get("text") or "") for p in _parts(raw, "error") if p.get("type") == "text")
+
+
 def _failed_call(raw: dict[str, Any], *, model: Any, when: str | None) -> CallInfo:
     """The error Cline shows when the provider refused a call: that call, failed, no usage."""
-    message = " ".join(str(p.get("text") or "") for p in _parts(raw, "error") if p.get("type") == "text")
+    message = _text_of(raw)
     call = CallInfo(model=model if isinstance(model, str) else None)
     call.details["failure"] = failure_details(
         classify_failure(None, None, message), status=None, message=message
