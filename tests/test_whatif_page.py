@@ -119,7 +119,9 @@ def test_the_unedited_variant_sends_the_providers_prompt_tokens_on_every_call(co
     provider_reads = sum(c.usage.cache_read_input_tokens for c in recorded.calls)
     assert whatif.fidelity(replay) == (
         f"Unedited, the replay sends the provider's prompt tokens on 4 of 4 calls; its cache reads {reads:,} "
-        f"tokens where the provider read {provider_reads:,} ({(reads - provider_reads) / provider_reads:+.1%})."
+        f"tokens where the provider read {provider_reads:,} ({(reads - provider_reads) / provider_reads:+.1%}), "
+        f"and costs ${replay.variants[0].total('cost_usd'):,.2f} where the provider's usage costs "
+        f"${replay.recorded.total('cost_usd'):,.2f}."
     )
 
 
@@ -364,3 +366,40 @@ def test_a_replay_without_calls_gives_an_empty_frame_and_chart_not_an_error() ->
     assert frame.empty and tuple(frame.columns) == whatif.FRAME_COLUMNS
     assert not figures.whatif_figure(frame).data
     assert whatif.headline(empty) == "No successful call to replay: all 3 calls failed (nothing billed)."
+
+
+def test_an_openai_session_offers_the_responses_compaction_and_no_clearing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.importers.batch import import_files
+    from engine.importers.locations import folder_files
+
+    db = tmp_path / "codex.db"
+    with SessionStore(db) as store:
+        import_files(
+            folder_files(ROOT / "tests" / "fixtures" / "real_agents" / "codex" / "auto-compact" / "sessions"),
+            store,
+        )
+        sid = next(s.id for s in store.list_sessions() if ":" not in s.id and not s.parent_session_id)
+        recorded = load_recorded_session(store, sid)
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "config" / "settings.toml"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.session_state["selected_session"] = f"codex::{sid}"
+    at.switch_page("views/model_settings.py").run()
+    at.toggle(key="wi_on").set_value(True).run()
+    at.number_input(key="wi_compact_openai").set_value(8_000).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="wi_compact_openai").label == "OpenAI compaction compact_threshold"
+    direct = replayed(recorded, whatif.WhatIfChoices(provider_compact_trigger=8_000))
+    shown = at.dataframe[-1].value
+    assert list(shown["Context management"]) == [
+        "Recorded (the provider's usage)", "As the agent sent it", "Provider compaction (trigger 8,000)",
+        "ctxdesk clear_tool_results", "ctxdesk compaction",
+    ]  # fmt: skip
+    assert shown.to_dict("records") == whatif.totals_table(direct).drop(columns="Calls refused").to_dict(
+        "records"
+    )
+    assert shown.loc[2, "Compactions"] >= 1  # the Codex session's 39,682-token prompt passes 8,000
+    assert [_unescape(i.value) for i in at.info][-1] == whatif.headline(direct)

@@ -214,6 +214,9 @@ def fidelity(replay: SessionReplay) -> str:
     )
     if recorded_read:
         text += f" ({_signed_share(read, recorded_read)})"
+    if replay.priced:  # every variant is compared with the replay's own baseline, not the bill
+        cost, billed = ours.total("cost_usd"), theirs.total("cost_usd")
+        text += f", and costs {_usd(cost)} where the provider's usage costs {_usd(billed)}"
     if replay.failed_calls:
         text += f"; {replay.failed_calls} failed call(s) are not replayed"
     return text + "."
