@@ -32,6 +32,7 @@ NPM_PEERS: dict[str, str] = {
     "copilot": "@github/copilot@1.0.102",
     "qwen": "@qwen-code/qwen-code@0.24.4",
     "cline": "cline@3.0.65",
+    "cn": "@continuedev/cli@1.5.47",
 }
 #: PyPI tools installed into bench/.venv (never into the project's environment), pinned likewise.
 VENV_PEERS: dict[str, str] = {

@@ -149,6 +149,7 @@ _SCRIPTS: dict[str, tuple[str, str, dict[str, str]]] = {
     "copilot": ("real_agents_copilot", "main", {}),
     "qwen": ("real_agents_qwen", "main", {}),
     "cline": ("real_agents_cline", "main", {}),
+    "continue": ("real_agents_continue", "main", {}),
 }
 
 

@@ -32,6 +32,7 @@ SAMPLES = {
     "mini-swe-agent": "real_agents/mini-swe-agent/tools-followup/config/mini-swe-agent/last_mini_run.traj.json",
     "qwen": "real_agents/qwen/tools-resume/projects/-tmp-ctxdesk-real-agents-qwen-tools-resume-repo/chats/945c2a2b-cc2e-4281-a6a1-aef390a10544.jsonl",
     "cline-cli": "real_agents/cline/tools-resume/sessions/1795860635090_isk97/1795860635090_isk97.messages.json",
+    "continue": "real_agents/continue/tools-resume/sessions/12c64ee6-c581-41d7-ae99-eab453fb37e3.json",
     "cline": "agents/cline/1732400000000/api_conversation_history.json",
     "claude-web": "agents/claude-web/conversations.json",
     "langchain": "agents/langchain/dumpd.json",

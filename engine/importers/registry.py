@@ -17,6 +17,7 @@ from engine.importers.formats import claude_web as _claude_web
 from engine.importers.formats import cline as _cline
 from engine.importers.formats import cline_cli as _cline_cli
 from engine.importers.formats import codex as _codex
+from engine.importers.formats import continue_cli as _continue_cli
 from engine.importers.formats import copilot as _copilot
 from engine.importers.formats import gemini as _gemini
 from engine.importers.formats import kilo as _kilo
@@ -41,6 +42,7 @@ REGISTRY: tuple[ImportFormat, ...] = (
     _opencode.FORMAT,
     _kilo.FORMAT,
     _cline_cli.FORMAT,
+    _continue_cli.FORMAT,
     _cline.FORMAT,
     _claude_web.FORMAT,
     _langchain.FORMAT,
