@@ -130,6 +130,7 @@ def test_the_table_holds_each_variants_totals_and_how_it_compares_with_as_sent(c
     replay = replayed(recorded, LOW)
     table = whatif.totals_table(replay)
     rows = whatif.rows_of(replay)
+    assert tuple(table.columns) == whatif.TABLE_ORDER  # every total and comparison, each beside its number
     assert list(table["Context management"]) == [r.label for r in rows]
     assert table.iloc[0]["Context management"] == "Recorded (the provider's usage)"
     assert list(table.iloc[0][list(whatif.VERSUS_COLUMNS)]) == ["", "", ""]

@@ -38,6 +38,12 @@ TOTAL_COLUMNS = {
 }
 #: The columns comparing a variant with the history as sent (blank on the recorded row).
 VERSUS_COLUMNS = ("Prompt tokens vs as sent", "Cost vs as sent", "Cache lost (calls)")
+#: The table's columns in order: each comparison beside the number it compares.
+TABLE_ORDER = (
+    "Context management", "Prompt tokens (sum)", "Prompt tokens vs as sent", "Largest prompt", "Cache reads",
+    "Cache writes", "Cache lost (calls)", "Cost (USD)", "Cost vs as sent", "Compactions", "Calls edited",
+    "Calls refused",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ def totals_table(replay: SessionReplay) -> pd.DataFrame:
         versus["Cache lost (calls)"].append(str(cache_losses(row, base)))
     for name, values in versus.items():
         frame[name] = values
-    return frame
+    return frame[list(TABLE_ORDER)]
 
 
 #: The per-call frame's columns (one row per call of each variant).
