@@ -146,7 +146,13 @@ def test_the_table_holds_each_variants_totals_and_how_it_compares_with_as_sent(c
     assert line["Calls edited"] > 0  # the tool result was cleared once the prompt passed 1,000 tokens
     saved = replay.variants[clearing].total("prompt_tokens") - base.total("prompt_tokens")
     assert saved < 0
-    assert line["Prompt tokens vs as sent"] == f"{saved / base.total('prompt_tokens'):+.1%}"
+    said = re.fullmatch(r"-([\d.]+)%", line["Prompt tokens vs as sent"])
+    assert said is not None, line["Prompt tokens vs as sent"]
+    decimals = len(said.group(1).partition(".")[2])
+    assert float(said.group(1)) == pytest.approx(
+        -100 * saved / base.total("prompt_tokens"), abs=0.5 * 10**-decimals
+    )
+    assert table.iloc[1]["Prompt tokens vs as sent"] == "±0%"  # as sent against itself
     lost = sum(
         v.cache_read_tokens < b.cache_read_tokens
         for v, b in zip(replay.variants[clearing].calls, base.calls, strict=True)

@@ -114,9 +114,9 @@ def totals_table(replay: SessionReplay) -> pd.DataFrame:
             continue
         prompt, cost = row.total("prompt_tokens"), row.total("cost_usd")
         base_prompt, base_cost = base.total("prompt_tokens"), base.total("cost_usd")
-        versus["Prompt tokens vs as sent"].append(_signed_share(prompt, base_prompt))
+        versus["Prompt tokens vs as sent"].append(_change(prompt, base_prompt))
         versus["Cost vs as sent"].append(
-            f"{_signed_usd(cost - base_cost)} ({_signed_share(cost, base_cost)})" if replay.priced else ""
+            f"{_signed_usd(cost - base_cost)} ({_change(cost, base_cost)})" if replay.priced else ""
         )
         versus["Cache lost (calls)"].append(str(cache_losses(row, base)))
     for name, values in versus.items():
@@ -238,6 +238,14 @@ def _signed_usd(value: float) -> str:
 
 def _signed_share(value: float, base: float) -> str:
     return f"{(value - base) / base:+.1%}" if base else ""
+
+
+def _change(value: float, base: float) -> str:
+    """``value`` against ``base`` signed, to the precision it needs: +31%, -2.4%, -0.04%, ±0%."""
+    if not base:
+        return ""
+    change = (value - base) / base
+    return "±0%" if change == 0 else ("+" if change > 0 else "-") + _share(abs(change))
 
 
 def _share(share: float) -> str:

@@ -373,7 +373,6 @@ def _what_if() -> None:
     st.dataframe(
         table, hide_index=True, key="wi_table",
         column_config={
-            "Context management": st.column_config.TextColumn(width="medium"),
             "Cost (USD)": st.column_config.NumberColumn(format="$%.4f"), **counts,
         },
     )  # fmt: skip
