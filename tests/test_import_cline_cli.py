@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.importers import agent_files, folder_files, import_file
 from engine.importers.formats.cline_cli import sent_result_text, sent_user_text
@@ -150,3 +152,8 @@ def test_a_folder_import_takes_the_conversation_not_the_run_facts_beside_it() ->
 def test_live_cline_run_imports_exactly(tmp_path: Path, store: SessionStore) -> None:
     out = run_fixture_script("real_agents_cline.py", tmp_path, "--scenario", "tools-resume")
     check_every_call(out / "cline" / "tools-resume", store, calls=5)
+
+
+@given(text=st.text(), mode=st.sampled_from(["act", "plan", "yolo"]))
+def test_any_wrapped_text_is_sent_as_typed(text: str, mode: str) -> None:
+    assert sent_user_text(f'<user_input mode="{mode}">{text}</user_input>') == (text, mode)
