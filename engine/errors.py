@@ -15,6 +15,7 @@
     ├── OutputError                     a report/diff cannot be written where asked (--out)
     ├── ProviderError                   the model provider failed (529/5xx, connection; status, retryable)
     │   └── ContextLengthExceededError  the provider rejected the prompt as too long (400)
+    ├── ExportError                     a telemetry endpoint refused or could not be reached (endpoint, status)
     └── ImportFormatError               a transcript file is none of the formats we read
 
 Errors carry what was wrong (which input, which field, which limit) as attributes
@@ -141,6 +142,15 @@ class ProviderError(ContextDeskError):
 
 class ContextLengthExceededError(ProviderError):
     """The provider rejected the request because the prompt does not fit the model's window."""
+
+
+class ExportError(ContextDeskError):
+    """An export endpoint (``ctxdesk export otlp --endpoint``) could not be reached or refused what was sent."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None, status: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        super().__init__(message)
 
 
 class ImportFormatError(ContextDeskError):

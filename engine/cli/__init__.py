@@ -22,8 +22,8 @@ from engine.textfmt import format_table
 
 #: Command modules under engine.cli, in the order ``--help`` lists them.
 COMMAND_MODULES = (
-    "dashboard", "demo", "inspect", "compact", "costs", "importing", "migrate", "models", "otel", "proxy", "report",
-    "why",
+    "dashboard", "demo", "inspect", "compact", "costs", "export", "importing", "migrate", "models", "otel", "proxy",
+    "report", "why",
 )  # fmt: skip
 
 __all__ = [
