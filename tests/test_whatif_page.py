@@ -244,6 +244,16 @@ def test_a_small_saving_never_reads_as_zero_percent(name: str) -> None:
     )
 
 
+CHANGE_CASES = {"more": (131, 100, "+31%"), "fewer": (97.6, 100, "-2.4%"), "tiny": (99_960, 100_000, "-0.04%"),
+                "below 0.01%": (999_999, 1_000_000, "-<0.01%"), "none": (5, 5, "±0%"), "no base": (5, 0, "")}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CHANGE_CASES)
+def test_a_change_in_the_table_is_signed_and_never_rounds_to_nothing(name: str) -> None:
+    value, base, expected = CHANGE_CASES[name]
+    assert whatif._change(value, base) == expected
+
+
 def _variant(prompts: list[int], reads: list[int], costs: list[float]) -> VariantReplay:
     calls = tuple(
         ReplayedCall(event_seq=i, prompt_tokens=p, cache_read_tokens=r, cache_write_tokens=0,

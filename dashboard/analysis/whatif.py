@@ -241,11 +241,11 @@ def _signed_share(value: float, base: float) -> str:
 
 
 def _change(value: float, base: float) -> str:
-    """``value`` against ``base`` signed, to the precision it needs: +31%, -2.4%, -0.04%, ±0%."""
+    """``value`` against ``base`` signed, to the precision it needs: +31%, -2.4%, -0.04%, -<0.01%, ±0%."""
     if not base:
         return ""
     change = (value - base) / base
-    return "±0%" if change == 0 else ("+" if change > 0 else "-") + _share(abs(change))
+    return "±0%" if change == 0 else ("+" if change > 0 else "-") + _share(abs(change)).replace("under ", "<")
 
 
 def _share(share: float) -> str:
