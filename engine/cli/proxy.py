@@ -42,6 +42,11 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     # --db, else $CTXDESK_DB, else the settings' `database` (a team's postgresql:// URL), else a local file
     given = args.db or configured_database(settings_file) or DEFAULT_PROXY_DB
     db = given if is_database_url(given) else Path(given).expanduser()  # a file or a postgresql:// URL
+    from engine.otel import OtelSink, otel_routes
+    from engine.store.factory import open_store
+
+    # agents' OpenTelemetry (/v1/logs, /v1/traces, /v1/metrics) recorded into the same database
+    otel_store = open_store(db)
     server = ProxyServer(
         db,
         host=args.host,
@@ -50,6 +55,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         settings_file=settings_file,
         allow_remote=args.allow_remote,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
+        routes=otel_routes(OtelSink(otel_store)),
     )
     if not is_loopback(args.host):
         print(
@@ -71,9 +77,10 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
             )
         print("Point your agent at it:", file=out)
         print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
+        print(f"  OpenTelemetry (OTLP/HTTP): export OTEL_EXPORTER_OTLP_ENDPOINT={url}", file=out)
         print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
+    with otel_store, contextlib.suppress(KeyboardInterrupt):
         server.run(on_listening=tell_where)
     return EXIT_OK
 

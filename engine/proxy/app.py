@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -21,7 +21,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from engine.proxy.admission import MAX_BODY_BYTES, admit, body_refusal
 from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
@@ -73,9 +73,11 @@ def create_app(
     *,
     allow_remote: bool = False,
     max_body_bytes: int = MAX_BODY_BYTES,
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies,
-    requests :func:`engine.proxy.admission.admit` refuses get their answer (a browser's, a rebinding Host)."""
+    requests :func:`engine.proxy.admission.admit` refuses get their answer (a browser's, a rebinding Host);
+    ``extra_routes`` are served before forwarding (the OTLP receiver's ``/v1/logs``, ``/v1/traces``, ...)."""
     upstreams = upstreams or Upstreams()
     state: dict[str, httpx.AsyncClient] = {}
 
@@ -180,7 +182,8 @@ def create_app(
         )  # fmt: skip
 
     routes = [
-        Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+        *extra_routes,
+        Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.recorder = recorder

@@ -85,8 +85,10 @@ class Relay:
         read_timeout_s: float,
         allow_remote: bool = False,
         max_body_bytes: int = MAX_BODY_BYTES,
+        app_paths: frozenset[str] = frozenset(),
     ) -> None:
         self.recorder = recorder
+        self.app_paths = app_paths  # the app's own endpoints (OTLP /v1/logs, ...): never forwarded
         self.allow_remote = allow_remote
         self.max_body_bytes = max_body_bytes
         self.controller = controller
@@ -160,7 +162,7 @@ class Relay:
                 self.upstream, self.recorder, head, origin, target, self.read_timeout_s, reader, writer, kind
             )
             return False
-        way = route(head, api, headers, self.controller, origin)
+        way = "app" if head.path in self.app_paths else route(head, api, headers, self.controller, origin)
         if way == "app":
             return await via_app(self.app, self.app_origin, head, raw, reader, writer)
         started = time.perf_counter()

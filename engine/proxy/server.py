@@ -9,10 +9,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from engine.errors import ConfigError
 from engine.proxy.admission import MAX_BODY_BYTES
@@ -61,8 +62,10 @@ class ProxyServer:
         settings_file: str | Path | None = None,
         allow_remote: bool = False,
         max_body_bytes: int = MAX_BODY_BYTES,
+        routes: Sequence[BaseRoute] = (),
     ) -> None:
         check_host(host, allow_remote=allow_remote)
+        self.routes = tuple(routes)
         self.allow_remote = allow_remote
         self.max_body_bytes = max_body_bytes
         self.policy_file = PolicyFile(settings_file, settings)
@@ -78,6 +81,7 @@ class ProxyServer:
             self.controller,
             allow_remote=allow_remote,
             max_body_bytes=max_body_bytes,
+            extra_routes=routes,
         )
         config = uvicorn.Config(
             self.app,
@@ -140,6 +144,7 @@ class ProxyServer:
             app_origin=Origin("http", "127.0.0.1", inner.getsockname()[1]),
             connect_timeout_s=self.upstreams.connect_timeout_s, read_timeout_s=self.upstreams.read_timeout_s,
             allow_remote=self.allow_remote, max_body_bytes=self.max_body_bytes,
+            app_paths=frozenset(path for r in self.routes if (path := getattr(r, "path", None))),
         )  # fmt: skip
         try:
             self._front = await asyncio.start_server(
