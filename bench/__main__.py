@@ -38,6 +38,7 @@ BENCHMARKS = (
     ("real_facts", "bench.bench_real_facts"),
     ("cost", "bench.bench_cost"),
     ("proxy", "bench.bench_proxy"),
+    ("otel", "bench.bench_otel"),
     ("import", "bench.bench_import"),
     ("store_pg", "bench.bench_store_pg"),
     ("run_turn", "bench.bench_run_turn"),
