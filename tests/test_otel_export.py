@@ -449,3 +449,25 @@ def test_a_real_phoenix_reads_back_every_call_with_its_tokens_and_window(real_db
         assert a["llm.token_count.completion"] == event.usage.output_tokens
         assert a["gen_ai.usage.cache_read.input_tokens"] == event.usage.cache_read_input_tokens
         assert a["ctxdesk.components.total"] == event.components.total
+
+
+SHARED_SESSION = (
+    Path(os.environ.get("CTXDESK_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+    / "sessions"
+    / "claude-code__d-kimuson_claude-code-viewer__fe5e1c67.jsonl"
+)
+
+
+@pytest.mark.shared
+def test_a_real_170_call_session_is_exported_whole(tmp_path: Path) -> None:
+    """The real Claude Code session fe5e1c67 (a main thread and 5 sub-agents, 170 calls): 6 traces,
+    170 chat spans, their token sums those the provider reported (as `ctxdesk costs` prices them)."""
+    with SessionStore(tmp_path / "fe5e.db") as store, CaptureEndpoint() as endpoint:
+        import_file(SHARED_SESSION, store)
+        result = export_sessions(store, [s.id for s in store.list_sessions()], endpoint.url)
+        spans = endpoint.spans()
+    calls = [attrs(s) for s in spans if s.kind == Span.SPAN_KIND_CLIENT]
+    assert (result.sessions, result.calls, len({s.trace_id for s in spans})) == (6, 170, 6)
+    totals = [sum(a.get(f"gen_ai.usage.{k}", 0) for a in calls) for k in (
+        "input_tokens", "output_tokens", "cache_read.input_tokens", "cache_creation.input_tokens")]  # fmt: skip
+    assert totals == [3_786_648, 51_933, 3_647_854, 137_976]
