@@ -145,7 +145,8 @@ def call_attributes(session: SessionRecord, event: StoredEvent) -> list[KeyValue
     _set(attrs, "gen_ai.provider.name", PROVIDER_NAMES.get(provider or "", provider))
     _set(attrs, "gen_ai.request.model", model)
     _set(attrs, "gen_ai.request.max_tokens", event.max_output_tokens)
-    _set(attrs, "gen_ai.response.id", event.details.get("response_id") or event.details.get("request_id"))
+    # the provider's id of the answer (Anthropic's msg_..., OpenAI's resp_...), not its HTTP request id
+    _set(attrs, "gen_ai.response.id", event.details.get("response_id") or event.details.get("message_id"))
     attrs += [attribute("openinference.span.kind", "LLM"), attribute("session.id", session.id)]
     _set(attrs, "llm.model_name", model)
     _set(attrs, "llm.provider", provider)
@@ -170,6 +171,7 @@ def call_attributes(session: SessionRecord, event: StoredEvent) -> list[KeyValue
     _common_attributes(attrs, event)
     _context_attributes(attrs, event)
     _set(attrs, "ctxdesk.call.trigger", event.trigger)
+    _set(attrs, "ctxdesk.call.request_id", event.details.get("request_id"))
     _set(attrs, "ctxdesk.call.segment", event.details.get("segment"))
     _set(attrs, "ctxdesk.agent_cost_usd", _float(event.details.get("agent_cost_usd")))
     return attrs
