@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -578,3 +579,64 @@ def test_a_codex_session_draws_the_model_window_it_recorded_as_its_limit(
     limit = next(m for m in at.metric if m.label.startswith("Limit"))
     # the import records the limit it knows (engine.settings.limit_for_model): the model's window
     assert limit.value == "258,400"  # model_context_window
+
+
+# -- every page of every real agent's imported session -----------------------------------------
+
+REAL_PAGES = (
+    "sessions", "timeline", "why_stop", "compaction", "offloaded", "tools", "requests", "data_browser",
+    "compare", "model_settings",
+)  # fmt: skip
+RAW_MISSING = re.compile(r"\b(None|nan|NaN|<NA>|NaT)\b")
+
+
+def _page_problems(at: AppTest, recorded: list[str], provider_errors: Sequence[str] = ()) -> list[str]:
+    """What a user must never see on a page: an exception, an error (but a failed call's recorded
+    provider error), no title, or None/nan shown as text (messages' own text in code blocks, and the
+    session's recorded id, title, model and errors, left out)."""
+    problems = [f"exception: {e.value[:500]}" for e in at.exception]
+    problems += [
+        f"error: {e.value}" for e in at.error if not any(m in _plain(e.value) for m in provider_errors)
+    ]
+    if not at.title:
+        problems.append("no page title")
+    shown = [*at.markdown, *at.caption, *at.title, *at.header, *at.subheader, *at.text, *at.info]
+    shown += [*at.warning, *at.success, *at.error]
+    texts = [str(e.value) for e in shown] + [f"{m.label} {m.value}" for m in at.metric]
+    for text in texts:
+        for known in recorded:
+            text = text.replace(known, "")
+        problems += [f"{m.group(0)} in {text[:80]!r}" for m in RAW_MISSING.finditer(_plain(text))]
+    return problems
+
+
+@pytest.mark.timeout(1800)
+def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_raw_none(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page scripts, their queries and their text for every session of every real agent's fixture
+    imported by ``ctxdesk import`` (the browser opens every page of the representatives only:
+    tests/browser/test_dashboard_browser.py)."""
+    from tests.dashboard_real_sessions import all_sessions, copy_real_sessions_db
+
+    (tmp_path / "data").mkdir()
+    db = copy_real_sessions_db(tmp_path_factory.getbasetemp(), tmp_path / "data" / "real.db")
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db.parent))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "config" / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    sessions = all_sessions(db)
+    sources = {s.source for s in sessions}
+    assert len(sources) >= 15 and len(sessions) >= 60, (len(sources), len(sessions))  # every fixture came in
+    at = _app(session=None)
+    failures: dict[tuple[str, str], list[str]] = {}
+    for session in sessions:
+        for name in REAL_PAGES:
+            at.session_state["selected_session"] = f"real::{session.session_id}"
+            at.switch_page(f"views/{name}.py").run()
+            problems = _page_problems(at, session.recorded, session.provider_errors)
+            if at.session_state["selected_session"] != f"real::{session.session_id}":
+                problems.append(f"the page switched the session to {at.session_state['selected_session']}")
+            if problems:
+                failures[(session.session_id, name)] = problems
+    assert not failures, failures
