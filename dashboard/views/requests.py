@@ -82,7 +82,12 @@ m2.metric("Provider (prompt tokens)", display.text(call["provider_prompt_tokens"
 m3.metric("Status", display.text(call["status_code"]))
 m4.metric("Stop reason", display.text(call["stop_reason"]))
 if info.get("error_message"):
-    st.error(f"{display.md(info.get('error_type'))}: {display.md(info['error_message'])}")
+    kind = info.get("error_type")  # a provider's error without a type is its message alone
+    st.error(
+        f"{display.md(kind)}: {display.md(info['error_message'])}"
+        if kind
+        else display.md(info["error_message"])
+    )
 breakdown = {
     "System prompt": call.get("system_tokens"), "Tool definitions": call.get("tools_tokens"),
     "Conversation": call.get("conversation_tokens"), "Tool results": call.get("tool_results_tokens"),
