@@ -1,1 +1,1 @@
-"""ctxdesk dashboard: a Streamlit app (app.py, views/) over session databases read through DuckDB (data.py)."""
+"""ctxdesk dashboard: a Streamlit app (app.py, views/) over session databases read through DuckDB (data/)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from engine.cache_analysis import CallCache, analyze_cache, call_records
 
 if TYPE_CHECKING:
-    from engine.findings.model import Finding, SessionView
+    from engine.findings.view import Finding, SessionView
 
 #: Rebuilds of a cause together below this many tokens are noise, not a finding.
 MIN_FINDING_REBUILT = 2_000
@@ -34,7 +34,7 @@ _WHAT = {
 
 def find_cache_rebuilds(view: SessionView) -> list[Finding]:
     """One finding per avoidable cache-rebuild cause in the session, largest loss first."""
-    from engine.findings.model import Finding
+    from engine.findings.view import Finding
 
     times = {
         m.seq: m.message.meta["timestamp"]

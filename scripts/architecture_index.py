@@ -28,11 +28,15 @@ def module_files() -> list[Path]:
     )
 
 
-def summary(path: Path) -> str:
-    """The first sentence line of a module's docstring ("(no docstring)" when it has none)."""
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-    first = (doc or "").strip().splitlines()[0:1]
-    return first[0].strip() if first else "(no docstring)"
+def summary(path: Path, width: int = 200) -> str:
+    """The first sentence of a module's docstring, on one line ("(no docstring)" when it has none)."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    if not paragraph:
+        return "(no docstring)"
+    end = paragraph.find(". ")
+    sentence = paragraph[: end + 1] if end != -1 else paragraph
+    return sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
 
 
 def index_markdown() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -357,3 +358,16 @@ def test_the_store_owns_all_sql_of_the_engine() -> None:
         f"SQL outside engine/store: {sorted(outside - KNOWN_SQL_OUTSIDE_STORE)}"
     )
     assert _runs_sql(MODULES["engine.store.sqlite"])  # the check sees SQL where it is
+
+
+def test_the_module_index_in_the_architecture_doc_is_the_code_as_it_is() -> None:
+    """docs/architecture.md's module index is generated (scripts/architecture_index.py): every module, its first sentence."""
+    spec = importlib.util.spec_from_file_location(
+        "architecture_index", ROOT / "scripts" / "architecture_index.py"
+    )
+    assert spec is not None and spec.loader is not None
+    index = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(index)
+    doc = DOCS.read_text(encoding="utf-8")
+    assert index.with_index(doc) == doc, "the module index is stale: run python scripts/architecture_index.py"
+    assert all(f"- `{path.relative_to(ROOT).as_posix()}`:" in doc for path in MODULES.values())

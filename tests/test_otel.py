@@ -60,7 +60,9 @@ def test_claude_code_telemetry_gives_the_transcripts_calls_and_usage(tmp_path: P
         (session,) = otel.list_sessions()
         assert session.source == "otel:claude-code" and session.provider == "anthropic"
         tools = [e for e in otel.list_events(session.id, kind="note") if e.trigger == "tool_result"]
-        assert [(t.details["tool_name"], t.details["success"], t.outcome) for t in tools] == [("Read", True, "ok")]
+        assert [(t.details["tool_name"], t.details["success"], t.outcome) for t in tools] == [
+            ("Read", True, "ok")
+        ]
         first = otel.list_events(session.id, kind="request")[0]
         assert first.details["agent_cost_usd"] > 0 and first.details["cache_write_5m_tokens"] == 22866 + (
             2 if encoding == "protobuf" else 0
@@ -74,10 +76,18 @@ def test_a_failed_call_is_recorded_as_the_import_records_it(tmp_path: Path) -> N
         (session,) = otel.list_sessions()
         (event,) = otel.list_events(session.id, kind="request")
         (expected,) = imported.list_events(session.id, kind="request")
-        assert (event.outcome, event.usage) == (expected.outcome, expected.usage) == ("context_length_exceeded", None)
+        assert (
+            (event.outcome, event.usage)
+            == (expected.outcome, expected.usage)
+            == ("context_length_exceeded", None)
+        )
         failure = event.details["failure"]
         assert failure["cause"] == expected.details["failure"]["cause"] == "prompt_too_long"
-        assert (failure["status"], failure["prompt_tokens"], failure["maximum_tokens"]) == (400, 212301, 200000)
+        assert (failure["status"], failure["prompt_tokens"], failure["maximum_tokens"]) == (
+            400,
+            212301,
+            200000,
+        )
 
 
 def test_receiving_the_same_capture_twice_into_one_store_keeps_the_first(tmp_path: Path) -> None:
@@ -106,7 +116,11 @@ def _log_request(name: str, **attributes: object) -> bytes:
 
 
 def test_a_whole_raw_request_body_is_kept_exact_and_a_cut_one_is_not(tmp_path: Path) -> None:
-    body = {"model": "claude-sonnet-4-5", "system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "system": "be brief",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     with SessionStore(tmp_path / "otel.db") as store:
         sink = OtelSink(store)
         for truncated in ("false", "true"):
@@ -155,9 +169,13 @@ def test_events_of_other_programs_and_without_a_session_are_skipped(tmp_path: Pa
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(max_size=200), as_json=st.booleans())
-def test_any_body_is_recorded_or_answered_400_never_raised(tmp_path: Path, body: bytes, as_json: bool) -> None:
+def test_any_body_is_recorded_or_answered_400_never_raised(
+    tmp_path: Path, body: bytes, as_json: bool
+) -> None:
     with SessionStore(tmp_path / "fuzz.db") as store:
-        status, _ = handle_otlp(OtelSink(store), "logs", body, "application/json" if as_json else "application/x-protobuf")
+        status, _ = handle_otlp(
+            OtelSink(store), "logs", body, "application/json" if as_json else "application/x-protobuf"
+        )
         assert status in (200, 400)
 
 

@@ -133,9 +133,9 @@ def project_timeline(
     if turns.empty:
         return None
     sent = components_list(turns)
-    if demand is not None:
+    if demand is not None:  # the guard judged its own projection, not the breakdown reconciled later
         sent = [
-            ComponentTokens(conversation=max(c.total, d)) if d is not None and d > c.total else c
+            ComponentTokens(conversation=d) if d is not None and d != c.total else c
             for c, d in zip(sent, demand, strict=True)
         ]
     points = reproject(sent, settings)

@@ -13,11 +13,7 @@ from engine.explain.agents import AGENT_LABELS, AgentThreshold, agent_label, age
 from engine.explain.calls import Call, Calls, is_failed_request
 from engine.explain.compactions import explain_compactions
 from engine.explain.ending import FINAL_TOOLS, STOP_REASONS, explain_ending
-from engine.explain.failures import explain_failures
-from engine.explain.json_shape import WhyJson, schema_text
-from engine.explain.json_shape import checked as checked_json
-from engine.explain.kept import kept_and_dropped
-from engine.explain.model import (
+from engine.explain.explanations import (
     COMPACTION_BY,
     COMPACTION_TRIGGERS,
     END_CAUSES,
@@ -32,6 +28,10 @@ from engine.explain.model import (
     WhyReport,
     ended_how,
 )
+from engine.explain.failures import explain_failures
+from engine.explain.json_shape import WhyJson, schema_text
+from engine.explain.json_shape import checked as checked_json
+from engine.explain.kept import kept_and_dropped
 from engine.explain.session import explain_session, explain_store
 
 __all__ = [

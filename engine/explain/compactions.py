@@ -18,14 +18,14 @@ from engine.call_failures import failure_of
 from engine.compaction.constraints import slash_command
 from engine.explain.agents import agent_threshold
 from engine.explain.calls import Call, Calls
-from engine.explain.kept import ToolHistory, kept_and_dropped
-from engine.explain.model import (
+from engine.explain.explanations import (
     COMPACTION_BY,
     COMPACTION_TRIGGERS,
     CompactionBy,
     CompactionExplanation,
     CompactionTrigger,
 )
+from engine.explain.kept import ToolHistory, kept_and_dropped
 from engine.explain.sentences import compaction_sentence
 from engine.limit import recorded_limit
 from engine.messages import is_user_input

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from engine.call_failures import failure_of
 from engine.explain.calls import Calls
+from engine.explain.explanations import EndCause, Ending
 from engine.explain.failures import OUTCOME_CAUSES
-from engine.explain.model import EndCause, Ending
 from engine.messages import ToolResultBlock, ToolUseBlock
 from engine.store import SessionRecord, StoredEvent, StoredMessage
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from engine.call_failures import classify_failure, failure_of, prompt_too_long_counts
 from engine.explain.calls import Call, Calls
-from engine.explain.model import FailedCall
+from engine.explain.explanations import FailedCall
 from engine.redact import redact_secrets
 from engine.store import StoredEvent
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.explain.model import CompactionBy, CompactionTrigger, EndCause, ItemKind
+from engine.explain.explanations import CompactionBy, CompactionTrigger, EndCause, ItemKind
 
 SCHEMA_ID = "https://ctxdesk.dev/why.schema.json"
 

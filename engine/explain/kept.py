@@ -24,9 +24,9 @@ from engine.compaction.constraints import constraint_sentences, key_terms, user_
 from engine.compaction.failures import is_failure_output
 from engine.compaction.tool_calls import ToolCall, describe_call
 from engine.explain.calls import Calls
-from engine.explain.model import ContextItem
+from engine.explain.explanations import ContextItem
 from engine.findings.calls import FileUse, later_use
-from engine.findings.model import CONSTRAINT_KEPT_SHARE
+from engine.findings.view import CONSTRAINT_KEPT_SHARE
 from engine.messages import ToolResultBlock, ToolUseBlock, is_user_input
 from engine.store import StoredMessage
 

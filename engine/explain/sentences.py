@@ -4,7 +4,7 @@ compacted itself at call 16: its estimate reached 155,979 of 167,000 tokens (aut
 
 from __future__ import annotations
 
-from engine.explain.model import CompactionExplanation, Ending, FailedCall
+from engine.explain.explanations import CompactionExplanation, Ending, FailedCall
 from engine.store import StoredEvent
 
 

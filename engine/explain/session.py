@@ -9,8 +9,8 @@ from engine.explain.agents import agent_label, agent_of
 from engine.explain.calls import Calls
 from engine.explain.compactions import explain_compactions
 from engine.explain.ending import explain_ending
+from engine.explain.explanations import SessionExplanation, WhyReport
 from engine.explain.failures import explain_failures
-from engine.explain.model import SessionExplanation, WhyReport
 from engine.explain.sentences import headline
 from engine.store import SessionRecord, SessionStore, Snapshot, StoredEvent, StoredMessage
 

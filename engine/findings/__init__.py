@@ -29,7 +29,17 @@ from engine.findings.context_waste import (
     find_stale_thinking,
     find_uncached_prefix,
 )
-from engine.findings.model import (
+from engine.findings.terms import (
+    message_terms,
+    text_terms,
+)
+from engine.findings.tool_waste import (
+    find_repeated_reads,
+    find_stale_results,
+    find_unused_results,
+    find_unused_tools,
+)
+from engine.findings.view import (
     ANTHROPIC_CACHE_READ,
     ANTHROPIC_CACHE_WRITE_1H,
     ANTHROPIC_CACHE_WRITE_5M,
@@ -47,16 +57,6 @@ from engine.findings.model import (
     TokenPrices,
     load_session_view,
     request_views,
-)
-from engine.findings.terms import (
-    message_terms,
-    text_terms,
-)
-from engine.findings.tool_waste import (
-    find_repeated_reads,
-    find_stale_results,
-    find_unused_results,
-    find_unused_tools,
 )
 from engine.model_table import ModelTable
 from engine.settings import Settings
@@ -107,7 +107,7 @@ __all__ = [
 
 def analyze(view: SessionView) -> list[Finding]:
     """Every detector over one session view, largest savings first."""
-    from engine.cache_findings import find_cache_rebuilds  # it builds on engine.findings.model
+    from engine.cache_findings import find_cache_rebuilds  # it builds on engine.findings.view
 
     calls = tool_calls(view)
     findings = [

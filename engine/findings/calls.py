@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.compaction.tool_calls import describe_call
-from engine.findings.model import SessionView
+from engine.findings.view import SessionView
 from engine.messages import (
     ToolResultBlock,
     ToolUseBlock,

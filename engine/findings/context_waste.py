@@ -7,7 +7,7 @@ import itertools
 
 from engine.compaction.constraints import constraint_sentences, key_terms
 from engine.compaction.constraints import words as _words
-from engine.findings.model import (
+from engine.findings.view import (
     CONSTRAINT_KEPT_SHARE,
     INEFFECTIVE_COMPACTION_RATIO,
     MIN_CACHE_REQUESTS,

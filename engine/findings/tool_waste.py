@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from engine.compaction.tool_calls import describe_call
 from engine.findings.calls import ENGINE_TOOL_NAMES, ToolCall, file_uses, later_use, tool_calls
-from engine.findings.model import MIN_DISTINCTIVE_TERMS, MIN_FINDING_TOKENS, Finding, SessionView
 from engine.findings.terms import _examples, _power_of_two_below, message_terms, text_terms
+from engine.findings.view import MIN_DISTINCTIVE_TERMS, MIN_FINDING_TOKENS, Finding, SessionView
 from engine.messages import (
     ToolUseBlock,
 )

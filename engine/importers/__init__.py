@@ -22,8 +22,8 @@ from engine.importers.api import (
 from engine.importers.batch import import_files
 from engine.importers.follow import ImportFollower
 from engine.importers.locations import agent_files, agent_roots, folder_files
-from engine.importers.model import ImportedSession, ImportResult
 from engine.importers.parallel import pool_size
+from engine.importers.parsed import ImportedSession, ImportResult
 from engine.importers.progress import ImportProgress, progress_line, read_status, status_path, write_status
 from engine.importers.registry import AGENTS, FORMATS, REGISTRY, ImportFormat, agents_table
 

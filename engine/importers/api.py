@@ -19,7 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import ImportFormatError, NotFoundError
 from engine.importers.detect import LineCache, classify, detect, read_document
-from engine.importers.model import ImportedSession, ImportResult, ParsedSession, SourceProblem
+from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
 from engine.importers.writer import Lineages, claim_session_id, write_session
 from engine.settings import Settings

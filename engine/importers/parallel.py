@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.errors import ImportFormatError
 from engine.importers.api import ProgressCallback, file_state, parse_file, unchanged_result, write_parsed
-from engine.importers.model import ImportResult, ParsedSession
+from engine.importers.parsed import ImportResult, ParsedSession
 from engine.importers.writer import Lineages
 from engine.settings import Settings
 from engine.store import SessionStore

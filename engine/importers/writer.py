@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import NotFoundError
 from engine.events import ProviderUsage
-from engine.importers.model import ImportedSession, ParsedMessage, ParsedSession
+from engine.importers.parsed import ImportedSession, ParsedMessage, ParsedSession
 from engine.importers.parsing import title_of, tool_category
 from engine.importers.request_events import record_requests, utc_text
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only

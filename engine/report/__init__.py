@@ -26,7 +26,9 @@ from engine.report.build import (
 from engine.report.costs import cost_line, project_cost_report, project_cost_text, session_cost_report
 from engine.report.diff import PREVIEW_CHARS, diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.lookup import find_session, open_target, read_store, split_target, threads_of
-from engine.report.models import (
+from engine.report.notes import FLOAT_FORMAT, event_note, is_routine
+from engine.report.run import EXIT_GATE_FAILED, FORMATS, render, run_diff, run_report, write_output
+from engine.report.shapes import (
     REPORT_VERSION,
     ChangeStatus,
     Components,
@@ -44,8 +46,6 @@ from engine.report.models import (
     report_json_schema,
     schema_text,
 )
-from engine.report.notes import FLOAT_FORMAT, event_note, is_routine
-from engine.report.run import EXIT_GATE_FAILED, FORMATS, render, run_diff, run_report, write_output
 from engine.report.text import money_text, render_diff_text, render_table, render_text
 
 

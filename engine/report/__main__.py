@@ -2,7 +2,7 @@
 
 import sys
 
-from engine.report.models import schema_text
+from engine.report.shapes import schema_text
 
 if sys.argv[1:] == ["--schema"]:
     sys.stdout.write(schema_text())

@@ -12,7 +12,7 @@ from typing import Any
 from engine.findings import SessionView, analyze, load_session_view
 from engine.limit import recorded_limit
 from engine.report.costs import project_cost_report, session_cost_report
-from engine.report.models import (
+from engine.report.shapes import (
     Components,
     Limit,
     Report,

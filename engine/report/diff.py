@@ -12,7 +12,7 @@ from engine.errors import NotFoundError, ValidationError
 from engine.events import COMPONENTS
 from engine.messages import Message
 from engine.report.lookup import split_target, threads_of
-from engine.report.models import ChangeStatus, Components, DiffReport, DiffSide, MessageChange
+from engine.report.shapes import ChangeStatus, Components, DiffReport, DiffSide, MessageChange
 from engine.store import SessionRecord, SessionStore, message_kind
 from engine.store.factory import is_database_url
 from engine.tokens import get_tokenizer

@@ -17,8 +17,8 @@ from plotly.offline import get_plotlyjs
 
 from engine.events import COMPONENT_COLORS, COMPONENT_LABELS, COMPONENTS, outcome_marker
 from engine.report.costs import project_cost_html, session_cost_html
-from engine.report.models import Report, ReportEvent, SessionReport
 from engine.report.notes import is_routine
+from engine.report.shapes import Report, ReportEvent, SessionReport
 from engine.report.text import money_text
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}

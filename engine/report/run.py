@@ -12,8 +12,8 @@ from engine.report.build import build_report, gate_failure
 from engine.report.diff import diff_contexts, load_side, parse_side, snapshot_pair
 from engine.report.jsonstream import json_pieces
 from engine.report.lookup import open_target, read_store
-from engine.report.models import Report, SessionReport
 from engine.report.output import write_output
+from engine.report.shapes import Report, SessionReport
 from engine.report.stream import report_json_pieces, summary_report
 from engine.report.text import render_diff_text, render_text
 from engine.settings import load_settings

@@ -24,7 +24,7 @@ from engine.report.build import (
 )
 from engine.report.costs import SessionCostReport, project_cost_report, session_cost_report
 from engine.report.jsonstream import Deferred, Streamed, json_pieces
-from engine.report.models import Report, RequestPoint, SessionReport, TurnPoint
+from engine.report.shapes import Report, RequestPoint, SessionReport, TurnPoint
 from engine.rollup import SessionCosts
 from engine.settings import Settings
 from engine.store import SessionStore

@@ -7,8 +7,8 @@ from typing import Any
 
 from engine.events import COMPONENTS
 from engine.report.costs import project_cost_text, session_cost_text
-from engine.report.models import DiffReport, Report, SessionReport
 from engine.report.notes import FLOAT_FORMAT, cell, event_note, is_routine
+from engine.report.shapes import DiffReport, Report, SessionReport
 from engine.textfmt import format_table
 
 

@@ -16,7 +16,15 @@ from engine.settings.files import (
     settings_path,
     write_atomically,
 )
-from engine.settings.models import (
+from engine.settings.resolve import (
+    IMPORTED_LIMIT_PRECEDENCE,
+    ResolvedModelSettings,
+    infer_provider,
+    limit_for_model,
+    limit_source,
+    resolve_model_settings,
+)
+from engine.settings.schema import (
     BUILTIN_SETTINGS,
     DEFAULT_BUFFER_TOKENS,
     DEFAULT_COMPACT_THRESHOLD,
@@ -35,14 +43,6 @@ from engine.settings.models import (
     Settings,
     Share,
     Tokens,
-)
-from engine.settings.resolve import (
-    IMPORTED_LIMIT_PRECEDENCE,
-    ResolvedModelSettings,
-    infer_provider,
-    limit_for_model,
-    limit_source,
-    resolve_model_settings,
 )
 from engine.settings.watch import (
     FileChangeWatcher,

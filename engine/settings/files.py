@@ -17,7 +17,7 @@ import tomlkit.items
 
 from engine.errors import ConfigError
 from engine.policy_settings import policies_toml
-from engine.settings.models import (
+from engine.settings.schema import (
     DEFAULT_SETTINGS_PATH,
     SETTINGS_ENV_VAR,
     TOP_LEVEL_KEYS,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.errors import ValidationError
 from engine.limit import Limit
 from engine.model_table import ModelInfo, ModelTable, load_model_table, match_model_name
-from engine.settings.models import (
+from engine.settings.schema import (
     BUILTIN_SETTINGS,
     TABLE_FIELDS,
     THRESHOLD_ORDER,

@@ -15,7 +15,7 @@ import watchfiles
 
 from engine.errors import ConfigError
 from engine.settings.files import load_settings
-from engine.settings.models import Settings
+from engine.settings.schema import Settings
 
 logger = logging.getLogger("engine.settings")  # the name it logged under before the split
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import anthropic_message, anthropic_usage, provider_of, system_text
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_count, build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 

@@ -14,7 +14,7 @@ from typing import Any
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of, str_in
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import (
     anthropic_content,
     as_count,

@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_text, openai_tool_uses, provider_of
 from engine.messages import TextBlock, ToolResultBlock
 

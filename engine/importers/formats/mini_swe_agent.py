@@ -19,7 +19,7 @@ from typing import Any
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.openai_chat import parse_openai_messages
-from engine.importers.model import ParsedSession, SourceProblem
+from engine.importers.parsed import ParsedSession, SourceProblem
 from engine.importers.parsing import openai_usage, provider_of
 
 FORMAT_PREFIX = "mini-swe-agent"

@@ -14,7 +14,7 @@ from typing import Any
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of, str_in
 from engine.importers.formats.codex import ITEM_TYPES, RolloutReader
-from engine.importers.model import ParsedSession, SourceProblem
+from engine.importers.parsed import ParsedSession, SourceProblem
 from engine.importers.parsing import provider_of
 
 

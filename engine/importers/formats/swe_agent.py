@@ -12,7 +12,7 @@ from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat
 from engine.importers.formats.openai_chat import parse_openai_messages
 from engine.importers.formats.openhands import is_openhands_legacy
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 
 

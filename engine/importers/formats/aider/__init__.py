@@ -23,7 +23,7 @@ from engine.importers.formats.aider.llm_history import (
     parse_llm_history,
     split_request,
 )
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession
 from engine.importers.parsing import build_message
 from engine.messages import Message
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from engine.events import ProviderUsage
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 
 HEAD = "# aider chat started at"

@@ -28,7 +28,7 @@ from typing import Any
 from engine.components import measure_request
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.requests import ThinkingRule, sent_messages
-from engine.importers.model import SourceProblem
+from engine.importers.parsed import SourceProblem
 from engine.importers.parsing import anthropic_message
 from engine.messages import TextBlock
 from engine.tokens import Tokenizer

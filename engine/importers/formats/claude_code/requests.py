@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.thread import Thread
-from engine.importers.model import CallInfo, ParsedMessage, Sent, ThinkingRule
+from engine.importers.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
 from engine.messages import Message, ThinkingBlock, is_user_input
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.importers.model import CallInfo, ParsedMessage, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, SourceProblem
 from engine.importers.parsing import anthropic_content, anthropic_usage, build_message
 from engine.messages import Message, TextBlock, ToolResultBlock
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.events import ProviderUsage
 from engine.importers.formats.gemini.history import MESSAGE_TYPES, SNAPSHOT, ChatLog, Entry
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import as_count, as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.importers.model import SourceProblem
+from engine.importers.parsed import SourceProblem
 
 Line = tuple[int, Any]
 MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.importers.model import SourceProblem
+from engine.importers.parsed import SourceProblem
 
 _TABLES = frozenset({"session", "message", "part"})
 

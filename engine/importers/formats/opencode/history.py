@@ -12,7 +12,7 @@ from typing import Any
 from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.formats.opencode.database import Rows
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from engine.importers.formats import SNIFF_LINES
-from engine.importers.model import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing import build_message, openai_usage, provider_of, tool_arguments
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
