@@ -640,3 +640,29 @@ def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_r
             if problems:
                 failures[(session.session_id, name)] = problems
     assert not failures, failures
+
+
+def test_a_compare_pair_stays_when_a_new_session_appears(db: Path) -> None:
+    """#36.1: a session written meanwhile changes the pickers' options; the pair the link or the user
+    chose stays (Streamlit falls back to a changed selectbox's first option, the newest session)."""
+    from engine.messages import assistant, user
+    from engine.store import SessionStore
+    from engine.tokens import get_tokenizer
+
+    at = _app(page="compare")
+    at.selectbox(key="cmp_b").set_value("sample::sess-small").run()
+    _ok(at)
+    with SessionStore(db) as store:
+        store.create_session(session_id="written-meanwhile", model="gpt-4o", title="A session being written")
+        store.append_messages(
+            "written-meanwhile", [user("hi"), assistant("ok")], tokenizer=get_tokenizer("gpt-4o")
+        )
+    st.cache_data.clear()
+    at.run()
+    _ok(at)
+    assert at.selectbox(key="cmp_a").options[0] == "A session being written · gpt-4o · sample"  # the newest first
+    assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (
+        "sample::sess-refactor",
+        "sample::sess-small",
+    )
+    assert (at.query_params["a"], at.query_params["b"]) == ("sample::sess-refactor", "sample::sess-small")

@@ -21,15 +21,30 @@ labels = state.session_labels(sessions)
 selected = state.selected()
 first = selected.key if selected is not None and selected.key in rows else keys[0]
 defaults = {"cmp_a": first, "cmp_b": next((k for k in keys if k != first), first)}
+# The pair lives in its own state, changed only by a pick or the link: a selectbox whose options
+# change (a session written meanwhile appears) is a new widget to Streamlit and falls back to its
+# first option, the newest session, which took a shared link's pair over (#36.1).
+PAIR_KEY = "_cmp_pair"
+pair: dict[str, str] = st.session_state.setdefault(PAIR_KEY, {})
 for widget, param in (("cmp_a", "a"), ("cmp_b", "b")):
-    linked = st.query_params.get(param)
-    if st.session_state.get(widget) not in rows:
-        st.session_state[widget] = linked if linked in rows else defaults[widget]
+    if pair.get(widget) not in rows:
+        linked = st.query_params.get(param)
+        pair[widget] = linked if linked in rows else defaults[widget]
+    st.session_state[widget] = pair[widget]
+
+
+def _picked(widget: str) -> None:
+    st.session_state[PAIR_KEY][widget] = st.session_state[widget]
+
 
 mode = st.radio("Compare", ["Two sessions", "Two calls"], horizontal=True, key="cmp_mode")
 left, right = st.columns(2)
-a_key = left.selectbox("A", keys, format_func=labels.__getitem__, key="cmp_a")
-b_key = right.selectbox("B", keys, format_func=labels.__getitem__, key="cmp_b")
+a_key = left.selectbox(
+    "A", keys, format_func=labels.__getitem__, key="cmp_a", on_change=_picked, args=("cmp_a",)
+)
+b_key = right.selectbox(
+    "B", keys, format_func=labels.__getitem__, key="cmp_b", on_change=_picked, args=("cmp_b",)
+)
 st.query_params["a"], st.query_params["b"] = a_key, b_key
 all_calls = state.call_costs()
 
