@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,18 +44,19 @@ from engine.proxy.wire.shared import (
 SYSTEM_ROLES = ("system", "developer")
 
 
-class OpenAIWire:
+class OpenAIWire(ABC):
     """What OpenAI's two APIs share: the session id (headers, ``prompt_cache_key``, ``user``), a
-    system/developer head, the error and usage shapes, and whole answers for read_result rounds."""
+    system/developer head, the error and usage shapes, and whole answers for read_result rounds.
+    Each API says what a system item is and how its answers read."""
 
     provider = "openai"
     tokenizer = "o200k_base"
 
-    def is_system(self, item: Any) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def is_system(self, item: Any) -> bool: ...
 
-    def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse:
-        raise NotImplementedError
+    @abstractmethod
+    def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse: ...
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str | None:
         return agent_session_id(headers, body, lambda _: None)
