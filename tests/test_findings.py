@@ -16,6 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.findings import (
     ENGINE_TOOL_NAMES,
+    MIN_FINDING_TOKENS,
     Finding,
     analyze,
     call_target,
@@ -365,19 +366,38 @@ def test_no_caching_finding(store: SessionStore, usages: list[ProviderUsage]) ->
     assert find_waste(store, sid) == []
 
 
-def test_thinking_of_finished_turns_is_stale(store: SessionStore) -> None:
-    thought = " ".join(f"step {i}: consider option_{i}" for i in range(60))
+def _thinking_session(store: SessionStore, thought: str, *, model: str, provider: str) -> tuple[str, int]:
     messages = [
         user("first"),
         Message(role="assistant", content=[ThinkingBlock(thinking=thought, signature="sig"), TextBlock(text="A")]),
         user("second"), assistant("B"), user("third"), assistant("C"),
     ]  # fmt: skip
-    sid = stored_session(store, messages)
-    [finding] = find_waste(store, sid)
-    cost = get_tokenizer("gpt-4o").count_block(messages[1].content[0])  # type: ignore[index]
-    assert finding.kind == "stale_thinking"
+    cost = get_tokenizer(model).count_block(messages[1].content[0])  # type: ignore[index]
+    return stored_session(store, messages, model=model, provider=provider), cost
+
+
+LONG_THOUGHT = " ".join(f"step {i}: consider option_{i}" for i in range(60))
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "names_anthropic_edit"),
+    [("gpt-4o", "openai", False), ("claude-sonnet-4-5", "anthropic", True)],
+    ids=["openai: a generic fix", "anthropic: the clear_thinking edit"],
+)
+def test_thinking_of_finished_turns_is_stale(
+    store: SessionStore, model: str, provider: str, names_anthropic_edit: bool
+) -> None:
+    sid, cost = _thinking_session(store, LONG_THOUGHT, model=model, provider=provider)
+    [finding] = [f for f in find_waste(store, sid) if f.kind == "stale_thinking"]
     assert (finding.turn_index, finding.requests, finding.tokens) == (1, 2, 2 * cost)
     assert finding.message_seqs == (1,)
+    assert ("clear_thinking_20251015" in finding.fix) is names_anthropic_edit
+
+
+def test_a_few_tokens_of_stale_thinking_are_not_a_finding(store: SessionStore) -> None:
+    sid, cost = _thinking_session(store, "check the tests", model="gpt-4o", provider="openai")
+    assert cost < MIN_FINDING_TOKENS
+    assert [f for f in find_waste(store, sid) if f.kind == "stale_thinking"] == []
 
 
 # -- compactions ---------------------------------------------------------------------------------

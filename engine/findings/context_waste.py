@@ -12,6 +12,7 @@ from engine.findings.view import (
     INEFFECTIVE_COMPACTION_RATIO,
     MIN_CACHE_REQUESTS,
     MIN_CACHEABLE_PREFIX,
+    MIN_FINDING_TOKENS,
     Finding,
     SessionView,
 )
@@ -20,6 +21,16 @@ from engine.messages import (
     is_user_input,
 )
 from engine.sent import compaction_removals
+
+#: How Anthropic's API drops earlier turns' thinking server-side (named in the fix only for Anthropic sessions).
+ANTHROPIC_THINKING_EDIT = (
+    ' (context_management edit clear_thinking_20251015, keep={"type": "thinking_turns", "value": 1})'
+)
+
+
+def speaks_anthropic(view: SessionView) -> bool:
+    """Whether the session's provider takes Anthropic's parameters (the fixes name them only then)."""
+    return (view.session.provider or "") == "anthropic" or "claude" in (view.session.model or "")
 
 
 def find_uncached_prefix(view: SessionView) -> list[Finding]:
@@ -55,7 +66,7 @@ def find_uncached_prefix(view: SessionView) -> list[Finding]:
         money = round(max(0.0, actual - cached_cost(prices.cache_write)), 6)
         saved_1h = max(0.0, actual - cached_cost(prices.cache_write_1h or prices.cache_write))
         detail += f" Caching would have cost ${actual - money:,.4f} instead of ${actual:,.4f} (1-hour writes: saves ${saved_1h:,.4f})."
-    anthropic = (view.session.provider or "") == "anthropic" or "claude" in (view.session.model or "")
+    anthropic = speaks_anthropic(view)
     return [
         view.finding(
             "uncached_prefix",
@@ -93,8 +104,10 @@ def find_stale_thinking(view: SessionView) -> list[Finding]:
         if stale:
             per_request.append((r, sum(thinking[s][1] for s in stale)))
             seqs.update(stale)
-    if not per_request:
+    # A few re-sent tokens of thinking are not worth a finding (a 12-token thought was shown as waste).
+    if not per_request or max(t for _, t in per_request) < MIN_FINDING_TOKENS:
         return []
+    anthropic = speaks_anthropic(view)
     return [
         view.finding(
             "stale_thinking",
@@ -104,8 +117,8 @@ def find_stale_thinking(view: SessionView) -> list[Finding]:
             seqs=seqs,
             turn_index=per_request[0][0].turn_index,
             per_request=per_request,
-            fix="drop thinking blocks of finished turns before sending (Anthropic: clear_thinking_20251015, "
-            'keep={"type": "thinking_turns", "value": 1})',
+            fix="drop thinking blocks of finished turns before sending"
+            + (ANTHROPIC_THINKING_EDIT if anthropic else ""),
         )
     ]
 
