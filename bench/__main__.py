@@ -54,7 +54,9 @@ EXTERNAL_TIMEOUT_S = 1_800
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run ctxdesk's benchmarks.")
     parser.add_argument("--quick", action="store_true", help="small sizes (the smoke test's mode)")
-    parser.add_argument("--only", nargs="+", choices=[n for n, _ in BENCHMARKS], help="run only these")
+    parser.add_argument(
+        "--only", nargs="+", choices=list(dict.fromkeys(n for n, _ in BENCHMARKS)), help="run only these"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for summary.md/.json")
     parser.add_argument(
         "--no-setup",
