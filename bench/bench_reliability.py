@@ -10,8 +10,10 @@ hidden by another's:
 - the dashboard's timeline data (per-turn rows, per-call rows, markers, guard/request events)
   for that session: seconds against the target 3 s;
 - opening a 200 MB output in the dashboard (first, middle, last page and a search): growth;
-- ``run_turn`` overhead beside the guard alone (bench_run_turn) at 10k messages.
-``--quick`` shrinks every size (20 MB, 100 MB, 4k messages, 1k messages).
+- ``run_turn`` overhead beside the guard alone (bench_run_turn) at 10k messages;
+- ``ctxdesk import`` of a 2 GB single-line file (refused at the per-line cap, peak against the cap) and
+  of a million small lines (seconds against 60 s).
+``--quick`` shrinks every size (20 MB, 100 MB, 4k messages, 1k messages, a 256 MB line, 5k lines).
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ from bench.report import Table
 
 MB = 1 << 20
 GB = 1 << 30
-SIZES = {"offload": 200 * MB, "reject": GB, "messages": 200_000, "small": 2_000, "turns": 10_000}
-QUICK = {"offload": 20 * MB, "reject": 100 * MB, "messages": 4_000, "small": 1_000, "turns": 1_000}
+SIZES = {"offload": 200 * MB, "reject": GB, "messages": 200_000, "small": 2_000, "turns": 10_000,
+         "long_line": 2 * GB, "lines": 1_000_000}  # fmt: skip
+QUICK = {"offload": 20 * MB, "reject": 100 * MB, "messages": 4_000, "small": 1_000, "turns": 1_000,
+         "long_line": 256 * MB, "lines": 5_000}  # fmt: skip
 TIMELINE_TARGET_S = 3.0
+#: #32.9: a million small lines imported in at most this many seconds.
+MILLION_LINES_TARGET_S = 60.0
 
 
 def python_peak(code: str) -> tuple[dict[str, Any], int, float]:
@@ -230,6 +236,76 @@ def run_turn_row(size: int, folder: Path, *, seed_calls: bool = False) -> list[A
     ]
 
 
+def long_line_row(size: int, folder: Path) -> list[Any]:
+    """``ctxdesk import`` of a Claude Code file whose one line is ``size`` bytes: refused at the per-line
+    cap, in memory bounded by twice the cap (the file is sparse past its head: NUL bytes inside a string)."""
+    from engine.importers.lines import MAX_LINE_BYTES
+
+    path = folder / "one-long-line.jsonl"
+    head = b'{"type": "user", "sessionId": "s", "uuid": "u", "message": {"role": "user", "content": "'
+    with path.open("wb") as fh:
+        fh.write(head)
+        fh.truncate(size - 4)
+        fh.seek(0, 2)
+        fh.write(b'"}}\n')
+    code, err, peak, seconds = cli_peak("import", str(path), "--db", str(folder / "long-line.db"))
+    path.unlink()
+    if code == 0 or "ctxdesk: error:" not in err:
+        raise RuntimeError(f"the {size // MB:,} MB line was not refused: exit {code}, {err[-500:]}")
+    return [
+        f"import a {size // MB:,} MB single-line file: refused at the {MAX_LINE_BYTES // MB} MB per-line cap, peak",
+        "MB",
+        round(peak / MB),
+        MAX_LINE_BYTES // MB,
+        "the per-line cap",
+        round(peak / MAX_LINE_BYTES, 2),
+        "refused, <= 2x the cap",
+        round(seconds, 1),
+    ]
+
+
+def claude_code_lines(path: Path, lines: int) -> None:
+    """A Claude Code transcript of ``lines`` small lines: one session, user prompts and replies with usage."""
+    parent = None
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(lines):
+            reply = i % 2 == 1
+            line = {
+                "type": "assistant" if reply else "user", "sessionId": "s-lines", "uuid": f"u{i:08d}",
+                "parentUuid": parent, "timestamp": f"2026-01-{1 + i // 86_400 % 28:02d}T"
+                f"{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z", "cwd": "/repo",
+                "version": "2.1.0", "isSidechain": False, "userType": "external",
+                "message": {
+                    "id": f"msg_{i}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                    "content": [{"type": "text", "text": f"done {i}"}], "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 10 + i % 5_000, "output_tokens": 3},
+                } if reply else {"role": "user", "content": f"step {i}: run the check"},
+            }  # fmt: skip
+            fh.write(json.dumps(line) + "\n")
+            parent = line["uuid"]
+
+
+def many_lines_row(lines: int, folder: Path) -> list[Any]:
+    """``ctxdesk import`` of ``lines`` small lines (#32.9: a million took more than 9 minutes)."""
+    path = folder / "many-lines.jsonl"
+    claude_code_lines(path, lines)
+    code, err, peak, seconds = cli_peak("import", str(path), "--db", str(folder / "many-lines.db"))
+    size = path.stat().st_size
+    path.unlink()
+    if code != 0:
+        raise RuntimeError(f"import of {lines:,} lines failed: exit {code}, {err[-500:]}")
+    return [
+        f"import {lines:,} small lines ({size / MB:,.0f} MB, one Claude Code session; peak {peak / MB:,.0f} MB)",
+        "s",
+        round(seconds, 1),
+        MILLION_LINES_TARGET_S,
+        "target for a million lines",
+        round(seconds / MILLION_LINES_TARGET_S * 1_000_000 / lines, 2),
+        "<= 1 (scaled to a million)",
+        round(seconds, 1),
+    ]
+
+
 def run(quick: bool = False) -> Table:
     sizes = QUICK if quick else SIZES
     table = Table(
@@ -242,6 +318,8 @@ def run(quick: bool = False) -> Table:
         table.add(*offload_row(sizes["offload"], folder))
         table.add(*blob_row(sizes["offload"], folder))
         table.add(*reject_row(sizes["reject"], folder))
+        table.add(*long_line_row(sizes["long_line"], folder))
+        table.add(*many_lines_row(sizes["lines"], folder))
         big, small = folder / "big.db", folder / "small.db"
         session_id = make_session(big, sizes["messages"])
         make_session(small, sizes["small"])
