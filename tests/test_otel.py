@@ -142,6 +142,8 @@ def test_a_whole_raw_request_body_is_kept_exact_and_a_cut_one_is_not(tmp_path: P
         ("not UTF-8 JSON", b'{"resourceLogs": ["\xff"]}', "application/json"),
         ("over the size limit", b"\x00" * (MAX_OTLP_BYTES + 1), "application/x-protobuf"),
     ],
+    # The body is left out of the test's id: 16 MiB of bytes made a 64 MB id that every report carried.
+    ids=lambda value: "body" if isinstance(value, bytes) else None,
 )
 def test_a_bad_payload_is_answered_400_and_recorded_nowhere(
     tmp_path: Path, name: str, body: bytes, content_type: str
