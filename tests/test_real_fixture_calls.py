@@ -47,10 +47,6 @@ KNOWN_DEFECTS: dict[str, str] = {
         for scenario in ("compact_auto", "compact_auto_pct", "compact_manual", "compact_manual_instructions",
                          "compact_reactive")
     },
-    "aider/auto-commit": "the commit-message call (weak model, prompt = the diff and the chat so far) is "
-    "imported as a call whose messages are the chat's, not the commit prompt it sent",
-    "aider/edit-run-resume": "the chat log loses text exactly as sent: a trailing blank line of a command's "
-    "output, and markdown hard-break spaces kept on a restored prompt",
     "kilo/overflow": "the overflow compaction's first summarizer call (\"Summarize conversation chunk 1 "
     "of 1\") is missing: Kilo deletes that message (message.removed) and only its event table keeps "
     "it; formats/opencode reads the message and part tables only",
@@ -90,8 +86,9 @@ class Unlogged:
     unlogged_atom: Callable[[Atom], bool] | None = None
     framing: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     last_attempt_only: bool = False
-    #: A summarizer request that renders the whole history as one text of its own: the call is
-    #: checked to be there, in its place, flagged as the compaction's call, not atom by atom.
+    #: A side request (a summarizer, a commit message) that renders the history as one text of its
+    #: own the files never hold: the call is checked to be there, in its place, flagged as the
+    #: compaction's call or a side call, not atom by atom.
     rendered_summary: Callable[[Request], bool] | None = None
     #: A request the provider refused that the agent's files may keep no trace of: no call for
     #: it is not a defect (one the import does have is still compared).
@@ -111,6 +108,11 @@ _AIDER_FRAMING_STARTS = (
 )
 
 
+def _as_aider_logs(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's text as Aider's LLM history keeps it: its lines, not their endings."""
+    return {**message, "content": "\n".join("".join(_texts_of(message.get("content"))).splitlines())}
+
+
 def _without_aider_framing(body: dict[str, Any]) -> dict[str, Any]:
     messages = body["messages"]
     kept: list[dict[str, Any]] = []
@@ -124,7 +126,7 @@ def _without_aider_framing(body: dict[str, Any]) -> dict[str, Any]:
         elif message["role"] == "user" and text.startswith(_AIDER_FRAMING_STARTS):
             skip_answer = True
         else:
-            kept.append(message)
+            kept.append(_as_aider_logs(message))
     return {**body, "messages": kept}
 
 
@@ -230,13 +232,22 @@ EXCEPTIONS: tuple[Unlogged, ...] = (
         ),
     ),
     Unlogged(
-        "aider framing",
+        "aider framing and line endings",
         "aider",
         "aider-chat 0.86.2",
         "Aider's framing (system prompt, reminder, repository map and files in the chat with the "
         "answers it writes itself) is the call's system prompt in the import, not conversation "
-        "(checked against the request in tests/test_import_aider.py)",
+        "(checked against the request in tests/test_import_aider.py); its LLM history keeps each "
+        "message's lines, not their endings (a last newline or trailing blank line is lost)",
         framing=_without_aider_framing,
+    ),
+    Unlogged(
+        "aider commit message",
+        "aider",
+        "aider-chat 0.86.2",
+        "the weak model's commit-message call is sent the chat rendered as one text plus the diff; "
+        "the chat log keeps only its result ('Commit <hash> <message>')",
+        rendered_summary=lambda request: "# Diffs:" in str(request["body"]["messages"][-1:]),
     ),
     Unlogged(
         "codex retries",
@@ -254,7 +265,7 @@ def exceptions_for(scenario: Path) -> list[Unlogged]:
 
 
 #: What a rendered-summary request and the compaction call it is compare as.
-RENDERED_SUMMARY: Atom = ("compaction summarizer call",)
+RENDERED_SUMMARY: Atom = ("side call rendering the history",)
 
 
 @dataclass
@@ -267,6 +278,7 @@ class Call:
     failed: bool
     #: The agent recorded the request whole (compared whole), else rebuilt from the transcript.
     recorded_whole: bool = False
+    #: The compaction's summarizer call or another side call (e.g. Aider's commit message).
     compaction_call: bool = False
 
 
@@ -297,7 +309,9 @@ def imported_calls(store: SessionStore, wire: Wire) -> dict[str, list[Call]]:
             first = starts[segment - 1] if segment else 0
             sent = transcript[first : event.details["messages_sent"]]
             # Codex and Claude Code flag it compaction_call, OpenCode and Kilo compaction_summary
-            summarizer = bool(event.details.get("compaction_call") or event.details.get("compaction_summary"))
+            summarizer = any(
+                event.details.get(k) for k in ("compaction_call", "compaction_summary", "side_call")
+            )
             own.append(
                 Call(session.id, event.seq, imported_atoms(sent, wire), failed, compaction_call=summarizer)
             )
