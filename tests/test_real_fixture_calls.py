@@ -41,9 +41,11 @@ from tests.fixture_calls import (
 #: the day one is fixed, its entry must go).
 KNOWN_DEFECTS: dict[str, str] = {
     **{
-        f"claude-code/{scenario}": "the compaction summarizer's call is rebuilt with the turn after it "
-        "(the prompt or reply that followed the /compact or auto-compact point): messages_sent of that "
-        "call counts past the summarizer request (claude_code_thread, accuracy helper's area)"
+        f"claude-code/{scenario}": "the compaction summarizer's call says it sent more than its request "
+        "carried: its messages_sent (5, 8, 5 in compact_auto, compact_manual, compact_reactive) counts the "
+        "prompt or reply written after the point Claude Code summarized, while its own request_messages "
+        "(4, 7, 3) is right; the call is anchored to the wrong message (formats/claude_code, accuracy "
+        "helper's area)"
         for scenario in ("compact_auto", "compact_auto_pct", "compact_manual", "compact_manual_instructions",
                          "compact_reactive")
     },
