@@ -68,9 +68,12 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         "used = the calibration is better than the static estimator held out; otherwise the static one counts "
         "(engine.calibration.estimator_for). The static Claude estimator (cl100k x 0.93 + 0.05/char) was itself "
         "fitted on these two Claude Code files, so the Claude rows compare a held-out fit with an in-sample one.",
-        "Claude Code's remaining growth error is mostly text its transcripts do not log: on about a quarter of the "
-        "pairs the provider counted a median ~90 tokens more than any message added (a harness reminder); "
-        "no weighting of the logged content predicts it.",
+        "The ~90 tokens Claude Code 1.0.x added on about a fifth of the calls without logging them are its TodoWrite "
+        "reminder (\"The TodoWrite tool hasn't been used recently ...\"): the importer rebuilds it where 1.0.98/1.0.108's "
+        "own rule puts it (engine/importers/formats/claude_code/reminders.py; read from their cli.js, fitted on no "
+        "file), which took fe5e1c67's static growth error from 7.97% to 4.58%. What remains is a few large "
+        "tool results the estimator undercounts (a 12k-token Bash output, MultiEdit on CLAUDE.md: +1,201 tokens, "
+        "a box-drawing directory tree) and background-shell notices (BashOutput/KillBash) the file does not log.",
     ]
     return table
 

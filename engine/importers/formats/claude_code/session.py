@@ -22,6 +22,7 @@ from typing import Any
 from engine.importers.formats.claude_code.blobs import ToolResultFile, assign_blobs
 from engine.importers.formats.claude_code.exact import apply_failed, apply_replays
 from engine.importers.formats.claude_code.failures import FailedCall, failed_calls
+from engine.importers.formats.claude_code.reminders import add_todo_reminders, sends_unlogged_reminders
 from engine.importers.formats.claude_code.replay import (
     REPLAY_LINE_TYPES,
     ReplayedRequest,
@@ -167,6 +168,12 @@ def thread_session(
     thread.notes.extend(notes)
     if replays:
         mark_compactions(thread, lines, replays)
+    if sends_unlogged_reminders(parse_version(version)):  # what 1.0.x sent and did not write
+        rebuilt = add_todo_reminders(thread)
+        if rebuilt:
+            thread.notes.append(
+                f"{rebuilt} TodoWrite reminder(s) Claude Code {version} sent but did not log: rebuilt"
+            )
     model = thread.models.most_common(1)[0][0] if thread.models else None
     tokenizer = get_tokenizer(model) if model else get_tokenizer(FALLBACK_TOKENIZER)
     plan, prefix = rebuild_calls(thread, tokenizer, version=version, model=model)

@@ -173,7 +173,7 @@ def build_thread(lines: Sequence[Line]) -> Thread:
                 continue
             block = TextBlock(text=text)
             if messages and messages[-1].message.role == "user":
-                messages[-1].message = _with_attachment(messages[-1].message, block)
+                messages[-1].message = with_attachment(messages[-1].message, block)
                 thread.uuid_index[str(uid)] = len(messages) - 1
             else:
                 waiting.append(block)
@@ -290,7 +290,7 @@ AGENT_LISTING_CLOSE = (
 )
 
 
-def _reminder(text: str) -> str:
+def as_reminder(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
 
 
@@ -309,14 +309,14 @@ def render_attachment(attachment: Any) -> str | None:
         lines = attachment.get("addedLines") or []
         if not lines:
             return None
-        return _reminder(
+        return as_reminder(
             "Available agent types for the Agent tool:\n" + "\n".join(map(str, lines)) + AGENT_LISTING_CLOSE
         )
     if kind == "skill_listing":
         content = attachment.get("content")
         if not content:
             return None
-        return _reminder(f"The following skills are available for use with the Skill tool:\n\n{content}")
+        return as_reminder(f"The following skills are available for use with the Skill tool:\n\n{content}")
     if kind in ("file", "edited_text_file", "compact_file_reference"):
         name = attachment.get("filename") or attachment.get("path") or ""
         body = attachment.get("content")
@@ -325,34 +325,34 @@ def render_attachment(attachment: Any) -> str | None:
             text = file.get("content") if isinstance(file, dict) else None
             body = text if isinstance(text, str) else json.dumps(body, ensure_ascii=False)
         if kind == "compact_file_reference" or body is None:
-            return _reminder(f"Note: {name} was read before the last conversation was summarized.")
+            return as_reminder(f"Note: {name} was read before the last conversation was summarized.")
         call = json.dumps({"file_path": name}, ensure_ascii=False, separators=(",", ":"))
         return "\n".join(
             [
-                _reminder(f"Called the Read tool with the following input: {call}"),
-                _reminder(f"Result of calling the Read tool:\n{body}"),
+                as_reminder(f"Called the Read tool with the following input: {call}"),
+                as_reminder(f"Result of calling the Read tool:\n{body}"),
             ]
         )
     if kind in ("total_tokens_reminder", "model") and isinstance(attachment.get("text"), str):
-        return _reminder(attachment["text"] + ("\n" if kind == "model" else ""))
+        return as_reminder(attachment["text"] + ("\n" if kind == "model" else ""))
     if kind in ("hook_success", "hook_additional_context"):  # a hook's output the model reads
         content = attachment.get("content")
         text = "\n".join(map(str, content)) if isinstance(content, list) else content
         if not isinstance(text, str) or not text:
             return None
         what = "hook success" if kind == "hook_success" else "hook additional context"
-        return _reminder(f"{attachment.get('hookName') or attachment.get('hookEvent')} {what}: {text}")
+        return as_reminder(f"{attachment.get('hookName') or attachment.get('hookEvent')} {what}: {text}")
     if kind == "date" and isinstance(attachment.get("date"), str):
-        return _reminder(f"Today's date is {attachment['date']}.")
+        return as_reminder(f"Today's date is {attachment['date']}.")
     if kind in ("todo_reminder", "critical_system_reminder", "queued_command", "nested_memory", "plan_mode"):
         content = attachment.get("content") or attachment.get("prompt")
         if isinstance(content, str) and content:
-            return _reminder(content)
+            return as_reminder(content)
     return None
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _with_attachment(message: Message, block: TextBlock) -> Message:
+def with_attachment(message: Message, block: TextBlock) -> Message:
     """``message`` with an attachment's text: after a tool result, Claude Code appends it to that
     result (to its text, or as a text block of a result made of blocks, as its requests show);
     otherwise it is a text block of its own."""
