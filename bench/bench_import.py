@@ -9,6 +9,7 @@ real one (its turns repeated with fresh call ids) so that one file is megabytes 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -46,7 +47,8 @@ def long_codex_rollout(folder: Path, megabytes: float) -> Path:
         fh.write("\n".join(head) + "\n")
         size, round_ = 0, 0
         while size < megabytes * 1_000_000:
-            chunk = "\n".join(body).replace("call_", f"call_r{round_}_") + "\n"
+            # call ids only: a bare "call_" also renamed the type function_call_output and the key call_id
+            chunk = re.sub(r'"call_(?=[0-9a-f]{8})', f'"call_r{round_}_', "\n".join(body)) + "\n"
             fh.write(chunk)
             size += len(chunk)
             round_ += 1
@@ -193,11 +195,140 @@ def hostile(quick: bool = False) -> Table:
     return table
 
 
+#: The user's history of the cold-import table (#33): the issue's 3 GB, and a quick one.
+HISTORY_MB = 3000
+QUICK_HISTORY_MB = 200
+#: #33's targets for that table.
+HISTORY_GOAL_MB_S = 50.0
+HISTORY_GOAL_PEAK_MB = 500
+
+_IMPORT_PROBE = """
+import json, resource, sys, time
+from engine.cli import main
+t0 = time.perf_counter()
+code = main(["import", sys.argv[1], "--db", sys.argv[2]])
+seconds = time.perf_counter() - t0
+workers_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"code": code, "seconds": seconds, "workers_peak": workers_kib * 1024}))
+"""
+
+
+def cli_import(home: Path, db: Path) -> tuple[float, int, int]:
+    """(seconds, this process's peak RSS, the largest worker's peak RSS) of ``ctxdesk import HOME``
+    into ``db`` in a fresh process."""
+    from bench.child_peak import run_python
+
+    run = run_python("-c", _IMPORT_PROBE, str(home), str(db), capture_stdout=True)
+    if run.code != 0:
+        raise RuntimeError(f"ctxdesk import failed: {run.stderr[-2000:]}")
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    if out["code"] != 0:
+        raise RuntimeError(f"ctxdesk import exited {out['code']}: {run.stderr[-2000:]}")
+    return float(out["seconds"]), run.peak, int(out["workers_peak"])
+
+
+def ccusage_seconds(agent: str, home: Path) -> float | None:
+    """Seconds of ``ccusage AGENT session --offline --json`` over the history's files of that agent
+    (cold: a scratch HOME it never read), None when ccusage is not installed."""
+    import os
+    import subprocess
+
+    from bench.bench_cost import ccusage_bin
+
+    binary = ccusage_bin()
+    if binary is None:
+        return None
+    env = {
+        **os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), "CODEX_HOME": str(home / ".codex"),
+    }  # fmt: skip
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [binary, agent, "session", "--offline", "--json"], capture_output=True, text=True, env=env, cwd=home
+    )
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"ccusage {agent} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+    if not json.loads(done.stdout).get("sessions"):
+        raise RuntimeError(f"ccusage {agent} found no session in {home}: the history's layout is not its own")
+    return seconds
+
+
+def history_import(quick: bool = False) -> Table:
+    """#33: the cold import of a heavy user's history (bench.user_history: real transcripts copied
+    with fresh ids, Claude Code, Codex and others) by ``ctxdesk import`` in a fresh process, beside a
+    plain JSON parse of the same files and ccusage's cold report over its Claude Code + Codex part."""
+    from bench.user_history import build_history
+    from engine.importers import pool_size
+
+    megabytes = QUICK_HISTORY_MB if quick else HISTORY_MB
+    table = Table(
+        title=f"Cold import of a {megabytes:,} MB user history (#33): ctxdesk import beside a JSON parse and ccusage",
+        columns=["measure", "MB", "files", "seconds", "MB/s", "peak RSS MB", "worker peak MB", "target"],
+        baseline="json.loads of the same files (line by line) and ccusage's cold report, in the same run",
+    )
+    folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-history-"))
+    try:
+        history = build_history(folder / "home", megabytes)
+        files = history.all_files
+        mb = history.bytes_of() / 1e6
+        parse_s = plain_parse(files)
+        seconds, peak, workers_peak = cli_import(history.home, folder / "history.db")
+        again_s, again_peak, _ = cli_import(history.home, folder / "history.db")
+        table.add(
+            f"ctxdesk import, cold ({pool_size()} workers)", round(mb, 1), len(files), round(seconds, 1),
+            round(mb / seconds, 1), round(peak / 1e6), round(workers_peak / 1e6),
+            f"≥ {HISTORY_GOAL_MB_S:g} MB/s, ≤ {HISTORY_GOAL_PEAK_MB} MB",
+        )  # fmt: skip
+        table.add(
+            "ctxdesk import again, unchanged", round(mb, 1), len(files), round(again_s, 2), "-",
+            round(again_peak / 1e6), "-", "≤ 2 s at 3 GB",
+        )  # fmt: skip
+        table.add(
+            "baseline: json.loads of every line", round(mb, 1), len(files), round(parse_s, 1), round(mb / parse_s, 1),
+            "-", "-", f"import ÷ parse {seconds / parse_s:.1f}x",
+        )  # fmt: skip
+        theirs_mb = history.bytes_of("claude", "codex") / 1e6
+        theirs = [ccusage_seconds(agent, history.home) for agent in ("claude", "codex")]
+        if None in theirs:
+            table.add(
+                "ccusage claude + codex session",
+                round(theirs_mb, 1),
+                "-",
+                "not installed",
+                "-",
+                "-",
+                "-",
+                "-",
+            )
+        else:
+            total = sum(t for t in theirs if t is not None)
+            table.add(
+                "ccusage claude + codex session (cold, its part)", round(theirs_mb, 1),
+                len(history.files["claude"]) + len(history.files["codex"]), round(total, 1),
+                round(theirs_mb / total, 1), "-", "-", f"ctxdesk ÷ ccusage in MB/s {(mb / seconds) / (theirs_mb / total):.2f}",
+            )  # fmt: skip
+        table.notes.append(
+            "history: " + ", ".join(f"{agent} {len(paths)} files {history.bytes_of(agent) / 1e6:,.0f} MB"
+            for agent, paths in history.files.items())
+            + "; ctxdesk counts exactly (tiktoken) and writes every message, call, cost row and exact request; "
+            "ccusage sums the usage lines. 2 cores shared with other work: wall-clock figures vary with load"
+        )  # fmt: skip
+        table.notes.append(
+            "peak RSS: the importing process's own VmHWM; worker peak: the largest parsing process's (forked from "
+            "it, so pages it shares with the parent count in both)"
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return table
+
+
 def run(quick: bool = False) -> list[Table]:
     folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-residual-corpus-"))
     try:
         speed = import_speed(quick)
-        return [speed, residuals([p for p in corpus(folder, quick=True)[1:]]), hostile(quick)]
+        return [
+            history_import(quick), speed, residuals([p for p in corpus(folder, quick=True)[1:]]), hostile(quick),
+        ]  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -22,6 +22,8 @@ from engine.importers.parsed import ImportResult, ParsedSession
 from engine.importers.writer import Lineages
 from engine.settings import Settings
 from engine.store import SessionStore
+from engine.tokenizer_names import EXACT_ENCODINGS
+from engine.tokens import get_encoding
 
 #: Below this many bytes to read, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
@@ -71,11 +73,7 @@ def import_files_parallel(
         plan.append((path, state, unchanged_result(path, state, known)))
     to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
     volume = sum(s["bytes"] for _, s, done in plan if done is None and isinstance(s, dict))
-    pool = (
-        ProcessPoolExecutor(max_workers=workers, mp_context=_context())
-        if workers > 1 and len(to_read) > 1 and volume >= min_bytes
-        else None
-    )
+    pool = _pool(workers) if workers > 1 and len(to_read) > 1 and volume >= min_bytes else None
     try:
         pending: deque[tuple[Path, Future[_Parsed]]] = deque()
         submitted = iter(to_read)
@@ -127,14 +125,28 @@ def _next_parsed(
 
 
 def _parse(path: Path, model: str | None, live: bool) -> _Parsed:
-    """A worker's job: parse one file. Its ImportFormatError comes back as plain values (an
-    exception with keyword arguments does not survive pickling)."""
+    """A worker's job: parse one file and hash its messages. Its ImportFormatError comes back as
+    plain values (an exception with keyword arguments does not survive pickling)."""
     try:
-        return parse_file(path, model=model, live=live)
+        fmt, sessions = parse_file(path, model=model, live=live)
     except ImportFormatError as exc:
         where = f"{exc.path or ''}{'' if exc.line is None else f':{exc.line}'}"
         text = str(exc)
         return None, (text[len(where) + 2 :] if where and text.startswith(where + ": ") else text, exc.line)
+    for session in sessions:
+        for parsed in session.messages:
+            # Hashed here, not by the writer: the digest is cached on the message and travels with
+            # it (pickled with the content it digests), and the writer keys every count on it.
+            parsed.message.content_hash  # noqa: B018
+    return fmt, sessions
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """The parsing processes, forked once the exact encodings are built here: each would otherwise
+    build its own (seconds of CPU apiece), and forked they share this process's copy's pages."""
+    for name in EXACT_ENCODINGS:
+        get_encoding(name)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=_context())
 
 
 def _context() -> multiprocessing.context.BaseContext:
