@@ -6,9 +6,12 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from engine.cli.common import EXIT_OK, port_number
+
+if TYPE_CHECKING:
+    from engine.otel.live import LiveExporter
 
 DEFAULT_PROXY_PORT = 8788
 DEFAULT_PROXY_DB = "ctxdesk-proxy.db"
@@ -46,6 +49,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     from engine.store.factory import open_store
 
     # agents' OpenTelemetry (/v1/logs, /v1/traces, /v1/metrics) recorded into the same database
+    exporter = _live_exporter(args, db)  # a malformed --export-otlp URL fails before anything starts
     otel_store = open_store(db)
     server = ProxyServer(
         db,
@@ -56,6 +60,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         allow_remote=args.allow_remote,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
         routes=otel_routes(OtelSink(otel_store)),
+        on_recorded=exporter.submit if exporter is not None else None,
     )
     if not is_loopback(args.host):
         print(
@@ -78,11 +83,45 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         print("Point your agent at it:", file=out)
         print(f"  export ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", file=out)
         print(f"  OpenTelemetry (OTLP/HTTP): export OTEL_EXPORTER_OTLP_ENDPOINT={url}", file=out)
+        if exporter is not None:
+            print(f"  each recorded call exported as a GenAI span to {exporter.url}", file=out)
         print(f"Watch it: ctxdesk dashboard {_shown(db)}", file=out, flush=True)
 
     with otel_store, contextlib.suppress(KeyboardInterrupt):
-        server.run(on_listening=tell_where)
+        if exporter is not None:
+            exporter.start()
+        try:
+            server.run(on_listening=tell_where)
+        finally:
+            if exporter is not None:  # after the recorder's last writes: they are exported too
+                exporter.close()
+                _tell_exported(exporter, out)
     return EXIT_OK
+
+
+def _live_exporter(args: argparse.Namespace, db: str | Path) -> LiveExporter | None:
+    if not args.export_otlp:
+        return None
+    from engine import __version__
+    from engine.cli.export import _headers
+    from engine.otel.live import LiveExporter
+
+    return LiveExporter(db, args.export_otlp, headers=_headers(args.export_otlp_header), version=__version__)
+
+
+def _tell_exported(exporter: LiveExporter, out: TextIO) -> None:
+    stats = exporter.stats()
+    lost = ""
+    if stats.dropped_events or stats.failed_spans:
+        lost = (
+            f"; {stats.dropped_events} event(s) dropped (the collector fell behind), {stats.failed_spans} "
+            f"span(s) in {stats.failed_requests} failed request(s) (last: {stats.last_error}); "
+            "`ctxdesk export otlp` sends them again from the database"
+        )
+    print(
+        f"exported {stats.exported_spans} span(s) to {stats.url} in {stats.requests} request(s){lost}",
+        file=out,
+    )
 
 
 def _shown(db: object) -> str:
@@ -119,6 +158,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-body-mb", type=_positive_mb, default=MAX_BODY_MB, metavar="MB",
         help="largest request body taken, in MiB; a larger one gets a 413 in the provider's shape (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--export-otlp", default=None, metavar="URL",
+        help="also send each recorded call, as it is recorded, as the GenAI span `ctxdesk export otlp` writes, to "
+        "this OTLP/HTTP endpoint (e.g. http://127.0.0.1:6006 for Phoenix; /v1/traces is added unless given); off "
+        "the request path: a slow or dead collector never slows the proxy (what it cannot take is counted)",
+    )  # fmt: skip
+    p.add_argument(
+        "--export-otlp-header", action="append", default=[], metavar="NAME=VALUE",
+        help="an HTTP header for the --export-otlp endpoint (e.g. authorization=Bearer ...); repeatable",
     )  # fmt: skip
     p.set_defaults(run=cmd_proxy)
 

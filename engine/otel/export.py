@@ -21,7 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from engine.errors import ExportError, ValidationError
 from engine.otel.spans import session_spans, trace_request
 
-__all__ = ["DEFAULT_BATCH_SPANS", "ExportResult", "export_sessions", "traces_url"]
+__all__ = ["DEFAULT_BATCH_SPANS", "ExportResult", "export_sessions", "post_spans", "traces_url"]
 
 #: Spans per export request (collectors commonly cap a request at a few MB; a call span is ~1-2 KB).
 DEFAULT_BATCH_SPANS = 512
@@ -74,7 +74,8 @@ def _batches(per_session: Sequence[list[Span]], size: int) -> Iterator[list[Span
         yield batch
 
 
-def _post(client: httpx.Client, url: str, body: bytes, spans: int) -> None:
+def post_spans(client: httpx.Client, url: str, body: bytes, spans: int) -> None:
+    """POST one serialised export request of ``spans`` spans; an :class:`ExportError` unless all were taken."""
     try:
         answer = client.post(url, content=body, headers={"content-type": "application/x-protobuf"})
     except httpx.HTTPError as exc:
@@ -113,7 +114,7 @@ def export_sessions(
     with httpx.Client(timeout=timeout, headers=dict(headers or {})) as client:
         for batch in _batches(per_session, batch_spans):
             body = trace_request(batch, version=version).SerializeToString()
-            _post(client, url, body, len(batch))
+            post_spans(client, url, body, len(batch))
             requests += 1
             bytes_sent += len(body)
     spans = [s for group in per_session for s in group]

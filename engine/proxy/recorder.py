@@ -13,8 +13,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from engine.errors import ContextDeskError
 from engine.proxy.exchange import Exchange
@@ -29,6 +30,8 @@ WRITE_ATTEMPTS = 4
 RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 #: Exchanges waiting for the writer before new ones are dropped (and counted as degraded).
 QUEUE_LIMIT = 10_000
+#: Told the (session id, event id) of every event one exchange's write stored, once it is committed.
+OnRecorded = Callable[[Sequence[tuple[str, int]]], None]
 #: Longest the writer defers an exchange while requests wait for their first upstream byte.
 DEFER_LIMIT_S = 0.5
 
@@ -37,10 +40,12 @@ class Recorder:
     """Writes exchanges to the session database from one background thread."""
 
     def __init__(
-        self, db_path: str | Path, *, settings: Settings | Callable[[], Settings | None] | None = None
-    ) -> None:
+        self, db_path: str | Path, *, settings: Settings | Callable[[], Settings | None] | None = None,
+        on_recorded: OnRecorded | None = None,
+    ) -> None:  # fmt: skip
         """``db_path``: a SQLite file, or a ``postgresql://`` URL (any SessionStoreBackend);
-        ``settings``: model windows, or where to read the ones in force (a settings file re-read)."""
+        ``settings``: model windows, or where to read the ones in force (a settings file re-read);
+        ``on_recorded``: told what each write stored (the live OTLP export), from the writer thread."""
         # a file, or a team's postgresql:// URL (engine.store.factory.open_store picks the backend)
         self.db_path: str | Path = str(db_path) if is_database_url(str(db_path)) else Path(db_path)
         self.settings = settings
@@ -54,7 +59,10 @@ class Recorder:
         self._forwarding = 0  # requests not yet answered by the upstream: the writer waits for them
         self._forwarding_changed = threading.Condition()
         self._store = open_store(self.db_path)
-        self.writer = ExchangeWriter(self._store, self.resolver, settings, pause=self._wait_for_idle)
+        self.on_recorded = on_recorded
+        self._written: list[tuple[str, int]] = []  # what the write under way stored
+        writer_store = self._store if on_recorded is None else _NotingStore(self._store, self._written)
+        self.writer = ExchangeWriter(writer_store, self.resolver, settings, pause=self._wait_for_idle)
         self._thread = threading.Thread(target=self._run, name="ctxdesk-proxy-recorder", daemon=True)
         self._thread.start()
 
@@ -128,6 +136,7 @@ class Recorder:
     def _write_with_retries(self, exchange: Exchange) -> None:
         error: Exception | None = None
         for attempt in range(WRITE_ATTEMPTS):
+            self._written.clear()  # a failed attempt's transaction was rolled back
             try:
                 self.write(exchange)
             except (ContextDeskError, OSError, ValueError, KeyError, TypeError) as exc:
@@ -136,6 +145,8 @@ class Recorder:
                     time.sleep(RETRY_DELAYS_S[attempt])
                 continue
             self.recorded += 1
+            if self.on_recorded is not None and self._written:
+                self.on_recorded(list(self._written))
             return
         self.failed += 1
         logger.warning("ctxdesk proxy: could not record %s %s: %s", exchange.method, exchange.path, error)
@@ -159,6 +170,22 @@ class Hold:
         recorder, self._recorder = self._recorder, None
         if recorder is not None:
             recorder.release()
+
+
+class _NotingStore:
+    """The recorder's store, noting the (session id, event id) of each event recorded through it."""
+
+    def __init__(self, store: Any, written: list[tuple[str, int]]) -> None:
+        self._store = store
+        self._written = written
+
+    def record_event(self, session_id: str, event: Any, *args: Any, **kwargs: Any) -> int:
+        event_id = self._store.record_event(session_id, event, *args, **kwargs)
+        self._written.append((session_id, event_id))
+        return event_id
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the store's own
+        return getattr(self._store, name)
 
 
 class _Marker:

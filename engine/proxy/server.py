@@ -23,7 +23,7 @@ from engine.proxy.controller import Controller
 from engine.proxy.http1 import HEAD_LIMIT
 from engine.proxy.live import LiveCompactions
 from engine.proxy.policy_file import PolicyFile
-from engine.proxy.recorder import Recorder
+from engine.proxy.recorder import OnRecorded, Recorder
 from engine.proxy.relay import Relay
 from engine.settings import Settings
 
@@ -63,14 +63,16 @@ class ProxyServer:
         allow_remote: bool = False,
         max_body_bytes: int = MAX_BODY_BYTES,
         routes: Sequence[BaseRoute] = (),
+        on_recorded: OnRecorded | None = None,
     ) -> None:
+        """``on_recorded``: told what each recorded exchange stored (``--export-otlp``'s live exporter)."""
         check_host(host, allow_remote=allow_remote)
         self.routes = tuple(routes)
         self.allow_remote = allow_remote
         self.max_body_bytes = max_body_bytes
         self.policy_file = PolicyFile(settings_file, settings)
         # the recorder reads the settings in force (re-read on change), as the policies do
-        self.recorder = Recorder(db_path, settings=lambda: self.policy_file.settings)
+        self.recorder = Recorder(db_path, settings=lambda: self.policy_file.settings, on_recorded=on_recorded)
         self.live = LiveCompactions(db_path)
         self.host, self._port = host, port
         self.upstreams = upstreams or Upstreams()
