@@ -15,10 +15,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from dashboard import data, display, import_status
-from engine import FileChangeWatcher
 from engine.errors import ContextDeskError
 from engine.findings import Finding
-from engine.settings import DEFAULT_SETTINGS_PATH, settings_path
+from engine.settings import DEFAULT_SETTINGS_PATH, FileChangeWatcher, settings_path
 from engine.store.factory import redact_url
 
 P = ParamSpec("P")

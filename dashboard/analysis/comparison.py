@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine import recorded_limit
 from engine.events import COMPONENT_LABELS
+from engine.limit import recorded_limit
 
 #: The figures compared, in the order shown: (key, label, kind) with kind "tokens" | "usd" | "count" | "pct" | "text".
 SESSION_METRICS: tuple[tuple[str, str, str], ...] = (

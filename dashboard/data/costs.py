@@ -20,8 +20,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from engine import PREFIX_RESET_EVENTS, analyze_cache, call_records, cost_rows, root_of
+from engine.cache_analysis import PREFIX_RESET_EVENTS, analyze_cache, call_records
 from engine.events import ComponentTokens, ProviderUsage
+from engine.rollup import cost_rows, root_of
 
 #: Columns of :func:`call_costs`, in order.
 CALL_COLUMNS = (

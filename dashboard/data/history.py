@@ -11,7 +11,7 @@ import duckdb
 import pandas as pd
 
 from dashboard.data.connection import parse_details, query_frame, session_rows, sql_string
-from engine import LIMIT_SQL
+from engine.limit import LIMIT_SQL
 from engine.sent import compaction_removals, sent_end
 
 COMPONENT_COLUMNS = {

@@ -13,9 +13,9 @@ from engine.cli.common import EXIT_OK, open_read_only
 
 
 def cmd_costs(args: argparse.Namespace, out: TextIO) -> int:
-    from engine import project_costs, refresh_request_costs
     from engine.report import project_cost_report, project_cost_text
     from engine.store import SessionStore
+    from engine.store.costs import project_costs, refresh_request_costs
 
     if args.refresh:
         with SessionStore(args.db) as store:

@@ -44,8 +44,8 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
         file=out,
     )
-    from engine import session_costs
     from engine.report import cost_line, event_note, is_routine, messages_sent, session_cost_report
+    from engine.store.costs import session_costs
 
     events = store.list_events(session.id)
     requests = [e for e in events if e.kind == "request"]

@@ -23,7 +23,7 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     from engine.settings import load_settings, resolve_model_settings
 
     if args.calibrate is not None:
-        from engine import refit_calibration
+        from engine.calibration_pairs import refit_calibration
         from engine.cli.common import database_or_default
 
         sources = args.calibrate or [database_or_default(None, args.settings)]  # every stored call
