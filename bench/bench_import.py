@@ -1,6 +1,10 @@
 """Import speed: MB/s of transcript imported (parse, exact token counting, writing), beside a
 plain JSON parse of the same files, and the re-import of an unchanged folder.
 
+First table (#33): the cold import of a heavy user's whole history (bench.user_history, 3 GB; 200 MB
+with --quick) by ``ctxdesk import`` in a fresh process, with its peak memory and ccusage's cold report
+over the Claude Code and Codex part of the same files.
+
 Corpus: the real transcripts in ../shared/sessions (when present), the real-client fixtures
 (Codex, Gemini CLI, Claude Code), the agent samples, and a long Codex rollout grown from the
 real one (its turns repeated with fresh call ids) so that one file is megabytes long.

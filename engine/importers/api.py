@@ -21,7 +21,7 @@ from engine.errors import ImportFormatError, NotFoundError
 from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
-from engine.importers.writer import Lineages, claim_session_id, write_session
+from engine.importers.writer import Lineages, claim_session_id, repair_tool_pairing, write_session
 from engine.settings import Settings
 from engine.store import SessionStore
 
@@ -50,7 +50,8 @@ def parse_file(
     live: bool = False,
     cache: LineCache | None = None,
 ) -> tuple[str, list[ParsedSession]]:
-    """(format, parsed sessions) of a file, without writing anything. ``live``: the file may be
+    """(format, parsed sessions) of a file, without writing anything, every tool_use paired with
+    its result (:func:`~engine.importers.writer.repair_tool_pairing`). ``live``: the file may be
     being written (an unfinished last line waits for the next import)."""
     path = Path(path)
     fmt = "unknown"
@@ -66,11 +67,12 @@ def parse_file(
         raise ImportFormatError(
             f"cannot read this {fmt} file: {_shape_problem(exc)}", path=str(path)
         ) from exc
-    if model:
-        for session in sessions:
-            if not session.model:
-                session.model = model
-                session.tokenizer_model = None  # the model given wins over a name's hint
+    for session in sessions:
+        # here, not when written: a worker process does it (engine.importers.parallel)
+        session.notes.extend(repair_tool_pairing(session.messages))
+        if model and not session.model:
+            session.model = model
+            session.tokenizer_model = None  # the model given wins over a name's hint
     return fmt, sessions
 
 

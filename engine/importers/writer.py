@@ -123,7 +123,6 @@ def write_session(
     for them are replaced; snapshots, manual compactions and every other event stay.
     """
     tokenizer = get_tokenizer(parsed.tokenizer_model or parsed.model or FALLBACK_TOKENIZER)
-    parsed.notes.extend(repair_tool_pairing(parsed.messages))
     if not parsed.model:
         parsed.notes.append(
             "model unknown: the source names no model, so its context window is not known "
