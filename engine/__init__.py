@@ -16,9 +16,9 @@ log redaction is the explicit :func:`install_log_redaction` of an entry point.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from engine.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -244,22 +244,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public (or former) name from its owning module on first use, then keep it here;
-    a submodule's name imports that submodule."""
-    owner = _PUBLIC.get(name) or _FORMER.get(name)
-    if owner is None:
-        if importlib.util.find_spec(f"engine.{name}") is not None:  # a submodule, as before: engine.settings
-            return importlib.import_module(f"engine.{name}")
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(owner), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+__getattr__, __dir__ = lazy_exports(__name__, {**_PUBLIC, **_FORMER}, globals())
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time these load on first use
     from engine.budget import ContextBudget, measure_budget

@@ -81,7 +81,7 @@ def test_import_engine_loads_no_layer_and_keeps_the_log_record_factory() -> None
         print(logging.getLogRecordFactory() is before, loaded)
         """
     )
-    assert out == "True []"
+    assert out == "True ['engine.lazy']"
 
 
 def test_one_name_loads_only_its_own_layers() -> None:
@@ -95,7 +95,7 @@ def test_one_name_loads_only_its_own_layers() -> None:
         print(sorted(m for m in sys.modules if m.startswith("engine.")))
         """
     )
-    assert out == "['engine.errors']"
+    assert out == "['engine.errors', 'engine.lazy']"
 
 
 def test_install_log_redaction_is_an_explicit_call() -> None:
@@ -116,3 +116,27 @@ def test_a_submodule_is_reachable_as_an_attribute() -> None:
     assert _run("import engine; print(engine.settings.load_settings.__module__)").startswith(
         "engine.settings"
     )
+
+
+def test_reading_import_progress_loads_no_format_module() -> None:
+    """The dashboard reads an import's progress file at every page run: that must not import
+    the registry's format modules (they load when a file is detected or parsed)."""
+    out = _run(
+        """
+        import sys
+        from engine.importers import progress_line, read_status, status_path
+        print(sorted(m for m in sys.modules if m.startswith("engine.importers.")))
+        """
+    )
+    assert out == "['engine.importers.progress']"
+
+
+def test_importers_names_are_their_owners_objects() -> None:
+    import engine.importers as importers
+
+    for name in importers.__all__:
+        owner = importlib.import_module(importers._OWNERS[name])
+        assert getattr(importers, name) is getattr(owner, name)
+    assert set(importers.__all__) == set(importers._OWNERS)
+    with pytest.raises(AttributeError, match="nothing_here"):
+        _ = importers.nothing_here  # type: ignore[attr-defined]
