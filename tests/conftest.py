@@ -7,6 +7,8 @@
 - Lanes: ``browser``, ``apptest`` (Streamlit's AppTest, found by the module using it) and ``peer`` tests are
   also ``slow``, and so is every test named in ``SLOW_TESTS`` (measured over ~2 s); ``pytest -m "not slow"``
   is the fast lane for the inner loop, the README's command runs all.
+- Parallel: pyproject's addopts run the tests on pytest-xdist workers (``-n auto --dist loadgroup``; ``-n 0``
+  for one process, e.g. with ``--pdb``); browser and peer tests each stay on one worker (``xdist_group``).
 - ``peer("NAME")``-marked tests need a pinned peer tool of bench/peers.py (an agent CLI, ccusage,
   claude-cache-audit): skipped where it is not installed, a failure under CI (.ci/run installs them).
 """
@@ -131,6 +133,21 @@ def is_listed_slow(item: pytest.Item) -> bool:
     return getattr(item, "originalname", item.name) in names
 
 
+def xdist_group(item: pytest.Item) -> str | None:
+    """The pytest-xdist group whose tests one worker runs one after another (``--dist loadgroup``), or None.
+
+    ``browser``: the dashboards a module serves and the browser it drives are started once, on one worker,
+    and never compete with another browser for the two cores (their waits are timed). ``peer``: a real agent
+    CLI run uses a fixed scratch folder per scenario under /tmp/ctxdesk-real-agents (the paths recorded in
+    its files must not vary), so two runs at once would overwrite each other.
+    """
+    if "browser" in item.keywords:
+        return "browser"
+    if any(True for _ in item.iter_markers("peer")):
+        return "peer"
+    return None
+
+
 @pytest.fixture(autouse=True)
 def _no_real_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never talk to a real provider: drop any key from the developer's environment."""
@@ -149,6 +166,8 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+# First: pytest-xdist's own hook (registered after this file) reads the xdist_group marks set here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     no_shared = pytest.mark.skipif(
         True, reason=f"../shared not found at {SHARED} (fresh clone): full-file check"
@@ -165,6 +184,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.apptest)
         if any(m in item.keywords for m in ("browser", "apptest", "peer")) or is_listed_slow(item):
             item.add_marker(pytest.mark.slow)
+        if group := xdist_group(item):
+            item.add_marker(pytest.mark.xdist_group(group))
         if "shared" in item.keywords and not SHARED_SESSIONS.is_dir():
             if IN_CI:
                 raise pytest.UsageError(f"CI must have ../shared at {SHARED}")
