@@ -13,8 +13,10 @@ from pathlib import Path
 
 from bench.common import SHARED_SESSIONS
 from bench.report import Table
-from engine.calibration import calibrate
+from engine.calibration import HeldOut, calibrate
 from engine.calibration_pairs import source_growth_pairs
+from engine.importers.detect import detect, read_document
+from engine.importers.parsed import SourceProblem
 
 
 def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
@@ -38,6 +40,7 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         )
         return table
     pairs = source_growth_pairs([sessions_dir])
+    formats = file_formats(sessions_dir)
     for (estimator, family), found in sorted((k, v) for k, v in pairs.items() if v):
         fit = calibrate(found, estimator, family)
         held = fit.held_out
@@ -62,6 +65,9 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
                 calibrated / static if static else None,
                 "",
             )
+        for name, (n, static, calibrated) in sorted(pooled_by_format(held, formats).items()):
+            table.add(f"{estimator}:{family}", f"{name} files, pooled", n, static, calibrated,
+                      calibrated / static if static else None, "")  # fmt: skip
         table.add(f"{estimator}:{family}", "all, pooled", held.pairs, held.static_pct, held.calibrated_pct,
                   held.calibrated_pct / held.static_pct if held.static_pct else None, "yes" if fit.usable else "no")  # fmt: skip
     table.notes += [
@@ -71,11 +77,43 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         "The ~90 tokens Claude Code 1.0.x added on about a fifth of the calls without logging them are its TodoWrite "
         "reminder (\"The TodoWrite tool hasn't been used recently ...\"): the importer rebuilds it where 1.0.98/1.0.108's "
         "own rule puts it (engine/importers/formats/claude_code/reminders.py; read from their cli.js, fitted on no "
-        "file), which took fe5e1c67's static growth error from 7.97% to 4.58%. What remains is a few large "
-        "tool results the estimator undercounts (a 12k-token Bash output, MultiEdit on CLAUDE.md: +1,201 tokens, "
-        "a box-drawing directory tree) and background-shell notices (BashOutput/KillBash) the file does not log.",
+        "file), which took fe5e1c67's static growth error from 7.97% to 4.58% (5c0375b4 has no such call).",
+        "What remains is mostly what the published files changed or left out: their cwd was anonymised to "
+        "/path/to/Demo, so the provider counted a longer path (~8-14 tokens per mention; a 219-path find output: "
+        "+3,107), a box-drawing tree from lsd (+828), the call after a MultiEdit of CLAUDE.md (+1,201: most "
+        "likely 1.0.x's unlogged nested-memory attachment re-sending CLAUDE.md; not rebuilt) and unlogged "
+        "background-shell notices around BashOutput/KillBash.",
     ]
     return table
+
+
+def file_formats(sessions_dir: Path) -> dict[str, str]:
+    """File name -> the format it is imported as (files that are none are left out)."""
+    found = {}
+    for path in sorted(p for p in sessions_dir.glob("*") if p.is_file()):
+        try:
+            found[path.name] = detect(read_document(path)).name
+        except SourceProblem:
+            continue
+    return found
+
+
+def pooled_by_format(held: HeldOut, formats: dict[str, str]) -> dict[str, tuple[int, float, float]]:
+    """(pairs, static %, calibrated %) over the held-out groups of each format, where a family's
+    groups come from more than one format (the Claude Code files apart from a Claude OpenHands run)."""
+    by_format: dict[str, list[tuple[int, float, float]]] = {}
+    for group, row in held.by_group.items():
+        by_format.setdefault(formats.get(group.partition(":")[0], "other"), []).append(row)
+    if len(by_format) < 2:
+        return {}
+    return {
+        name: (
+            sum(n for n, _, _ in rows),
+            round(sum(n * static for n, _, static in rows) / sum(n for n, _, _ in rows), 2),
+            round(sum(n * calibrated for n, calibrated, _ in rows) / sum(n for n, _, _ in rows), 2),
+        )
+        for name, rows in by_format.items()
+    }
 
 
 def short(group: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ MUTATING_TOOLS = frozenset(
 )  # fmt: skip
 _READ_TOOLS = {"read": "file_path", "read_file": "path", "view_file": "path", "open_file": "path"}
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "text_editor"})
+#: Harness text an agent folds into a tool result (Claude Code's reminders): not the tool's output.
+_HARNESS_TEXT = re.compile(r"\s*<system-reminder>.*?</system-reminder>", re.S)
 _SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "run", "run_command", "terminal"})
 
 
@@ -69,7 +72,7 @@ def tool_calls(view: SessionView) -> list[ToolCall]:
             elif isinstance(block, ToolResultBlock) and block.tool_use_id in uses:
                 use_row, use = uses[block.tool_use_id]
                 key, label = call_target(use.name, use.input)
-                text = block.text
+                text = _HARNESS_TEXT.sub("", block.text)  # the tool's own output
                 calls.append(
                     ToolCall(
                         use_seq=use_row.seq, result_seq=row.seq, turn_index=row.turn_index, name=use.name,

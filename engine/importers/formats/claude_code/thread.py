@@ -358,8 +358,10 @@ def with_attachment(message: Message, block: TextBlock) -> Message:
     otherwise it is a text block of its own."""
     last = message.blocks[-1] if message.blocks else None
     if isinstance(last, ToolResultBlock) and isinstance(last.content, str):
-        # the result's trailing whitespace goes, then a blank line and the reminder (as sent)
-        merged = last.model_copy(update={"content": f"{last.content.rstrip()}\n\n{block.text}"})
+        # the result's trailing whitespace goes, then a blank line and the reminder; an empty
+        # result is left out (1.0.108's cli.js joins the trimmed, non-empty parts with "\n\n")
+        output = last.content.rstrip()
+        merged = last.model_copy(update={"content": f"{output}\n\n{block.text}" if output else block.text})
         return message.with_content([*message.blocks[:-1], merged])
     if isinstance(last, ToolResultBlock) and isinstance(last.content, list):  # a block of its own in it
         content = list(last.content)
