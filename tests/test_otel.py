@@ -17,6 +17,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 
 from engine.errors import ValidationError
 from engine.importers import import_file
+from engine.messages import ToolUseBlock
 from engine.otel import OtelReceiver, OtelSink, handle_otlp, parse_otlp
 from engine.otel.payload import MAX_OTLP_BYTES
 from engine.store import SessionStore
@@ -198,3 +199,76 @@ def test_the_http_endpoint_takes_protobuf_json_and_gzip_and_refuses_bad_bodies(t
         assert huge.status_code == 413
         assert httpx.get(f"{url}/v1/logs").status_code == 405
         assert len(calls(store)) == 2
+
+
+# -- Codex and Gemini CLI: real captures (scripts/real_agents_otel.py), the same runs' transcripts -------------
+
+#: agent -> (side calls the transcript does not hold: Gemini CLI's model router, by its role)
+OTHER_AGENTS = {"codex": 0, "gemini": 2}
+
+
+def receive_capture(store: SessionStore, agent: str) -> None:
+    """Post every body of the capture, in the order the CLI sent it, with the content type it sent."""
+    folder = FIXTURES / agent
+    sink = OtelSink(store)
+    for name, content_type in json.loads((folder / "content-types.json").read_text()).items():
+        signal = name.split("_v1_")[1].split(".")[0]
+        status, answer = handle_otlp(sink, signal, (folder / name).read_bytes(), content_type)
+        assert status == 200, answer
+
+
+def _tool_uses(store: SessionStore, session_id: str) -> list[tuple[str, str]]:
+    """(name, id) of every tool call in the session's messages, first sight only."""
+    seen: dict[str, str] = {}
+    for stored in store.load_messages(session_id):
+        content = stored.message.content
+        for block in [] if isinstance(content, str) else content:
+            if isinstance(block, ToolUseBlock):
+                seen.setdefault(block.id, block.name)
+    return [(name, call_id) for call_id, name in seen.items()]
+
+
+@pytest.mark.parametrize("agent", sorted(OTHER_AGENTS))
+def test_codex_and_gemini_cli_telemetry_give_the_transcripts_calls_and_usage(
+    tmp_path: Path, agent: str
+) -> None:
+    with SessionStore(tmp_path / "otel.db") as otel, SessionStore(tmp_path / "import.db") as imported:
+        receive_capture(otel, agent)
+        (transcript,) = (FIXTURES / agent).glob("transcript-*")
+        import_file(transcript, imported)
+        (session,) = otel.list_sessions()
+        (expected,) = imported.list_sessions()
+        assert (session.id, session.source) == (expected.id, f"otel:{agent}")
+        assert (session.provider, session.model) == (expected.provider, expected.model)  # the main model
+        received = otel.list_events(session.id, kind="request")
+        side = [e for e in received if e.details.get("agent_role", "main") != "main"]
+        main = [e for e in received if e not in side]
+        assert len(side) == OTHER_AGENTS[agent] and all(e.model != session.model for e in side)
+        wanted = imported.list_events(expected.id, kind="request")
+        assert len(wanted) == 5
+        # same calls, in order, with the provider's usage token for token (cached part and output included)
+        assert [(e.model, e.outcome, e.usage) for e in main] == [
+            (e.model, e.outcome, e.usage) for e in wanted
+        ]
+        tools = [e for e in otel.list_events(session.id, kind="note") if e.trigger == "tool_result"]
+        assert all(t.outcome == "ok" and t.details["success"] is True for t in tools)
+        calls = _tool_uses(imported, expected.id)
+        if agent == "codex":  # each result names the call it answers
+            assert sorted(t.details["call_id"] for t in tools) == sorted(call_id for _, call_id in calls)
+        else:
+            assert [t.details["function_name"] for t in tools] == [name for name, _ in calls]
+
+
+def test_log_names_come_from_event_name_when_the_body_is_a_sentence_or_a_source_line(tmp_path: Path) -> None:
+    # Codex: body and event_name "event otel/src/...rs:803"; Gemini CLI: body "API response from ..."
+    cases = {"event otel/src/events/session_telemetry.rs:803": "codex.api_request",
+             "API response from gemini-3.1-pro-preview. Status: 200.": "gemini_cli.api_response"}  # fmt: skip
+    for body, name in cases.items():
+        request = ExportLogsServiceRequest(
+            resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=[LogRecord(
+                body=AnyValue(string_value=body), event_name=body if "otel/" in body else "",
+                attributes=[KeyValue(key="event.name", value=AnyValue(string_value=name))],
+            )])])]
+        )  # fmt: skip
+        (record,) = parse_otlp("logs", request.SerializeToString(), "application/x-protobuf")
+        assert record.name == name

@@ -24,7 +24,7 @@ __all__ = ["AGENT_PREFIXES", "OtelItem", "items_of", "session_of"]
 AGENT_PREFIXES: dict[str, tuple[str, str]] = {
     "claude_code.": ("claude-code", "anthropic"),
     "codex.": ("codex", "openai"),
-    "gemini_cli.": ("gemini", "google"),
+    "gemini_cli.": ("gemini", "gemini"),  # the provider name the Gemini CLI importer records
 }
 #: Attributes naming the agent's session, in the order they are tried.
 _SESSION_KEYS = ("session.id", "conversation.id", "gen_ai.conversation.id", "session_id")
@@ -90,6 +90,8 @@ def _usage(attrs: dict[str, Any], agent: str) -> ProviderUsage:
     # includes cached_content_token_count): the prompt total with its cached part
     cached = _int(attrs.get("cached_token_count") or attrs.get("cached_content_token_count"))
     output = _int(attrs.get("output_token_count"))
+    if agent == "gemini":  # Gemini's candidates count leaves the thoughts out; both are billed as output
+        output += _int(attrs.get("thoughts_token_count"))
     return ProviderUsage.from_prompt_total(_int(attrs.get("input_token_count")), output, cache_read=cached)
 
 
@@ -104,6 +106,8 @@ def _request(record: OtlpRecord, agent: str, provider: str) -> ContextEvent:
     for key in ("reasoning_token_count", "thoughts_token_count"):
         if attrs.get(key) is not None:
             details["reasoning_tokens"] = _int(attrs[key])
+    if attrs.get("role") is not None:  # Gemini CLI: "main", or a side call such as its "utility_router"
+        details["agent_role"] = str(attrs["role"])
     usage = _usage(attrs, agent)
     details["provider_prompt_tokens"] = usage.prompt_tokens
     return ContextEvent(
@@ -114,7 +118,7 @@ def _request(record: OtlpRecord, agent: str, provider: str) -> ContextEvent:
 
 def _failure(record: OtlpRecord, agent: str, provider: str) -> ContextEvent:
     attrs = record.attributes
-    status = _int(attrs.get("status_code")) or None
+    status = _int(attrs.get("status_code") or attrs.get("http.response.status_code")) or None
     message = _text(attrs.get("error") or attrs.get("error.message") or attrs.get("error_message"))
     error_type = _text(attrs.get("error_type") or attrs.get("error.type"))
     cause = classify_failure(status, error_type, message)
@@ -165,6 +169,14 @@ _REQUESTS = {"claude_code.api_request", "codex.api_request", "gemini_cli.api_res
 _ERRORS = {"claude_code.api_error", "codex.api_error", "gemini_cli.api_error"}
 _TOOLS = {"claude_code.tool_result", "codex.tool_result", "gemini_cli.tool_call"}
 _BODIES = {"claude_code.api_request_body"}
+#: Codex events that carry a call's usage only in one of their records (the one with token counts).
+_USAGE_LATER = {"codex.api_request", "codex.sse_event"}
+
+
+def _is_http_failure(attrs: dict[str, Any]) -> bool:
+    """Codex logs a failed HTTP attempt as an api_request with the status it got (or an error)."""
+    status = _int(attrs.get("http.response.status_code"))
+    return status >= 400 or bool(attrs.get("error.message"))
 
 
 def items_of(records: list[OtlpRecord]) -> list[OtelItem]:
@@ -176,8 +188,13 @@ def items_of(records: list[OtlpRecord]) -> list[OtelItem]:
         if known is None or session is None:
             continue
         agent, provider = known
-        if record.name == "codex.api_request" and record.attributes.get("input_token_count") is None:
-            continue  # Codex logs the HTTP call here; its usage comes with the sse_event below
+        if record.name == "codex.api_request" and _is_http_failure(record.attributes):
+            items.append(
+                OtelItem(session, agent, record.time_unix_nano, event=_failure(record, agent, provider))
+            )
+            continue
+        if record.name in _USAGE_LATER and record.attributes.get("input_token_count") is None:
+            continue  # Codex logs the HTTP call, and each response.completed a first time, without usage
         when = record.time_unix_nano
         if record.name in _REQUESTS or (
             record.name == "codex.sse_event" and record.attributes.get("event.kind") == "response.completed"

@@ -7,6 +7,7 @@ naming the signal and what was wrong, and nothing of it is recorded.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 Signal = Literal["logs", "traces", "metrics"]
+#: A log body that is an event name: a dotted identifier ("claude_code.api_request"), not a sentence.
+_EVENT_NAME = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")
 #: Largest body accepted (Claude Code's raw-body events are cut at 60 KB each; a batch holds many).
 MAX_OTLP_BYTES = 16 * 1024 * 1024
 _MESSAGES: dict[str, type[Message]] = {
@@ -99,9 +102,12 @@ def parse_otlp(signal: Signal, body: bytes, content_type: str) -> list[OtlpRecor
                 for log in scope.log_records:
                     attrs = attributes_of(log.attributes)
                     body_value = value_of(log.body) if log.HasField("body") else None
-                    # Claude Code's body is the full name ("claude_code.api_request"), event.name the short one
-                    full = body_value if isinstance(body_value, str) and "." in body_value else None
-                    name = str(full or log.event_name or attrs.get("event.name") or "")
+                    # the first dotted name of: the body (Claude Code's full "claude_code.api_request", its
+                    # event.name the short one), event.name (Codex's body and event_name are its source line
+                    # "event otel/src/...rs:803", Gemini CLI's body a sentence), the record's event_name
+                    named = [body_value, attrs.get("event.name"), log.event_name]
+                    name = next((n for n in named if isinstance(n, str) and _EVENT_NAME.match(n)), None)
+                    name = name or str(log.event_name or attrs.get("event.name") or "")
                     records.append(
                         OtlpRecord(
                             "logs",
