@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import duckdb
 import pandas as pd
@@ -16,9 +16,11 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from dashboard import data, display, import_status
 from engine.errors import ContextDeskError
-from engine.findings import Finding
 from engine.settings import DEFAULT_SETTINGS_PATH, FileChangeWatcher, settings_path
 from engine.store.factory import redact_url
+
+if TYPE_CHECKING:  # annotations only: the findings load in a child process (dashboard.actions)
+    from engine.findings import Finding
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -14,7 +14,7 @@ def lazy_exports(
     package: str, owners: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` whose names live in ``owners`` (name ->
-    owning module). A name is imported once and then kept in ``namespace`` (the package's
+    owning module, or ``module:attribute`` for a name exported under another name). A name is imported once and then kept in ``namespace`` (the package's
     globals); a submodule's name imports that submodule; anything else is an AttributeError
     naming it."""
 
@@ -24,7 +24,8 @@ def lazy_exports(
             if not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}") is not None:
                 return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(owner), name)
+        module, _, attribute = owner.partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
         namespace[name] = value
         return value
 

@@ -4,10 +4,13 @@ per finding, and markers per turn or per model call."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from engine.findings import Finding
+if TYPE_CHECKING:  # annotations only: the findings load in a child process (dashboard.actions)
+    from engine.findings import Finding
+
 
 #: How the dashboard names each kind of finding.
 FINDING_LABELS = {

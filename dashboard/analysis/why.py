@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from engine.explain import ENDED_HOW_WORDS, CompactionExplanation, SessionExplanation, WhyReport
+from engine.explain.explanations import ENDED_HOW_WORDS, CompactionExplanation, SessionExplanation, WhyReport
 
 #: The Sessions filter's choices, in the order shown.
 ENDED_HOW_CHOICES: tuple[str, ...] = tuple(w for w in ENDED_HOW_WORDS if w != "unknown")

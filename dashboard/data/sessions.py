@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
@@ -19,8 +19,10 @@ from dashboard.data.connection import (
     table_rows,
 )
 from engine.errors import ValidationError
-from engine.findings import Finding
 from engine.store import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
+
+if TYPE_CHECKING:  # annotations only: the findings load in a child process (dashboard.actions)
+    from engine.findings import Finding
 
 #: DuckDB types of the per-session totals that are not BIGINT.
 ROLLUP_TYPES = {"peak_usage_pct": "DOUBLE"}

@@ -13,7 +13,7 @@ import pandas as pd
 from dashboard import actions
 from dashboard.analysis import why as why_view
 from dashboard.data.files import files_signature
-from engine.explain import SessionExplanation, WhyReport
+from engine.explain.explanations import SessionExplanation, WhyReport
 
 
 @functools.lru_cache(maxsize=256)

@@ -4,13 +4,17 @@ Re-projected under edited model settings when present."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import streamlit as st
 
 from dashboard import analysis, data, display, figures, state
 from engine.errors import ContextDeskError
 from engine.events import COMPONENT_LABELS
-from engine.findings import Finding
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, resolve_model_settings
+
+if TYPE_CHECKING:  # annotations only: the findings load in a child process (dashboard.actions)
+    from engine.findings import Finding
 
 TURN_KEY = "timeline_turn"
 CALL_KEY = "timeline_call"

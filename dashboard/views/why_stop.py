@@ -14,7 +14,7 @@ from dashboard.analysis import why as why_view
 from dashboard.data import why as why_data
 from engine.errors import ContextDeskError
 from engine.events import COMPONENT_LABELS
-from engine.explain import SessionExplanation
+from engine.explain.explanations import SessionExplanation
 
 ref, row = state.require_session()
 st.title("Why did it stop?")
