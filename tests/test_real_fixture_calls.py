@@ -49,9 +49,6 @@ KNOWN_DEFECTS: dict[str, str] = {
         for scenario in ("compact_auto", "compact_auto_pct", "compact_manual", "compact_manual_instructions",
                          "compact_reactive")
     },
-    "kilo/overflow": "the overflow compaction's first summarizer call (\"Summarize conversation chunk 1 "
-    "of 1\") is missing: Kilo deletes that message (message.removed) and only its event table keeps "
-    "it; formats/opencode reads the message and part tables only",
 }  # fmt: skip
 
 
@@ -192,24 +189,32 @@ EXCEPTIONS: tuple[Unlogged, ...] = (
             and str(atom[2]).startswith("Please create a detailed summary of the conversation so far.")
         ),
     ),
-    *(
-        Unlogged(
-            f"{agent} summarizer rendering",
-            agent,
-            version,
-            "the compaction's summarizer is sent the history rendered as one text "
-            "('Here is the conversation so far: <conversation>…') that the database never stores; "
-            "the history it renders is the one the previous call sent",
-            rendered_summary=lambda request: (
-                "Here is the conversation so far:" in str(request["body"]["messages"][-1:])
-            ),
-        )
-        for agent, version in (("opencode", "opencode-ai 1.18.33"), ("kilo", "@kilocode/cli 7.x"))
+    Unlogged(
+        "opencode summarizer rendering",
+        "opencode",
+        "opencode-ai 1.18.33",
+        "the compaction's summarizer is sent the history rendered as one text "
+        "('Here is the conversation so far: <conversation>…') that the database never stores",
+        rendered_summary=lambda request: (
+            "Here is the conversation so far:" in str(request["body"]["messages"][-1:])
+        ),
+    ),
+    Unlogged(
+        "kilo chunked summary",
+        "kilo",
+        "@kilocode/cli 7.7.7",
+        "Kilo's compaction summarizes in chunks ('Summarize conversation chunk i of n', the history "
+        "and those instructions) then merges them ('Here is the conversation so far: …'); it stores "
+        "neither request, and deletes the calls' messages (their usage is read from its event log)",
+        rendered_summary=lambda request: any(
+            marker in str(request["body"]["messages"][-1:])
+            for marker in ("Here is the conversation so far:", "Summarize conversation chunk")
+        ),
     ),
     Unlogged(
         "kilo refused calls",
         "kilo",
-        "@kilocode/cli 7.x",
+        "@kilocode/cli 7.7.7",
         "Kilo CLI writes nothing of a call the provider refused (no message, no error part), unlike "
         "OpenCode it forked from (tests/test_import_opencode.py::test_kilo_keeps_no_trace_of_a_refused_call)",
         untraced_refusal=lambda request: 400 <= request["status"] < 500,

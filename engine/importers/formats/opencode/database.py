@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,10 @@ class Rows:
     sessions: list[dict[str, Any]]
     messages: list[tuple[str, str, dict[str, Any]]]  # (id, session id, data)
     parts: list[tuple[str, dict[str, Any]]]  # (message id, data)
+    #: Assistant messages deleted after they were answered (Kilo CLI removes the calls of its
+    #: chunked compaction summary), their last state, in the order written: only the ``event``
+    #: table (Kilo's event log) keeps them.
+    removed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -72,11 +76,35 @@ def read_database(path: Path) -> Rows:
             (row["message_id"], _json(row["data"], f"part {row['id']}"))
             for row in conn.execute("SELECT id, message_id, data FROM part ORDER BY message_id, id")
         ]
+        removed = _removed_messages(conn, {m[0] for m in messages}) if "event" in tables else []
     except sqlite3.Error as exc:
         raise SourceProblem(f"cannot read the OpenCode database ({exc})") from exc
     finally:
         conn.close()
-    return Rows(sessions, messages, parts)
+    return Rows(sessions, messages, parts, removed)
+
+
+def _removed_messages(conn: sqlite3.Connection, kept: set[str]) -> list[dict[str, Any]]:
+    """The last state of every message the event log shows updated then removed."""
+    last: dict[str, dict[str, Any]] = {}
+    removed: list[str] = []
+    rows = conn.execute(
+        "SELECT seq, type, data FROM event WHERE type LIKE 'message.updated%' OR type LIKE 'message.removed%'"
+        " ORDER BY aggregate_id, seq"
+    )
+    for row in rows:
+        try:
+            data = json.loads(row["data"])
+        except (TypeError, json.JSONDecodeError):
+            continue  # an event this reader cannot use: the tables stay the truth
+        if not isinstance(data, dict):
+            continue
+        if str(row["type"]).startswith("message.updated") and isinstance(data.get("info"), dict):
+            info = data["info"]
+            last[str(info.get("id"))] = info
+        elif str(row["type"]).startswith("message.removed") and data.get("messageID") not in kept:
+            removed.append(str(data.get("messageID")))
+    return [last[mid] for mid in dict.fromkeys(removed) if mid in last]
 
 
 def _json(text: str, where: str) -> dict[str, Any]:

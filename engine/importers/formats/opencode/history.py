@@ -62,17 +62,25 @@ def parse_rows(rows: Rows, app: str = "opencode") -> list[ParsedSession]:
     by_session: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for message_id, session_id, data in rows.messages:
         by_session.setdefault(session_id, []).append((message_id, data))
+    removed_summaries: dict[str, list[dict[str, Any]]] = {}
+    for info in rows.removed:
+        if info.get("role") == "assistant" and info.get("summary"):
+            removed_summaries.setdefault(str(info.get("parentID")), []).append(info)
     sessions = []
     for row in rows.sessions:
         messages = by_session.get(row["id"], [])
-        session = _session(row, [({**info, "id": mid}, parts.get(mid, [])) for mid, info in messages], app)
+        history = [({**info, "id": mid}, parts.get(mid, [])) for mid, info in messages]
+        session = _session(row, history, app, removed_summaries)
         if session.messages:
             sessions.append(session)
     return sessions
 
 
 def _session(
-    row: dict[str, Any], history: list[tuple[dict[str, Any], list[dict[str, Any]]]], app: str
+    row: dict[str, Any],
+    history: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+    app: str,
+    removed_summaries: dict[str, list[dict[str, Any]]] | None = None,
 ) -> ParsedSession:
     session = ParsedSession(
         key=str(row["id"]),
@@ -120,7 +128,18 @@ def _session(
                 if session.messages:
                     session.messages[-1].pending_calls.append(failed)
                 continue
-            session.messages.extend(_assistant_messages(info, parts, where))
+            replies = _assistant_messages(info, parts, where)
+            calls = (
+                (removed_summaries or {}).get(str(info.get("parentID")), []) if info.get("summary") else []
+            )
+            if calls and replies and replies[-1].call is not None and replies[-1].call.usage is None:
+                # Kilo's chunked summary: the kept message records no count; each of its calls is a
+                # message it removed (the chunks', then the merge's), the last one this reply's
+                *chunks, merge = calls
+                if session.messages:
+                    session.messages[-1].pending_calls.extend(_summary_call(c) for c in chunks)
+                replies[-1].call.usage = opencode_usage(merge.get("tokens"))
+            session.messages.extend(replies)
         else:
             raise SourceProblem(f"{where}: unknown role {role!r}")
     session.model = max(models, key=lambda m: models[m]) if models else None
@@ -142,6 +161,16 @@ def _session(
         "from the provider's count)"
     )
     return session
+
+
+def _summary_call(info: dict[str, Any]) -> CallInfo:
+    """A compaction summary call whose message the agent removed: its usage and time."""
+    call = CallInfo(usage=opencode_usage(info.get("tokens")), model=info.get("modelID"))
+    call.details["compaction_summary"] = True
+    created = (info.get("time") or {}).get("created")
+    if created:
+        call.details["call_utc"] = _utc(created)
+    return call
 
 
 def overflowed_call(compaction_id: str, model: Any) -> CallInfo:
