@@ -24,6 +24,7 @@ import pytest
 from engine.importers import import_files
 from engine.store import SessionStore
 from tests.fixture_calls import (
+    WIRES,
     Atom,
     Request,
     Wire,
@@ -507,3 +508,56 @@ def test_sub_agents_are_linked_once_and_rewritten_histories_are_compactions(
                     f"{result.requests[i]['seq']} and no compaction is recorded between calls "
                     f"{before.seq} and {after.seq}"
                 )
+
+
+_ONE_TURN: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "messages": [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Listing."},
+                {"type": "tool_use", "id": "c1", "name": "ls", "input": {"path": "."}},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "a.py"}]},
+        ]
+    },
+    "openai-chat": {
+        "messages": [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": "Listing.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}},
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        ]
+    },
+    "openai-responses": {
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are an agent."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the files."}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Listing."}]},
+            {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": '{"path": "."}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+        ]
+    },
+    "gemini": {
+        "contents": [
+            {"role": "user", "parts": [{"text": "List the files."}]},
+            {"role": "model", "parts": [{"text": "Listing."}, {"functionCall": {"name": "ls", "args": {"path": "."}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {"output": "a.py"}}}]},
+        ]
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.name)
+def test_each_wire_normaliser_reads_one_turn_as_the_same_atoms(wire: Wire) -> None:
+    """The same turn (a prompt, a reply with a tool call, its result) in each API's own shape:
+    the same atoms (Gemini has no call ids), the system or developer prompt apart."""
+    call_id = "c1" if wire.call_ids else None
+    assert request_atoms({"body": _ONE_TURN[wire.name]}, wire) == [
+        ("text", "user", "List the files."),
+        ("text", "assistant", "Listing."),
+        ("call", call_id, "ls", {"path": "."}),
+        ("result", call_id, "a.py"),
+    ]
