@@ -473,7 +473,8 @@ def test_sub_agents_are_linked_once_and_rewritten_histories_are_compactions(
     scenario: Path, store: SessionStore
 ) -> None:
     """A session whose calls were made while another's were (its requests interleave with the
-    other's in the server's log) is that session's sub-agent, linked to it, once; where a call's
+    other's in the server's log) is that session's sub-agent, linked to it, once; a fork names an
+    imported origin (its copied calls are no calls of its own: the first test counts them); where a call's
     history is not the previous call's history extended (the agent rewrote it), the import
     records a compaction or a new context between the two."""
     result = compare(scenario, store)
@@ -486,6 +487,8 @@ def test_sub_agents_are_linked_once_and_rewritten_histories_are_compactions(
     for sid, (start, end) in spans.items():
         parent = sessions[sid].parent_session_id
         assert parent is None or parent in sessions, f"{sid} names a parent not imported"
+        origin = store.get_session(sid).metadata.get("forked_from")  # a fork names its origin
+        assert origin is None or origin in sessions, f"{sid} is a fork of {origin}, not imported"
         hosts = [o for o, (a, b) in spans.items() if o != sid and a < start and end < b]
         if hosts:  # made inside another session's run: a sub-agent of one of them
             assert parent in hosts, f"{sid} ran inside {hosts} but is linked to {parent}"
