@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -27,12 +29,22 @@ CC = [
 ]
 
 
-@pytest.fixture
-def cost_db(tmp_path: Path) -> Path:
-    path = tmp_path / "costs.db"
+@pytest.fixture(scope="module")
+def imported_costs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two Claude Code sessions imported once for the module (tests get copies: some add sessions)."""
+    path = tmp_path_factory.mktemp("costs") / "costs.db"
     with SessionStore(path) as store:
         for f in CC:
             import_file(f, store)
+    return path
+
+
+@pytest.fixture
+def cost_db(imported_costs: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "costs.db"
+    # Through SQLite's backup: the copy holds every commit, wherever SQLite keeps it (WAL or main file).
+    with closing(sqlite3.connect(imported_costs)) as src, closing(sqlite3.connect(path)) as dst:
+        src.backup(dst)
     return path
 
 
