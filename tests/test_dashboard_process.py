@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -58,13 +60,13 @@ def _websocket_status(port: int, host: str) -> int:
     return int(status_line.split()[1])
 
 
-@pytest.fixture
-def dashboard(tmp_path):
-    """`ctxdesk dashboard` started from a folder outside the repository (its own process group)."""
+@contextmanager
+def _dashboard(cwd: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`ctxdesk dashboard` started from ``cwd``, outside the repository (its own process group)."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "dashboard", str(DEMO_DB), "--port", str(port), "--no-browser"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
     )  # fmt: skip
     try:
@@ -76,14 +78,21 @@ def dashboard(tmp_path):
             proc.wait()
 
 
-def test_sigterm_stops_the_server_it_started(dashboard):
-    proc, port = dashboard
-    os.kill(proc.pid, signal.SIGTERM)  # the ctxdesk process only, as a service manager would
-    proc.wait(timeout=20)
-    deadline = time.monotonic() + 15
-    while _is_listening(port):
-        assert time.monotonic() < deadline, "the Streamlit server is still listening after ctxdesk exited"
-        time.sleep(0.2)
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """One server for the tests that only look at it (started once: a start takes seconds)."""
+    with _dashboard(tmp_path_factory.mktemp("outside")) as started:
+        yield started
+
+
+def test_sigterm_stops_the_server_it_started(tmp_path: Path) -> None:
+    with _dashboard(tmp_path) as (proc, port):  # its own server: this test stops it
+        os.kill(proc.pid, signal.SIGTERM)  # the ctxdesk process only, as a service manager would
+        proc.wait(timeout=20)
+        deadline = time.monotonic() + 15
+        while _is_listening(port):
+            assert time.monotonic() < deadline, "the Streamlit server is still listening after ctxdesk exited"
+            time.sleep(0.2)
 
 
 def test_only_loopback_host_names_reach_the_app(dashboard):
