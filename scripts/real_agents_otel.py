@@ -1,6 +1,7 @@
 """Codex and Gemini CLI OpenTelemetry fixtures: run the real clients offline against the scripted model
 server (scripts/real_agents_codex_gemini.py's tools-resume scenario) with their exporters pointed at a
-local capture endpoint, and keep the raw OTLP bodies they post beside the same run's transcript.
+local capture endpoint, and keep the raw OTLP bodies they post beside the same run's transcript
+(and Codex's failed-calls scenario, in ``codex-failed-calls/``).
 
     python scripts/real_agents_otel.py [--only codex|gemini] [--out tests/fixtures/otel]
 
@@ -32,6 +33,8 @@ import real_agents_codex_gemini as agents  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "otel"
 SCENARIO = "tools-resume"
+#: (agent, scenario) captured: tools and a resume for each CLI; Codex's failed calls (a 500, then a 400).
+RUNS = (("codex", SCENARIO), ("gemini", SCENARIO), ("codex", "failed-calls"))
 #: Seconds to wait after the last run for the exporters' final batches (they flush on exit, but late).
 SETTLE_S = 3.0
 
@@ -96,15 +99,20 @@ def gemini_telemetry_settings(url: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run(agent: str, out: Path) -> Path:
+def run(agent: str, out: Path, scenario: str = SCENARIO) -> Path:
     capture = Capture()
     scratch = Path(tempfile.mkdtemp(prefix=f"ctxdesk-otel-{agent}-"))
     try:
         if agent == "codex":
-            agents.CODEX_CONFIG[SCENARIO] = codex_otel_config(capture.url)
-            written = agents.run_codex(SCENARIO, agents.CODEX_SCENARIOS[SCENARIO], scratch)
+            agents.CODEX_CONFIG[scenario] = agents.CODEX_CONFIG.get(scenario, "") + codex_otel_config(
+                capture.url
+            )
+            written = agents.run_codex(scenario, agents.CODEX_SCENARIOS[scenario], scratch)
         else:
-            agents.GEMINI_SETTINGS[SCENARIO] = gemini_telemetry_settings(capture.url)
+            agents.GEMINI_SETTINGS[scenario] = {
+                **agents.GEMINI_SETTINGS.get(scenario, {}),
+                **gemini_telemetry_settings(capture.url),
+            }
             run_cli = agents._run
 
             def with_telemetry(cmd: list[str], *, cwd: Path, env: dict[str, str], **kwargs: Any) -> str:
@@ -115,11 +123,11 @@ def run(agent: str, out: Path) -> Path:
 
             agents._run = with_telemetry
             try:
-                written = agents.run_gemini(SCENARIO, agents.GEMINI_SCENARIOS[SCENARIO], scratch)
+                written = agents.run_gemini(scenario, agents.GEMINI_SCENARIOS[scenario], scratch)
             finally:
                 agents._run = run_cli
         time.sleep(SETTLE_S)
-        target = out / agent
+        target = out / (agent if scenario == SCENARIO else f"{agent}-{scenario}")
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
@@ -146,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("codex", "gemini"))
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    for agent in [args.only] if args.only else ["codex", "gemini"]:
-        target = run(agent, args.out)
-        print(f"{agent}: {len(list(target.glob('*_v1_*')))} OTLP bodies -> {target}")
+    for agent, scenario in RUNS:
+        if args.only and agent != args.only:
+            continue
+        target = run(agent, args.out, scenario)
+        print(f"{agent} {scenario}: {len(list(target.glob('*_v1_*')))} OTLP bodies -> {target}")
     return 0
 
 

@@ -272,3 +272,23 @@ def test_log_names_come_from_event_name_when_the_body_is_a_sentence_or_a_source_
         )  # fmt: skip
         (record,) = parse_otlp("logs", request.SerializeToString(), "application/x-protobuf")
         assert record.name == name
+
+
+def test_codex_failed_calls_are_recorded_as_the_import_records_them(tmp_path: Path) -> None:
+    """The failed-calls run: a 400 context_length_exceeded ends run 1, run 2 compacts and answers, run 3
+    gets only 500s. Codex 0.169 posts nothing for run 1 (it exits on the 400 before its exporter's
+    batch goes out: the capture holds runs 2 and 3 only), so those calls are the import's last three."""
+    with SessionStore(tmp_path / "otel.db") as otel, SessionStore(tmp_path / "import.db") as imported:
+        receive_capture(otel, "codex-failed-calls")
+        (transcript,) = (FIXTURES / "codex-failed-calls").glob("transcript-*")
+        import_file(transcript, imported)
+        (session,) = otel.list_sessions()
+        received = otel.list_events(session.id, kind="request")
+        wanted = imported.list_events(session.id, kind="request")
+        assert [e.outcome for e in wanted] == [None, "context_length_exceeded", None, None, "provider_error"]
+        assert [(e.model, e.outcome, e.usage) for e in received] == [
+            (e.model, e.outcome, e.usage) for e in wanted[2:]
+        ]
+        failure = received[-1].details["failure"]
+        assert failure["cause"] == wanted[-1].details["failure"]["cause"] == "provider_error"
+        assert failure["status"] == 500  # the HTTP status Codex logged with the attempt
