@@ -198,7 +198,7 @@ def test_a_real_phoenix_shows_the_proxys_calls_as_they_happen(tmp_path: Path, ph
         if len(spans) == len(PROMPTS) + 1 or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    calls = sorted((s for s in spans if s["span_kind"] == "LLM"), key=lambda s: s["start_time"])
-    assert [c["attributes"]["llm.token_count.prompt"] for c in calls] == [40, 41, 42]
+    calls = [s for s in spans if s["span_kind"] == "LLM"]  # each call's tokens (order: the local test's)
+    assert sorted(c["attributes"]["llm.token_count.prompt"] for c in calls) == [40, 41, 42]
     (root,) = [s for s in spans if s["parent_id"] is None]
     assert all(c["parent_id"] == root["context"]["span_id"] for c in calls)
