@@ -20,7 +20,9 @@ from engine import install_log_redaction  # noqa: E402
 
 install_log_redaction()  # a provider's error echoing a key, logged by an action, is redacted
 
-st.set_page_config(page_title="ctxdesk", layout="wide")
+# The tab icon is drawn here: a Material icon or an emoji as page_icon is fetched from a CDN, and
+# the page makes no request beyond 127.0.0.1.
+st.set_page_config(page_title="ctxdesk", page_icon=state.page_icon(), layout="wide")
 
 PAGES = [
     st.Page("views/sessions.py", title="Sessions", icon=":material/list:", default=True),
@@ -36,11 +38,5 @@ PAGES = [
 ]
 
 pg = st.navigation(PAGES)
-try:
-    state.sidebar()
-    pg.run()
-finally:
-    # The tab icon is drawn here: a Material icon or an emoji as page_icon is fetched from a CDN, and
-    # the page makes no request beyond 127.0.0.1. Set after the page is drawn (the calls are
-    # additive), because an image icon imports PIL: ~0.1-0.3 s the first paint need not wait for.
-    st.set_page_config(page_icon=state.page_icon())
+state.sidebar()
+pg.run()
