@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.importers.formats.claude_code.thread import Thread, as_reminder, with_attachment
+from engine.importers.formats.claude_code.attachments import as_reminder, with_attachment
+from engine.importers.formats.claude_code.thread import Thread
 from engine.importers.parsed import ParsedMessage
 from engine.messages import TextBlock, ToolUseBlock, is_user_input
 
