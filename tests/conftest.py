@@ -8,7 +8,8 @@
   also ``slow``, and so is every test named in ``SLOW_TESTS`` (measured over ~2 s); ``pytest -m "not slow"``
   is the fast lane for the inner loop, the README's command runs all.
 - Parallel: pyproject's addopts run the tests on pytest-xdist workers (``-n auto --dist loadgroup``; ``-n 0``
-  for one process, e.g. with ``--pdb``); browser and peer tests each stay on one worker (``xdist_group``).
+  for one process, e.g. with ``--pdb``); browser and peer tests each stay on one worker, and every other
+  module's tests go to one worker together (``xdist_group``).
 - ``peer("NAME")``-marked tests need a pinned peer tool of bench/peers.py (an agent CLI, ccusage,
   claude-cache-audit): skipped where it is not installed, a failure under CI (.ci/run installs them).
 """
@@ -133,19 +134,22 @@ def is_listed_slow(item: pytest.Item) -> bool:
     return getattr(item, "originalname", item.name) in names
 
 
-def xdist_group(item: pytest.Item) -> str | None:
+def xdist_group(item: pytest.Item) -> str:
     """The pytest-xdist group whose tests one worker runs one after another (``--dist loadgroup``), or None.
 
     ``browser``: the dashboards a module serves and the browser it drives are started once, on one worker,
     and never compete with another browser for the two cores (their waits are timed). ``peer``: a real agent
     CLI run uses a fixed scratch folder per scenario under /tmp/ctxdesk-real-agents (the paths recorded in
-    its files must not vary), so two runs at once would overwrite each other.
+    its files must not vary), so two runs at once would overwrite each other. Any other test: its module.
+    A worker given a module's tests one by one interleaves them with other modules' and tears the module's
+    fixtures down between them, so a module-scoped fixture was built again and again (the quick bench run
+    of tests/test_bench.py, 7 minutes, once per test); a module is one unit, its fixtures built once.
     """
     if "browser" in item.keywords:
         return "browser"
     if any(True for _ in item.iter_markers("peer")):
         return "peer"
-    return None
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)
@@ -184,8 +188,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.apptest)
         if any(m in item.keywords for m in ("browser", "apptest", "peer")) or is_listed_slow(item):
             item.add_marker(pytest.mark.slow)
-        if group := xdist_group(item):
-            item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         if "shared" in item.keywords and not SHARED_SESSIONS.is_dir():
             if IN_CI:
                 raise pytest.UsageError(f"CI must have ../shared at {SHARED}")
