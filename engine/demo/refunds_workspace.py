@@ -69,7 +69,7 @@ SUITE_NOUNS = ("refund", "payout", "ledger_entry", "settlement", "webhook", "ide
 def suite_log(rng: random.Random, failures: Sequence[Failure] = (), *, size: int = 25_000) -> str:
     """``pytest -v`` of the whole suite: a line per test (so it is stored, not shown), then failures."""
     lines = ["============================= test session starts ==============================",
-             "platform linux -- Python 3.11.9, pytest-8.3.3, pluggy-1.5.0", "rootdir: /work/payments-platform",
+             "platform linux -- Python 3.11.9, pytest-8.3.3, pluggy-1.5.0", "rootdir: /home/dev/payments-platform",
              "configfile: pyproject.toml", "plugins: anyio-4.6.0, cov-5.0.0, xdist-3.6.1", ""]  # fmt: skip
     count = 0
     while sum(len(line) + 1 for line in lines) < size - 1_500:

@@ -100,7 +100,7 @@ class FakeRepo:
     def pytest_log(self, *, size: int = 25_000, failing: str | None = "test_sync_retries_on_timeout") -> str:
         rng = self._rng("pytest", failing)
         lines = ["============================= test session starts ==============================",
-                 "platform linux -- Python 3.11.9, pytest-8.3.3, pluggy-1.5.0", "rootdir: /work/payments-platform",
+                 "platform linux -- Python 3.11.9, pytest-8.3.3, pluggy-1.5.0", "rootdir: /home/dev/payments-platform",
                  "configfile: pyproject.toml", "plugins: anyio-4.6.0, cov-5.0.0, xdist-3.6.1", ""]  # fmt: skip
         count = 0
         while sum(len(line) + 1 for line in lines) < size - 1_500:
