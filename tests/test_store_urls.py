@@ -178,6 +178,14 @@ def test_a_connection_error_quoting_the_dsn_hides_its_password() -> None:
     assert "s3cret" not in str(caught.value)
 
 
+
+def test_a_refused_connection_says_so_instead_of_waiting_out_the_pool() -> None:
+    """The pool retries a refused server until its timeout; the store says the server's reason."""
+    with pytest.raises(StoreError, match="Connection refused") as caught:
+        open_store("postgresql://u:s3cret@127.0.0.1:1/x", read_only=True)
+    assert "within" not in str(caught.value) and "s3cret" not in str(caught.value)
+
+
 # -- the dashboard's catalogs (#32.2): a password in a passfile, not in a connection string --------
 
 
@@ -207,6 +215,9 @@ def test_the_server_really_asks_for_the_password(password_server: tuple[Postgres
     server, _ = password_server
     with pytest.raises(psycopg.OperationalError, match="password"):
         psycopg.connect(f"postgresql://team@127.0.0.1:{server.port}/teamdb", passfile="/dev/null").close()
+    with pytest.raises(StoreError, match="password authentication failed") as caught:
+        open_store(f"postgresql://team:wrong-pw@127.0.0.1:{server.port}/teamdb", read_only=True)
+    assert "wrong-pw" not in str(caught.value)
 
 
 @needs_server

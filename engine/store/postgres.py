@@ -127,6 +127,7 @@ class PostgresSessionStore(SqlSessionStore):
         self._pool_kwargs = kwargs | {"connect_timeout": max(1, round(timeout))}
         self._max_size = max_size
         self._pool_lock = threading.Lock()
+        self._probe()
         self._pool = self._new_pool()
         try:
             with self._connection() as conn:
@@ -138,6 +139,16 @@ class PostgresSessionStore(SqlSessionStore):
             raise
 
     # -- connections ---------------------------------------------------------------------
+    def _probe(self) -> None:
+        """One direct connection first: a refused or failed login is said at once, with the
+        server's reason, instead of after the pool's retries have used up the whole timeout."""
+        try:
+            psycopg.connect(self.url, **self._pool_kwargs).close()
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"cannot connect to the database server ({redact_url(_first_line(exc))})", path=str(self.path)
+            ) from exc
+
     def _new_pool(self) -> ConnectionPool[Any]:
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
