@@ -223,6 +223,9 @@ def test_every_call_the_provider_refused_is_imported_as_a_failed_call_with_what_
             assert failure_of(call.details) == {
                 "cause": "prompt_too_long", "status": None, "message": None, "next": "compacted",
             }  # fmt: skip
+        else:  # Claude Code 2.1.3xx writes each failed attempt's status (a system api_error line)
+            failure = failure_of(call.details) or {}
+            assert (failure["cause"], failure["status"]) == ("provider_error", record["status"]), scenario
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "refusal"])

@@ -96,11 +96,10 @@ def failure_sentence(failed: FailedCall, agent_label: str) -> str:
         )
         head = f"The provider refused call {failed.call}: prompt is too long{counts}"
     else:
-        status = f" {failed.status}" if failed.status else ""
-        words = {"rate_limited": "rate limited", "overloaded": "overloaded"}.get(failed.cause, "an error")
-        head = f"The provider answered call {failed.call} with{status} {words}".replace(
-            "with rate", "with: rate"
-        )
+        words = {"rate_limited": "a rate limit", "overloaded": "an overloaded error"}.get(failed.cause, "an error")
+        head = f"The provider answered call {failed.call} with {words}"
+        if failed.status:
+            head += f", status {failed.status}"
         if failed.message:
             head += f" ({_short(failed.message, 120)})"
     return f"{head}; {agent_label} then {failed.next}"

@@ -1,5 +1,6 @@
 """Calls Claude Code made that got no answer: a 400 "prompt is too long" before a reactive
-compaction, an API error it wrote as an ``isApiErrorMessage`` line, a stream the user interrupted.
+compaction, an API error it wrote (an ``isApiErrorMessage`` line, or a system ``api_error`` line
+for each attempt it retried), a stream the user interrupted.
 
 Each becomes a call with ``details["failure"]`` (engine.call_failures) and no usage (the provider
 billed nothing), placed after the last message it sent. Claude Code (2.1.3xx) records every request
@@ -47,7 +48,7 @@ def failed_calls(
     answered = {
         str(o["requestRef"]) for _, o in lines if o.get("type") == "assistant" and o.get("requestRef")
     }
-    errors = [(n, o) for n, o in lines if o.get("type") == "assistant" and o.get("isApiErrorMessage")]
+    errors = [(n, o) for n, o in lines if _is_api_error(o)]
     used_errors: set[int] = set()
     out: list[FailedCall] = []
     for replay in sorted(replays.values(), key=lambda r: r.line):
@@ -168,18 +169,27 @@ def _index_before(thread: Thread, lines: Sequence[Line], line: int) -> int | Non
     return max(indexes) if indexes else None
 
 
+def _is_api_error(obj: dict[str, Any]) -> bool:
+    """An API error Claude Code wrote: the assistant line it shows the user, or (2.1.3xx) the
+    system line of each failed attempt it retries (``subtype`` "api_error", the status inside)."""
+    if obj.get("type") == "assistant":
+        return bool(obj.get("isApiErrorMessage"))
+    return obj.get("type") == "system" and obj.get("subtype") == "api_error"
+
+
 def _error_text(obj: dict[str, Any]) -> str:
     text = _text(obj)
     error = obj.get("error")
     if not text and isinstance(error, str | dict):
-        text = error if isinstance(error, str) else str(error.get("message") or error)
+        text = error if isinstance(error, str) else str(error.get("formatted") or error.get("message") or error)
     return text
 
 
 def _status(obj: dict[str, Any], text: str) -> int | None:
-    for key in ("apiErrorStatus", "status"):
-        if isinstance(obj.get(key), int):
-            return obj[key]
+    error = obj.get("error")
+    for holder, key in ((obj, "apiErrorStatus"), (obj, "status"), (error, "status")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), int):
+            return holder[key]
     match = _STATUS.search(text)
     return int(match.group(1)) if match else None
 
