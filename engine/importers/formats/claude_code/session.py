@@ -174,7 +174,7 @@ def thread_session(
             thread.notes.append(
                 f"{rebuilt} TodoWrite reminder(s) Claude Code {version} sent but did not log: rebuilt"
             )
-    model = thread.models.most_common(1)[0][0] if thread.models else None
+    model = thread.models.most_common(1)[0][0] if thread.models else requested_model(replays or {})
     tokenizer = get_tokenizer(model) if model else get_tokenizer(FALLBACK_TOKENIZER)
     plan, prefix = rebuild_calls(thread, tokenizer, version=version, model=model)
     for at, _, call in plan:
@@ -201,6 +201,14 @@ def thread_session(
             call.details["harness_compaction_tokens"] = point
     session.output_reserve = SUMMARY_RESERVE  # below the model's window, Claude Code's own
     return session
+
+
+
+def requested_model(replays: dict[str, ReplayedRequest]) -> str | None:
+    """The model the recorded requests asked for: a session whose every call failed has no
+    answer naming one, yet each request did."""
+    asked = Counter(str(r.body["model"]) for r in replays.values() if r.body and r.body.get("model"))
+    return asked.most_common(1)[0][0] if asked else None
 
 
 def _place_failed_calls(
