@@ -172,6 +172,15 @@ def test_progress_counts_each_file_by_its_size() -> None:
     assert not status["finished"]
 
 
+def test_no_time_left_is_guessed_from_the_first_small_files() -> None:
+    from engine.importers.progress import ImportProgress
+
+    progress = ImportProgress(sizes=[1_000, 99_000_000], started=0.0)
+    progress.file_done()  # 1 kB after 2 s of start-up: at that rate 99 MB would take 55 hours
+    status = progress.status(now=2.0)
+    assert status["bytes_per_second"] == 500.0 and status["seconds_left"] is None
+
+
 def test_cli_import_prints_plain_lines_and_leaves_a_finished_status_beside_the_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 #: Width of the bar drawn on a terminal.
 BAR_WIDTH = 24
+#: Share of the bytes done before the time left is estimated.
+ESTIMATE_AFTER_SHARE = 0.02
 
 
 @dataclass
@@ -58,8 +60,12 @@ class ImportProgress:
         return self.bytes_done / elapsed if elapsed > 0.05 and self.bytes_done else None
 
     def seconds_left(self, now: float | None = None) -> float | None:
+        """Time left at the rate so far; None until a share of the bytes is done (the first
+        small files after the start-up gave estimates of hours for a minute's import)."""
         rate = self.rate(now)
-        return (self.bytes_total - self.bytes_done) / rate if rate else None
+        if not rate or self.bytes_done < ESTIMATE_AFTER_SHARE * self.bytes_total:
+            return None
+        return (self.bytes_total - self.bytes_done) / rate
 
     def status(self, now: float | None = None) -> dict[str, Any]:
         """What the dashboard shows (JSON)."""
