@@ -78,6 +78,16 @@ def test_project_of_is_the_cwd_name_else_says_none_was_recorded() -> None:
     assert data.project_of("{}") == data.project_of(None) == data.NO_PROJECT == "no project recorded"
 
 
+def test_projects_of_the_same_folder_name_are_told_apart_by_the_parts_before_it() -> None:
+    from dashboard.data.costs import project_labels
+
+    paths = ["/home/me/a/repo", "/home/me/b/repo/", "/srv/shop", "/home/me/x/api", "/home/you/x/api", None]
+    assert project_labels(paths) == {
+        "/home/me/a/repo": "a/repo", "/home/me/b/repo/": "b/repo", "/srv/shop": "shop",
+        "/home/me/x/api": "me/x/api", "/home/you/x/api": "you/x/api", None: "no project recorded",
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("agent", "ours", "calls", "unpriced", "words"),
     [

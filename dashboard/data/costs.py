@@ -12,7 +12,7 @@ Where an agent recorded its own cost (``metadata.agent_cost_usd``) it is shown b
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -124,6 +124,12 @@ def _sessions(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def project_of(metadata_json: Any) -> str:
     """A session's project: the last part of its working directory, else ``NO_PROJECT``."""
+    path = project_path(metadata_json)
+    return PurePosixPath(path.rstrip("/")).name or path if path is not None else NO_PROJECT
+
+
+def project_path(metadata_json: Any) -> str | None:
+    """The project or working directory a session's metadata names (None: none)."""
     try:
         meta = json.loads(metadata_json) if isinstance(metadata_json, str) else {}
     except ValueError:
@@ -131,8 +137,23 @@ def project_of(metadata_json: Any) -> str:
     for key in ("project", "cwd"):
         value = meta.get(key) if isinstance(meta, dict) else None
         if isinstance(value, str) and value.strip():
-            return PurePosixPath(value.rstrip("/")).name or value
-    return NO_PROJECT
+            return value
+    return None
+
+
+def project_labels(paths: Iterable[str | None]) -> dict[str | None, str]:
+    """Each project's name: the last part of its path, with as many parts before it as it takes
+    to tell apart folders of the same name (two checkouts both called ``repo`` are two projects)."""
+    parts = {p: PurePosixPath(p.rstrip("/")).parts or (p,) for p in set(paths) if p is not None}
+    labels: dict[str | None, str] = {None: NO_PROJECT}
+    for path, split in parts.items():
+        depth = 1
+        while depth < len(split) and any(
+            other != path and o[-depth:] == split[-depth:] for other, o in parts.items()
+        ):
+            depth += 1
+        labels[path] = "/".join(split[-depth:]).lstrip("/") or path
+    return labels
 
 
 def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -141,6 +162,7 @@ def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     events = _events(cursor)
     times = _message_times(cursor)
     rows: list[dict[str, Any]] = []
+    labels = project_labels(project_path(m) for m in sessions["metadata_json"])
     for db, group in sessions.groupby("db", sort=True):
         parents = dict(
             zip(
@@ -161,7 +183,7 @@ def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             if not calls:
                 continue
             root = root_of(sid, parents)
-            project = project_of(meta.get(root))
+            project = labels[project_path(meta.get(root))]
             for row in cost_rows(calls, analyze_cache(calls)):
                 row.update(db=db, session_id=sid, root_session_id=root, project=project)
                 row["event_seq"] = next((c.event_seq for c in calls if c.event_id == row["event_id"]), None)
