@@ -92,6 +92,7 @@ def test_projects_of_the_same_folder_name_are_told_apart_by_the_parts_before_it(
     ("agent", "ours", "calls", "unpriced", "words"),
     [
         pytest.param(0.0609, 0.0587, 3, 0, "agree within a cent", id="a cent apart"),
+        pytest.param(0.0352, 0.0256, 5, 0, "differ: ours is 27% lower", id="small sums a cent apart"),
         pytest.param(10.0, 10.15, 3, 0, "agree within 2%", id="close in share"),
         pytest.param(1.0, 0.5, 3, 0, "differ: ours is 50% lower", id="lower"),
         pytest.param(

@@ -39,9 +39,10 @@ SUM_COLUMNS = (
 )  # fmt: skip
 #: The project of a session whose metadata names no working directory or project.
 NO_PROJECT = "no project recorded"
-#: Two costs agree when they differ by at most this share of the larger, or by this many dollars.
+#: Two costs agree when they differ by at most this share of the larger, or by less than half a cent
+#: (they round to the same cent: a whole cent apart, $0.0352 and $0.0256 are 27% apart).
 AGREE_SHARE = 0.02
-AGREE_USD = 0.01
+AGREE_USD = 0.005
 _COMPONENTS = ("system", "skills", "tools", "summary", "conversation", "tool_results")
 
 
@@ -296,7 +297,7 @@ def _agreement(agent: float, ours: float | None, *, calls: int, unpriced: int) -
     if unpriced == calls:
         return "its model has no list price here: only the agent's figure"
     partly = f" ({unpriced} of {calls} calls unpriced, counted at $0)" if unpriced else ""
-    if abs(ours - agent) <= AGREE_USD:
+    if abs(ours - agent) < AGREE_USD:
         return "agree within a cent" + partly
     if abs(ours - agent) <= AGREE_SHARE * max(abs(ours), abs(agent)):
         return f"agree within {AGREE_SHARE:.0%}" + partly
