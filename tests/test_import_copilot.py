@@ -157,6 +157,8 @@ def test_a_background_compaction_restarts_the_history_and_its_summary_call_is_co
         summary_call.usage.cache_read_input_tokens
         == answers[summaries[0]["seq"]]["prompt_tokens_details"]["cached_tokens"]
     )
+    # one limit for every call, the summary call's too: the one Copilot compacted against
+    assert {(e.limit_tokens, e.details["limit_source"]) for e in events} == {(64_000, "agent")}
 
 
 def test_a_refused_call_is_a_failed_request_and_the_next_run_sends_both_prompts(store: SessionStore) -> None:

@@ -572,3 +572,18 @@ def test_session_and_call_times_are_the_transcripts_not_the_imports(path: Path, 
     assert started < session.created_utc  # the transcript's time, not the import's
     calls = [e.details["call_utc"] for e in store.list_events(session_id, kind="request")]
     assert calls and all(started <= t <= ended for t in calls)
+
+
+def test_every_call_of_a_real_session_has_one_limit_per_model(tmp_path: Path) -> None:
+    """One truth per call (#29): the calls of one session to one model are held to one limit,
+    a failed call and a summarizer call included (Copilot's refused call and summary call had
+    the model table's 111,360 beside the 64,000 its other calls were held to)."""
+    with SessionStore(tmp_path / "agents.db") as store:
+        import_files(folder_files(FIXTURES / "real_agents"), store, on_error=lambda path, exc: None)
+        mixed = {}
+        for session in store.list_sessions():
+            limits: dict[str | None, set[int | None]] = {}
+            for event in store.list_events(session.id, kind="request"):
+                limits.setdefault(event.model, set()).add(event.limit_tokens)
+            mixed.update({(session.id, m): sorted(v, key=str) for m, v in limits.items() if len(v) > 1})
+    assert not mixed

@@ -207,6 +207,7 @@ class _Walk:
             details["limit_source"] = limit.source
         if call.limit_tokens is not None:  # the harness's own limit when the source tells it
             columns["limit_tokens"] = call.limit_tokens
+            details["limit_source"] = "agent"
         self.last_columns = columns or self.last_columns
         failure = failure_of(call.details)
         event_id = self.store.record_event(

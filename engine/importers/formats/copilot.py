@@ -162,6 +162,7 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
         session.model = max(counted, key=lambda m: counted[m]) if counted else start.get("selectedModel")
         session.provider = provider_of(session.model)
         session.unlogged_prefix_in = "tools"  # the tool definitions are not in the events
+        _share_agent_limit(session)
         session.metadata.update(_metadata(start, started.get(owner)))
         session.notes.append(
             "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
@@ -219,7 +220,9 @@ def apply_compaction(
             cache_read=_count(spent.get("cacheReadTokens")),
             cache_write=_count(spent.get("cacheWriteTokens")),
         )
-        call = CallInfo(usage=usage, model=spent.get("model") or model)
+        # the limit Copilot compacted against holds for its summary call too (the agent's own)
+        limit = _count(data.get("tokenLimit")) or None
+        call = CallInfo(usage=usage, model=spent.get("model") or model, limit_tokens=limit)
         call.details.update(compaction_summary=True, compaction_outcome=data.get("outcome"))
         if _count(spent.get("requestCount")) > 1:
             call.details["request_count"] = spent["requestCount"]
@@ -280,6 +283,18 @@ def _metadata(start: dict[str, Any], sub: dict[str, Any] | None) -> dict[str, An
             task=sub.get("agentDescription"),
         )
     return {k: v for k, v in meta.items() if v}
+
+
+def _share_agent_limit(session: ParsedSession) -> None:
+    """A call Copilot kept no usage record for (a refused one) had the same limit as the others:
+    the one its usage records name, when they name one."""
+    calls = [c for m in session.messages for c in ([m.call] if m.call else []) + m.pending_calls]
+    named = {c.limit_tokens for c in calls if c.limit_tokens is not None}
+    if len(named) == 1:
+        (limit,) = named
+        for call in calls:
+            if call.limit_tokens is None:
+                call.limit_tokens = limit
 
 
 def _reply(
