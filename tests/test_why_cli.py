@@ -156,6 +156,9 @@ def test_the_auto_compaction_fixture_reads_claude_codes_own_numbers(tmp_path: Pa
     [c] = why.compactions
     # compactMetadata: preTokens 95,049, postTokens 2,813; run with --autocompact 100000 (not in the file)
     assert (c.tokens_before, c.tokens_after) == (95_049, 2_813)
+    # Claude Code's "after" leaves out the system prompt and tools; the provider's counts on each side
+    # hold them both (the usage the server answered: 95,003 prompt + 20 output before, 23,568 prompt after)
+    assert (c.last_call_tokens, c.next_call_tokens) == (95_023, 23_568)
     assert (c.limit_tokens, c.window_tokens, c.threshold_tokens) == (
         180_000,  # the limit every page shows: the window less Claude Code's 20,000 summary reserve
         200_000,

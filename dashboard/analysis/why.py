@@ -75,6 +75,7 @@ def compaction_facts(c: CompactionExplanation) -> pd.DataFrame:
         ("tokens after", n(c.tokens_after)),
         ("estimate that set it off", n(c.reached_tokens) if c.reached_tokens != c.tokens_before else None),
         ("provider's count of the call before", n(c.last_call_tokens)),
+        ("provider's count of the first call after", n(c.next_call_tokens)),
         ("limit", n(c.limit_tokens)),
         ("window", n(c.window_tokens) if c.window_tokens != c.limit_tokens else None),
         ("threshold in force", n(c.threshold_tokens)),

@@ -73,7 +73,8 @@ def message_diff(details: dict[str, Any], reason: object = None) -> None:
     cleared = [int(s) for s in details.get("cleared_message_seqs") or []]
     before, after = details.get("before_tokens"), details.get("after_tokens")
     if before is not None and after is not None:
-        st.text(f"Tokens: {int(before):,} before -> {int(after):,} after ({int(after) - int(before):+,}).")
+        whose = " (the agent's own count)" if details.get("harness") else ""
+        st.text(f"Tokens{whose}: {int(before):,} before -> {int(after):,} after ({int(after) - int(before):+,}).")
     if not removed and not cleared:
         st.caption("This compaction recorded no message-level changes.")
         return

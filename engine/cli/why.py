@@ -59,7 +59,13 @@ def compaction_facts(c: CompactionExplanation) -> str:
     def n(value: int | None) -> str:
         return f"{value:,}" if value is not None else "not recorded"
 
-    parts = [f"tokens {n(c.tokens_before)} -> {n(c.tokens_after)}", f"limit {n(c.limit_tokens)}"]
+    parts = [f"tokens {n(c.tokens_before)} -> {n(c.tokens_after)}"]
+    if c.last_call_tokens is not None and c.next_call_tokens is not None:  # system and tools both sides
+        parts.append(
+            f"provider's count {n(c.last_call_tokens)} (call before: prompt and output)"
+            f" -> {n(c.next_call_tokens)} (first call after: prompt)"
+        )
+    parts.append(f"limit {n(c.limit_tokens)}")
     if c.threshold_tokens is None and c.threshold_rule:
         parts.append(f"threshold: {c.threshold_rule}")
     else:

@@ -93,7 +93,7 @@ def explain_compactions(
             event_seq=event.seq, call=last.number if last else None, by=by, trigger=trigger,
             tokens_before=before, tokens_after=_int(event.details.get("after_tokens")),
             reached_tokens=_guard_estimate(event, events) if by == "ctxdesk" else before,
-            last_call_tokens=_counted(last),
+            last_call_tokens=_counted(last), next_call_tokens=_next_prompt(event, calls),
             limit_tokens=limit, window_tokens=window, threshold_tokens=threshold, threshold_rule=rule, agent_setting=setting,
             instructions=_instructions(event, trigger, messages, last, calls), after_failed_call=failed.number if failed else None,
             kept=kept, dropped=dropped,
@@ -108,6 +108,15 @@ def _counted(call: Call | None) -> int | None:
     """The provider's count of a call: its prompt and its output (Claude Code compares this sum)."""
     usage = call.event.usage if call is not None and call.event is not None else None
     return usage.prompt_tokens + usage.output_tokens if usage is not None else None
+
+
+def _next_prompt(event: StoredEvent, calls: Calls) -> int | None:
+    """The provider's prompt count of the first answered call after a compaction (not a summarizer)."""
+    for call in calls.after(event):
+        usage = call.event.usage if call.event is not None else None
+        if not call.is_compaction_call and usage is not None:
+            return usage.prompt_tokens
+    return None
 
 
 def _guard_estimate(event: StoredEvent, events: Sequence[StoredEvent]) -> int | None:

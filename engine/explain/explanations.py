@@ -69,6 +69,11 @@ class CompactionExplanation(_Frozen):
         None,
         description="What the provider counted for the call before it (prompt and output): what an agent compares.",
     )
+    next_call_tokens: int | None = Field(
+        None,
+        description="What the provider counted for the first call after it (its prompt): the context the "
+        "session went on with, on the same footing as the call before (system prompt and tools included).",
+    )
     limit_tokens: int | None = Field(
         description="The limit in force for the call before it, as every page shows it (engine.limit)."
     )
