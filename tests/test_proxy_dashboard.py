@@ -75,6 +75,28 @@ def test_request_data_gives_each_call_with_both_counts_and_opens_it_exactly(
     assert "print('hi')" in analysis.part_text(detail["messages"][-1])
 
 
+
+def test_each_exact_request_carries_the_call_number_the_other_pages_use(tmp_path: Path) -> None:
+    """Claude Code's compaction summarizer (call 3) keeps no exact request: the Requests page's
+    calls are 1, 2, 4, 5, and the one the why page says it compacted at (call 2) is the 95,003-token
+    one, not the page's third row."""
+    from engine.explain import explain_store
+    from engine.importers import import_file
+    from engine.store import SessionStore
+
+    folder = APP.parents[1] / "tests" / "fixtures" / "real_agents" / "claude-code" / "compact_auto"
+    db = tmp_path / "cc.db"
+    with SessionStore(db) as store:
+        for path in sorted((folder / "transcripts").glob("*.jsonl")):
+            import_file(path, store)
+        [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
+    con = data.connect([db])
+    calls = data.session_calls(con, data.db_labels([db])[0], why.session_id)
+    assert list(calls["call_number"]) == [1, 2, 4, 5]
+    [compaction] = why.compactions
+    at = calls[calls["call_number"] == compaction.call].iloc[0]
+    assert (compaction.call, at["provider_prompt_tokens"]) == (2, 95_003)
+
 def test_a_proxied_session_is_an_ordinary_session_on_the_existing_pages(
     proxied: tuple[Path, list[dict]],
 ) -> None:

@@ -51,8 +51,16 @@ def session_calls(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> p
     by_seq = dict(zip(originals["seq"] - 1, originals["id"], strict=True))
     calls = every[every["source"] != ORIGINAL_SOURCE].copy()
     calls["original_id"] = [by_seq.get(seq) for seq in calls["seq"]]
-    events = session_rows(con, db, "context_events", session_id, "kind = 'request'", ["id", *OUR_COMPONENTS])
-    ours = con.execute(f"SELECT * FROM {events[0]}", events[1]).df().rename(columns={"id": "event_id"})
+    events = session_rows(
+        con, db, "context_events", session_id, "kind = 'request'", ["id", "seq", *OUR_COMPONENTS]
+    )
+    ours = con.execute(f"SELECT * FROM {events[0]} ORDER BY seq", events[1]).df()
+    # the call's number on every other page: its place among the session's request events, from 1
+    ours = (
+        ours.assign(call_number=range(1, len(ours) + 1))
+        .drop(columns="seq")
+        .rename(columns={"id": "event_id"})
+    )
     merged = calls.merge(ours, on="event_id", how="left")
     merged["our_prompt_tokens"] = merged[list(OUR_COMPONENTS)].sum(axis=1, min_count=1)
     merged["provider_prompt_tokens"] = merged[

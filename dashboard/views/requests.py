@@ -12,6 +12,17 @@ import streamlit as st
 
 from dashboard import analysis, data, display, state
 
+#: Each column's heading (tokens and times with thousands separators).
+COLUMNS = {
+    "call_number": ("Call", False), "api": ("API", False), "model": ("Model", False), "status_code": ("Status", False),
+    "message_count": ("Messages", True), "our_prompt_tokens": ("Ours (prompt)", True),
+    "provider_prompt_tokens": ("Provider (prompt)", True), "cache_read_input_tokens": ("Cache read", True),
+    "cache_creation_input_tokens": ("Cache write", True), "output_tokens": ("Output", True),
+    "stop_reason": ("Stop reason", False), "ttfb_ms": ("TTFB (ms)", True), "latency_ms": ("Latency (ms)", True),
+    "started_utc": ("Started (UTC)", False),
+}  # fmt: skip
+
+
 ref, row = state.require_session()
 st.title("Requests")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
@@ -47,7 +58,7 @@ ratio = (calls["provider_prompt_tokens"] / calls["our_prompt_tokens"]).dropna()
 c3.metric("Provider ÷ ours (median)", f"{ratio.median():.3f}" if not ratio.empty else "—")
 c4.metric("TTFB p50 (ms)", f"{calls['ttfb_ms'].median():.0f}" if calls["ttfb_ms"].notna().any() else "—")
 shown = calls[
-    ["seq", "api", "model", "status_code", "message_count", "our_prompt_tokens", "provider_prompt_tokens",
+    ["call_number", "api", "model", "status_code", "message_count", "our_prompt_tokens", "provider_prompt_tokens",
      "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens", "stop_reason", "ttfb_ms",
      "latency_ms", "started_utc"]
 ]  # fmt: skip
@@ -58,12 +69,21 @@ pick = st.dataframe(
     selection_mode="single-row",
     hide_index=True,
     placeholder=display.MISSING,
+    column_config={
+        c: st.column_config.NumberColumn(label, format="localized")
+        if number
+        else st.column_config.Column(label)
+        for c, (label, number) in COLUMNS.items()
+    },
 )
 rows = pick.selection.rows if pick is not None else []
 ids = [int(i) for i in calls["id"]]
+names = [
+    f"call {int(n)}" if not display.is_missing(n) else f"request {int(s)}"  # a request no call event holds
+    for n, s in zip(calls["call_number"], calls["seq"], strict=True)
+]
 labels = {
-    i: f"call {int(s)} · {a} · {m}"
-    for i, s, a, m in zip(ids, calls["seq"], calls["api"], calls["model"], strict=True)
+    i: f"{name} · {a} · {m}" for i, name, a, m in zip(ids, names, calls["api"], calls["model"], strict=True)
 }
 if rows and ids[rows[0]] != st.session_state.get("_requests_last_row"):
     st.session_state["_requests_last_row"] = ids[rows[0]]
@@ -75,10 +95,10 @@ call = calls.iloc[ids.index(request_id)]
 detail = _detail(conn, state.signature(), ref.db, request_id)
 info = detail["row"]
 
-st.subheader(f"Call {int(call['seq'])}")
+st.subheader(names[ids.index(request_id)].capitalize())
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Ours (prompt tokens)", display.text(call["our_prompt_tokens"]))
-m2.metric("Provider (prompt tokens)", display.text(call["provider_prompt_tokens"]))
+m1.metric("Ours (prompt tokens)", display.number(call["our_prompt_tokens"], display.MISSING))
+m2.metric("Provider (prompt tokens)", display.number(call["provider_prompt_tokens"], display.MISSING))
 m3.metric("Status", display.text(call["status_code"]))
 m4.metric("Stop reason", display.text(call["stop_reason"]))
 if info.get("error_message"):
@@ -97,7 +117,12 @@ breakdown = {
 }  # fmt: skip
 st.dataframe(
     display.for_table(
-        pd.DataFrame({"part": list(breakdown), "tokens": [display.text(v) for v in breakdown.values()]})
+        pd.DataFrame(
+            {
+                "part": list(breakdown),
+                "tokens": [display.number(v, display.MISSING) for v in breakdown.values()],
+            }
+        )
     ),
     hide_index=True,
     placeholder=display.MISSING,
