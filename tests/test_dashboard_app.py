@@ -579,6 +579,11 @@ def test_a_codex_session_draws_the_model_window_it_recorded_as_its_limit(
     limit = next(m for m in at.metric if m.label.startswith("Limit"))
     # the import records the limit it knows (engine.settings.limit_for_model): the model's window
     assert limit.value == "258,400"  # model_context_window
+    # Codex keeps no list of the tools it offered: how many were never called is not known
+    at = _app(session=None, page="tools")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Never called"] == "not known" and metrics["Tools named"] == "2"
+    assert int(metrics["Tool descriptions, latest call"].replace(",", "")) > 0
 
 
 # -- every page of every real agent's imported session -----------------------------------------

@@ -28,7 +28,12 @@ elif not per_tool:
     c2.metric(
         "Tool descriptions, latest call", f"{sent:,}", help=f"The timeline's 'Tool descriptions' ({basis})."
     )
-    c3.metric("Never called", int((tools["calls"] == 0).sum()) if not tools.empty else 0)
+    never = int((tools["calls"] == 0).sum()) if not tools.empty else 0
+    c3.metric(
+        "Never called",
+        f"at least {never}" if never else "not known",
+        help="The session did not record which tools it offered, only those it named or called.",
+    )
     st.info(
         f"The session did not record its tool definitions one by one, so there is no per-tool split: its "
         f"latest call sent {sent:,} tokens of tool descriptions in all ({basis}), the number the timeline shows."
