@@ -173,6 +173,9 @@ class ContextEvent(BaseModel):
     usage: ProviderUsage | None = None
     message_seq: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    #: Transcript seqs below ``details["messages_sent"]`` the request did not send (a compaction's
+    #: summarizer leaves out what it keeps): what it sent is not always a prefix (engine.sent).
+    messages_excluded: tuple[int, ...] = ()
 
     @property
     def effective_limit(self) -> int | None:

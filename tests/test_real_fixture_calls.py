@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from engine.importers import import_files
+from engine.sent import sent_seqs
 from engine.store import SessionStore
 from tests.fixture_calls import (
     WIRES,
@@ -40,17 +41,7 @@ from tests.fixture_calls import (
 
 #: Defects the test found and could not be fixed in time: (agent/scenario) -> why (strict xfail:
 #: the day one is fixed, its entry must go).
-KNOWN_DEFECTS: dict[str, str] = {
-    **{
-        f"claude-code/{scenario}": "the compaction summarizer's call says it sent more than its request "
-        "carried: its messages_sent (5, 8, 5 in compact_auto, compact_manual, compact_reactive) counts the "
-        "prompt or reply written after the point Claude Code summarized, while its own request_messages "
-        "(4, 7, 3) is right; the call is anchored to the wrong message (formats/claude_code, accuracy "
-        "helper's area)"
-        for scenario in ("compact_auto", "compact_auto_pct", "compact_manual", "compact_manual_instructions",
-                         "compact_reactive")
-    },
-}  # fmt: skip
+KNOWN_DEFECTS: dict[str, str] = {}
 
 
 def _scenario_id(scenario: Path) -> str:
@@ -315,7 +306,9 @@ def imported_calls(store: SessionStore, wire: Wire) -> dict[str, list[Call]]:
                 continue
             segment = event.details.get("segment") or 0
             first = starts[segment - 1] if segment else 0
-            sent = transcript[first : event.details["messages_sent"]]
+            # a compaction's summarizer leaves out what its compaction keeps: not a prefix
+            seqs = sent_seqs(first, event.details["messages_sent"], event.messages_excluded)
+            sent = [transcript[i] for i in seqs]
             # Codex and Claude Code flag it compaction_call, OpenCode and Kilo compaction_summary
             summarizer = any(
                 event.details.get(k) for k in ("compaction_call", "compaction_summary", "side_call")

@@ -216,7 +216,8 @@ class _Walk:
                 kind="request", provider=parsed.provider, model=model, turn_index=row.turn_index,
                 outcome=FAILURE_OUTCOMES.get(failure["cause"], "provider_error") if failure else None,
                 projected_tokens=components.total, components=components, components_basis=basis, usage=usage,
-                message_seq=row.seq, details=details, **columns,
+                message_seq=row.seq, details=details, messages_excluded=excluded_below(call, sent_messages),
+                **columns,
             ),
         )  # fmt: skip
         if failure is not None and call.details.get("request_ref"):
@@ -311,6 +312,12 @@ def compaction_reason(details: dict[str, Any], before: Any) -> str:
     else:
         said = "the agent compacted its context"
     return f"{said}: {size}" if size else said
+
+
+def excluded_below(call: CallInfo, bound: int) -> tuple[int, ...]:
+    """The seqs below ``bound`` (the call's ``messages_sent``) that a parser which rebuilt the call
+    says it did not send (Claude Code's summarizer leaves out the segment its compaction keeps)."""
+    return tuple(sorted(i for i in call.sent.excluded if i < bound)) if call.sent is not None else ()
 
 
 def call_time(call: CallInfo, row: StoredMessage) -> str | None:

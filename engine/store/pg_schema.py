@@ -17,6 +17,7 @@ from engine.store.records import utc_now
 from engine.store.schema import (
     APPLICATION_ID,
     COST_WRITES_INDEX,
+    EXCLUDED_COLUMN,
     RESIDUAL_COLUMNS,
     TABLES_M002,
     TABLES_M003,
@@ -89,6 +90,11 @@ def m006_component_residual(conn: Any) -> None:
         )
 
 
+def m007_messages_excluded(conn: Any) -> None:
+    column = EXCLUDED_COLUMN
+    conn.execute(f"ALTER TABLE context_events ADD COLUMN IF NOT EXISTS {column.name} {pg_type(column.type)}")
+
+
 PG_MIGRATIONS: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("m001_initial", m001_initial),
     ("m002_request_payloads", m002_request_payloads),
@@ -96,6 +102,7 @@ PG_MIGRATIONS: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("m004_blob_content_last", m004_blob_content_last),
     ("m005_request_costs_writer_index", m005_request_costs_writer_index),
     ("m006_component_residual", m006_component_residual),
+    ("m007_messages_excluded", m007_messages_excluded),
 )
 
 

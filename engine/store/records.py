@@ -140,6 +140,8 @@ class StoredEvent(_Row):
     message_seq: int | None
     details: dict[str, Any]
     created_utc: str
+    #: transcript seqs below ``details["messages_sent"]`` the request did not send; () before m007
+    messages_excluded: tuple[int, ...] = ()
 
     @property
     def effective_limit(self) -> int | None:
@@ -254,6 +256,12 @@ def share_fields_set(model: _M) -> _M:
     return model
 
 
+def _seqs(text: str | None, event_id: int) -> tuple[int, ...]:
+    """``context_events.messages_excluded`` (a JSON list of seqs, or NULL) as a tuple."""
+    value = loads_json(text, f"context_events row {event_id} messages_excluded") if text else None
+    return tuple(value) if isinstance(value, list) else ()
+
+
 def event_from_row(r: Any) -> StoredEvent:
     """A ``context_events`` row (sqlite3.Row or the PostgreSQL store's row) as a StoredEvent."""
     d = intern_columns(dict(r), "session_id", "kind", "trigger", "outcome", "provider", "model")
@@ -277,7 +285,7 @@ def event_from_row(r: Any) -> StoredEvent:
         remaining_tokens=d["remaining_tokens"], components=components,
         components_basis=d.get("components_basis"), usage=usage_from_row(d),
         message_seq=d["message_seq"], details=loads_json(d["details_json"], f"context_events row {d['id']}") or {},
-        created_utc=d["created_utc"],
+        created_utc=d["created_utc"], messages_excluded=_seqs(d.get("messages_excluded"), d["id"]),
     )  # fmt: skip
     for part in (components, event.usage):
         if part is not None:

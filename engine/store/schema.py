@@ -548,6 +548,24 @@ def m006_component_residual(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE context_events ADD COLUMN {column.name} {column.type}")
 
 
+#: Column of migration m007_messages_excluded: what a call left out below its ``messages_sent`` bound.
+EXCLUDED_COLUMN = _c(
+    "messages_excluded",
+    "TEXT",
+    "JSON list of the transcript seqs below the request's details.messages_sent that it did not send "
+    "(a compaction's summarizer leaves out the segment kept after it, or the prompt typed just before); "
+    "NULL when the request sent every message below the bound (engine.sent).",
+)
+
+#: context_events as m007 leaves it: ``messages_excluded`` after the residual columns.
+TABLES_M007 = tuple(_with_columns(t, (EXCLUDED_COLUMN,)) for t in TABLES_M006)
+
+
+def m007_messages_excluded(conn: sqlite3.Connection) -> None:
+    """Add context_events.messages_excluded (NULL on rows already there: they sent a prefix)."""
+    conn.execute(f"ALTER TABLE context_events ADD COLUMN {EXCLUDED_COLUMN.name} {EXCLUDED_COLUMN.type}")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
@@ -556,6 +574,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m004_blob_content_last", m004_blob_content_last),
     ("m005_request_costs_writer_index", m005_request_costs_writer_index),
     ("m006_component_residual", m006_component_residual),
+    ("m007_messages_excluded", m007_messages_excluded),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
