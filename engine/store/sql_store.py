@@ -420,57 +420,45 @@ class SqlSessionStore(ABC):
 
     # -- events --------------------------------------------------------------------------
     def record_event(self, session_id: str, event: ContextEvent) -> int:
-        batch = self._event_batch
-        if batch is not None:  # inside batched_costs: held and inserted with the others
-            return batch.add(session_id, event)
+        c = event.components or ComponentTokens()
+        u = event.usage
         with self.transaction() as conn:
             self._lock_session(conn, session_id)
-            row = self._event_row(session_id, self._next_event_seq(conn, session_id), event, utc_now())
-            try:
-                cur = conn.execute(
-                    f"INSERT INTO context_events ({', '.join(EVENT_COLUMNS)}) VALUES ({self._marks(len(row))})"
-                    " RETURNING id",
-                    row,
-                )
-            except self._integrity_errors as exc:
-                raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
-            event_id = int(cur.fetchone()[0])
-            if event.kind == "request" and event.usage is not None:  # its cost row, once the transaction commits
-                self._pending_cost(session_id, event_id)
-        return event_id
-
-    def _next_event_seq(self, conn: Any, session_id: str) -> int:
-        return int(
-            conn.execute(
+            seq = conn.execute(
                 f"SELECT coalesce(max(seq), -1) + 1 FROM context_events WHERE session_id = {self.P}",
                 (session_id,),
             ).fetchone()[0]
-        )
-
-    @staticmethod
-    def _event_row(session_id: str, seq: int, event: ContextEvent, now: str) -> list[Any]:
-        """The ``context_events`` row of ``event`` (:data:`EVENT_COLUMNS` order), redacted."""
-        c = event.components
-        u = event.usage
-        return redact_row((
-            session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
-            event.provider, event.model, event.context_window, event.max_output_tokens,
-            event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
-            c.system if c else None, c.skills if c else None, c.tools if c else None, c.summary if c else None,
-            c.conversation if c else None, c.tool_results if c else None, c.offloaded_bytes if c else None,
-            u.input_tokens if u else None, u.output_tokens if u else None,
-            u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-            event.message_seq, _dumps(event.details), now,
-            c.unattributed if c else None, event.components_basis,
-            _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
-        ), keys=(0,))  # fmt: skip
-
-    def _insert_events(self, conn: Any, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert ``context_events`` rows whose ids are given (``id`` then :data:`EVENT_COLUMNS`)."""
-        conn.executemany(
-            f"INSERT INTO context_events (id, {', '.join(EVENT_COLUMNS)}) VALUES ({self._marks(len(EVENT_COLUMNS) + 1)})",
-            rows,
-        )
+            try:
+                cur = conn.execute(
+                    "INSERT INTO context_events (session_id, seq, turn_index, kind, trigger, outcome, reason, provider,"
+                    " model, context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens,"
+                    " remaining_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
+                    " conversation_tokens, tool_results_tokens, offloaded_bytes, provider_input_tokens,"
+                    " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
+                    " message_seq, details_json, created_utc, unattributed_tokens, components_basis,"
+                    " messages_excluded)"
+                    f" VALUES ({self._marks(32)}) RETURNING id",
+                    redact_row((
+                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+                        event.provider, event.model, event.context_window, event.max_output_tokens,
+                        event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
+                        c.system if event.components else None, c.skills if event.components else None,
+                        c.tools if event.components else None, c.summary if event.components else None,
+                        c.conversation if event.components else None, c.tool_results if event.components else None,
+                        c.offloaded_bytes if event.components else None,
+                        u.input_tokens if u else None, u.output_tokens if u else None,
+                        u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
+                        event.message_seq, _dumps(event.details), utc_now(),
+                        c.unattributed if event.components else None, event.components_basis,
+                        _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
+                    ), keys=(0,)),
+                )  # fmt: skip
+            except self._integrity_errors as exc:
+                raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
+            event_id = int(cur.fetchone()[0])
+            if event.kind == "request" and u is not None:  # its cost row, once the transaction commits
+                self._pending_costs.setdefault(session_id, []).append(event_id)
+        return event_id
 
     def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
         sql = f"SELECT * FROM context_events WHERE session_id = {self.P}"
