@@ -178,7 +178,8 @@ class FeatureCounter:
         self._recorded = np.zeros(len(FEATURES))
         self._recorder = Tokenizer(
             TokenizerInfo(f"{estimator}:features", False, "records calibration features",
-                          tool_block_tokens=self._static.info.tool_block_tokens),
+                          tool_block_tokens=self._static.info.tool_block_tokens,
+                          ascii_structured_arguments=self._static.info.ascii_structured_arguments),
             self._record,
         )  # fmt: skip
         self._messages: dict[str, tuple[int, np.ndarray]] = {}
@@ -389,6 +390,7 @@ def calibrated_tokenizer(fit: CalibrationFit) -> Tokenizer:
         False,
         f"{static.info.description}; calibrated on {fit.pairs} calls' growth ({fit.fitted_utc})",
         tool_block_tokens=static.info.tool_block_tokens,
+        ascii_structured_arguments=static.info.ascii_structured_arguments,
     )
     return Tokenizer(info, count)
 

@@ -41,6 +41,7 @@ from engine.tokens import (
     read_bundled_bpe,
     tokenizer_id_for_model,
     tokenizer_ids,
+    tool_arguments_text,
 )
 from tests.strategies import histories
 
@@ -220,6 +221,45 @@ def test_anthropic_estimate_frames_each_tool_block_and_other_tokenizers_do_not()
         "contents"
     )
     assert exact.count_block(result) == exact.count("toolu_1") + exact.count("contents")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "ascii_structured", "expected"),
+    [
+        pytest.param({"path": "a.py"}, True, '{"path":"a.py"}', id="ascii-only-unchanged"),
+        pytest.param({"content": "├── a"}, True, '{"content":"├── a"}', id="string-argument-kept-as-is"),
+        pytest.param(
+            {"file_path": "é.md", "edits": [{"old_string": "│", "new_string": "└"}]},
+            True,
+            '{"file_path":"é.md","edits":[{"old_string":"\\u2502","new_string":"\\u2514"}]}',
+            id="structured-argument-escaped",
+        ),
+        pytest.param({"todos": ["✅ done"]}, False, '{"todos":["✅ done"]}', id="exact-encodings-unescaped"),
+    ],
+)
+def test_tool_arguments_text_escapes_only_structured_arguments_for_claude(
+    arguments: dict[str, object], ascii_structured: bool, expected: str
+) -> None:
+    assert tool_arguments_text(arguments, ascii_structured=ascii_structured) == expected
+
+
+def test_claude_counts_a_structured_argument_with_non_ascii_as_escaped_json() -> None:
+    """The provider counted a MultiEdit's box-drawing edits as escaped JSON (../shared 5c0375b4)."""
+    edits = {"file_path": "CLAUDE.md", "edits": [{"old_string": "├── src", "new_string": "│   └── app"}]}
+    call = assistant("", tool_use("toolu_1", "MultiEdit", **edits)).blocks[0]
+    claude, exact = get_tokenizer("anthropic"), get_tokenizer("o200k_base")
+    escaped = (
+        '{"file_path":"CLAUDE.md","edits":[{"old_string":"\\u251c\\u2500\\u2500 src",'
+        '"new_string":"\\u2502   \\u2514\\u2500\\u2500 app"}]}'
+    )
+    assert claude.count_block(call) == (
+        ANTHROPIC_TOOL_BLOCK_TOKENS
+        + claude.count("toolu_1")
+        + claude.count("MultiEdit")
+        + claude.count(escaped)
+    )
+    raw = '{"file_path":"CLAUDE.md","edits":[{"old_string":"├── src","new_string":"│   └── app"}]}'
+    assert exact.count_block(call) == exact.count("toolu_1") + exact.count("MultiEdit") + exact.count(raw)
 
 
 # -- messages and tools ---------------------------------------------------------------------
