@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from engine.importers import import_files
+from engine.report import messages_sent
 from engine.sent import sent_seqs
 from engine.store import SessionStore
 from tests.fixture_calls import (
@@ -557,3 +558,28 @@ def test_each_wire_normaliser_reads_one_turn_as_the_same_atoms(wire: Wire) -> No
         ("call", call_id, "ls", {"path": "."}),
         ("result", call_id, "a.py"),
     ]
+
+
+#: Claude Code scenarios with a compaction: its summarizer call does not send a prefix.
+COMPACTIONS = [
+    p for p in SCENARIOS if str(p.id).startswith("claude-code/compact_")
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", COMPACTIONS)
+def test_every_reader_counts_the_messages_a_summarizer_call_sent(scenario: Path, store: SessionStore) -> None:
+    """What the report, ``ctxdesk inspect`` and the findings count as a call's messages
+    (engine.findings.view, through ``messages_excluded``) is the transcript messages the importer
+    rebuilt it from (``request_messages``; the comparison above holds them to the server's log),
+    for a compaction's summarizer too, which leaves out what the compaction keeps. Calls whose
+    request the file recorded whole count the request's own messages, so only the others are."""
+    import_files(transcript_files(scenario), store)
+    summarizers = 0
+    for session in store.list_sessions():
+        counted = messages_sent(store, session.id)
+        whole = {r.event_id for r in store.list_requests(session.id)}
+        for event in store.list_events(session.id, kind="request"):
+            if event.id not in whole and "request_messages" in event.details:
+                assert counted[event.seq] == event.details["request_messages"], event.details
+                summarizers += bool(event.details.get("compaction_call") and event.messages_excluded)
+    assert summarizers == 1

@@ -282,7 +282,9 @@ def request_views(messages: Sequence[StoredMessage], events: Sequence[StoredEven
         views.append(
             RequestView(
                 event_seq=event.seq, turn_index=event.turn_index or 0, sent_end=sent_end,
-                removed=removed, cleared=cleared, usage=event.usage,
+                # what the call itself left out below its bound (a compaction's summarizer)
+                removed=removed.union(event.messages_excluded) if event.messages_excluded else removed,
+                cleared=cleared, usage=event.usage,
                 components=event.components, tools_sent=_names(event.details.get("tools_sent")),
                 thinking_billed=event.details.get("previous_thinking") != "stripped",
             )
