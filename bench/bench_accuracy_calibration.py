@@ -78,11 +78,17 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         "reminder (\"The TodoWrite tool hasn't been used recently ...\"): the importer rebuilds it where 1.0.98/1.0.108's "
         "own rule puts it (engine/importers/formats/claude_code/reminders.py; read from their cli.js, fitted on no "
         "file), which took fe5e1c67's static growth error from 7.97% to 4.58% (5c0375b4 has no such call).",
+        "A tool call's non-string arguments are counted as Claude's prompt writes them: JSON with non-ASCII "
+        "escaped (engine.tokens.tool_arguments_text). The MultiEdit of CLAUDE.md in 5c0375b4, whose edits array "
+        "held 303 box-drawing characters, was +1,201 tokens short unescaped (+355 now), while a Write whose "
+        "content string held such a tree matched unescaped (fe5e1c67). It was not a re-sent CLAUDE.md: 1.0.108's "
+        "cli.js memoises the CLAUDE.md context until /clear or /compact, MultiEdit records the file's new mtime "
+        "(so no 'was modified' note), and nested memory skips files already read.",
         "What remains is mostly what the published files changed or left out: their cwd was anonymised to "
         "/path/to/Demo, so the provider counted a longer path (~8-14 tokens per mention; a 219-path find output: "
-        "+3,107), a box-drawing tree from lsd (+828), the call after a MultiEdit of CLAUDE.md (+1,201: most "
-        "likely 1.0.x's unlogged nested-memory attachment re-sending CLAUDE.md; not rebuilt) and unlogged "
-        "background-shell notices around BashOutput/KillBash.",
+        "+3,107; not rebuilt: the real path is in no file), an lsd tree of box-drawing characters (+828, though "
+        "the Read of a CLAUDE.md drawn with the same characters was 97 over) and unlogged background-shell "
+        "notices around BashOutput/KillBash.",
     ]
     return table
 
