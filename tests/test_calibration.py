@@ -385,3 +385,31 @@ def test_a_call_without_messages_sent_is_paired_by_the_reply_it_produced(tmp_pat
     counter = FeatureCounter("anthropic")
     added = counter.message(messages[1])[1] + counter.message(messages[2])[1]  # what the second call added
     assert (pair.provider, pair.static) == (180, 160) and pair.features == tuple(float(x) for x in added)
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SHARED_SESSIONS.is_dir(), reason="../shared not found (fresh clone)")
+def test_a_multiedit_of_box_drawing_lines_grows_the_claude_estimate_as_the_provider_counted(
+    tmp_path: Path,
+) -> None:
+    """5c0375b4's MultiEdit of CLAUDE.md (an ``edits`` array with 303 box-drawing characters): the
+    provider's count grew by 2,959; counted unescaped our estimate grew by 1,758 (41% short)."""
+    path = SHARED_SESSIONS / "claude-code__d-kimuson_claude-code-viewer__5c0375b4.jsonl"
+    with SessionStore(tmp_path / "s.db") as store:
+        main_session = import_file(path, store).session_ids[0]
+        rows = store.load_messages(main_session)
+        (edit_seq,) = [
+            r.seq for r in rows for b in r.message.blocks if b.type == "tool_use" and b.name == "MultiEdit"
+        ]
+        calls = [
+            e for e in store.list_events(main_session, kind="request") if e.usage and e.usage.prompt_tokens
+        ]
+    before, after = next(
+        (a, b)
+        for a, b in itertools.pairwise(calls)
+        if a.details["messages_sent"] <= edit_seq < b.details["messages_sent"]
+    )
+    provider = after.usage.prompt_tokens - before.usage.prompt_tokens
+    ours = after.details["estimate_total"] - before.details["estimate_total"]
+    assert provider == 2_959
+    assert abs(ours - provider) / provider < 0.15, (ours, provider)
