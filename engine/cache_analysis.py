@@ -33,7 +33,7 @@ from engine.cost import (
     price_call,
     prices_for,
 )
-from engine.events import ComponentTokens, ProviderUsage
+from engine.events import ComponentTokens, ProviderUsage, is_compaction_call
 from engine.model_table import ModelTable
 
 CacheCause = Literal[
@@ -426,7 +426,7 @@ def call_records(
             at = parse_utc(getattr(e, "created_utc", None))
         # a harness's summarizer call (Claude Code's compaction) has a prefix of its own, and the call
         # after it starts from the compacted history
-        summarizer = bool(details.get("compaction_call"))
+        summarizer = is_compaction_call(details)
         names = details.get("tool_names", details.get("tools_sent"))  # the session manager's tools_sent
         out.append(
             CallRecord(

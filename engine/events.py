@@ -6,6 +6,7 @@ persisted by the session manager into ``context_events``; nothing here does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,6 +186,12 @@ class ContextEvent(BaseModel):
 
 #: What a request event says about its limit (``engine.limit.LimitColumns``).
 LimitFields = LimitColumns
+
+
+def is_compaction_call(details: Mapping[str, Any]) -> bool:
+    """A request event that is the agent's own summarizing call (``details.compaction_call``; files
+    imported before that was the one name for it said ``compaction_summary``)."""
+    return bool(details.get("compaction_call") or details.get("compaction_summary"))
 
 
 def effective_limit(event: LimitColumns) -> int | None:

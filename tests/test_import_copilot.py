@@ -145,13 +145,13 @@ def test_a_background_compaction_restarts_the_history_and_its_summary_call_is_co
     (compaction,) = store.list_events(session.session_id, kind="compaction")
     assert compaction.details["trigger_kind"] == "auto" and compaction.details["threshold_tokens"] == 64_000
     starts = [0, compaction.message_seq]
-    agent_events = [e for e in events if not e.details.get("compaction_summary")]
+    agent_events = [e for e in events if not e.details.get("compaction_call")]
     agent_requests = [r for r in requests if r not in summaries]
     for event, request in zip(agent_events, agent_requests, strict=True):
         sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
         assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
         assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
-    (summary_call,) = [e for e in events if e.details.get("compaction_summary")]
+    (summary_call,) = [e for e in events if e.details.get("compaction_call")]
     assert summary_call.usage.prompt_tokens == answers[summaries[0]["seq"]]["prompt_tokens"]
     assert (
         summary_call.usage.cache_read_input_tokens

@@ -264,7 +264,7 @@ def test_an_auto_compaction_is_recorded_and_later_calls_send_only_what_followed_
     for event, request in zip(events, requests, strict=True):
         assert event.usage.prompt_tokens == answers[request["seq"]]["prompt_tokens"]
         if request in summaries:
-            assert event.details["compaction_summary"] is True
+            assert event.details["compaction_call"] is True
             continue
         sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
         assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
@@ -391,11 +391,11 @@ def test_a_prompt_refused_as_too_long_is_a_failed_call_and_the_compaction_after_
     transcript = store.load_transcript(session.session_id)
     starts = [0, compaction.message_seq]
     agent = [r for r in requests if r["body"].get("tools") and r["status"] == 200]
-    answered = [e for e in events if e.usage is not None and not e.details.get("compaction_summary")]
+    answered = [e for e in events if e.usage is not None and not e.details.get("compaction_call")]
     for event, request in zip(answered, agent, strict=True):
         sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
         assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
-    summary_calls = [e for e in events if e.details.get("compaction_summary")]
+    summary_calls = [e for e in events if e.details.get("compaction_call")]
     summaries = [r for r in requests if not r["body"].get("tools")]
     # Kilo summarises in chunks (2 calls) and keeps one summary message with no token counts: the
     # calls and their usage come from the messages its event log shows removed

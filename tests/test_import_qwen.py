@@ -182,10 +182,10 @@ def test_a_chat_compression_restarts_the_history_with_what_qwen_kept(store: Sess
     summaries = [
         r for r in requests if "summarizes a conversation" in str(r["body"]["messages"][-1]["content"])
     ]
-    (summary_call,) = [e for e in events if e.details.get("compaction_summary")]
+    (summary_call,) = [e for e in events if e.details.get("compaction_call")]
     assert len(summaries) == 1
     assert summary_call.usage.prompt_tokens == answers[summaries[0]["seq"]]["prompt_tokens"]
-    agent_calls = [e for e in events if not e.details.get("compaction_summary")]
+    agent_calls = [e for e in events if not e.details.get("compaction_call")]
     for event, request in zip(agent_calls, [r for r in requests if r not in summaries], strict=True):
         sent = transcript[starts[event.details["segment"]] : event.details["messages_sent"]]
         atoms, _ = without_reminders(request_atoms(request["body"]["messages"]))

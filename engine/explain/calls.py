@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.call_failures import failure_of
+from engine.events import is_compaction_call
 from engine.store import StoredEvent, StoredMessage
 
 #: Request outcomes that are answers (None: a source that records no outcome).
@@ -36,7 +37,7 @@ class Call:
     @property
     def is_compaction_call(self) -> bool:
         """The agent's own summarising call (Claude Code's compaction request)."""
-        return self.event is not None and bool(self.event.details.get("compaction_call"))
+        return self.event is not None and is_compaction_call(self.event.details)
 
 
 def is_failed_request(event: StoredEvent) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.cache_analysis import parse_utc
 from engine.errors import ValidationError
-from engine.events import ProviderUsage
+from engine.events import ProviderUsage, is_compaction_call
 from engine.messages import Message
 from engine.sent import compaction_removals, sent_end
 from engine.store import SessionStore
@@ -59,7 +59,7 @@ def load_recorded_session(store: SessionStore, session_id: str) -> RecordedSessi
         if event.details.get("failure") or (event.outcome not in (None, "ok")):
             failed += 1
             continue
-        if event.details.get("compaction_call") or event.trigger == "provider_compaction":
+        if is_compaction_call(event.details) or event.trigger == "provider_compaction":
             continue  # an agent's or provider's summarizing call: the variants make their own
         end = sent_end(
             event.details, event.message_seq, event.turn_index,

@@ -223,7 +223,7 @@ def apply_compaction(
         # the limit Copilot compacted against holds for its summary call too (the agent's own)
         limit = _count(data.get("tokenLimit")) or None
         call = CallInfo(usage=usage, model=spent.get("model") or model, limit_tokens=limit)
-        call.details.update(compaction_summary=True, compaction_outcome=data.get("outcome"))
+        call.details.update(compaction_call=True, compaction_outcome=data.get("outcome"))
         if _count(spent.get("requestCount")) > 1:
             call.details["request_count"] = spent["requestCount"]
         session.messages[max(0, min(started_at, len(session.messages)) - 1)].pending_calls.append(call)

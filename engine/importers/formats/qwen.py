@@ -156,7 +156,7 @@ def summary_call(event: dict[str, Any]) -> CallInfo:
         cache_read=_count(event.get("cached_content_token_count")),
     )
     call = CallInfo(usage=usage, model=event.get("model") if isinstance(event.get("model"), str) else None)
-    call.details.update(compaction_summary=True, reply=event.get("response_text"))
+    call.details.update(compaction_call=True, reply=event.get("response_text"))
     if event.get("event.timestamp"):
         call.details["call_utc"] = event["event.timestamp"]
     return call

@@ -166,7 +166,7 @@ def _session(
 def _summary_call(info: dict[str, Any]) -> CallInfo:
     """A compaction summary call whose message the agent removed: its usage and time."""
     call = CallInfo(usage=opencode_usage(info.get("tokens")), model=info.get("modelID"))
-    call.details["compaction_summary"] = True
+    call.details["compaction_call"] = True
     created = (info.get("time") or {}).get("created")
     if created:
         call.details["call_utc"] = _utc(created)
@@ -264,7 +264,7 @@ def _assistant_messages(info: dict[str, Any], parts: list[dict[str, Any]], where
         if created:
             call.details["call_utc"] = _utc(created)
         if info.get("summary"):
-            call.details["compaction_summary"] = True
+            call.details["compaction_call"] = True
         failure = failure_of_error(error) if error and number == len(steps) - 1 else None
         if failure is not None:
             call.details["failure"] = failure
