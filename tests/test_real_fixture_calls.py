@@ -13,6 +13,7 @@ is in ONE table, :data:`EXCEPTIONS`, each entry with its reason and the agent's 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -26,6 +27,7 @@ from engine.report import messages_sent
 from engine.sent import sent_seqs
 from engine.store import SessionStore
 from tests.fixture_calls import (
+    REAL_AGENTS,
     WIRES,
     Atom,
     Request,
@@ -451,6 +453,17 @@ def test_every_imported_call_is_a_request_the_cli_sent(scenario: Path, store: Se
     )
 
 
+def _adds_what_was_left_out(
+    store: SessionStore, session_id: str, seq: int, earlier: list[Atom], later: list[Atom]
+) -> bool:
+    """The later request kept every atom of the earlier one, in order, with messages added among
+    them that the earlier call's event says it did not send (``messages_excluded``: Gemini CLI
+    0.61's resumed history carries each tool result twice)."""
+    (event,) = [e for e in store.list_events(session_id, kind="request") if e.seq == seq]
+    rest = iter(later)
+    return bool(event.messages_excluded) and all(atom in rest for atom in earlier)
+
+
 def _compactions_between(store: SessionStore, session_id: str, first: int, second: int) -> bool:
     """Whether the import records a restart of the context between two request events."""
     events = store.list_events(session_id)
@@ -497,9 +510,11 @@ def test_sub_agents_are_linked_once_and_rewritten_histories_are_compactions(
             if before.failed:
                 continue  # what a refused call carried need not be sent again
             earlier, later = result.logged[i], result.logged[j]
-            if later[: len(earlier)] != earlier and not any(
-                e.rewrites_history and e.rewrites_history(later) for e in exceptions_for(scenario)
+            if later[: len(earlier)] == earlier or _adds_what_was_left_out(
+                store, sid, before.seq, earlier, later
             ):
+                continue
+            if not any(e.rewrites_history and e.rewrites_history(later) for e in exceptions_for(scenario)):
                 assert _compactions_between(store, sid, before.seq, after.seq), (
                     f"{sid[:8]}: request {result.requests[j]['seq']} rewrote the history of "
                     f"{result.requests[i]['seq']} and no compaction is recorded between calls "
@@ -583,3 +598,31 @@ def test_every_reader_counts_the_messages_a_summarizer_call_sent(scenario: Path,
                 assert counted[event.seq] == event.details["request_messages"], event.details
                 summarizers += bool(event.details.get("compaction_call") and event.messages_excluded)
     assert summarizers == 1
+
+
+def test_a_resumed_gemini_history_is_stored_as_often_as_the_model_saw_it(store: SessionStore) -> None:
+    """Gemini CLI 0.61 resumes a chat sending each earlier tool result twice and each tool call,
+    prompt and reply once: the transcript holds each as often as the last request carried it (it
+    held the first run's three tool calls twice), and the first run's calls leave the second
+    copies out (``messages_excluded``), so every call still equals its request (first test)."""
+    scenario = REAL_AGENTS / "gemini" / "tools-resume"
+    import_files(transcript_files(scenario), store)
+    requests = [r for r in recorded_requests(scenario) if ":streamGenerateContent" in r["path"]]
+    (session,) = store.list_sessions()
+    transcript = store.load_transcript(session.id)
+    wire = wire_of(requests)
+    stored = _counted(imported_atoms(transcript, wire))
+    sent = _counted(request_atoms(requests[-1], wire))
+    last = store.list_events(session.id, kind="request")[-1]
+    # the last request carried all but the reply it produced
+    assert stored - sent == _counted(imported_atoms(transcript[last.message_seq :], wire))
+    assert sent - stored == Counter()
+    assert sorted(n for (kind, _), n in sent.items() if kind == "call") == [1, 1, 1, 1]
+    assert sorted(n for (kind, _), n in sent.items() if kind == "result") == [1, 2, 2, 2]
+    first_run = [e for e in store.list_events(session.id, kind="request") if e.messages_excluded]
+    assert [len(e.messages_excluded) for e in first_run] == [1, 2]
+
+
+def _counted(atoms: list[Atom]) -> Counter[tuple[str, str]]:
+    """How often each tool call, tool result and text occurs, by (kind, the atom's repr)."""
+    return Counter((a[0], repr(a)) for a in atoms if a[0] in ("call", "result", "text"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.events import ProviderUsage
 from engine.importers.formats.gemini.history import MESSAGE_TYPES, SNAPSHOT, ChatLog, Entry
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, Sent, SourceProblem
 from engine.importers.parsing import as_count, as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
@@ -58,6 +58,9 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
     starts: Entry | None = None  # a context start whose entry made no message (a notice)
     last_call: CallInfo | None = None
     compactions: list[dict[str, Any]] = []
+    # (message index, run) of each message a resumed history added among earlier ones: the
+    # calls of earlier runs did not send it
+    added: list[tuple[int, int]] = []
     for index, entry in enumerate(log.entries):
         raw, where = entry.raw, f"messages[{index}]"
         kind = raw.get("type")
@@ -82,6 +85,10 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
                 if model:
                     models[model] = models.get(model, 0) + 1
                 call = CallInfo(usage=usage, model=model)
+                at = len(session.messages)
+                unsent = frozenset(i for i, run in added if run > entry.run)
+                if unsent:
+                    call.sent = Sent(head=(), start=0, end=at, excluded=unsent)
                 if thoughts:
                     call.details["reasoning_tokens"] = thoughts
                 if raw.get("timestamp"):
@@ -111,6 +118,8 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
                 first.compaction = _compression(log.entries, index, last_call, settings)
                 compactions.append(first.compaction)
             starts = None
+        if entry.copy and entry.run:  # (a new context's copies are of run 0: history.start_context)
+            added.extend((len(session.messages) + k, entry.run) for k in range(len(produced)))
         session.messages.extend(produced)
     if not session.messages:
         raise SourceProblem("a Gemini CLI chat with no user or model messages")
@@ -130,6 +139,12 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
     if cwd:
         meta["cwd"] = cwd
     session.metadata.update({k: v for k, v in meta.items() if v})
+    resent = sum(1 for e in log.entries if e.copy and e.run)
+    if resent:
+        session.notes.append(
+            f"{resent} tool result message(s) a resumed run sent a second time (Gemini CLI 0.61): stored "
+            "where they stand, not sent by the calls before the resume"
+        )
     rewrites = sum(1 for e in log.entries if e.starts == "rewrite")
     if rewrites:
         session.notes.append(

@@ -3,11 +3,12 @@
 The JSON Lines form appends a message per line (``id`` + ``type``; the same id written again
 replaces the earlier copy) and ``{"$set": {"messages": [...]}}`` lines, each the history the CLI
 holds from then on. Replayed here into :class:`Entry` values, in order: a message written as it
-happened is an original (a reply with ``tokens`` is a call); a ``$set`` list that is not the
-history already held starts a new context of copies, because every later call sends it as it
-is: a chat compression (a ``<state_snapshot>`` user turn, then "Got it", then the turn in
-progress rewritten), or a resumed history (Gemini CLI 0.61 writes each tool result a second time
-in it, and the model gets both). A list that is only the start of the history held (each run
+happened is an original (a reply with ``tokens`` is a call). A resumed history that is the one
+held with tool results added among it (Gemini CLI 0.61 writes each a second time, and the model
+gets both) places the added ones where they stand, sent from the resumed run on (``Entry.run``):
+the rest is stored once. Any other ``$set`` list that is not the history already held starts a
+new context of copies, because every later call sends it as it is: a chat compression (a
+``<state_snapshot>`` user turn, then "Got it", then the turn in progress rewritten). A list that is only the start of the history held (each run
 starts so, before the resumed list) waits for what follows: a message appended right after it
 starts a new context from it (a cleared chat).
 """
@@ -31,12 +32,16 @@ SNAPSHOT = "<state_snapshot>"
 class Entry:
     """One message of the log in the order the model saw it. ``copy``: written by a ``$set`` (a
     rewritten history: never a call of its own); ``starts``: it starts a new context
-    (``compression`` or ``rewrite``)."""
+    (``compression`` or ``rewrite``). ``run``: how many resumed histories were read before it was
+    written; an entry a resumed history inserted among earlier ones (Gemini CLI 0.61's second
+    copy of each tool result) has the resumed run's number, so calls of earlier runs did not
+    send it."""
 
     id: str
     raw: dict[str, Any]
     copy: bool = False
     starts: str | None = None
+    run: int = 0
 
 
 @dataclass
@@ -74,6 +79,7 @@ class _Replay:
         self.current: list[str] = []  # ids of the history the CLI holds, in order
         self.at: dict[str, Entry] = {}  # the entry of each id of the current context
         self.pending: list[dict[str, Any]] | None = None  # a list that is the start of `current`
+        self.run = 0  # resumed histories read so far (each inserted messages among earlier ones)
 
     def line(self, value: dict[str, Any], number: int) -> None:
         if "$set" in value:
@@ -100,7 +106,7 @@ class _Replay:
         if held is not None:  # written again (a reply gets its tool calls): the last copy wins
             held.raw = _merged(held.raw, message)
             return
-        entry = Entry(message_id, message)
+        entry = Entry(message_id, message, run=self.run)
         self.entries.append(entry)
         self.current.append(message_id)
         self.at[message_id] = entry
@@ -115,11 +121,36 @@ class _Replay:
         if len(ids) < len(self.current) and ids == self.current[: len(ids)]:
             self.pending = messages  # a run starts: the resumed list follows, or a message does
             return
+        if _only_adds(ids, messages, self.current):
+            self.insert(ids, messages)
+            return
         snapshot = any(
             message_id not in self.at and SNAPSHOT in _text_of(message)
             for message_id, message in zip(ids, messages, strict=True)
         )
         self.start_context(messages, "compression" if snapshot else "rewrite", str(number))
+
+    def insert(self, ids: list[str], messages: list[dict[str, Any]]) -> None:
+        """A resumed history that is the one held with messages added among it (each tool
+        result's second copy): each added one takes its place, right after the message before
+        it, sent from this run on; the messages held stay as the earlier runs' calls sent them."""
+        self.pending = None
+        self.run += 1
+        after: dict[str, list[Entry]] = {}
+        previous = ids[0]  # held (_only_adds)
+        for message_id, message in zip(ids, messages, strict=True):
+            if message_id in self.at:
+                previous = message_id
+                continue
+            entry = self.at[message_id] = Entry(message_id, message, copy=True, run=self.run)
+            after.setdefault(previous, []).append(entry)
+        held = {id(self.at[i]): i for i in self.current}
+        placed: list[Entry] = []
+        for entry in self.entries:
+            placed.append(entry)
+            placed.extend(after.get(held.get(id(entry), ""), ()))
+        self.entries = placed
+        self.current = ids
 
     def start_context(self, messages: list[dict[str, Any]], kind: str, fallback: str) -> None:
         """Every later call sends ``messages`` as they are: a new context of copies."""
@@ -135,6 +166,27 @@ class _Replay:
             self.entries.append(entry)
             self.current.append(message_id)
             self.at[message_id] = entry
+
+
+def _only_adds(ids: list[str], messages: list[dict[str, Any]], current: list[str]) -> bool:
+    """``ids`` is the history held (``current``, in order) with user messages of tool results
+    only added among it (Gemini CLI 0.61 resumes a chat so: ``<reply id>_response`` after each
+    reply with tool calls)."""
+    held = set(current)
+    if [i for i in ids if i in held] != current or len(ids) == len(current) or not current:
+        return False
+    added = [m for i, m in zip(ids, messages, strict=True) if i not in held]
+    return ids[0] == current[0] and all(_is_results(m) for m in added)
+
+
+def _is_results(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return (
+        message.get("type") == "user"
+        and isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, dict) and isinstance(p.get("functionResponse"), dict) for p in content)
+    )
 
 
 def _checked(message: Any) -> dict[str, Any]:
