@@ -24,13 +24,15 @@ from starlette.responses import Response
 from test_otel_export import CaptureEndpoint, _free_port, phoenix, phoenix_bin  # noqa: F401 - fixture
 
 from engine.errors import ValidationError
-from engine.otel.live import LiveExporter
-from engine.otel.spans import session_spans
+from engine.events import ContextEvent, ProviderUsage
+from engine.otel.live import LiveExporter, LiveExportStats
+from engine.otel.spans import session_spans, span_id_of
 from engine.proxy import ProxyServer, Upstreams
 from engine.store import SessionStore
 
 ROOT = Path(__file__).parent.parent
 PROMPTS = ("what is in README.md?", "and in main.py?", "thanks")
+MODEL = "claude-sonnet-4-6"
 
 
 def _spans_of(bodies: list[bytes]) -> list[Span]:
@@ -177,6 +179,119 @@ def test_the_proxy_command_exports_live_and_says_what_it_sent(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def _call(store: SessionStore, session_id: str, n: int) -> tuple[str, int]:
+    """Record one model call of the session the way the proxy does; its (session, event) ids."""
+    usage = ProviderUsage(input_tokens=100 + n, output_tokens=5)
+    return session_id, store.record_event(session_id, ContextEvent(kind="request", model=MODEL, usage=usage))
+
+
+def _session(store: SessionStore) -> str:
+    return store.create_session(model=MODEL, provider="anthropic", source="proxy")
+
+
+def _roots_and_calls(bodies: list[bytes]) -> tuple[list[Span], list[Span]]:
+    spans = _spans_of(bodies)
+    return [s for s in spans if not s.parent_span_id], [s for s in spans if s.parent_span_id]
+
+
+def _export(db: Path, url: str, *batches: list[tuple[str, int]]) -> LiveExportStats:
+    """One exporter's life: each batch submitted and posted before the next."""
+    with LiveExporter(db, url) as exporter:
+        for batch in batches:
+            exporter.submit(batch)
+            assert exporter.flush(30)
+        return exporter.stats()
+
+
+@pytest.mark.parametrize(
+    ("written_first", "reads"),
+    [
+        # as the proxy does: each call written then handed over; the first read takes the guard too
+        pytest.param(False, [2, 3, 4, 5, 6, 7], id="written-as-handed-over"),
+        # the exporter fell behind the writer: the first read takes every row, later batches none
+        pytest.param(True, [7] * 6, id="exporter-behind"),
+    ],
+)
+def test_each_event_row_is_read_once(tmp_path: Path, written_first: bool, reads: list[int]) -> None:
+    db = tmp_path / "proxy.db"
+    with SessionStore(db) as store:
+        sid = _session(store)
+        store.record_event(sid, ContextEvent(kind="offload"))  # not a span, never handed over
+        calls = [_call(store, sid, n) for n in range(6)] if written_first else []
+    seen = []
+    with CaptureEndpoint() as collector, LiveExporter(db, collector.url) as exporter:
+        for n in range(6):
+            if not written_first:
+                with SessionStore(db) as store:
+                    calls.append(_call(store, sid, n))
+            exporter.submit([calls[n]])
+            assert exporter.flush(30)
+            seen.append(exporter.stats().read_events)
+    roots, children = _roots_and_calls(collector.bodies)
+    assert seen == reads
+    assert len(roots) == 1 and [s.span_id for s in children] == [span_id_of(sid, i) for _, i in calls]
+    assert [_attrs(s)["gen_ai.usage.input_tokens"] for s in children] == [100, 101, 102, 103, 104, 105]
+
+
+def test_a_restarted_exporter_sends_new_calls_but_not_a_second_root(tmp_path: Path) -> None:
+    db = tmp_path / "proxy.db"
+    with SessionStore(db) as store:
+        old = _session(store)
+        before = [_call(store, old, n) for n in range(2)]
+    with CaptureEndpoint() as collector:
+        first = _export(db, collector.url, before)
+        with SessionStore(
+            db
+        ) as store:  # the proxy restarted; the same conversation goes on, a new one starts
+            new = _session(store)
+            after = [_call(store, old, 2), _call(store, new, 0), _call(store, old, 3)]
+        second = _export(db, collector.url, after[:1], after[1:])
+    roots, children = _roots_and_calls(collector.bodies)
+    assert sorted(r.span_id for r in roots) == sorted([span_id_of(old, None), span_id_of(new, None)])
+    sent = [s.span_id for s in children]
+    assert len(sent) == len(set(sent)) == 5
+    assert set(sent) == {span_id_of(sid, i) for sid, i in before + after}
+    assert (first.exported_spans, second.exported_spans) == (3, 4)  # 2 calls + root; 3 calls + the new root
+
+
+def test_an_event_handed_over_after_a_later_one_is_still_exported(tmp_path: Path) -> None:
+    db = tmp_path / "proxy.db"
+    with SessionStore(db) as store:
+        sid = _session(store)
+        calls = [_call(store, sid, n) for n in range(3)]
+    with CaptureEndpoint() as collector:  # two writers raced: the second call's ids arrive last
+        stats = _export(db, collector.url, [calls[0]], [calls[2]], [calls[1]])
+    roots, children = _roots_and_calls(collector.bodies)
+    assert len(roots) == 1 and sorted(s.span_id for s in children) == sorted(
+        span_id_of(sid, i) for _, i in calls
+    )
+    assert stats.exported_spans == 4 and stats.failed_spans == 0
+
+
+def test_a_session_whose_first_call_was_dropped_gets_its_root_with_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "proxy.db"
+    with SessionStore(db) as store:
+        other, sid = _session(store), _session(store)
+        filler, first, second = _call(store, other, 0), _call(store, sid, 0), _call(store, sid, 1)
+    with CaptureEndpoint() as collector:
+        exporter = LiveExporter(db, collector.url, queue_limit=1)
+        exporter.submit([filler])  # the queue is full (the thread is not started yet)
+        exporter.submit([first])  # dropped
+        with exporter:
+            assert exporter.flush(30)
+            exporter.submit([second])
+            assert exporter.flush(30)
+        stats = exporter.stats()
+    roots, children = _roots_and_calls(collector.bodies)
+    assert stats.dropped_events == 1
+    assert sorted(r.span_id for r in roots) == sorted([span_id_of(other, None), span_id_of(sid, None)])
+    assert sorted(s.span_id for s in children) == sorted([span_id_of(*filler), span_id_of(*second)])
+
+
+def _attrs(span: Span) -> dict[str, int]:
+    return {a.key: a.value.int_value for a in span.attributes}
+
+
 @pytest.mark.skipif(phoenix_bin() is None, reason="arize-phoenix not installed (set $CTXDESK_PHOENIX_BIN)")
 def test_a_real_phoenix_shows_the_proxys_calls_as_they_happen(tmp_path: Path, phoenix: str) -> None:  # noqa: F811
     db = tmp_path / "proxy.db"

@@ -4,9 +4,14 @@ The proxy's recorder hands :meth:`LiveExporter.submit` the (session, event) ids 
 call never blocks: a bounded queue takes them, or they are dropped and counted (a slow or dead
 collector costs the proxy nothing). One background thread reads those events back from its own store
 connection, builds the same spans ``ctxdesk export otlp`` sends (:func:`engine.otel.spans.session_spans`:
-same ids, so a later ``export otlp`` of the session names the same spans) and posts them. A session's
-root span goes with its first exported call; a post that fails is counted and logged, never retried
-(the next batch goes on; the database keeps everything for a later ``export otlp``).
+same ids, so a later ``export otlp`` of the session names the same spans) and posts them. A post that
+fails is counted and logged, never retried (the next batch goes on; the database keeps everything for
+a later ``export otlp``).
+
+Each batch reads only the session's events it has not read yet (from the seq after the last one read);
+the first batch of a session in this process reads them all once. A session's root span goes with its
+first exported event: a session that already had exported events when this process first saw it (the
+proxy restarted mid-session) had its root sent then, and it is not sent again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from engine.errors import ContextDeskError, ExportError, ValidationError
 from engine.otel.export import post_spans, traces_url
 from engine.otel.spans import EXPORTED_KINDS, session_spans, trace_request
 from engine.store.factory import is_database_url, open_store
+from engine.store.records import StoredEvent
 
 __all__ = ["LIVE_QUEUE_LIMIT", "LiveExportStats", "LiveExporter"]
 
@@ -54,6 +60,8 @@ class LiveExportStats:
     failed_spans: int
     failed_requests: int
     last_error: str | None
+    #: Event rows read back from the store (each is read once, but a session's first batch reads all).
+    read_events: int = 0
 
 
 class LiveExporter:
@@ -75,7 +83,11 @@ class LiveExporter:
         self._lock = threading.Lock()
         self._exported = self._requests = self._dropped = self._failed_spans = self._failed_requests = 0
         self._last_error: str | None = None
-        self._rooted: set[str] = set()  # sessions whose root span was sent
+        self._rooted: set[str] = set()  # sessions whose root span was sent (here or before a restart)
+        self._next_seq: dict[str, int] = {}  # per session: the seq after the last event read
+        self._ahead: dict[str, dict[int, StoredEvent]] = {}  # per session: rows read, not handed over yet
+        self._read = 0
+        self._lossy: set[str] = set()  # sessions with events dropped here: their earlier events say nothing
         self._thread: threading.Thread | None = None
 
     # -- the proxy's side -------------------------------------------------------------------
@@ -90,6 +102,7 @@ class LiveExporter:
             with self._lock:
                 self._dropped += len(events)
                 dropped = self._dropped
+                self._lossy.update(session_id for session_id, _ in events)
             if dropped == len(events) or dropped // LOG_EVERY != (dropped - len(events)) // LOG_EVERY:
                 logger.warning(
                     "ctxdesk proxy: OTLP export to %s falls behind: %d event(s) dropped so far",
@@ -102,7 +115,7 @@ class LiveExporter:
             return LiveExportStats(
                 url=self.url, exported_spans=self._exported, requests=self._requests,
                 dropped_events=self._dropped, failed_spans=self._failed_spans,
-                failed_requests=self._failed_requests, last_error=self._last_error,
+                failed_requests=self._failed_requests, last_error=self._last_error, read_events=self._read,
             )  # fmt: skip
 
     def flush(self, timeout: float = 30.0) -> bool:
@@ -173,18 +186,18 @@ class LiveExporter:
         spans: list[Any] = []
         try:
             for session_id, ids in _by_session(written).items():
-                session = store.get_session(session_id)
-                events = [
-                    e for e in store.list_events(session_id) if e.id in ids and e.kind in EXPORTED_KINDS
-                ]
+                events, earlier = self._read_new(store, session_id, ids)
                 if not events:
                     continue
-                root, *children = session_spans(session, events)
+                root, *children = session_spans(store.get_session(session_id), events)
                 if session_id not in self._rooted:
                     self._rooted.add(session_id)
-                    children.insert(0, root)
+                    if not earlier:  # else its root went with those, before a restart
+                        children.insert(0, root)
                 spans += children
         except (ContextDeskError, OSError) as exc:  # the store could not be read: those events are lost here
+            with self._lock:
+                self._lossy.update(session_id for session_id, _ in written)
             self._failed(len(written), f"reading the recorded events: {exc}")
             return
         if not spans:
@@ -198,6 +211,35 @@ class LiveExporter:
         with self._lock:
             self._exported += len(spans)
             self._requests += 1
+
+    def _read_new(self, store: Any, session_id: str, ids: set[int]) -> tuple[list[StoredEvent], bool]:
+        """The exported events among ``ids``, reading only the session's events not read before, and
+        whether exported events of the session precede them that this process never saw (a restart).
+
+        Rows read ahead of the ids handed over (the exporter fell behind the writer) wait in
+        ``_ahead`` for their turn instead of being read again."""
+        known = self._next_seq.get(session_id)
+        ahead = self._ahead.setdefault(session_id, {})
+        read: list[StoredEvent] = []
+        if not ids <= ahead.keys():
+            read = store.list_events(session_id, from_seq=known or 0)
+            ahead.update((e.id, e) for e in read)
+            if not ids <= ahead.keys():  # written before the last row read, handed over after it: reread
+                read = store.list_events(session_id)
+                ahead.update((e.id, e) for e in read if e.id in ids)
+            if read:
+                self._next_seq[session_id] = max(known or 0, read[-1].seq + 1)
+            with self._lock:
+                self._read += len(read)
+        mine = sorted((ahead.pop(i) for i in ids if i in ahead), key=lambda e: e.seq)
+        while len(ahead) > self._queue.maxsize:  # never handed over (dropped): keep the newest
+            del ahead[min(ahead)]
+        events = [e for e in mine if e.kind in EXPORTED_KINDS]
+        with self._lock:
+            lossy = session_id in self._lossy
+        if known is not None or lossy or not events:  # a dropped first call: its root goes now
+            return events, False
+        return events, any(e.kind in EXPORTED_KINDS and e.seq < events[0].seq for e in read)
 
     def _failed(self, spans: int, error: str) -> None:
         with self._lock:

@@ -460,14 +460,19 @@ class SqlSessionStore(ABC):
                 self._pending_costs.setdefault(session_id, []).append(event_id)
         return event_id
 
-    def list_events(self, session_id: str, *, kind: str | None = None) -> list[StoredEvent]:
+    def list_events(
+        self, session_id: str, *, kind: str | None = None, from_seq: int = 0
+    ) -> list[StoredEvent]:
+        """The session's events in seq order (``from_seq``: only those from that seq on)."""
         sql = f"SELECT * FROM context_events WHERE session_id = {self.P}"
         params: list[Any] = [session_id]
         if kind:
             sql += f" AND kind = {self.P}"
             params.append(kind)
         return [
-            event_from_row(r) for page in self._pages(sql + f" AND seq >= {self.P}", params) for r in page
+            event_from_row(r)
+            for page in self._pages(sql + f" AND seq >= {self.P}", params, from_seq)
+            for r in page
         ]
 
     # -- snapshots -----------------------------------------------------------------------
