@@ -19,6 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import ImportFormatError, NotFoundError
 from engine.importers.detect import LineCache, classify, detect, read_document
+from engine.importers.formats import ImportFormat
 from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
 from engine.importers.writer import Lineages, claim_session_id, repair_tool_pairing, write_session
@@ -99,8 +100,8 @@ def import_file(
     :func:`imported_files` of the store, when the caller has it already.
     """
     path = Path(path)
-    state = file_state(path)  # first: a symlink loop or a FIFO is refused before anything reads it
-    unchanged = unchanged_result(path, state, known if known is not None else imported_files(store))
+    # first: a symlink loop or a FIFO is refused before anything reads it
+    state, unchanged = current_state(path, known if known is not None else imported_files(store))
     if unchanged is not None:
         return unchanged
     fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
@@ -109,12 +110,43 @@ def import_file(
     )
 
 
+def current_state(
+    path: Path, known: dict[str, dict[str, Any]], folders: dict[str, str] | None = None
+) -> tuple[dict[str, Any], ImportResult | None]:
+    """(the file's :func:`file_state`, its ``unchanged`` result or None when it must be read):
+    a stat, and the companions of the format it was imported as (asking every format's, each
+    listing folders, made a re-import of thousands of unchanged files take seconds).
+    ``folders``: :func:`source_path`'s memo of resolved folders, kept for one batch."""
+    source = source_path(path, folders)
+    previous = known.get(source)
+    state = file_state(path, fmt=previous.get("format") if previous is not None else None)
+    return state, unchanged_result(path, state, known, source=source)
+
+
+def source_path(path: Path, folders: dict[str, str] | None = None) -> str:
+    """``str(path.resolve())``, the key of a file's import state. ``folders`` memoizes resolved
+    folders over a batch: a file that is no symlink then costs one lstat, not one per component
+    of its path (Path.resolve of each of thousands of files took most of an unchanged re-import)."""
+    if folders is None:
+        return str(path.resolve())
+    try:
+        if os.path.islink(path):
+            return str(path.resolve())
+    except OSError:
+        return str(path.resolve())
+    folder = os.path.dirname(path)  # as given: ".." after a symlinked folder is resolved, not dropped
+    resolved = folders.get(folder)
+    if resolved is None:
+        resolved = folders[folder] = os.path.realpath(folder or ".")
+    return os.path.join(resolved, path.name)
+
+
 def unchanged_result(
-    path: Path, state: dict[str, Any], known: dict[str, dict[str, Any]]
+    path: Path, state: dict[str, Any], known: dict[str, dict[str, Any]], *, source: str | None = None
 ) -> ImportResult | None:
     """The result of a file the store holds as it is now (same size, time and companions), or
-    None when it must be read."""
-    previous = known.get(str(path.resolve()))
+    None when it must be read. ``source``: its :func:`source_path`, when the caller has it."""
+    previous = known.get(source if source is not None else str(path.resolve()))
     if (
         previous is not None
         and previous.get("bytes") == state["bytes"]
@@ -242,9 +274,11 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
     return states
 
 
-def file_state(path: Path) -> dict[str, Any]:
-    """Size and time of a regular file (what tells a re-import it changed); a path that is no
-    regular file (a symlink loop, a FIFO that would block the read forever, a device) is refused."""
+def file_state(path: Path, fmt: str | None = None) -> dict[str, Any]:
+    """Size and time of a regular file (what tells a re-import it changed), with the state of the
+    files its format keeps beside it; ``fmt``: the format it was imported as (only its companions
+    are asked), None: every format's. A path that is no regular file (a symlink loop, a FIFO that
+    would block the read forever, a device) is refused."""
     try:
         stat = path.stat()
     except OSError as exc:  # a symlink loop: "Too many levels of symbolic links"
@@ -255,12 +289,22 @@ def file_state(path: Path) -> dict[str, Any]:
         )
         raise ImportFormatError(f"not a regular file ({kind}): skipped", path=str(path))
     state: dict[str, Any] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    for fmt in REGISTRY:  # files kept beside a session (Claude Code: <session>/subagents/, tool-results/)
-        companions = fmt.companions(path) if fmt.companions is not None else None
+    for candidate in _companion_formats(fmt):  # files kept beside a session (Claude Code: subagents/)
+        companions = candidate.companions(path) if candidate.companions is not None else None
         if companions is not None:
             state["companions"] = companions
             break
     return state
+
+
+def _companion_formats(fmt: str | None) -> tuple[ImportFormat, ...]:
+    """The formats whose companions a file's state holds: its own when known (a format no longer
+    registered: every format, as for a new file)."""
+    if fmt is not None:
+        own = tuple(f for f in REGISTRY if f.name == fmt)
+        if own:
+            return own
+    return REGISTRY
 
 
 #: What reading a field of an unexpected type raises inside a parser.

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ImportFormatError
-from engine.importers.api import ProgressCallback, file_state, parse_file, unchanged_result, write_parsed
+from engine.importers.api import ProgressCallback, current_state, parse_file, write_parsed
 from engine.importers.parsed import ImportResult, ParsedSession
 from engine.importers.writer import Lineages
 from engine.settings import Settings
@@ -64,13 +64,14 @@ def import_files_parallel(
     results: list[ImportResult] = []
     # Each path's state (a stat) or its error, and whether it must be read, decided up front.
     plan: list[tuple[Path, dict[str, Any] | ImportFormatError, ImportResult | None]] = []
+    folders: dict[str, str] = {}  # resolved folders, for the files' source paths
     for path in paths:
         try:
-            state = file_state(path)
+            state, unchanged = current_state(path, known, folders)
         except ImportFormatError as exc:
             plan.append((path, exc, None))
             continue
-        plan.append((path, state, unchanged_result(path, state, known)))
+        plan.append((path, state, unchanged))
     to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
     volume = sum(s["bytes"] for _, s, done in plan if done is None and isinstance(s, dict))
     pool = _pool(workers) if workers > 1 and len(to_read) > 1 and volume >= min_bytes else None
