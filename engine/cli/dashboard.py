@@ -33,6 +33,9 @@ SERVER_OPTIONS = (
     ("client.showErrorDetails", "type"),
     ("client.toolbarMode", "minimal"),
     ("theme.base", "light"),
+    # No watch of the app's source files: the sources of an installed tool do not change under it,
+    # and the watch walks every imported module of each new browser session.
+    ("server.fileWatcherType", "none"),
 )
 #: Seconds the server gets to exit after SIGTERM before it is killed.
 STOP_GRACE_S = 10.0
@@ -60,10 +63,17 @@ def default_db_paths() -> list[Path]:
     return sorted(SAMPLE_DATA_DIR.glob("*.db"))
 
 
+def server_launcher(app: Path) -> list[str]:
+    """How the server process starts: the dashboard's own server script beside ``app`` (Streamlit's
+    command line with a faster first paint: dashboard/server.py), else ``python -m streamlit``."""
+    server = app.parent / "server.py"
+    return [sys.executable, str(server)] if server.is_file() else [sys.executable, "-m", "streamlit"]
+
+
 def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: bool) -> list[str]:
     """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``; a database URL is left
     out (any user can read a process's argv in /proc): :func:`dashboard_env` passes it."""
-    command = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port)]
+    command = [*server_launcher(app), "run", str(app), "--server.port", str(port)]
     for name, value in SERVER_OPTIONS:
         command += [f"--{name}", value]
     for host in LOOPBACK_HOSTS:

@@ -1,0 +1,98 @@
+"""The dashboard's server process: ``python dashboard/server.py run dashboard/app.py [options] -- [paths]``.
+
+Streamlit's own command line (``python -m streamlit``), with two start-up savings for the first
+paint (#36.12); ``ctxdesk dashboard`` starts the server this way:
+
+- Streamlit 1.67 parses the metadata of every installed distribution at start, looking for v2 custom
+  components (about 1.2 s with ~640 distributions, no option turns it off). The dashboard uses
+  none, so on the Streamlit versions checked here the scan is skipped; on any other it runs.
+- The first page run imports pandas, DuckDB, plotly and the dashboard, opens the DuckDB connection
+  and starts a worker process to read how each session ended (seconds, all cached for later runs).
+  A thread does that (dashboard/warm.py) as soon as the server listens, while the browser loads
+  Streamlit's scripts.
+
+Run as a script (not ``-m``), so neither ``engine.cli`` nor anything else is imported before the
+server starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Streamlit versions whose start-up component scan is known to be what is skipped (a prefix match):
+#: ``Runtime.__init__`` calls ``BidiComponentManager.discover_and_register_components``.
+SCAN_SKIPPED_ON = ("1.67.",)
+#: How long the warm-up waits for the server to start listening before it gives up.
+WARM_WAIT_S = 120.0
+
+
+def skips_component_scan(version: str) -> bool:
+    """Whether the component scan is skipped on this Streamlit version."""
+    return version.startswith(SCAN_SKIPPED_ON)
+
+
+def skip_component_scan() -> bool:
+    """Make Streamlit's start-up scan for installed v2 components a no-op (the dashboard uses none);
+    True when done, False (Streamlit untouched) on a version not checked here."""
+    import streamlit
+
+    if not skips_component_scan(streamlit.__version__):
+        return False
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    def no_scan(self: BidiComponentManager, *, start_file_watching: bool = True) -> None:
+        """No installed v2 component is looked for: the dashboard uses none (dashboard/server.py)."""
+
+    BidiComponentManager.discover_and_register_components = no_scan  # type: ignore[method-assign]
+    return True
+
+
+def _warm_when_listening() -> None:
+    from streamlit.runtime import Runtime, RuntimeState
+
+    deadline = time.monotonic() + WARM_WAIT_S
+    # After the server listens (and bootstrap has set sys.argv to the app's): the imports then take
+    # turns with serving the page, rather than delaying the health check.
+    while time.monotonic() < deadline:
+        if Runtime.exists() and Runtime.instance().state != RuntimeState.INITIAL:
+            break
+        time.sleep(0.02)
+    else:
+        return
+    # The overview is read outside any page run: Streamlit warns once per call that there is no
+    # script context, which is expected here.
+    context_log = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    level = context_log.level
+    context_log.setLevel(logging.ERROR)
+    try:
+        from dashboard import warm
+
+        warm.warm_up()
+    finally:
+        context_log.setLevel(level)
+
+
+def main(argv: list[str]) -> None:
+    """Streamlit's command line over ``argv`` (``run app.py ...``), with the savings above."""
+    if str(ROOT) not in sys.path:  # run as a script, dashboard/ is on sys.path, not the repo root
+        sys.path.insert(0, str(ROOT))
+    skip_component_scan()
+    threading.Thread(target=_warm_when_listening, name="ctxdesk-warm-up", daemon=True).start()
+    from streamlit.web.cli import main as streamlit_main
+
+    sys.argv = ["streamlit", *argv]
+    streamlit_main(prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from dashboard import server  # the module the pages can import, not this __main__ copy
+
+    server.main(sys.argv[1:])
