@@ -205,6 +205,8 @@ QUICK_HISTORY_MB = 40  # the smoke test's: seconds, not minutes (history_import(
 #: #33's targets for that table.
 HISTORY_GOAL_MB_S = 50.0
 HISTORY_GOAL_PEAK_MB = 500
+REIMPORT_GOAL_S = 2.0  # the unchanged history again
+GROWN_SHARE, GROWN_BY, GROWN_GOAL_S = 0.01, 0.01, 3.0  # 1% of the files grown by 1%, imported again
 
 _IMPORT_PROBE = """
 import json, resource, sys, time
@@ -266,6 +268,24 @@ def ccusage_seconds(agent: str, home: Path) -> float | None:
     return seconds
 
 
+def hold_back_tails(files: list[Path], share: float = 0.01, by: float = 0.01) -> dict[Path, bytes]:
+    """Cut the last ``by`` of the bytes (whole lines, at least one) off ``share`` of the JSON Lines
+    files (every n-th, at least one) and return {file: what was cut}: appended back after an
+    import, they are what an agent writes between two imports (real lines, not copies)."""
+    lines_files = sorted(p for p in files if p.suffix == ".jsonl")
+    if not lines_files:
+        return {}
+    step = max(1, round(1 / share))
+    held: dict[Path, bytes] = {}
+    for path in lines_files[::step][: max(1, round(len(lines_files) * share))]:
+        data = path.read_bytes()
+        keep = data.rfind(b"\n", 0, max(0, len(data) - 1 - int(len(data) * by))) + 1
+        if 0 < keep < len(data):
+            path.write_bytes(data[:keep])
+            held[path] = data[keep:]
+    return held
+
+
 def history_import(quick: bool = False, megabytes: float | None = None) -> Table:
     """#33: the cold import of a heavy user's history (bench.user_history: real transcripts copied
     with fresh ids, Claude Code, Codex and others) by ``ctxdesk import`` in a fresh process, beside a
@@ -295,8 +315,13 @@ def history_import(quick: bool = False, megabytes: float | None = None) -> Table
         files = history.all_files
         mb = history.bytes_of() / 1e6
         parse_s = plain_parse(files)
+        held = hold_back_tails(files)  # the cold import reads them without their last 1%
         seconds, peak, workers_peak, cpu, workers_cpu = cli_import(history.home, folder / "history.db")
         again_s, again_peak, _, again_cpu, _ = cli_import(history.home, folder / "history.db")
+        for path, tail in held.items():  # the agents write on: 1% of the files grow by 1%
+            with path.open("ab") as out:
+                out.write(tail)
+        grown_s, grown_peak, _, grown_cpu, _ = cli_import(history.home, folder / "history.db")
         table.add(
             f"ctxdesk import, cold ({pool_size()} workers)", round(mb, 1), len(files), round(seconds, 1),
             round(mb / seconds, 1), f"{cpu:.1f} + {workers_cpu:.1f}", round(peak / 1e6), round(workers_peak / 1e6),
@@ -304,7 +329,12 @@ def history_import(quick: bool = False, megabytes: float | None = None) -> Table
         )  # fmt: skip
         table.add(
             "ctxdesk import again, unchanged", round(mb, 1), len(files), round(again_s, 2), "-",
-            f"{again_cpu:.1f}", round(again_peak / 1e6), "-", "≤ 2 s at 3 GB",
+            f"{again_cpu:.1f}", round(again_peak / 1e6), "-", f"≤ {REIMPORT_GOAL_S:g} s at 3 GB",
+        )  # fmt: skip
+        table.add(
+            f"ctxdesk import again, {len(held)} files ({GROWN_SHARE:.0%}) grown by {GROWN_BY:.0%}",
+            round(sum(len(t) for t in held.values()) / 1e6, 2), len(held), round(grown_s, 2), "-",
+            f"{grown_cpu:.1f}", round(grown_peak / 1e6), "-", f"≤ {GROWN_GOAL_S:g} s at 3 GB",
         )  # fmt: skip
         table.add(
             "baseline: json.loads of every line", round(mb, 1), len(files), round(parse_s, 1), round(mb / parse_s, 1),

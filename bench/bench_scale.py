@@ -116,6 +116,38 @@ def cost_writer_rows(folder: Path, calls: int) -> list[list[Any]]:
     ]
 
 
+#: #33: the Sessions page at a year of history (sessions, messages per session), and its target.
+PAGE_SIZES, PAGE_QUICK, PAGE_GOAL_MS = (10_000, 200), (500, 40), 300.0
+
+
+def sessions_page_row(folder: Path, sessions: int, per_session: int) -> list[Any]:
+    """#33: ``sessions_overview`` (the Sessions page's one query) on a store of ``sessions`` x
+    ``per_session`` messages (bench_dashboard.build_store), warm best of 3, beside the baseline of a
+    plain count of the messages per session through the same DuckDB connection (one full scan)."""
+    from bench.bench_dashboard import build_store
+    from bench.report import timed
+    from dashboard import data
+
+    path = folder / "sessions-page.db"
+    counts = build_store(path, sessions, per_session)
+    con = data.connect([path])
+    try:
+        overview = data.sessions_overview(con)
+        if len(overview) != counts["sessions"] or int(overview["messages"].sum()) != counts["messages"]:
+            raise AssertionError("the Sessions page query does not cover the store")
+        page = timed(lambda: data.sessions_overview(con), repeat=3)
+        scan = timed(
+            lambda: con.execute("SELECT session_id, count(*) FROM messages GROUP BY 1").fetchall(), repeat=3
+        )
+    finally:
+        con.close()
+    return [
+        f"Sessions page, {counts['sessions']:,} sessions / {counts['messages']:,} messages (#33)", "ms",
+        round(page * 1e3), round(scan * 1e3), "count(*) of messages per session, same connection",
+        round(page / scan, 2), f"≤ {PAGE_GOAL_MS:g} ms", round(page, 3),
+    ]  # fmt: skip
+
+
 def run(quick: bool = False) -> Table:
     sizes = QUICK if quick else SIZES
     table = Table(
@@ -131,6 +163,7 @@ def run(quick: bool = False) -> Table:
         for row in cost_writer_rows(folder, sizes["calls"]):
             table.add(*row)
         table.add(*run_turn_row(sizes["turns"], folder, seed_calls=True))
+        table.add(*sessions_page_row(folder, *(PAGE_QUICK if quick else PAGE_SIZES)))
     table.notes.append(
         f"peak RSS of each child (its own VmHWM); sessions written as bench_reliability.make_session writes them "
         f"(one request event per reply, cost rows included); {time.perf_counter() - started:.0f} s in all"
