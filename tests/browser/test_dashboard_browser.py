@@ -747,9 +747,21 @@ def served_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield {**server, "db": db, "sessions": sessions}
 
 
-@pytest.mark.timeout(1800)  # ~190 page loads: minutes on a loaded 2-CPU machine
+#: The representative sessions' pages are walked in this many parts, each on its own xdist worker when there
+#: are two (a part is its own group, over its own server): the whole walk, ~190 page loads, was the longest
+#: test of the suite. Part ``i`` walks sessions ``i``, ``i + WALK_PARTS``, ...: together every page of each.
+WALK_PARTS = 2
+
+
+@pytest.mark.timeout(1800)  # ~95 page loads: minutes on a loaded 2-CPU machine
+@pytest.mark.cost(420)
+@pytest.mark.parametrize(
+    "part",
+    [pytest.param(i, marks=pytest.mark.xdist_group(f"browser:walk-{i + 1}"), id=f"part {i + 1} of {WALK_PARTS}")
+     for i in range(WALK_PARTS)],
+)  # fmt: skip
 def test_every_page_of_the_representative_real_sessions_renders_while_a_writer_appends(
-    served_real: dict[str, object], page: object
+    served_real: dict[str, object], page: object, part: int
 ) -> None:
     """Every page of one session of each import format and of those showing what the others do not
     (compactions, sub-agents, parents, failed calls), drawn by a real browser while another session is
@@ -758,8 +770,10 @@ def test_every_page_of_the_representative_real_sessions_renders_while_a_writer_a
     sessions = served_real["sessions"]
     chosen = representative_sessions(sessions)
     assert {s.source for s in chosen} == {s.source for s in sessions}
+    mine = chosen[part::WALK_PARTS]
+    assert mine, (part, len(chosen))
     with _writer(db):
-        for session in chosen:
+        for session in mine:
             for name in PAGES:
                 _open(page, f"{served_real['url']}/{name}?session=real::{session.session_id}")
                 page.get_by_role("heading", level=1).first.wait_for()
