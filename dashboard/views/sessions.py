@@ -6,9 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, data, display, figures, state
+from dashboard import analysis, data, display, figures, state, warm
 from dashboard.analysis import why as why_view
-from dashboard.data import why as why_data
 
 st.title("Sessions")
 df = state.overview()
@@ -165,7 +164,7 @@ if ended_how or len(df) <= why_view.ENDED_UP_FRONT:
             _caption(df, shown, kept)
             _table(shown)
     with st.spinner("Reading how each session ended…"):
-        df = why_view.with_ended(df, why_data.ended(state.database_paths()))
+        df = why_view.with_ended(df, warm.session_endings(state.database_paths()))
     st.session_state[ENDINGS_READ_KEY] = True
     preview.empty()
 else:
