@@ -9,6 +9,7 @@ transcripts and exact requests included, which are otherwise kept exactly as sen
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import re
@@ -73,6 +74,17 @@ def redact_secrets(text: str) -> str:
     there is nothing to redact."""
     if not text:
         return text
+    if len(text) <= _CACHED_CHARS:  # a model, a kind, a provider: the same few short texts row after row
+        redacted = _redact_short(text)
+        return text if redacted == text else redacted
+    return _redact(text)
+
+
+#: Texts up to this length are redacted once per distinct value (:func:`_redact_short`).
+_CACHED_CHARS = 64
+
+
+def _redact(text: str) -> str:
     if _has_key(text):
         text = _KEYS.sub(REDACTED, text)
     lowered = text.lower()
@@ -92,6 +104,9 @@ def redact_secrets(text: str) -> str:
         out += [text[pos : match.start(group)], REDACTED]
         pos = scanned = match.end(group)
     return "".join(out) + text[pos:] if out else text
+
+
+_redact_short = functools.lru_cache(maxsize=16_384)(_redact)
 
 
 def _has_key(text: str) -> bool:

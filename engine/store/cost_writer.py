@@ -23,7 +23,7 @@ from engine.cache_analysis import (
 )
 from engine.redact import redact_row
 from engine.rollup import cost_rows
-from engine.store.records import event_from_row, utc_now
+from engine.store.records import StoredEvent, event_from_row, utc_now
 
 COST_TABLE = "request_costs"
 _COLUMNS = (
@@ -67,14 +67,21 @@ def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], sessi
     return len(values)
 
 
-def record_request_costs(store: Any, conn: Any, session_id: str, event_ids: Sequence[int]) -> int:
+def record_request_costs(
+    store: Any,
+    conn: Any,
+    session_id: str,
+    event_ids: Sequence[int],
+    *,
+    written: Mapping[int, StoredEvent] | None = None,
+) -> int:
     """Price and analyse request events just recorded into one session, in seq order, inside
     ``conn``'s transaction: the rows one call per event would write.
 
     Incremental: it reads the session's previous call (its event and stored row), the compactions
     since, and the calls' message times. When earlier calls have no row (a database made before
     migration m003), nothing is written and ``refresh_request_costs`` fills the gap. Returns the
-    number of rows written."""
+    number of rows written. ``written``: events as the store wrote them (not read back)."""
     p = store.P
 
     def rows(sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -86,9 +93,12 @@ def record_request_costs(store: Any, conn: Any, session_id: str, event_ids: Sequ
 
     if not event_ids:
         return 0
-    new: list[Any] = []
-    for chunk in range(0, len(event_ids), _IN_CHUNK):
-        ids = event_ids[chunk : chunk + _IN_CHUNK]
+    written = written or {}
+    new: list[Any] = [written[i] for i in event_ids if i in written]
+    unread = [i for i in event_ids if i not in written]
+    new = [e for e in new if e.kind == "request" and e.usage is not None]
+    for chunk in range(0, len(unread), _IN_CHUNK):
+        ids = unread[chunk : chunk + _IN_CHUNK]
         found = rows(f"SELECT * FROM context_events WHERE id IN ({', '.join([p] * len(ids))})", tuple(ids))
         new += [e for e in map(event_from_row, found) if e.kind == "request" and e.usage is not None]
     if not new:

@@ -282,6 +282,7 @@ class PostgresSessionStore(SqlSessionStore):
             raise StoreError("the session database was opened read-only", path=str(self.path))
         current: PgTransaction | None = getattr(self._local, "conn", None)
         if current is not None:
+            self._flush_events()  # what a batch holds is seen by this statement
             yield current
             return
         pool, raw = self._begun()
@@ -314,6 +315,8 @@ class PostgresSessionStore(SqlSessionStore):
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         current: PgTransaction | None = getattr(self._local, "conn", None)
+        if current is not None:
+            self._flush_events()
         for attempt in range(2):
             pool, raw = (None, current.raw) if current is not None else self._getconn()
             try:
@@ -331,6 +334,14 @@ class PostgresSessionStore(SqlSessionStore):
     def _lock_session(self, conn: Any, session_id: str) -> None:
         """Held until the transaction ends: rows numbered within a session get one writer at a time."""
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(f"session:{session_id}"),))
+
+    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+        """``n`` ids drawn from the column's identity sequence (others may draw between them; each
+        is past ``after``, as a sequence only grows)."""
+        rows = conn.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", (table, n)
+        ).fetchall()
+        return [int(r[0]) for r in rows]
 
     def _insert_blob(
         self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview

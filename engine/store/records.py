@@ -216,15 +216,15 @@ def loads_json(text: str | None, where: str) -> Any:
         raise StoreError(f"malformed JSON in {where}: {exc}") from exc
 
 
-def usage_from_row(d: dict[str, Any]) -> ProviderUsage | None:
-    """The provider usage columns of a messages/context_events row (None when all are NULL)."""
+def usage_from_row(d: dict[str, Any], *, construct: bool = False) -> ProviderUsage | None:
+    """The provider usage columns of a messages/context_events row (None when all are NULL);
+    ``construct``: values the store itself just wrote, not validated again."""
     values = [d.get(f"provider_{k}_tokens") for k in ("input", "output", "cache_read", "cache_creation")]
     if all(v is None for v in values):
         return None
     i, o, r, c = (v or 0 for v in values)
-    return ProviderUsage(
-        input_tokens=i, output_tokens=o, cache_read_input_tokens=r, cache_creation_input_tokens=c
-    )
+    make = ProviderUsage.model_construct if construct else ProviderUsage
+    return make(input_tokens=i, output_tokens=o, cache_read_input_tokens=r, cache_creation_input_tokens=c)
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import NotFoundError, StoreError
-from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
+from engine.store.event_batch import EVENT_COLUMNS, EventBatch
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -135,6 +136,15 @@ BLOB_COLUMNS = (
 )  # fmt: skip
 
 
+#: messages' columns as :meth:`SqlSessionStore.append_messages` writes them.
+MESSAGE_COLUMNS = (
+    "id", "session_id", "seq", "turn_index", "role", "kind", "message_uid", "content_json", "text_preview",
+    "tool_names", "pinned", "tokens", "tool_result_tokens", "tokenizer", "provider_input_tokens",
+    "provider_output_tokens", "provider_cache_read_tokens", "provider_cache_creation_tokens", "meta_json",
+    "created_utc",
+)  # fmt: skip
+
+
 class SqlSessionStore(ABC):
     """Every read and write of the session database; a backend supplies the connection.
 
@@ -173,6 +183,11 @@ class SqlSessionStore(ABC):
         """Insert a tool_result_blobs row (``values``: every column but ``content``, in
         :data:`BLOB_COLUMNS` order) with its content."""
 
+    @abstractmethod
+    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+        """``n`` unused ids of ``table`` (an id column of its own), each greater than ``after`` (ids
+        reserved before and not yet inserted), for rows inserted later in the same transaction."""
+
     #: The driver's integrity violation (a missing session, a duplicate key).
     _integrity_errors: tuple[type[BaseException], ...] = ()
 
@@ -193,13 +208,41 @@ class SqlSessionStore(ABC):
             pending = self._local.pending_costs = {}
         return pending
 
+    def _pending_cost(self, session_id: str, event_id: int, event: StoredEvent | None = None) -> None:
+        """Price the request event once the transaction commits (``event``: as written, not read back)."""
+        self._pending_costs.setdefault(session_id, []).append(event_id)
+        if event is not None:
+            self._written_events[event_id] = event
+
+    @property
+    def _written_events(self) -> dict[int, StoredEvent]:
+        written = getattr(self._local, "written_events", None)
+        if written is None:
+            written = self._local.written_events = {}
+        return written
+
     def _discard_pending_costs(self) -> None:
         self._local.pending_costs = {}
+        self._local.written_events = {}
+        self._local.event_batch = None
+
+    # -- batched events --------------------------------------------------------------------------
+    @property
+    def _event_batch(self) -> EventBatch | None:
+        return getattr(self._local, "event_batch", None)
+
+    def _flush_events(self) -> None:
+        """Insert the events a batch holds: a backend calls this before any other statement of the
+        transaction (a read, a nested write), so that it sees them."""
+        batch = self._event_batch
+        if batch is not None and batch.rows:
+            batch.flush()
 
     def _after_commit(self) -> None:
         """Write the cost rows of the request events the committed transaction recorded (one pass
         per session, in their own transaction): pricing is not part of the write it follows."""
         pending, self._local.pending_costs = self._pending_costs, {}
+        written, self._local.written_events = self._written_events, {}
         if not pending:
             return
         from engine.store.cost_writer import record_request_costs  # cost analysis loaded on first use
@@ -207,7 +250,7 @@ class SqlSessionStore(ABC):
         try:
             with self.transaction() as conn:
                 for session_id, event_ids in pending.items():
-                    record_request_costs(self, conn, session_id, event_ids)
+                    record_request_costs(self, conn, session_id, event_ids, written=written)
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
 
@@ -215,9 +258,18 @@ class SqlSessionStore(ABC):
     def batched_costs(self) -> Iterator[None]:
         """One write transaction for many request events (an import's calls); their ``request_costs``
         rows are written together once it commits, one pass per session. Nested calls join the
-        outer one. (Every transaction now does this; kept as the name importers use.)"""
-        with self.transaction():
-            yield
+        outer one. Its events are held and inserted together (:class:`EventBatch`), their ids known
+        when recorded; their cost rows priced from them as written, not read back."""
+        with self.transaction() as conn:
+            if self._event_batch is not None:  # nested: the outer batch writes them
+                yield
+                return
+            batch = self._local.event_batch = EventBatch(self, conn)
+            try:
+                yield
+                batch.flush()
+            finally:
+                self._local.event_batch = None
 
     def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows by index and by column name of a query inside a transaction (``conn``)."""
@@ -329,7 +381,9 @@ class SqlSessionStore(ABC):
             ):
                 raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
             seq, turn = (last[0] + 1, last[1]) if last else (0, 0)
-            for message, usage in zip(messages, usages, strict=True):
+            ids = self._reserve_ids(conn, "messages", len(messages)) if messages else []
+            values: list[tuple[Any, ...]] = []
+            for message_id, message, usage in zip(ids, messages, usages, strict=True):
                 if seq > 0 and is_user_input(message):
                     turn += 1
                 tokens = tokenizer.count_message(message)
@@ -339,29 +393,28 @@ class SqlSessionStore(ABC):
                 kind = message_kind(message)
                 message, content_json = stored_form(message)  # counted as sent, kept without secrets
                 tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
-                cur = conn.execute(
-                    "INSERT INTO messages (session_id, seq, turn_index, role, kind, message_uid, content_json,"
-                    " text_preview, tool_names, pinned, tokens, tool_result_tokens, tokenizer,"
-                    " provider_input_tokens, provider_output_tokens, provider_cache_read_tokens,"
-                    f" provider_cache_creation_tokens, meta_json, created_utc) VALUES ({self._marks(19)}) RETURNING id",
-                    (
-                        session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
-                        *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
-                        result_tokens, tokenizer.id,
-                        usage.input_tokens if usage else None, usage.output_tokens if usage else None,
-                        usage.cache_read_input_tokens if usage else None,
-                        usage.cache_creation_input_tokens if usage else None,
-                        _dumps(message.meta) if message.meta else None, now,
-                    ),
-                )  # fmt: skip
+                values.append((
+                    message_id, session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
+                    *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
+                    result_tokens, tokenizer.id,
+                    usage.input_tokens if usage else None, usage.output_tokens if usage else None,
+                    usage.cache_read_input_tokens if usage else None,
+                    usage.cache_creation_input_tokens if usage else None,
+                    _dumps(message.meta) if message.meta else None, now,
+                ))  # fmt: skip
                 rows.append(
                     StoredMessage(
-                        id=int(cur.fetchone()[0]), session_id=session_id, seq=seq, turn_index=turn, kind=kind,
+                        id=message_id, session_id=session_id, seq=seq, turn_index=turn, kind=kind,
                         tokens=tokens, tool_result_tokens=result_tokens, tokenizer=tokenizer.id, message=message,
                         usage=usage, created_utc=now,
                     )
                 )  # fmt: skip
                 seq += 1
+            if values:  # one statement for the lot: no round trip per row
+                conn.executemany(
+                    f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) VALUES ({self._marks(len(MESSAGE_COLUMNS))})",
+                    values,
+                )
             conn.execute(f"UPDATE sessions SET updated_utc = {self.P} WHERE id = {self.P}", (now, session_id))
         return rows
 
@@ -420,45 +473,59 @@ class SqlSessionStore(ABC):
 
     # -- events --------------------------------------------------------------------------
     def record_event(self, session_id: str, event: ContextEvent) -> int:
-        c = event.components or ComponentTokens()
-        u = event.usage
+        batch = self._event_batch
+        if batch is not None:  # inside batched_costs: held and inserted with the others
+            return batch.add(session_id, event)
         with self.transaction() as conn:
             self._lock_session(conn, session_id)
-            seq = conn.execute(
-                f"SELECT coalesce(max(seq), -1) + 1 FROM context_events WHERE session_id = {self.P}",
-                (session_id,),
-            ).fetchone()[0]
+            row = self._event_row(session_id, self._next_event_seq(conn, session_id), event, utc_now())
             try:
                 cur = conn.execute(
-                    "INSERT INTO context_events (session_id, seq, turn_index, kind, trigger, outcome, reason, provider,"
-                    " model, context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens,"
-                    " remaining_tokens, system_tokens, skills_tokens, tools_tokens, summary_tokens,"
-                    " conversation_tokens, tool_results_tokens, offloaded_bytes, provider_input_tokens,"
-                    " provider_output_tokens, provider_cache_read_tokens, provider_cache_creation_tokens,"
-                    " message_seq, details_json, created_utc, unattributed_tokens, components_basis,"
-                    " messages_excluded)"
-                    f" VALUES ({self._marks(32)}) RETURNING id",
-                    redact_row((
-                        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
-                        event.provider, event.model, event.context_window, event.max_output_tokens,
-                        event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
-                        c.system if event.components else None, c.skills if event.components else None,
-                        c.tools if event.components else None, c.summary if event.components else None,
-                        c.conversation if event.components else None, c.tool_results if event.components else None,
-                        c.offloaded_bytes if event.components else None,
-                        u.input_tokens if u else None, u.output_tokens if u else None,
-                        u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-                        event.message_seq, _dumps(event.details), utc_now(),
-                        c.unattributed if event.components else None, event.components_basis,
-                        _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
-                    ), keys=(0,)),
-                )  # fmt: skip
+                    f"INSERT INTO context_events ({', '.join(EVENT_COLUMNS)}) VALUES ({self._marks(len(row))})"
+                    " RETURNING id",
+                    row,
+                )
             except self._integrity_errors as exc:
                 raise NotFoundError(f"cannot record event for session {session_id!r} ({exc})") from exc
             event_id = int(cur.fetchone()[0])
-            if event.kind == "request" and u is not None:  # its cost row, once the transaction commits
-                self._pending_costs.setdefault(session_id, []).append(event_id)
+            if (
+                event.kind == "request" and event.usage is not None
+            ):  # its cost row, once the transaction commits
+                self._pending_cost(session_id, event_id)
         return event_id
+
+    def _next_event_seq(self, conn: Any, session_id: str) -> int:
+        return int(
+            conn.execute(
+                f"SELECT coalesce(max(seq), -1) + 1 FROM context_events WHERE session_id = {self.P}",
+                (session_id,),
+            ).fetchone()[0]
+        )
+
+    @staticmethod
+    def _event_row(session_id: str, seq: int, event: ContextEvent, now: str) -> list[Any]:
+        """The ``context_events`` row of ``event`` (:data:`EVENT_COLUMNS` order), redacted."""
+        c = event.components
+        u = event.usage
+        return redact_row((
+            session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+            event.provider, event.model, event.context_window, event.max_output_tokens,
+            event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
+            c.system if c else None, c.skills if c else None, c.tools if c else None, c.summary if c else None,
+            c.conversation if c else None, c.tool_results if c else None, c.offloaded_bytes if c else None,
+            u.input_tokens if u else None, u.output_tokens if u else None,
+            u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
+            event.message_seq, _dumps(event.details), now,
+            c.unattributed if c else None, event.components_basis,
+            _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
+        ), keys=(0,))  # fmt: skip
+
+    def _insert_events(self, conn: Any, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``context_events`` rows whose ids are given (``id`` then :data:`EVENT_COLUMNS`)."""
+        conn.executemany(
+            f"INSERT INTO context_events (id, {', '.join(EVENT_COLUMNS)}) VALUES ({self._marks(len(EVENT_COLUMNS) + 1)})",
+            rows,
+        )
 
     def list_events(
         self, session_id: str, *, kind: str | None = None, from_seq: int = 0

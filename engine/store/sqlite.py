@@ -232,6 +232,7 @@ class SessionStore(SqlSessionStore):
             raise StoreError("the session database was opened read-only", path=str(self.path))
         with self._lock:
             if self._conn.in_transaction:
+                self._flush_events()  # what a batch holds is seen by this statement
                 yield self._conn
                 return
             try:
@@ -263,6 +264,7 @@ class SessionStore(SqlSessionStore):
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
+            self._flush_events()
             cur = self._conn.cursor()
             cur.row_factory = sqlite3.Row
             try:
@@ -281,6 +283,17 @@ class SessionStore(SqlSessionStore):
 
     def _lock_session(self, conn: Any, session_id: str) -> None:
         """Nothing to do: BEGIN IMMEDIATE already holds the file's one write lock."""
+
+    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+        """The next ``n`` ids: BEGIN IMMEDIATE holds the write lock, so none is taken before they
+        are inserted; past both the highest id and the highest ever used (AUTOINCREMENT)."""
+        first = conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
+            f" coalesce((SELECT max(id) FROM {table}), 0)) + 1",
+            (table,),
+        ).fetchone()[0]
+        first = max(int(first), after + 1)
+        return list(range(first, first + n))
 
     def _insert_blob(
         self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
