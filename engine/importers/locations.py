@@ -3,8 +3,8 @@
 ``agent_files(agent)`` lists the session files of an agent of :data:`AGENTS` (the registered
 formats with locations: Claude Code, Codex, Gemini CLI, Cline and its forks, ...) where the
 tools write them, honouring their environment variables (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ...);
-``folder_files(folder)`` the transcript files under a folder, in a stable order, leaving out
-files that only accompany a transcript (a Cline task's UI log, Claude Code's saved tool
+``folder_files(folder)`` the transcript files under a folder, in a stable order (an agent's
+SQLite database included), leaving out files that only accompany a transcript (a Cline task's UI log, Claude Code's saved tool
 outputs).
 """
 
@@ -14,7 +14,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine.importers.documents import is_sqlite
 from engine.importers.formats import Locations
+from engine.importers.formats.opencode.database import app_of
+from engine.importers.parsed import SourceProblem
 from engine.importers.registry import AGENTS, FORMATS, REGISTRY, format_named
 
 _SUFFIXES = (".jsonl", ".json", ".traj", ".af")
@@ -54,8 +57,8 @@ def _accompanies_a_transcript(path: Path) -> bool:
 
 
 def folder_files(folder: Path) -> list[Path]:
-    """Transcript candidates under ``folder``: JSON / JSON Lines / .traj / .af files and Aider
-    chat logs, without the files that only accompany a transcript."""
+    """Transcript candidates under ``folder``: JSON / JSON Lines / .traj / .af files, Aider
+    chat logs and OpenCode-like session databases, without the files that only accompany a transcript."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
@@ -63,6 +66,18 @@ def folder_files(folder: Path) -> list[Path]:
             path = Path(dirpath) / name
             if name in _SKIP_NAMES or name.endswith(".meta.json") or _accompanies_a_transcript(path):
                 continue
-            if name.endswith(_SUFFIXES) or name == ".aider.chat.history.md":
+            if name.endswith(_SUFFIXES) or name == ".aider.chat.history.md" or _agent_database(path):
                 found.append(path)
     return found
+
+
+def _agent_database(path: Path) -> bool:
+    """An agent's SQLite session database (OpenCode's ``opencode.db``, Kilo CLI's ``kilo.db``):
+    a ``.db`` file holding OpenCode's tables. Other ``.db`` files (a ctxdesk session database,
+    any app's cache) are not transcripts."""
+    if path.suffix != ".db" or not path.is_file():  # a fifo named .db would block the walk
+        return False
+    try:
+        return is_sqlite(path) and app_of(path) is not None
+    except (OSError, SourceProblem):  # unreadable: not ours to report here (the walk goes on)
+        return False
