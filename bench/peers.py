@@ -39,10 +39,15 @@ VENV_PEERS: dict[str, str] = {
     "claude-cache-audit": "claude-cache-audit==0.1.0",
     "aider": "aider-chat==0.86.2",
     "mini": "mini-swe-agent==2.4.6",
+    # a real Phoenix served offline: `ctxdesk export otlp` and the proxy's live export read back (#35)
+    "phoenix": "arize-phoenix==20.26.1",
 }
 #: Agents whose pinned dependencies clash with the project's (litellm, tree-sitter, ...): each gets
 #: a venv of its own, ``<agents dir>/venvs/<name>``, without the system site-packages.
-ISOLATED_PEERS = frozenset({"aider", "mini"})
+ISOLATED_PEERS = frozenset({"aider", "mini", "phoenix"})
+#: Peers ``install`` leaves out unless named (``install --only NAME``): .ci/run installs Phoenix (853 MB,
+#: minutes) in the background while the tests run; its tests wait for that install.
+BACKGROUND_PEERS = frozenset({"phoenix"})
 NPM_TIMEOUT_S = 900
 
 
@@ -110,20 +115,26 @@ def install_npm(prefix: Path | None = None) -> Path:
     return prefix / "node_modules" / ".bin"
 
 
-def install_venv() -> None:
-    """Install every pinned PyPI peer into bench/.venv (made first when missing)."""
+def install_venv(only: frozenset[str] | None = None) -> None:
+    """Install the pinned PyPI peers into bench/.venv (made first when missing) or venvs of their own:
+    ``only`` those named, else all but :data:`BACKGROUND_PEERS`."""
     from bench.setup_env import ensure_venv
 
-    python = ensure_venv()
+    if only is None:
+        ensure_venv()
+    wanted = only if only is not None else frozenset(VENV_PEERS) - BACKGROUND_PEERS
     missing = [
-        spec for name, spec in VENV_PEERS.items() if name not in ISOLATED_PEERS and venv_bin(name) is None
+        spec
+        for name, spec in VENV_PEERS.items()
+        if name in wanted and name not in ISOLATED_PEERS and venv_bin(name) is None
     ]
     if missing:
+        python = ensure_venv()
         _run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *missing],
             NPM_TIMEOUT_S,
         )
-    for name in sorted(ISOLATED_PEERS):
+    for name in sorted(ISOLATED_PEERS & wanted):
         if venv_bin(name) is None:
             venv = isolated_venv(name)
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], NPM_TIMEOUT_S)
@@ -151,10 +162,20 @@ def _run(command: list[str], timeout: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help="install every pinned peer (npm ones and bench/.venv ones)")
+    install = sub.add_parser("install", help="install every pinned peer (npm ones and bench/.venv ones)")
+    install.add_argument(
+        "--only", action="append", choices=sorted(VENV_PEERS), metavar="NAME",
+        help="install only this PyPI peer (repeatable), e.g. phoenix, which a plain install leaves out",
+    )  # fmt: skip
     sub.add_parser("where", help="print where each peer is (or 'missing')")
     args = parser.parse_args(argv)
-    if args.command == "install":
+    if args.command == "install" and args.only:
+        try:
+            install_venv(frozenset(args.only))
+        except PeerInstallError as exc:
+            print(f"peers: {exc}", file=sys.stderr)
+            return 1
+    elif args.command == "install":
         if shutil.which("npm") is None:
             print("npm not found: install Node.js and npm first", file=sys.stderr)
             return 1

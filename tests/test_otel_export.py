@@ -368,6 +368,9 @@ def test_batching_splits_only_sessions_larger_than_a_batch(sizes: list[int], siz
 
 PHOENIX_ENV_VAR = "CTXDESK_PHOENIX_BIN"
 PHOENIX_START_S = 420
+#: .ci/run installs Phoenix in the background and writes pip's exit status to this file when done.
+PHOENIX_INSTALL_ENV_VAR = "CTXDESK_PHOENIX_INSTALL_STATUS"
+PHOENIX_INSTALL_S = 1800
 
 
 def phoenix_bin() -> str | None:
@@ -382,15 +385,42 @@ def phoenix_bin() -> str | None:
     return found or shutil.which("phoenix")
 
 
+def phoenix_expected() -> bool:
+    """Phoenix is installed, being installed (.ci/run), or required (CI): else its tests skip."""
+    in_ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+    return phoenix_bin() is not None or bool(os.environ.get(PHOENIX_INSTALL_ENV_VAR)) or in_ci
+
+
+def _installed_phoenix() -> str:
+    """Phoenix's script, once .ci/run's background install (if any) is done; a clear failure if missing."""
+    status = os.environ.get(PHOENIX_INSTALL_ENV_VAR)
+    if status:
+        deadline = time.monotonic() + PHOENIX_INSTALL_S
+        while not Path(status).is_file():
+            assert time.monotonic() < deadline, f"arize-phoenix not installed in {PHOENIX_INSTALL_S} s"
+            time.sleep(2)
+        log = Path(f"{status}.log")
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+        assert Path(status).read_text().strip() == "0", f"installing arize-phoenix failed: {tail}"
+    found = phoenix_bin()
+    assert found, "arize-phoenix is missing: python -m bench.peers install --only phoenix"
+    return found
+
+
 @pytest.fixture
 def phoenix(tmp_path: Path) -> Iterator[str]:
+    executable = _installed_phoenix()
     port, grpc_port = _free_port(), _free_port()
     env = {
         **os.environ, "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix"), "PHOENIX_PORT": str(port),
         "PHOENIX_GRPC_PORT": str(grpc_port), "PHOENIX_HOST": "127.0.0.1", "PHOENIX_TELEMETRY_ENABLED": "false",
+        # offline: no WASM sandbox download, no docs MCP server (its start can hang until a deadline when
+        # egress is blocked), no assistant or /mcp mount: none of it serves the OTLP endpoint or /v1/spans
+        "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false", "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+        "PHOENIX_ENABLE_MCP_SERVER": "false",
     }  # fmt: skip
     log = (tmp_path / "phoenix.log").open("w")
-    process = subprocess.Popen([str(phoenix_bin()), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         # ~20 s on an idle machine; over 180 s was seen with 2 cores under a load of 24
@@ -408,14 +438,17 @@ def phoenix(tmp_path: Path) -> Iterator[str]:
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=60)  # over 30 s seen under load
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()  # reaped: an unreaped Popen is a ResourceWarning (an error here)
         log.close()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(phoenix_bin() is None, reason=f"arize-phoenix not installed (set ${PHOENIX_ENV_VAR})")
+@pytest.mark.skipif(
+    not phoenix_expected(), reason="arize-phoenix not installed: python -m bench.peers install --only phoenix"
+)
 def test_a_real_phoenix_reads_back_every_call_with_its_tokens_and_window(real_db: Path, phoenix: str) -> None:
     session = "3458c242-c71f-4b42-90c9-6b0ff888daa5"  # the reactive compaction run
     assert main(["export", "otlp", f"{real_db}:{session}", "--endpoint", phoenix]) == 0

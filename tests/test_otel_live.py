@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixture
 from starlette.responses import Response
-from test_otel_export import CaptureEndpoint, _free_port, phoenix, phoenix_bin  # noqa: F401 - fixture
+from test_otel_export import CaptureEndpoint, _free_port, phoenix, phoenix_expected  # noqa: F401 - fixture
 
 from engine.errors import ValidationError
 from engine.events import ContextEvent, ProviderUsage
@@ -292,7 +292,9 @@ def _attrs(span: Span) -> dict[str, int]:
     return {a.key: a.value.int_value for a in span.attributes}
 
 
-@pytest.mark.skipif(phoenix_bin() is None, reason="arize-phoenix not installed (set $CTXDESK_PHOENIX_BIN)")
+@pytest.mark.skipif(
+    not phoenix_expected(), reason="arize-phoenix not installed: python -m bench.peers install --only phoenix"
+)
 def test_a_real_phoenix_shows_the_proxys_calls_as_they_happen(tmp_path: Path, phoenix: str) -> None:  # noqa: F811
     db = tmp_path / "proxy.db"
     with ScriptedServer() as upstream:
