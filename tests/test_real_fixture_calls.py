@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from engine.importers import import_files
+from engine.replay.recorded import load_recorded_session
 from engine.report import messages_sent
 from engine.sent import sent_seqs
 from engine.store import SessionStore
@@ -626,3 +627,18 @@ def test_a_resumed_gemini_history_is_stored_as_often_as_the_model_saw_it(store: 
 def _counted(atoms: list[Atom]) -> Counter[tuple[str, str]]:
     """How often each tool call, tool result and text occurs, by (kind, the atom's repr)."""
     return Counter((a[0], repr(a)) for a in atoms if a[0] in ("call", "result", "text"))
+
+
+def test_the_replay_reads_a_resumed_gemini_history_as_each_call_sent_it(store: SessionStore) -> None:
+    """The what-if replay's recorded calls (engine.replay.recorded) leave out what a call did not
+    send (``messages_excluded``): each history is the request the server received."""
+    scenario = REAL_AGENTS / "gemini" / "tools-resume"
+    import_files(transcript_files(scenario), store)
+    requests = [r for r in recorded_requests(scenario) if ":streamGenerateContent" in r["path"]]
+    wire = wire_of(requests)
+    (session,) = store.list_sessions()
+    recorded = load_recorded_session(store, session.id)
+    histories = [
+        [a for a in imported_atoms(list(c.history), wire) if a[0] != "reasoning"] for c in recorded.calls
+    ]
+    assert histories == [request_atoms(r, wire) for r in requests]

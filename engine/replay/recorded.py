@@ -65,7 +65,8 @@ def load_recorded_session(store: SessionStore, session_id: str) -> RecordedSessi
             event.details, event.message_seq, event.turn_index,
             kind_of=kinds.get, turn_end=lambda turn: turn_ends.get(turn, 0),
         )  # fmt: skip
-        removed = _removed_before(compactions, event.seq)
+        # less what the call itself left out below its bound (a resumed Gemini CLI history's copies)
+        removed = _removed_before(compactions, event.seq) | set(event.messages_excluded)
         history = tuple(row.message for row in rows if row.seq < end and row.seq not in removed)
         edited = any(e.details.get("by") == "proxy" and e.seq < event.seq for e in compactions)
         at = parse_utc(event.details.get("call_utc")) or parse_utc(event.created_utc)
