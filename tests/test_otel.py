@@ -292,3 +292,35 @@ def test_codex_failed_calls_are_recorded_as_the_import_records_them(tmp_path: Pa
         failure = received[-1].details["failure"]
         assert failure["cause"] == wanted[-1].details["failure"]["cause"] == "provider_error"
         assert failure["status"] == 500  # the HTTP status Codex logged with the attempt
+
+
+def test_gemini_cli_failed_calls_are_recorded_failed_with_their_status(tmp_path: Path) -> None:
+    """Gemini CLI's failed-calls run (scripts/real_agents_otel.py): run 1 answers, run 2's call gets a 400
+    (too long), run 3's first attempt a 500 that Gemini CLI retries. Its telemetry names the 500 attempt
+    (gemini_cli.api_error), which the transcript does not hold; run 2 posts nothing (Gemini CLI exits on
+    the 400 before its exporters' batches go out, as Codex does), so neither its router call nor the 400."""
+    with SessionStore(tmp_path / "otel.db") as otel, SessionStore(tmp_path / "import.db") as imported:
+        receive_capture(otel, "gemini-failed-calls")
+        for transcript in sorted((FIXTURES / "gemini-failed-calls").glob("transcript-*")):
+            import_file(transcript, imported)  # the 400 run's resume wrote a second file (no new call)
+        (session,) = otel.list_sessions()
+        (expected,) = imported.list_sessions()
+        assert (session.id, session.model) == (expected.id, expected.model)
+        received = otel.list_events(session.id, kind="request")
+        main = [e for e in received if e.details.get("agent_role", "main") == "main"]
+        assert len(received) - len(main) == 2  # the router's side calls of runs 1 and 3
+        assert [e.outcome for e in main] == [None, None, "provider_error", None]
+        failed = main[2]
+        assert (failed.model, failed.usage) == (session.model, None)  # a failed attempt bills nothing
+        assert failed.details["failure"]["cause"] == "provider_error"
+        assert failed.details["failure"]["status"] == 500  # the HTTP status Gemini CLI logged
+        assert "Internal error encountered." in failed.details["failure"]["message"]
+        wanted = imported.list_events(expected.id, kind="request")
+        # the calls that answered: the transcript's, token for token (the retry's answer included)
+        answered = [e for e in main if e is not failed]
+        assert [(e.model, e.outcome, e.usage) for e in answered] == [
+            (e.model, e.outcome, e.usage) for e in wanted
+        ]
+        assert [e.usage.input_tokens + e.usage.cache_read_input_tokens for e in answered] == [
+            12107, 12193, 12265
+        ]  # fmt: skip
