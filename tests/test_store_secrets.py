@@ -33,7 +33,7 @@ STRUCTURAL = {
     "session_snapshots": {"session_id", "created_utc"},
     "tool_result_blobs": {"ref_id", "session_id", "sha256", "created_utc"},
     "context_states": {"session_id", "created_utc"},
-    "context_events": {"session_id", "kind", "components_basis", "created_utc"},
+    "context_events": {"session_id", "kind", "components_basis", "created_utc", "messages_excluded"},
     "session_tools": {"session_id"},
     "payload_parts": {"hash", "kind", "created_utc"},
     "model_requests": {

@@ -127,13 +127,15 @@ def source_path(path: Path, folders: dict[str, str] | None = None) -> str:
     """``str(path.resolve())``, the key of a file's import state. ``folders`` memoizes resolved
     folders over a batch: a file that is no symlink then costs one lstat, not one per component
     of its path (Path.resolve of each of thousands of files took most of an unchanged re-import)."""
+    # os.path.realpath, not Path.resolve: a symlink loop is then the file's own error when it is
+    # read (a typed one), not a RuntimeError here
     if folders is None:
-        return str(path.resolve())
+        return os.path.realpath(path)
     try:
         if os.path.islink(path):
-            return str(path.resolve())
+            return os.path.realpath(path)
     except OSError:
-        return str(path.resolve())
+        return os.path.realpath(path)
     folder = os.path.dirname(path)  # as given: ".." after a symlinked folder is resolved, not dropped
     resolved = folders.get(folder)
     if resolved is None:
