@@ -102,3 +102,29 @@ def test_requests_share_one_removed_set_per_compaction(bundled: Path, tmp_path: 
             compactions = sum(1 for e in view.events if e.kind == "compaction" and e.outcome == "compacted")
             assert len({id(r.removed) for r in view.requests}) <= compactions + 1
             assert len({id(r.cleared) for r in view.requests}) <= compactions + 1
+
+
+#: Real-CLI runs whose calls leave messages out below their bound (messages_excluded): Claude Code's
+#: compaction summarizers, and Gemini CLI's first run after --resume added second copies of results.
+EXCLUDING_RUNS = [
+    "claude-code/compact_auto", "claude-code/compact_manual", "claude-code/compact_reactive",
+    "gemini/tools-resume",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("run", EXCLUDING_RUNS)
+def test_the_dashboard_leaves_out_what_a_real_call_left_out_below_its_bound(run: str, tmp_path: Path) -> None:
+    from engine.importers import import_files
+    from engine.importers.locations import folder_files
+
+    path = tmp_path / "real.db"
+    with SessionStore(path) as store:
+        import_files(
+            folder_files(ROOT / "tests" / "fixtures" / "real_agents" / run), store, on_error=lambda p, e: None
+        )
+        assert any(
+            e.messages_excluded
+            for s in store.list_sessions()
+            for e in store.list_events(s.id, kind="request")
+        )
+    assert assert_readers_agree(path) > 0

@@ -136,13 +136,15 @@ def sent_messages(
     where = f"kind = 'request' AND turn_index = {int(turn)}"
     if event_seq is not None:
         where += f" AND seq = {int(event_seq)}"
-    columns = ["seq", "message_seq", "turn_index", "details_json"]
+    columns = ["seq", "message_seq", "turn_index", "details_json", "messages_excluded"]
     src, params = session_rows(con, db, "context_events", session_id, where, columns)
     row = con.execute(f"SELECT {', '.join(columns)} FROM {src} ORDER BY seq DESC LIMIT 1", params).fetchone()
     removed: set[int] = set()
     end = _turn_end(con, db, session_id, int(turn))
     if row is not None:
-        removed = removed_seqs_before(con, db, session_id, int(row[0]))
+        # what earlier compactions removed, and what this request itself left out below its bound
+        # (a compaction's summarizer: the segment kept after it; NULL in files of an older schema)
+        removed = removed_seqs_before(con, db, session_id, int(row[0])) | _excluded(row[4])
         end = sent_end(
             parse_details(row[3]), row[1], row[2],
             kind_of=lambda seq: _message_kind(con, db, session_id, seq),
@@ -158,6 +160,15 @@ def sent_messages(
     if removed:
         df = df[~df["seq"].isin(removed)].reset_index(drop=True)
     return df
+
+
+def _excluded(text: Any) -> set[int]:
+    """The seqs of a request's ``messages_excluded`` (a JSON list; NULL: none)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) and text else []
+    except ValueError:
+        return set()
+    return {v for v in value if isinstance(v, int)} if isinstance(value, list) else set()
 
 
 def _message_kind(con: duckdb.DuckDBPyConnection, db: str, session_id: str, seq: int) -> str | None:
