@@ -85,6 +85,9 @@ def corpus(folder: Path, quick: bool) -> list[Path]:
 def plain_parse(paths: list[Path]) -> float:
     t0 = time.perf_counter()
     for path in paths:
+        if path.suffix == ".db":  # an agent's SQLite database (OpenCode, Kilo): reading it is the baseline
+            path.read_bytes()
+            continue
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".md":  # Aider's Markdown: reading it is the baseline
             continue
