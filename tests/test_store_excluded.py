@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from engine.events import ContextEvent
 from engine.sent import sent_seqs
-from engine.store import SessionStore, pg_schema
+from engine.store import SessionStore
 from engine.store import schema as schema_module
 from engine.store.factory import open_store
+from tests.old_schema import opened_without
 from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url
 
 BACKENDS = [
@@ -69,19 +70,15 @@ def test_what_a_call_left_out_is_recorded_and_read_back(
 
 def _pre_m007(monkeypatch: pytest.MonkeyPatch, target: str) -> str:
     """A database migrated only up to m006 holding one request event."""
-    with monkeypatch.context() as patch:
-        for module, name in ((schema_module, "MIGRATIONS"), (pg_schema, "PG_MIGRATIONS")):
-            migrations = getattr(module, name)
-            patch.setattr(module, name, tuple(m for m in migrations if m[0] != "m007_messages_excluded"))
-        with open_store(target) as old:
-            sid = old.create_session(session_id="old")
-            with old.transaction() as conn:
-                conn.execute(
-                    "INSERT INTO context_events (session_id, seq, kind, details_json, created_utc)"
-                    f" VALUES ({old.P}, 0, 'request', {old.P}, {old.P})",
-                    (sid, '{"messages_sent": 3}', "2026-11-28T00:00:00.000000Z"),
-                )
-                names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
+    with opened_without(monkeypatch, target, "m007_messages_excluded") as old:
+        sid = old.create_session(session_id="old")
+        with old.transaction() as conn:
+            conn.execute(
+                "INSERT INTO context_events (session_id, seq, kind, details_json, created_utc)"
+                f" VALUES ({old.P}, 0, 'request', {old.P}, {old.P})",
+                (sid, '{"messages_sent": 3}', "2026-11-28T00:00:00.000000Z"),
+            )
+            names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
     assert "m007_messages_excluded" not in names
     return sid
 

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.limit import recorded_limit
-from engine.store import SessionStore, StoredEvent, pg_schema
+from engine.store import SessionStore, StoredEvent
 from engine.store import schema as schema_module
 from engine.store.factory import open_store
 from engine.store.pg_rollups import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
+from tests.old_schema import opened_without
 from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url
 
 BACKENDS = [
@@ -90,20 +91,16 @@ def test_the_residual_and_basis_are_recorded_and_read_back(
 
 def _pre_m006(monkeypatch: pytest.MonkeyPatch, target: str) -> tuple[str, list[int]]:
     """A database migrated only up to m005 holding a session with one component-bearing event."""
-    with monkeypatch.context() as patch:
-        for module, name in ((schema_module, "MIGRATIONS"), (pg_schema, "PG_MIGRATIONS")):
-            migrations = getattr(module, name)
-            patch.setattr(module, name, tuple(m for m in migrations if m[0] != "m006_component_residual"))
-        with open_store(target) as old:
-            sid = old.create_session(session_id="old")
-            with old.transaction() as conn:
-                conn.execute(
-                    "INSERT INTO context_events (session_id, seq, kind, system_tokens, skills_tokens,"
-                    " tools_tokens, summary_tokens, conversation_tokens, tool_results_tokens, offloaded_bytes,"
-                    f" projected_tokens, created_utc) VALUES ({old.P}, 0, 'request', 10, 0, 20, 0, 30, 40, 0, 100, {old.P})",
-                    (sid, "2026-11-28T00:00:00.000000Z"),
-                )
-                names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+    with opened_without(monkeypatch, target, "m006_component_residual") as old:
+        sid = old.create_session(session_id="old")
+        with old.transaction() as conn:
+            conn.execute(
+                "INSERT INTO context_events (session_id, seq, kind, system_tokens, skills_tokens,"
+                " tools_tokens, summary_tokens, conversation_tokens, tool_results_tokens, offloaded_bytes,"
+                f" projected_tokens, created_utc) VALUES ({old.P}, 0, 'request', 10, 0, 20, 0, 30, 40, 0, 100, {old.P})",
+                (sid, "2026-11-28T00:00:00.000000Z"),
+            )
+            names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
     return sid, names
 
 
