@@ -37,6 +37,7 @@ def tmux(tmp_path: Path) -> Iterator[list[str]]:
     if shutil.which("tmux") is None:
         if IN_CI:
             pytest.fail("CI must have tmux (.ci/run installs it)")
+        # deliberate: a user's machine without tmux cannot run a terminal test; CI fails above instead
         pytest.skip("tmux is not installed")
     command = ["tmux", "-S", str(tmp_path / "tmux.sock")]
     yield command
