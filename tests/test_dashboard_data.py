@@ -467,3 +467,17 @@ def test_every_step_carries_the_one_limit_engine_limit_gives_it(tmp_path: Path) 
     assert [None if v != v else int(v) for v in calls["limit_tokens"]] == expected
     (overview,) = data.sessions_overview(con).itertuples()
     assert overview.limit_tokens == expected[-2]  # the last call that had a limit
+
+
+def test_the_dashboard_reads_its_databases_when_home_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB keeps extensions under the home directory: a service with HOME=/nonexistent got a raw
+    IOException on every page."""
+    import shutil
+
+    db = tmp_path / "sample.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "demo-coding-agent.db", db)
+    monkeypatch.setenv("HOME", str(tmp_path / "no-such-home"))
+    con = data.connect([db])
+    assert con.execute("SELECT count(*) FROM sessions").fetchone()[0] > 0

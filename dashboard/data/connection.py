@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,8 +54,19 @@ def sql_string(text: str) -> str:
 
 def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
     """Install the scanner from the local wheel (no download) and load it."""
+    _ensure_home_directory(con)
     duckdb_extensions.import_extension("sqlite_scanner", con=con)
     con.execute("LOAD sqlite_scanner")
+
+
+def _ensure_home_directory(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB installs extensions under the user's home directory and fails when it does not exist
+    (a service or container with HOME=/nonexistent): such a process gets a private folder instead."""
+    if os.path.isdir(os.path.expanduser("~")):
+        return
+    home = Path(tempfile.gettempdir()) / f"ctxdesk-duckdb-{os.getuid()}"
+    home.mkdir(mode=0o700, exist_ok=True)
+    con.execute(f"SET home_directory = {sql_string(str(home))}")
 
 
 def connect(
