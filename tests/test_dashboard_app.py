@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -212,6 +213,12 @@ def test_tools_page_shows_costs_deferrals_and_searches(db: Path) -> None:
     assert servers.loc["github", "tokens"] == 1160
     assert frames[1].set_index("name").loc["read_file", "calls"] == 6
     assert list(frames[2]["hit"]) == [True, False]
+    # both tool tables head their columns in words and print counts with thousands separators
+    for table in at.dataframe[:2]:
+        config = json.loads(table.proto.columns)
+        assert config["tokens"]["label"] == "Definition tokens"
+        assert config["tokens"]["type_config"]["format"] == "localized"
+        assert not any("_" in config[c]["label"] for c in table.value.columns if c in config)
     at = _app(session="sess-small", page="tools")
     assert "No deferral events" in _texts(at)
 

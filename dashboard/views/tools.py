@@ -8,6 +8,16 @@ import streamlit as st
 from dashboard import data, display, figures, state
 from dashboard.display import BASIS_WORDS
 
+# Headings and thousands separators for the tool tables (a raw column name or 12018476 reads as a bug).
+TOOL_COLUMNS = {
+    "name": st.column_config.TextColumn("Tool"),
+    "category": st.column_config.TextColumn("Category"),
+    "server": st.column_config.TextColumn("Server"),
+    "tools": st.column_config.NumberColumn("Tools", format="localized"),
+    "tokens": st.column_config.NumberColumn("Definition tokens", format="localized"),
+    "calls": st.column_config.NumberColumn("Calls", format="localized"),
+}
+
 ref, row = state.require_session()
 st.title("Tools")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
@@ -42,7 +52,7 @@ elif not per_tool:
     if not tools.empty:
         st.dataframe(
             display.for_table(tools[["name", "category", "server", "calls"]]), hide_index=True,
-            placeholder=display.MISSING,
+            placeholder=display.MISSING, column_config=TOOL_COLUMNS,
         )  # fmt: skip
 else:
     c1, c2, c3 = st.columns(3)
@@ -58,7 +68,10 @@ else:
     st.subheader("Tokens per tool")
     st.plotly_chart(figures.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")
-    st.dataframe(display.for_table(data.server_costs(tools)), hide_index=True, placeholder=display.MISSING)
+    st.dataframe(
+        display.for_table(data.server_costs(tools)), hide_index=True, placeholder=display.MISSING,
+        column_config=TOOL_COLUMNS,
+    )  # fmt: skip
     st.subheader("Cost against use")
     st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
     st.dataframe(
@@ -67,7 +80,7 @@ else:
             tokens_per_call=[f"{v:,.1f}" if display.value_or_none(v) is not None else "never called"
                              for v in tools["tokens_per_call"]]
         ), hide_index=True, placeholder=display.MISSING,
-        column_config={"tokens_per_call": st.column_config.TextColumn("Tokens per call")},
+        column_config={**TOOL_COLUMNS, "tokens_per_call": st.column_config.TextColumn("Tokens per call")},
     )  # fmt: skip
 
 st.subheader("Deferred vs loaded, turn by turn")
