@@ -28,6 +28,8 @@ BUNDLED_TABLE = "models.json"
 _DATE_SUFFIX = re.compile(r"(?:[-@]\d{8}|-\d{4}-\d{2}-\d{2}|-latest)$")
 #: Characters after which a known name may be continued by an unknown variant suffix.
 _VARIANT_BOUNDARY = "-:@"
+# OpenRouter and others spell Anthropic's versions with a dot: "claude-sonnet-4.5", "claude-3.5-sonnet".
+_DOTTED_VERSION = re.compile(r"(?<=\d)\.(?=\d)")
 
 
 class ModelInfo(BaseModel):
@@ -91,7 +93,8 @@ def match_model_name(model: str, known: Collection[str], *, allow_prefix: bool =
     Tried in order, first hit wins: the exact name; the name without provider prefixes
     (``anthropic/claude-sonnet-4-5``); without a dated suffix (``claude-sonnet-4-20250514`` ->
     ``claude-sonnet-4``); the newest dated entry of an undated name (``claude-3-5-sonnet`` ->
-    ``claude-3-5-sonnet-20241022``); with ``allow_prefix``, the longest known name that the model
+    ``claude-3-5-sonnet-20241022``); a dotted version as a dashed whole name
+    (``anthropic/claude-sonnet-4.5`` -> ``claude-sonnet-4-5``); with ``allow_prefix``, the longest known name that the model
     name continues after ``-``, ``:`` or ``@`` (``gpt-4o-mini-search`` -> ``gpt-4o-mini``).
     """
     name = model.strip().lower()
@@ -107,6 +110,12 @@ def match_model_name(model: str, known: Collection[str], *, allow_prefix: bool =
     dated = sorted(k for k in known if "/" not in k and strip_date(k) == bare)
     if dated:
         return dated[-1]
+    dashed = _DOTTED_VERSION.sub("-", candidates[-1])
+    if dashed != candidates[-1]:
+        # Only whole names: "gpt-4.5-preview" must not become a variant of "gpt-4".
+        found = match_model_name(dashed, known, allow_prefix=False)
+        if found is not None:
+            return found
     if allow_prefix:
         for i in range(len(bare) - 1, 0, -1):
             if bare[i] in _VARIANT_BOUNDARY and bare[:i] in known:

@@ -106,6 +106,8 @@ KNOWN = (
         pytest.param("gpt-4o-mini-search-preview", "gpt-4o-mini", id="longest-prefix"),
         pytest.param("claude-sonnet-4-5-thinking", "claude-sonnet-4-5", id="longest-prefix-not-shorter"),
         pytest.param("gpt-4.5-preview", None, id="dot-is-not-a-variant-boundary"),
+        pytest.param("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5", id="openrouter-dotted-version"),
+        pytest.param("anthropic/claude-3.5-sonnet", "claude-3-5-sonnet-20241022", id="dotted-undated"),
         pytest.param("gpt-4omni", None, id="prefix-needs-boundary"),
         pytest.param("llama-3", None, id="unknown"),
     ],
