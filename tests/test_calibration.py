@@ -27,6 +27,7 @@ from engine.calibration import (
     classify_text,
     estimator_for,
     fit_key,
+    fit_weights,
     load_calibration,
     model_family,
     save_calibration,
@@ -148,6 +149,45 @@ def test_a_fit_that_is_not_better_held_out_is_never_used() -> None:
     assert not fit.usable
     book = Calibration().with_fit(fit)
     assert estimator_for("anthropic", "claude-sonnet-4-5", book) is get_tokenizer("anthropic")
+
+
+def kind_pairs(kind: str, weight: float, n: int, *, seed: int) -> list[GrowthPair]:
+    """``n`` pairs adding only text of ``kind``, whose provider count follows ``weight`` tokens per
+    base-encoding token (the static estimator's characters weight kept)."""
+    rng = random.Random(seed)
+    static = static_weights("anthropic")
+    column = FEATURES.index(f"tokens_{kind}")
+    pairs = []
+    for i in range(n):
+        features = [0.0] * len(FEATURES)
+        features[column] = float(rng.randint(200, 900))
+        features[-1] = features[column] * 3.8
+        ours = sum(static[f] * x for f, x in zip(FEATURES, features, strict=True))
+        provider = ours + (weight - static[FEATURES[column]]) * features[column]
+        pairs.append(GrowthPair(group=f"file{i % 3}", features=tuple(features), static=ours,
+                                provider=round(provider)))  # fmt: skip
+    return pairs
+
+
+SHRINK_CASES = [
+    # (name, pairs of the rare kind, how far its fitted weight may be from the static one's, toward the truth)
+    ("fewer pairs than the prior: the static weight holds", 3, (0.0, 0.1)),
+    ("several times the prior: the data's weight", 40, (0.9, 1.0)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "seen", "moved"), SHRINK_CASES, ids=[c[0] for c in SHRINK_CASES])
+def test_the_prior_weighs_as_many_pairs_of_a_kind_as_it_says(name: str, seen: int, moved: tuple) -> None:
+    """SHRINK_PAIRS pseudo-pairs per kind, each as large as a pair that has the kind, in the same
+    absolute error as the data: a kind in 3 pairs keeps the static weight however common the other
+    kinds are, a kind in 40 pairs gets the weight its pairs show."""
+    static = static_weights("anthropic")["tokens_non_ascii"]
+    true = 1.6
+    pairs = kind_pairs("prose", static, 300, seed=1) + kind_pairs("non_ascii", true, seen, seed=2)
+    weights = fit_weights(pairs, "anthropic")
+    share = (weights["tokens_non_ascii"] - static) / (true - static)
+    assert moved[0] <= share <= moved[1] + 1e-6, (weights, share)
+    assert weights["tokens_prose"] == pytest.approx(static, abs=0.01)
 
 
 def test_one_conversation_has_nothing_to_hold_out_so_it_is_not_used() -> None:
