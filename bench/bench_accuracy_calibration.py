@@ -74,6 +74,10 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         "used = the calibration is better than the static estimator held out; otherwise the static one counts "
         "(engine.calibration.estimator_for). The static Claude estimator (cl100k x 0.93 + 0.05/char) was itself "
         "fitted on these two Claude Code files, so the Claude rows compare a held-out fit with an in-sample one.",
+        "The fit's prior counts as engine.calibration.SHRINK_PAIRS pairs of each content kind agreeing with the "
+        "static estimator, in the fit's own absolute error: a kind seen in a few pairs (non-ASCII: 3 Claude pairs, "
+        "the lsd tree among them) keeps the static weight. Before, an unweighted prior beside rows reweighted by "
+        "1/residual pulled ~20x less than that: Claude Code pooled was 5.01%, Llama 10.1%.",
         "The ~90 tokens Claude Code 1.0.x added on about a fifth of the calls without logging them are its TodoWrite "
         "reminder (\"The TodoWrite tool hasn't been used recently ...\"): the importer rebuilds it where 1.0.98/1.0.108's "
         "own rule puts it (engine/importers/formats/claude_code/reminders.py; read from their cli.js, fitted on no "
@@ -88,7 +92,10 @@ def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:
         "/path/to/Demo, so the provider counted a longer path (~8-14 tokens per mention; a 219-path find output: "
         "+3,107; not rebuilt: the real path is in no file), an lsd tree of box-drawing characters (+828, though "
         "the Read of a CLAUDE.md drawn with the same characters was 97 over) and unlogged background-shell "
-        "notices around BashOutput/KillBash.",
+        "notices around BashOutput/KillBash (cli.js 1.0.98 zF5: 'Background Bash ID (command: ...) (status: "
+        "killed)' at the next attachment pass after a KillBash, 'Has new output available' while a shell's "
+        "stdout is unread; not rebuilt: any parallel sub-agent's loop may take the notice first, and the exit "
+        "code and unread output depend on timing the file does not keep).",
     ]
     return table
 
