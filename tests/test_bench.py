@@ -17,7 +17,10 @@ import pytest
 
 #: Runs the whole bench in a subprocess, once for the module (7 minutes on the idle 2-core box, 12 at load 12,
 #: 2026-11-28; the import bench's 40 MB history alone 4): the full run, not the fast lane, and started first.
-pytestmark = [pytest.mark.slow, pytest.mark.cost(420)]
+#: Its time limit allows a loaded machine (the README's test command beside another CPU-heavy job): a
+#: 600 s limit failed all five tests of a fresh-clone CI run with a CPU hog beside it.
+BENCH_SECONDS = 2400
+pytestmark = [pytest.mark.slow, pytest.mark.cost(420), pytest.mark.timeout(BENCH_SECONDS + 300)]
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"^-?\$?[\d,]*\.?\d+(e[-+]?\d+)?$")
@@ -49,7 +52,7 @@ def quick_run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=BENCH_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return (
