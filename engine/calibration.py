@@ -307,8 +307,9 @@ def fit_weights(pairs: Sequence[GrowthPair], estimator: str) -> dict[str, float]
     rest = np.array([p.static for p in pairs], dtype=float) - x @ static
     a = x / provider[:, None]
     y = (provider - rest) / provider
-    having = np.maximum((a != 0).sum(axis=0), 1)
-    typical = np.maximum(np.abs(a).sum(axis=0) / having, 1e-12)  # of a feature, in a pair that has it
+    having = (a != 0).sum(axis=0)
+    # of a feature, in a pair that has it; a feature no pair has: a unit row that keeps it static
+    typical = np.where(having > 0, np.abs(a).sum(axis=0) / np.maximum(having, 1), 1.0)
     w = static
     for _ in range(IRLS_ROUNDS):  # least absolute error: every row weighted by 1 / its residual
         row = _irls_weights(a @ w - y)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.calibration import (
     CALIBRATION_ENV_VAR,
@@ -188,6 +190,35 @@ def test_the_prior_weighs_as_many_pairs_of_a_kind_as_it_says(name: str, seen: in
     share = (weights["tokens_non_ascii"] - static) / (true - static)
     assert moved[0] <= share <= moved[1] + 1e-6, (weights, share)
     assert weights["tokens_prose"] == pytest.approx(static, abs=0.01)
+
+
+#: A pair's features: base-encoding tokens of each kind and characters, counts as the counter makes them.
+pair_features = st.lists(st.integers(0, 5_000).map(float), min_size=len(FEATURES), max_size=len(FEATURES))
+
+
+@given(
+    st.lists(
+        st.tuples(pair_features, st.integers(1, 20_000), st.floats(-2_000, 2_000)), min_size=1, max_size=30
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_the_fit_is_non_negative_and_finite_whatever_the_pairs(rows: list) -> None:
+    pairs = [
+        GrowthPair(group=f"g{i % 2}", features=tuple(f), static=provider + off, provider=provider)
+        for i, (f, provider, off) in enumerate(rows)
+    ]
+    weights = fit_weights(pairs, "anthropic")
+    assert set(weights) == set(FEATURES)
+    assert all(math.isfinite(w) and w >= 0 for w in weights.values()), weights
+
+
+@given(st.lists(st.tuples(pair_features, st.integers(1, 20_000)), min_size=1, max_size=30))
+@settings(max_examples=40, deadline=None)
+def test_pairs_the_static_estimator_counts_exactly_leave_its_weights(rows: list) -> None:
+    """Data and prior agree: nothing pulls a weight away from the static one."""
+    pairs = [GrowthPair(group="g", features=tuple(f), static=float(p), provider=p) for f, p in rows]
+    weights = fit_weights(pairs, "anthropic")
+    assert weights == pytest.approx(static_weights("anthropic"), abs=1e-4)
 
 
 def test_one_conversation_has_nothing_to_hold_out_so_it_is_not_used() -> None:
