@@ -5,8 +5,11 @@ provider answers is an estimate. Every stored call that has both our estimate an
 count is a calibration pair; consecutive calls give the provider's count of what was added between
 them (hidden harness text cancels out). :func:`calibrate` fits, per estimator, a weight per content
 kind (prose, code, JSON, logs, non-ASCII: tokens of a base encoding) and per character, by
-non-negative least squares on the relative growth error, shrunk toward the static estimator; its
-error is measured held out by file (each file's pairs predicted by a fit on the others).
+the least absolute relative growth error (non-negative, by reweighted least squares), shrunk toward
+the static estimator as if by :data:`SHRINK_PAIRS` pairs of each kind agreeing with it; its
+error is measured held out by conversation, never by call (each conversation's pairs predicted by
+a fit on the others: a file, or each root session of a file that holds several, such as an
+OpenHands evaluation output's instances).
 :func:`estimator_for` gives the calibrated tokenizer only when that held-out error beats the static
 estimator's, else the static one. Fits are stored per user (:func:`calibration_path`).
 
