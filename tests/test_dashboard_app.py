@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -622,6 +623,42 @@ def _page_problems(at: AppTest, recorded: list[str], provider_errors: Sequence[s
     return problems
 
 
+def _table_problems(at: AppTest) -> list[str]:
+    """Every table a page shows names its columns in words and groups numbers of four digits or more
+    (the SQL page shows its tables' own column names, and is not checked)."""
+    problems = []
+    for table in at.dataframe:
+        config = json.loads(table.proto.columns) if table.proto.columns else {}
+        order = list(table.proto.column_order)
+        for column in table.value.columns:
+            spec = config.get(column, {})
+            if spec.get("hidden") or (order and column not in order):
+                continue
+            label = spec.get("label") or column
+            if "_" in label:
+                problems.append(f"column headed {label!r}")
+            values = table.value[column]
+            numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+            if numeric and (values.abs() >= 1000).any() and not spec.get("type_config", {}).get("format"):
+                problems.append(f"{label!r} shows {values.abs().max()} without thousands separators")
+    return problems
+
+
+def test_every_table_on_every_page_names_its_columns_in_words(db: Path) -> None:
+    at = _app()
+    failures = {}
+    for session in ("sess-refactor", "sess-small"):
+        for name in REAL_PAGES:
+            if name == "data_browser":
+                continue
+            at.session_state["selected_session"] = f"sample::{session}"
+            at.switch_page(f"views/{name}.py").run()
+            _ok(at)
+            if problems := _table_problems(at):
+                failures[(session, name)] = problems
+    assert not failures, failures
+
+
 @pytest.mark.timeout(1800)
 def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_raw_none(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
@@ -647,6 +684,8 @@ def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_r
             at.session_state["selected_session"] = f"real::{session.session_id}"
             at.switch_page(f"views/{name}.py").run()
             problems = _page_problems(at, session.recorded, session.provider_errors)
+            if name != "data_browser":
+                problems += _table_problems(at)
             if at.session_state["selected_session"] != f"real::{session.session_id}":
                 problems.append(f"the page switched the session to {at.session_state['selected_session']}")
             if problems:

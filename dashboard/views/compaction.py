@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, analysis, data, display, figures, state
+from dashboard import actions, analysis, data, display, figures, state, table_columns
 from engine.compaction import STRATEGY_NAMES, describe_report, parse_strategy
 from engine.errors import ContextDeskError
 from engine.events import COMPONENT_LABELS
@@ -100,6 +100,7 @@ def message_diff(details: dict[str, Any], reason: object = None) -> None:
         display.for_table(rows), hide_index=True, placeholder=display.MISSING, key="cmp_past_messages",
         column_order=["seq", "turn", "change", "role", "kind", "tokens", "tool_names", "text_preview"],
         column_config={
+            **table_columns.readable(rows),
             "seq": st.column_config.NumberColumn("#", width=50), "turn": st.column_config.NumberColumn("Turn", width=50),
             "change": st.column_config.TextColumn("Change", width=170),
             "tokens": st.column_config.NumberColumn("Tokens", format="localized"),
@@ -189,7 +190,10 @@ def show_result(used: dict[str, Any], report: Any, problem: str | None) -> None:
     if report.result.cleared:
         st.text(f"{len(report.result.cleared)} older tool result(s) kept but cleared to a placeholder.")
     if not removed.empty:
-        st.dataframe(display.for_table(removed), hide_index=True, placeholder=display.MISSING)
+        st.dataframe(
+            display.for_table(removed), hide_index=True, placeholder=display.MISSING,
+            column_config=table_columns.readable(removed),
+        )  # fmt: skip
     if report.summary:
         st.markdown("**Summary text**")
         st.code(report.summary, language=None, wrap_lines=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, display, state, textview
+from dashboard import data, display, state, table_columns, textview
 from dashboard.data import blob_pages
 
 st.title("Offloaded results")
@@ -28,7 +28,7 @@ if view.empty:
 st.caption(f"{len(view):,} output(s), {int(view['size_bytes'].sum()):,} bytes. Select one to read it.")
 pick = st.dataframe(
     display.for_table(view), key="blobs_table", on_select="rerun", selection_mode="single-row", hide_index=True, placeholder=display.MISSING,
-    column_config={"preview": st.column_config.TextColumn("Preview", width="large")},
+    column_config={**table_columns.readable(view), "preview": st.column_config.TextColumn("Preview", width="large")},
 )  # fmt: skip
 rows = pick.selection.rows if pick is not None else []
 refs = [str(r) for r in view["ref_id"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, data, display, figures, state, warm
+from dashboard import analysis, data, display, figures, state, table_columns, warm
 from dashboard.analysis import why as why_view
 
 st.title("Sessions")
@@ -265,20 +265,6 @@ COST_ORDER = (
 )  # fmt: skip
 
 
-def _cost_columns(columns: list[str]) -> dict[str, object]:
-    """Readable headers; dollars with cents to a hundredth of a cent, token counts grouped."""
-    config: dict[str, object] = {}
-    for c in columns:
-        label = COST_LABELS.get(c, c)
-        if c.endswith("_usd"):
-            config[c] = st.column_config.NumberColumn(label, format="$%.4f")
-        elif c.endswith("_tokens") or c.endswith("calls"):
-            config[c] = st.column_config.NumberColumn(label, format="localized")
-        else:
-            config[c] = st.column_config.TextColumn(label)
-    return config
-
-
 def _unpriced_note(calls: pd.DataFrame) -> str | None:
     unpriced = calls[calls["priced_as"].isna()]
     if unpriced.empty:
@@ -325,7 +311,7 @@ def cost_section() -> None:
         table[by] = [titles.get(str(s), str(s)) for s in table[by]]
     table = table[[by, *COST_ORDER]]
     st.dataframe(
-        table, hide_index=True, placeholder=display.MISSING, column_config=_cost_columns(list(table.columns))
+        table, hide_index=True, placeholder=display.MISSING, column_config=table_columns.readable(table, COST_LABELS)
     )
     agents = data.beside_agent_costs(state.query(data.agent_costs), calls)
     if not agents.empty:

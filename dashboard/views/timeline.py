@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from dashboard import analysis, data, display, figures, state
+from dashboard import analysis, data, display, figures, state, table_columns
 from engine.errors import ContextDeskError
 from engine.events import COMPONENT_LABELS
 from engine.settings import DEFAULT_COMPACT_THRESHOLD, resolve_model_settings
@@ -100,7 +100,7 @@ def call_cost_panel(ref: state.SessionRef, event_seq: int | None, turn: int) -> 
         )
         st.dataframe(
             display.for_table(shown), hide_index=True, placeholder=display.MISSING,
-            column_config={c: st.column_config.NumberColumn(c, format="$%.4f") for c in ("total_usd", "lost_usd")},
+            column_config=table_columns.readable(shown),
         )  # fmt: skip
 
 

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, display, figures, state
+from dashboard import data, display, figures, state, table_columns
 from dashboard.display import BASIS_WORDS
 
-# Headings and thousands separators for the tool tables (a raw column name or 12018476 reads as a bug).
-TOOL_COLUMNS = {
-    "name": st.column_config.TextColumn("Tool"),
-    "category": st.column_config.TextColumn("Category"),
-    "server": st.column_config.TextColumn("Server"),
-    "tools": st.column_config.NumberColumn("Tools", format="localized"),
-    "tokens": st.column_config.NumberColumn("Definition tokens", format="localized"),
-    "calls": st.column_config.NumberColumn("Calls", format="localized"),
-}
+#: The tool tables' headings (the rest as table_columns names them).
+TOOL_LABELS = {**table_columns.LABELS, "name": "Tool", "tokens": "Definition tokens"}
 
 ref, row = state.require_session()
 st.title("Tools")
@@ -52,7 +45,7 @@ elif not per_tool:
     if not tools.empty:
         st.dataframe(
             display.for_table(tools[["name", "category", "server", "calls"]]), hide_index=True,
-            placeholder=display.MISSING, column_config=TOOL_COLUMNS,
+            placeholder=display.MISSING, column_config=table_columns.readable(tools, TOOL_LABELS),
         )  # fmt: skip
 else:
     c1, c2, c3 = st.columns(3)
@@ -68,9 +61,10 @@ else:
     st.subheader("Tokens per tool")
     st.plotly_chart(figures.tools_bar(tools), key="tools_bar")
     st.subheader("Per MCP server")
+    servers = data.server_costs(tools)
     st.dataframe(
-        display.for_table(data.server_costs(tools)), hide_index=True, placeholder=display.MISSING,
-        column_config=TOOL_COLUMNS,
+        display.for_table(servers), hide_index=True, placeholder=display.MISSING,
+        column_config=table_columns.readable(servers, TOOL_LABELS),
     )  # fmt: skip
     st.subheader("Cost against use")
     st.caption("Definition tokens are paid on every request the tool is loaded; calls are tool_use blocks.")
@@ -80,7 +74,10 @@ else:
             tokens_per_call=[f"{v:,.1f}" if display.value_or_none(v) is not None else "never called"
                              for v in tools["tokens_per_call"]]
         ), hide_index=True, placeholder=display.MISSING,
-        column_config={**TOOL_COLUMNS, "tokens_per_call": st.column_config.TextColumn("Tokens per call")},
+        column_config={
+            **table_columns.readable(tools, TOOL_LABELS),
+            "tokens_per_call": st.column_config.TextColumn("Tokens per call"),
+        },
     )  # fmt: skip
 
 st.subheader("Deferred vs loaded, turn by turn")
@@ -98,4 +95,7 @@ else:
     c1, c2 = st.columns(2)
     c1.metric("Hits", int(searches["hit"].sum()))
     c2.metric("Misses", int((~searches["hit"]).sum()))
-    st.dataframe(display.for_table(searches), hide_index=True, placeholder=display.MISSING)
+    st.dataframe(
+        display.for_table(searches), hide_index=True, placeholder=display.MISSING,
+        column_config=table_columns.readable(searches),
+    )  # fmt: skip
