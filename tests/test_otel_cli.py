@@ -119,3 +119,22 @@ def test_a_port_in_use_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
     assert second.returncode == 2
     assert second.stderr.startswith(f"ctxdesk: error: cannot listen on 127.0.0.1:{port}")
     assert "Traceback" not in second.stderr
+
+
+def test_a_client_that_connects_before_the_receiver_serves_queues_instead_of_being_refused(
+    tmp_path: Path,
+) -> None:
+    """The port is printed right after bind(): on a loaded machine a client may connect before uvicorn
+    serves (a fresh-clone CI run beside a CPU-heavy job got 'Connection refused')."""
+    import socket
+
+    from engine.otel import OtelReceiver
+
+    with SessionStore(tmp_path / "otel.db") as store:
+        receiver = OtelReceiver(store, port=0)
+        sock = receiver.bind()
+        try:
+            with socket.create_connection(("127.0.0.1", receiver.bound_port), timeout=5):
+                pass
+        finally:
+            sock.close()

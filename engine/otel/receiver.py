@@ -147,6 +147,9 @@ class OtelReceiver:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.server.config.host, self.server.config.port))
+        # Listening now, not when uvicorn starts serving: the port is printed at once, and a client that
+        # connects before the app is loaded must queue, not be refused (seen on a loaded machine).
+        sock.listen(self.server.config.backlog)
         self._socket = sock
         return sock
 
