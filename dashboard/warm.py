@@ -33,6 +33,7 @@ WARM_MODULES = (
     "dashboard.data.why",
     "dashboard.import_status",
     "dashboard.figures",
+    "dashboard.table_columns",
 )
 
 _LOG = logging.getLogger("ctxdesk.dashboard.warm")
