@@ -200,7 +200,10 @@ class SessionStore(SqlSessionStore):
             if not read_only:
                 if existed:
                     _check_integrity(self._conn, self.path)
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                # Setting the mode takes an exclusive lock and does not wait out busy_timeout: a second
+                # opener of a WAL database (the proxy beside its live exporter) failed 'database is locked'.
+                if str(self._conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
                 apply_migrations(self._conn)
             else:
