@@ -5,7 +5,7 @@ its columns named in words, dollars to a hundredth of a cent and counts with tho
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 import streamlit as st
@@ -30,18 +30,15 @@ def heading(column: str, labels: Mapping[str, str] = LABELS) -> str:
     return words[:1].upper() + words[1:]
 
 
-def readable(frame: pd.DataFrame, labels: Mapping[str, str] = LABELS, *, text: Iterable[str] = ()) -> dict:
+def readable(frame: pd.DataFrame, labels: Mapping[str, str] = LABELS) -> dict:
     """A ``column_config`` for ``frame``: every column headed in words; ``*_usd`` columns in dollars,
-    other numeric columns grouped by thousands; the columns in ``text`` left as text (ids, years)."""
-    keep_text = set(text)
+    other numeric (not boolean) columns grouped by thousands."""
     config: dict[str, object] = {}
     for column in frame.columns:
         label = heading(str(column), labels)
         if str(column).endswith("_usd"):
             config[column] = st.column_config.NumberColumn(label, format="$%.4f")
-        elif column not in keep_text and pd.api.types.is_numeric_dtype(frame[column]) and not (
-            pd.api.types.is_bool_dtype(frame[column])
-        ):
+        elif pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column]):
             config[column] = st.column_config.NumberColumn(label, format="localized")
         else:
             config[column] = st.column_config.Column(label)

@@ -94,8 +94,9 @@ def match_model_name(model: str, known: Collection[str], *, allow_prefix: bool =
     (``anthropic/claude-sonnet-4-5``); without a dated suffix (``claude-sonnet-4-20250514`` ->
     ``claude-sonnet-4``); the newest dated entry of an undated name (``claude-3-5-sonnet`` ->
     ``claude-3-5-sonnet-20241022``); a dotted version as a dashed whole name
-    (``anthropic/claude-sonnet-4.5`` -> ``claude-sonnet-4-5``); with ``allow_prefix``, the longest known name that the model
-    name continues after ``-``, ``:`` or ``@`` (``gpt-4o-mini-search`` -> ``gpt-4o-mini``).
+    (``anthropic/claude-sonnet-4.5`` -> ``claude-sonnet-4-5``); with ``allow_prefix``, the longest
+    known name that the model name continues after ``-``, ``:`` or ``@``
+    (``gpt-4o-mini-search`` -> ``gpt-4o-mini``).
     """
     name = model.strip().lower()
     candidates = [name]
