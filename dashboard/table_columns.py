@@ -32,13 +32,15 @@ def heading(column: str, labels: Mapping[str, str] = LABELS) -> str:
 
 def readable(frame: pd.DataFrame, labels: Mapping[str, str] = LABELS) -> dict:
     """A ``column_config`` for ``frame``: every column headed in words; ``*_usd`` columns in dollars,
-    other numeric (not boolean) columns grouped by thousands."""
+    other numeric columns grouped by thousands, yes/no columns as ticks."""
     config: dict[str, object] = {}
     for column in frame.columns:
         label = heading(str(column), labels)
         if str(column).endswith("_usd"):
             config[column] = st.column_config.NumberColumn(label, format="$%.4f")
-        elif pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column]):
+        elif pd.api.types.is_bool_dtype(frame[column]):
+            config[column] = st.column_config.CheckboxColumn(label)
+        elif pd.api.types.is_numeric_dtype(frame[column]):
             config[column] = st.column_config.NumberColumn(label, format="localized")
         else:
             config[column] = st.column_config.Column(label)

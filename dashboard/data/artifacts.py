@@ -60,7 +60,7 @@ def blobs(
             params.append(value)
     return query_frame(
         con,
-        f"""SELECT db, session_id, ref_id, tool_name, tool_use_id, size_bytes, is_text, line_count, tokens,
+        f"""SELECT db, session_id, ref_id, tool_name, tool_use_id, size_bytes, is_text::BOOLEAN AS is_text, line_count, tokens,
             preview, created_utc FROM tool_result_blobs WHERE {" AND ".join(where)}
         ORDER BY size_bytes DESC, ref_id""",
         params,

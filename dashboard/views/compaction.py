@@ -241,6 +241,7 @@ else:
         display.for_table(snaps), hide_index=True, placeholder=display.MISSING,
         column_order=["id", "event", "strategy", "through_seq", "message_count", "tokens", "summary", "created_utc"],
         column_config={
+            **table_columns.readable(snaps),
             "id": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "through_seq": st.column_config.NumberColumn("Through message", width=110),
@@ -315,6 +316,7 @@ else:
     st.dataframe(
         display.for_table(table), hide_index=True, placeholder=display.MISSING,
         column_config={
+            **table_columns.readable(table),
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
             "by": st.column_config.TextColumn("By", help="Who compacted: agent (itself), user, ctxdesk or proxy"),
