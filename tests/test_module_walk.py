@@ -1,0 +1,53 @@
+"""The walk of issue #34 (scripts/module_walk.py): importing a real Claude Code transcript never calls back
+into an importer module it had left, and the walk counts what it says it counts."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def module_walk():
+    spec = importlib.util.spec_from_file_location("module_walk", ROOT / "scripts" / "module_walk.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["module_walk"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("module_walk", None)
+
+
+def test_a_claude_code_import_never_returns_to_an_importer_module(module_walk) -> None:
+    walk = module_walk.claude_code_walk()
+    importers = [m for m in walk.visits if m.startswith("engine.importers.")]
+    assert "engine.importers.api" in importers and "engine.importers.formats.claude_code.session" in importers
+    assert walk.returns_into("engine.importers") == {}
+
+
+def _module_named(module_walk, name: str, source: str) -> dict:
+    """The functions of ``source`` as if written in engine/<name>.py (the walk knows modules by file)."""
+    namespace: dict = {}
+    exec(compile(source, str(module_walk.ROOT / "engine" / f"{name}.py"), "exec"), namespace)
+    return namespace
+
+
+def test_a_call_back_into_a_module_on_the_stack_is_a_return_and_a_generator_is_not(module_walk) -> None:
+    a = _module_named(
+        module_walk,
+        "walk_a",
+        "def start(host):\n    return host(helper)\ndef helper():\n    return sum(x for x in range(3))\n",
+    )
+    b = _module_named(module_walk, "walk_b", "def host(f):\n    return f()\n")
+    walk = module_walk.Walk()
+    sys.setprofile(walk.profile)
+    try:
+        walk.measured(lambda: a["start"](b["host"]))
+    finally:
+        sys.setprofile(None)
+    assert walk.visits == {"engine.walk_a": 2, "engine.walk_b": 1}
+    assert walk.returns == {("engine.walk_a > engine.walk_b", "engine.walk_a:helper"): 1}
