@@ -19,6 +19,11 @@ PREVIEW_KEY = "compaction_preview"
 RESTORED_KEY = "cmp_restored"
 #: The "restore" choice that undoes every compaction (a snapshot of the whole transcript).
 FULL_TRANSCRIPT = -1
+#: What the compaction table's token columns count, by who compacted.
+COMPACTION_TOKENS_HELP = (
+    "ctxdesk's compactions: tokens of the conversation's messages (the system prompt and tools stay as they "
+    "are); an agent's own: the agent's count of its prompt, where its transcript records one"
+)
 
 ref, row = state.require_session()
 st.title("Compaction")
@@ -320,8 +325,8 @@ else:
             "event": st.column_config.NumberColumn("Event", format="#%d", width=70),
             "snapshot": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
             "by": st.column_config.TextColumn("By", help="Who compacted: agent (itself), user, ctxdesk or proxy"),
-            "before_tokens": st.column_config.NumberColumn("Before (messages)", format="localized"),
-            "after_tokens": st.column_config.NumberColumn("After (messages)", format="localized"),
+            "before_tokens": st.column_config.NumberColumn("Tokens before", format="localized", help=COMPACTION_TOKENS_HELP),
+            "after_tokens": st.column_config.NumberColumn("Tokens after", format="localized", help=COMPACTION_TOKENS_HELP),
             "removed": st.column_config.NumberColumn("Removed", help="Messages removed or summarized"),
             "cleared": st.column_config.NumberColumn("Cleared", help="Messages still in the context, their tool results cleared to a placeholder"),
             "reason": st.column_config.TextColumn("Reason", width="large"),
