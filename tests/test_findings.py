@@ -431,6 +431,22 @@ def test_ineffective_compaction(store: SessionStore, outcome: str, after: int, f
         assert finding.fix.startswith('strategy = "chain"')
 
 
+def test_an_agents_own_compaction_that_grew_the_prompt_says_so_and_whose_it_was(store: SessionStore) -> None:
+    # Gemini CLI's chat compression in tests/fixtures/real_agents/gemini: 12,236 before, 12,278 after
+    sid = stored_session(store, _turns(1))
+    store.record_event(
+        sid,
+        ContextEvent(
+            kind="compaction", trigger="compact_threshold", outcome="compacted", turn_index=1,
+            details={"before_tokens": 12_236, "after_tokens": 12_278, "by": "agent", "trigger_kind": "auto"},
+        ),
+    )  # fmt: skip
+    [finding] = [f for f in find_waste(store, sid) if f.kind == "ineffective_compaction"]
+    assert finding.title == "The agent's compaction at turn 1 did not shrink the prompt (12,236 → 12,278 tokens)"
+    assert finding.detail.startswith("Tokens after: the first prompt sent after it.")
+    assert finding.fix.startswith("the agent's own compaction")
+
+
 CONSTRAINT = "Fix the login bug in auth.py. Never modify the database migrations folder."
 
 

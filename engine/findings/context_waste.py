@@ -140,20 +140,34 @@ def find_ineffective_compactions(view: SessionView) -> list[Finding]:
         later = [r for r in view.requests if r.event_seq > event.seq]
         per_request = [(r, shortfall) for r in later] if shortfall else []
         ran = [str(s) for s in d.get("strategies_run") or []]
+        agents = d.get("by") in ("agent", "user")  # the agent's own compaction, not ctxdesk's
         fix = (
-            'strategy = "chain" (clear_tool_results, then summarize, then truncate until the target is met)'
+            "the agent's own compaction: its settings decide when and how it compacts (ctxdesk proxy's "
+            "compaction policy can compact earlier, with a target)"
+            if agents
+            else 'strategy = "chain" (clear_tool_results, then summarize, then truncate until the target is met)'
             if "summarize" not in ran
             else "summarize keep_recent_turns=1 (fold more turns into the summary)"
         )
         turn = event.turn_index if event.turn_index is not None else 0
+        whose = "The agent's compaction" if agents else "Compaction"
+        effect = (
+            f"freed only {100 * (before - after) / before:.1f}%"
+            if after < before
+            else "did not shrink the prompt"
+        )
         findings.append(
             view.finding(
                 "ineffective_compaction",
-                title=f"Compaction at turn {turn} freed only {100 * (before - after) / before:.1f}% "
-                f"({before:,} → {after:,} tokens)",
-                detail=f"Strategies run: {', '.join(ran) or 'unknown'}; target {target if target is not None else 'unknown'}"
-                f"{f' tokens, missed by {shortfall:,}' if shortfall else ''}. A compaction that frees little "
-                "still rewrites the prompt prefix (the cache is invalidated) and will trigger again soon.",
+                title=f"{whose} at turn {turn} {effect} ({before:,} → {after:,} tokens)",
+                detail=(
+                    f"Strategies run: {', '.join(ran) or 'unknown'}; target {target if target is not None else 'unknown'}"
+                    f"{f' tokens, missed by {shortfall:,}' if shortfall else ''}. "
+                    if not agents
+                    else "Tokens after: the first prompt sent after it. "
+                )
+                + "A compaction that frees little still rewrites the prompt prefix (the cache is invalidated) "
+                "and will trigger again soon.",
                 seqs=compaction_removals(d)[0],
                 turn_index=turn,
                 per_request=per_request,
