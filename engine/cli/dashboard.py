@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, port_number
-from engine.cli.importing import FROM_CHOICES
+from engine.cli.importing import FROM_CHOICES, FROM_METAVAR
 from engine.locations import DB_PATHS_ENV_VAR
 from engine.settings import SETTINGS_ENV_VAR
 
@@ -157,9 +157,12 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
 
 def transcript_folders(paths: Sequence[Path]) -> list[Path]:
     """The folders among ``paths`` that hold no session database but do hold agents' transcripts."""
+    candidates = [p for p in paths if p.is_dir() and not any(p.glob("*.db"))]
+    if not candidates:  # the importers (every format module) are loaded only for a folder to look into
+        return []
     from engine.importers import folder_files
 
-    return [p for p in paths if p.is_dir() and not any(p.glob("*.db")) and folder_files(p)]
+    return [p for p in candidates if folder_files(p)]
 
 
 def import_transcript_folders(paths: Sequence[Path], *, settings: str | None = None) -> list[Path]:
@@ -230,7 +233,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "data/demo-settings.toml with the sample data, else ~/.config/ctxdesk/settings.toml)",
     )  # fmt: skip
     p.add_argument(
-        "--from", dest="agent", choices=FROM_CHOICES,
-        help="import that agent's sessions into the agents database and follow new lines live",
+        "--from", dest="agent", choices=FROM_CHOICES, metavar=FROM_METAVAR,
+        help="import that agent's sessions into the agents database and follow new lines live: %(choices)s",
     )  # fmt: skip
     p.set_defaults(run=cmd_dashboard)

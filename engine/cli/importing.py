@@ -12,14 +12,34 @@ import argparse
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_ERROR, EXIT_OK, ProgressPrinter, UsageError
-from engine.importers import AGENTS
 
-#: ``--from`` values: every registered agent with a place of its own, or all of them.
-FROM_CHOICES = (*AGENTS, "all")
+
+class AgentChoices(Sequence[str]):
+    """``--from`` values: every registered agent with a place of its own, then ``all``. Read from
+    the importers' registry when argparse first checks or lists them: importing every format
+    module (~0.6 s) is not paid by commands run without ``--from`` (``ctxdesk dashboard``)."""
+
+    def _names(self) -> tuple[str, ...]:
+        from engine.importers import AGENTS
+
+        return (*AGENTS, "all")
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+FROM_CHOICES = AgentChoices()
+#: ``--from``'s metavar: a named one keeps argparse from listing the choices when the option is
+#: declared (which would import the registry); its help lists them (``%(choices)s``) when shown.
+FROM_METAVAR = "AGENT"
 #: The database ``--from`` imports into when no --db is given.
 DEFAULT_DB = Path("~/.local/share/ctxdesk/agents.db")
 
@@ -254,9 +274,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("files", nargs="*", metavar="FILE_OR_DIR")
     p.add_argument(
-        "--from", dest="agent", choices=FROM_CHOICES,
+        "--from", dest="agent", choices=FROM_CHOICES, metavar=FROM_METAVAR,
         help="import every session the agent keeps where it keeps them (the README's agents table lists "
-        "each agent's folders)",
+        "each agent's folders): %(choices)s",
     )  # fmt: skip
     p.add_argument(
         "--db", metavar="DB", help=f"session database to write (default with --from: {DEFAULT_DB})"
