@@ -13,7 +13,15 @@ from hypothesis import strategies as hs
 
 from engine.call_failures import failure_details
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
-from engine.explain import END_CAUSES, SessionExplanation, agent_threshold, checked_json, explain_store
+from engine.explain import (
+    END_CAUSES,
+    FailedCall,
+    SessionExplanation,
+    agent_threshold,
+    checked_json,
+    explain_store,
+    failure_summaries,
+)
 from engine.messages import Message, assistant, tool_result, tool_use, user
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -410,6 +418,80 @@ def test_a_failed_calls_message_is_redacted(store: SessionStore) -> None:
     )  # fmt: skip
     [f] = explain(store, sid).failed_calls
     assert secret not in (f.message or "") and f.next == "sent call 2 (a later turn)"
+
+
+def _failed(
+    call: int, next_: str, message: str = "500 internal server error", cause: str = "provider_error"
+) -> FailedCall:
+    return FailedCall(event_seq=call, call=call, cause=cause, status=500, message=message, next=next_)
+
+
+@pytest.mark.parametrize(
+    ("failed", "said"),
+    [
+        pytest.param(
+            [
+                *(_failed(n, f"retried as call {n + 1}") for n in range(1, 11)),
+                _failed(11, "stopped: no call followed", "API Error"),
+            ],
+            [
+                "The provider answered calls 1 to 10 with an error, status 500 (500 internal server error); "
+                "Claude Code retried each one, as calls 2 to 11",
+                "The provider answered call 11 with an error, status 500 (API Error); Claude Code then stopped: no call followed",
+            ],
+            id="ten retries, then another failure",
+        ),
+        pytest.param(
+            [
+                _failed(1, "retried as call 2"),
+                _failed(2, "retried as call 3"),
+                _failed(3, "stopped: no call followed"),
+            ],
+            [
+                "The provider answered calls 1 to 3 with an error, status 500 (500 internal server error); "
+                "Claude Code retried each but the last, as calls 2 to 3, then stopped: no call followed"
+            ],
+            id="retries of one failure until the agent stopped",
+        ),
+        pytest.param(
+            [_failed(1, "sent call 2 (a later turn)"), _failed(2, "stopped: no call followed")],
+            [
+                "The provider answered call 1 with an error, status 500 (500 internal server error); "
+                "Claude Code then sent call 2 (a later turn)",
+                "The provider answered call 2 with an error, status 500 (500 internal server error); "
+                "Claude Code then stopped: no call followed",
+            ],
+            id="not a retry: two sentences",
+        ),
+        pytest.param(
+            [
+                _failed(1, "retried as call 2", cause="interrupted"),
+                _failed(2, "retried as call 3", cause="interrupted"),
+            ],
+            [
+                "Calls 1 to 2 were interrupted before their answers came; Claude Code retried each one, as calls 2 to 3"
+            ],
+            id="interrupted",
+        ),
+    ],
+)
+def test_a_run_of_retries_of_one_failure_is_one_sentence(failed: list[FailedCall], said: list[str]) -> None:
+    assert failure_summaries(failed, "Claude Code") == said
+
+
+def test_claude_codes_ten_retries_of_a_500_read_as_one_sentence_on_the_why_page(tmp_path: Path) -> None:
+    from dashboard.analysis.why import sentences
+    from engine.importers import import_files
+    from engine.importers.locations import folder_files
+
+    real_run = Path(__file__).parent / "fixtures/real_agents/claude-code/provider_error"
+    with SessionStore(tmp_path / "why.db") as store:
+        import_files(folder_files(real_run), store, on_error=lambda path, exc: None)
+        [why] = [s for s in explain_store(store).sessions if s.failed_calls]
+    said = sentences(why)
+    assert len(why.failed_calls) == 11 and len(said) == 2
+    assert said[0].startswith("The provider answered calls 1 to 10 with an error, status 500")
+    assert said[0].endswith("Claude Code retried each one, as calls 2 to 11")
 
 
 def test_agent_thresholds_without_a_window_say_so() -> None:

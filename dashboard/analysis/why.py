@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from engine.explain import failure_summaries
 from engine.explain.explanations import ENDED_HOW_WORDS, CompactionExplanation, SessionExplanation, WhyReport
 
 #: The Sessions filter's choices, in the order shown.
@@ -97,5 +98,6 @@ def items_frame(c: CompactionExplanation) -> pd.DataFrame:
 
 def sentences(why: SessionExplanation) -> Sequence[str]:
     """Every sentence of the session after the first: the ending, each failed call, each compaction."""
-    out = [why.ended.detail, *(f.sentence for f in why.failed_calls), *(c.sentence for c in why.compactions)]
+    failed = failure_summaries(why.failed_calls, why.agent_label)  # a run of retries in one sentence
+    out = [why.ended.detail, *failed, *(c.sentence for c in why.compactions)]
     return [s for s in out if s and s != why.headline]

@@ -44,6 +44,7 @@ _OWNERS: dict[str, str] = {
     "WhyReport": "engine.explain.explanations",
     "ended_how": "engine.explain.explanations",
     "explain_failures": "engine.explain.failures",
+    "failure_summaries": "engine.explain.failures",
     "WhyJson": "engine.explain.json_shape",
     "schema_text": "engine.explain.json_shape",
     "checked_json": "engine.explain.json_shape:checked",
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
         WhyReport,
         ended_how,
     )
-    from engine.explain.failures import explain_failures
+    from engine.explain.failures import explain_failures, failure_summaries
     from engine.explain.json_shape import WhyJson, schema_text
     from engine.explain.json_shape import checked as checked_json
     from engine.explain.kept import kept_and_dropped
@@ -110,6 +111,7 @@ __all__ = [
     "explain_failures",
     "explain_session",
     "explain_store",
+    "failure_summaries",
     "is_failed_request",
     "kept_and_dropped",
     "schema_text",

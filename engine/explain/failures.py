@@ -86,23 +86,62 @@ def _next(call: Call, calls: Calls, events: Sequence[StoredEvent]) -> str:
 def failure_sentence(failed: FailedCall, agent_label: str) -> str:
     """ "The provider refused call 12: prompt is too long (212,301 > 200,000); Claude Code then
     compacted reactively"."""
+    return f"{_failure_head(failed, f'call {failed.call}')}; {agent_label} then {failed.next}"
+
+
+def failure_summaries(failed: Sequence[FailedCall], agent_label: str) -> list[str]:
+    """The failed calls in sentences, a run of retries of the same failure in one: "The provider answered
+    calls 1 to 10 with an error, status 500 (...); Claude Code retried each one, as calls 2 to 11"."""
+    runs: list[list[FailedCall]] = []
+    for f in failed:
+        last = runs[-1][-1] if runs else None
+        if (
+            last is not None
+            and last.next == f"retried as call {f.call}"
+            and (last.cause, last.status, last.message) == (f.cause, f.status, f.message)
+        ):
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    out = []
+    for run in runs:
+        first, last = run[0], run[-1]
+        if len(run) == 1:
+            out.append(first.sentence or failure_sentence(first, agent_label))
+            continue
+        head = _failure_head(first, f"calls {first.call} to {last.call}")
+        retried_as = last.next.removeprefix("retried as call ")
+        if retried_as != last.next:  # the last one was retried too, and failed otherwise
+            out.append(f"{head}; {agent_label} retried each one, as calls {first.call + 1} to {retried_as}")
+        else:
+            out.append(
+                f"{head}; {agent_label} retried each but the last, as calls {first.call + 1} to {last.call}, "
+                f"then {last.next}"
+            )
+    return out
+
+
+def _failure_head(failed: FailedCall, which: str) -> str:
+    """What the provider did with ``which`` (a call or calls): refused it, answered it with an error, ..."""
     if failed.cause == "interrupted":
-        head = f"Call {failed.call} was interrupted before its answer came"
-    elif failed.cause == "prompt_too_long":
+        one = which.startswith("call ")
+        return f"{which.capitalize()} {'was' if one else 'were'} interrupted before {'its answer' if one else 'their answers'} came"
+    if failed.cause == "prompt_too_long":
         counts = (
             f" ({failed.prompt_tokens:,} > {failed.maximum_tokens:,})"
             if failed.prompt_tokens and failed.maximum_tokens
             else ""
         )
-        head = f"The provider refused call {failed.call}: prompt is too long{counts}"
-    else:
-        words = {"rate_limited": "a rate limit", "overloaded": "an overloaded error"}.get(failed.cause, "an error")
-        head = f"The provider answered call {failed.call} with {words}"
-        if failed.status:
-            head += f", status {failed.status}"
-        if failed.message:
-            head += f" ({_short(failed.message, 120)})"
-    return f"{head}; {agent_label} then {failed.next}"
+        return f"The provider refused {which}: prompt is too long{counts}"
+    words = {"rate_limited": "a rate limit", "overloaded": "an overloaded error"}.get(
+        failed.cause, "an error"
+    )
+    head = f"The provider answered {which} with {words}"
+    if failed.status:
+        head += f", status {failed.status}"
+    if failed.message:
+        head += f" ({_short(failed.message, 120)})"
+    return head
 
 
 def _status(value: object) -> int | None:
