@@ -574,6 +574,26 @@ def test_session_and_call_times_are_the_transcripts_not_the_imports(path: Path, 
     assert calls and all(started <= t <= ended for t in calls)
 
 
+REAL_AGENTS = FIXTURES / "real_agents"
+
+
+@pytest.mark.parametrize("agent", ["qwen", "opencode", "copilot", "kilo"])
+def test_a_format_that_stamps_only_its_calls_still_says_when_its_sessions_ran(
+    agent: str, store: SessionStore
+) -> None:
+    # Their messages carry no time of their own: the session's times were the import's
+    import_files(folder_files(REAL_AGENTS / agent), store, on_error=lambda path, exc: None)
+    sessions = store.list_sessions()
+    assert sessions
+    for session in sessions:
+        calls = [e.details.get("call_utc") for e in store.list_events(session.id, kind="request")]
+        stamped = sorted(t for t in calls if t)
+        assert stamped, session.title
+        started, ended = session.metadata["started_utc"], session.metadata["ended_utc"]
+        assert started[:19] <= stamped[0][:19] and ended[:19] >= stamped[-1][:19]
+        assert ended < session.created_utc  # the transcript's time, not the import's
+
+
 def test_every_call_of_a_real_session_has_one_limit_per_model(tmp_path: Path) -> None:
     """One truth per call (#29): the calls of one session to one model are held to one limit,
     a failed call and a summarizer call included (Copilot's refused call and summary call had

@@ -137,7 +137,7 @@ def write_session(
         metadata["context_window"] = parsed.context_window
     if import_state is not None:
         metadata["import_state"] = import_state
-    times = [t for t in (utc_text(m.meta.get("timestamp")) for m in messages) if t is not None]
+    times = session_times(parsed)
     if times:  # when the session ran, as the transcript tells it (not when it was imported)
         metadata["started_utc"], metadata["ended_utc"] = min(times), max(times)
     if parsed.lineage_key is not None:
@@ -397,3 +397,13 @@ class Lineages:
         fork = self.store.get_session(fork_id)
         if fork.metadata.get("forked_from") != origin_id:
             self.store.update_session(fork_id, metadata={**fork.metadata, "forked_from": origin_id})
+
+
+def session_times(parsed: ParsedSession) -> list[str]:
+    """Every time the transcript gives its messages and calls, as UTC text (a format that stamps only its
+    calls, like Qwen Code's or OpenCode's, still says when its session ran)."""
+    calls = [c for pm in parsed.messages for c in (pm.call, *pm.pending_calls) if c is not None]
+    stamps = [pm.message.meta.get("timestamp") for pm in parsed.messages] + [
+        c.details.get("call_utc") for c in calls
+    ]
+    return [t for t in map(utc_text, stamps) if t is not None]
