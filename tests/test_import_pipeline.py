@@ -594,6 +594,24 @@ def test_a_format_that_stamps_only_its_calls_still_says_when_its_sessions_ran(
         assert ended < session.created_utc  # the transcript's time, not the import's
 
 
+@pytest.mark.parametrize(("agent", "label"), [("opencode", "OpenCode"), ("kilo", "Kilo CLI")])
+def test_an_agents_compaction_without_its_own_count_is_at_the_last_calls_prompt(
+    agent: str, label: str, store: SessionStore
+) -> None:
+    # OpenCode and Kilo record no tokens with a compaction: "before" was the messages alone (56 tokens
+    # for a prompt the provider had refused as too long), now the prompt of the call before it
+    import_files(folder_files(REAL_AGENTS / agent), store, on_error=lambda path, exc: None)
+    compactions = [
+        (s.id, e) for s in store.list_sessions() for e in store.list_events(s.id, kind="compaction")
+    ]
+    assert {e.details["trigger_kind"] for _, e in compactions} >= {"auto", "reactive"}
+    for session_id, event in compactions:
+        [last] = [r for r in store.list_events(session_id, kind="request") if r.seq < event.seq][-1:]
+        prompt = last.details.get("provider_prompt_tokens") or last.components.total
+        assert event.details["before_tokens"] == prompt > 5_000
+        assert event.reason.startswith(f"{label} compacted")
+
+
 def test_every_call_of_a_real_session_has_one_limit_per_model(tmp_path: Path) -> None:
     """One truth per call (#29): the calls of one session to one model are held to one limit,
     a failed call and a summarizer call included (Copilot's refused call and summary call had

@@ -130,8 +130,10 @@ class _Walk:
             record = i >= first_new
             if pm.starts_context:
                 if pm.compaction is not None and record:
+                    # before it, unless the agent counted: the last call's whole prompt (a refused one's too)
+                    before = out[-1].prompt_tokens if out else history.conversation + history.tool_results
                     _compaction(
-                        self.store, self.session_id, pm.compaction, row, history.conversation + history.tool_results,
+                        self.store, self.session_id, pm.compaction, row, before,
                         self.source, rows=self.rows, failed_events=failed_events, limit=self.last_columns,
                     )  # fmt: skip
                 history.reset()

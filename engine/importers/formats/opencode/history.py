@@ -107,7 +107,9 @@ def _session(
             if message is not None:
                 marker = next((p for p in parts if p.get("type") == "compaction"), None)
                 starts = str(info.get("id")) in summarised  # OpenCode's filterCompacted restarts here
-                compaction = compaction_details(marker) if starts and marker is not None else None
+                compaction = (
+                    compaction_details(marker, _agent(app)) if starts and marker is not None else None
+                )
                 if (
                     compaction is not None
                     and marker is not None
@@ -157,7 +159,7 @@ def _session(
     }
     session.metadata.update({k: v for k, v in meta.items() if v})
     session.notes.append(
-        f"{'OpenCode' if app == 'opencode' else 'Kilo CLI'} does not keep the system prompt and tool definitions it sent (their size is measured "
+        f"{_agent(app)} does not keep the system prompt and tool definitions it sent (their size is measured "
         "from the provider's count)"
     )
     return session
@@ -186,7 +188,7 @@ def overflowed_call(compaction_id: str, model: Any) -> CallInfo:
     return call
 
 
-def compaction_details(marker: dict[str, Any]) -> dict[str, Any]:
+def compaction_details(marker: dict[str, Any], agent: str = "OpenCode") -> dict[str, Any]:
     """The compaction event of an OpenCode ``compaction`` part: ``auto`` (the context passed the
     model's usable window), ``overflow`` (after the provider refused a prompt too long), else the
     user's ``/compact``. The summary call that follows sent the earlier history rendered as text."""
@@ -197,8 +199,8 @@ def compaction_details(marker: dict[str, Any]) -> dict[str, Any]:
         "trigger_kind": kind,
         "by": "agent" if auto or overflow else "user",
         "reason": {
-            "auto": "OpenCode compacted: the context passed the model's usable window",
-            "reactive": "OpenCode compacted after the provider refused a prompt too long",
+            "auto": f"{agent} compacted: the context passed the model's usable window",
+            "reactive": f"{agent} compacted after the provider refused a prompt too long",
             "manual": "the user compacted the session",
         }[kind],
     }
@@ -384,3 +386,8 @@ def _utc(millis: Any) -> str | None:
     if not isinstance(millis, int | float) or millis <= 0:
         return None
     return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _agent(app: str) -> str:
+    """The agent's name for people: OpenCode, or its fork Kilo CLI."""
+    return "Kilo CLI" if app == "kilo" else "OpenCode"
