@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.errors import ImportFormatError, NotFoundError
+from engine.importers.collector import collector_paused
 from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.formats import ImportFormat
 from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
@@ -57,10 +58,11 @@ def parse_file(
     path = Path(path)
     fmt = "unknown"
     try:
-        doc = read_document(path, live=live, cache=cache)
-        found = detect(doc)
-        fmt = found.name
-        sessions = found.parse(doc, _file_key(fmt, path))
+        with collector_paused():
+            doc = read_document(path, live=live, cache=cache)
+            found = detect(doc)
+            fmt = found.name
+            sessions = found.parse(doc, _file_key(fmt, path))
     except SourceProblem as exc:
         raise ImportFormatError(str(exc), path=str(path), line=exc.line) from exc
     except _SHAPE_ERRORS as exc:
@@ -183,10 +185,11 @@ def write_parsed(
     notes: list[str] = []
     updated = False
     try:
-        updated = _write_file(
-            store, parsed, fmt, source_path, state, ids, written, notes, on_progress, settings=settings,
-            lineages=lineages if lineages is not None else Lineages(store),
-        )  # fmt: skip
+        with collector_paused():
+            updated = _write_file(
+                store, parsed, fmt, source_path, state, ids, written, notes, on_progress, settings=settings,
+                lineages=lineages if lineages is not None else Lineages(store),
+            )  # fmt: skip
     except (*_SHAPE_ERRORS, PydanticValidationError) as exc:  # rolled back: nothing of the file stays
         raise ImportFormatError(
             f"cannot store a value of this {fmt} file: {_shape_problem(exc)}", path=str(path)
