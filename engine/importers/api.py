@@ -21,9 +21,10 @@ from engine.errors import ImportFormatError, NotFoundError
 from engine.importers.collector import collector_paused
 from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.formats import ImportFormat
+from engine.importers.lineages import Lineages
 from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
-from engine.importers.writer import Lineages, claim_session_id, repair_tool_pairing, write_session
+from engine.importers.writer import claim_session_id, repair_tool_pairing, write_session
 from engine.settings import Settings
 from engine.store import SessionStore
 
@@ -94,7 +95,7 @@ def import_file(
     """Import one transcript file into ``store``; ``model`` names the model when the file does not.
     ``settings``: the user's settings, whose window for a model wins over the file's and the model
     table's (:func:`engine.settings.limit_for_model`); None: none. ``lineages``: the store's forks
-    and origins (:class:`~engine.importers.writer.Lineages`), when the caller imports a batch.
+    and origins (:class:`~engine.importers.lineages.Lineages`), when the caller imports a batch.
 
     A file imported before is continued: unchanged (same size and modification time) it is
     skipped without being read; grown, only its new messages are added (its sessions keep

@@ -14,9 +14,9 @@ from pathlib import Path
 from engine.errors import ImportFormatError
 from engine.importers.api import ProgressCallback, import_file, imported_files
 from engine.importers.detect import LineCache
+from engine.importers.lineages import Lineages
 from engine.importers.parallel import import_files_parallel
 from engine.importers.parsed import ImportResult
-from engine.importers.writer import Lineages
 from engine.settings import Settings
 from engine.store import SessionStore
 

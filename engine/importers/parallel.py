@@ -18,8 +18,8 @@ from typing import Any
 
 from engine.errors import ImportFormatError
 from engine.importers.api import ProgressCallback, current_state, parse_file, write_parsed
+from engine.importers.lineages import Lineages
 from engine.importers.parsed import ImportResult, ParsedSession
-from engine.importers.writer import Lineages
 from engine.settings import Settings
 from engine.store import SessionStore
 from engine.tokenizer_names import EXACT_ENCODINGS
