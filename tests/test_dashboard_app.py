@@ -6,7 +6,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +17,12 @@ from streamlit.testing.v1 import AppTest
 from dashboard.data import DB_PATHS_ENV_VAR, DEFAULT_DATA_DIR
 from engine.settings import SETTINGS_ENV_VAR, load_settings
 from tests.dashboard_fixture import HOSTILE_TEXT, copy_dashboard_db
+from tests.dashboard_real_sessions import (
+    Session,
+    all_sessions,
+    copy_real_sessions_db,
+    representative_sessions,
+)
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 TIMEOUT = 60
@@ -659,15 +665,22 @@ def test_every_table_on_every_page_names_its_columns_in_words(db: Path) -> None:
     assert not failures, failures
 
 
-@pytest.mark.timeout(1800)
-def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_raw_none(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The page scripts, their queries and their text for every session of every real agent's fixture
-    imported by ``ctxdesk import`` (the browser opens every page of the representatives only:
-    tests/browser/test_dashboard_browser.py)."""
-    from tests.dashboard_real_sessions import all_sessions, copy_real_sessions_db
+#: The sessions beyond the representatives are walked in this many parts, each its own xdist group (and so
+#: on either worker): the whole walk, 91 sessions at ~6 s each (the Sessions and Why pages ~2 s), was the
+#: longest test of the suite, ~10 minutes on one worker (~30 at load 7). Part ``i`` walks the others'
+#: sessions ``i``, ``i + FULL_WALK_PARTS``, ...: with the representatives, every page of every session.
+FULL_WALK_PARTS = 2
 
+
+def _walk_real_sessions(
+    pick: Callable[[list[Session]], list[Session]],
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every page of the sessions ``pick`` chooses among every real agent's imported sessions: no
+    exception, no error but a failed call's recorded provider error, a title, no raw None/nan, every table
+    in words, and the session stays selected."""
     (tmp_path / "data").mkdir()
     db = copy_real_sessions_db(tmp_path_factory.getbasetemp(), tmp_path / "data" / "real.db")
     monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db.parent))
@@ -677,9 +690,11 @@ def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_r
     sessions = all_sessions(db)
     sources = {s.source for s in sessions}
     assert len(sources) >= 15 and len(sessions) >= 60, (len(sources), len(sessions))  # every fixture came in
+    walked = pick(sessions)
+    assert walked, "no session to walk"
     at = _app(session=None)
     failures: dict[tuple[str, str], list[str]] = {}
-    for session in sessions:
+    for session in walked:
         for name in REAL_PAGES:
             at.session_state["selected_session"] = f"real::{session.session_id}"
             at.switch_page(f"views/{name}.py").run()
@@ -691,6 +706,59 @@ def test_every_page_of_every_imported_real_session_opens_without_an_error_or_a_r
             if problems:
                 failures[(session.session_id, name)] = problems
     assert not failures, failures
+
+
+def _others(sessions: list[Session]) -> list[Session]:
+    """The imported sessions that are not representatives, by id."""
+    chosen = {s.session_id for s in representative_sessions(sessions)}
+    return [s for s in sessions if s.session_id not in chosen]
+
+
+@pytest.mark.timeout(1800)
+def test_every_page_of_the_representative_real_sessions_opens_without_an_error_or_a_raw_none(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page scripts, their queries and their text for one session of every import format and those
+    showing what the others do not (compactions, sub-agents, parents, failed calls), imported by ``ctxdesk
+    import`` from every real agent's fixture (the browser opens the same sessions' pages:
+    tests/browser/test_dashboard_browser.py)."""
+
+    def representatives(sessions: list[Session]) -> list[Session]:
+        chosen = representative_sessions(sessions)
+        assert {s.source for s in chosen} == {s.source for s in sessions}
+        return chosen
+
+    _walk_real_sessions(representatives, tmp_path, tmp_path_factory, monkeypatch)
+
+
+@pytest.mark.full_walk
+@pytest.mark.timeout(1800)
+@pytest.mark.cost(240)
+@pytest.mark.parametrize(
+    "part",
+    [pytest.param(i, marks=pytest.mark.xdist_group(f"apptest:walk-{i + 1}"), id=f"part {i + 1} of {FULL_WALK_PARTS}")
+     for i in range(FULL_WALK_PARTS)],
+)  # fmt: skip
+def test_every_page_of_every_other_imported_real_session_opens_without_an_error_or_a_raw_none(
+    part: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk above over every session it does not open (``-m "not full_walk"`` leaves these out)."""
+
+    def my_part(sessions: list[Session]) -> list[Session]:
+        return _others(sessions)[part::FULL_WALK_PARTS]
+
+    _walk_real_sessions(my_part, tmp_path, tmp_path_factory, monkeypatch)
+
+
+def test_the_two_walks_open_every_imported_real_session_once(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The representatives and the parts of the full walk together are every session, none twice."""
+    sessions = all_sessions(copy_real_sessions_db(tmp_path_factory.getbasetemp(), tmp_path / "real.db"))
+    walked = [s.session_id for s in representative_sessions(sessions)]
+    for part in range(FULL_WALK_PARTS):
+        walked += [s.session_id for s in _others(sessions)[part::FULL_WALK_PARTS]]
+    assert sorted(walked) == sorted(s.session_id for s in sessions)
 
 
 def test_a_compare_pair_stays_when_a_new_session_appears(db: Path) -> None:
@@ -711,7 +779,9 @@ def test_a_compare_pair_stays_when_a_new_session_appears(db: Path) -> None:
     st.cache_data.clear()
     at.run()
     _ok(at)
-    assert at.selectbox(key="cmp_a").options[0] == "A session being written · gpt-4o · sample"  # the newest first
+    assert (
+        at.selectbox(key="cmp_a").options[0] == "A session being written · gpt-4o · sample"
+    )  # the newest first
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (
         "sample::sess-refactor",
         "sample::sess-small",
