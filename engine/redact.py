@@ -53,14 +53,16 @@ _NAMED = re.compile(
 #: Every match of _NAMED holds a match of one of these (a generic name's last word with its separator,
 #: a header name, ``://``) at most _NAME_REACH characters after its start: _NAMED is tried only there
 #: (tried at every character it costs ~0.3 s per MB). Two patterns: each alone scans faster than both.
+#: Each alternative starts with a literal, so the regex engine skips ahead to a possible first
+#: character instead of trying every alternative at every position (``(?:key|secret)...`` ran 2x slower).
 _ANCHORS = (
-    re.compile(rf"(?:key|secret|token|passw(?:or)?d){_QUOTE}\s*[:=]"),
+    re.compile("|".join(rf"{word}{_QUOTE}\s*[:=]" for word in ("key", "secret", "token", r"passw(?:or)?d"))),
     re.compile(r"x-(?:goog-)?api-key|authorization|bearer|://"),
 )
 _NAME_REACH = 16
 #: Both anchors in one pattern: on a short text one search that finds nothing is the whole cost (most
 #: stored texts are short and hold no credential; the two-pattern merge below costs ~10 µs per text).
-_ANY_ANCHOR = re.compile("|".join(f"(?:{a.pattern})" for a in _ANCHORS))
+_ANY_ANCHOR = re.compile("|".join(a.pattern for a in _ANCHORS))
 _SHORT_TEXT = 4_096
 #: A key's first character follows none of these (the lookbehind of _KEYS).
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
