@@ -115,7 +115,7 @@ def proxy_walk() -> Walk:
         scripted.install(upstream)
         with upstream, tempfile.TemporaryDirectory() as tmp:
             ups = Upstreams(
-                anthropic=upstream.base_url, openai=upstream.base_url + "/v1", read_timeout_s=10.0
+                anthropic=upstream.base_url, openai=upstream.base_url + "/v1", read_timeout_s=120.0
             )
             with ProxyServer(Path(tmp) / "proxy.db", upstreams=ups) as proxy:
                 client = anthropic.Anthropic(
