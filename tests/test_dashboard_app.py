@@ -86,6 +86,22 @@ def test_app_opens_on_sessions_listing_every_session(db: Path) -> None:
     assert at.sidebar.selectbox[0].value == at.session_state["selected_session"]
 
 
+@pytest.mark.parametrize(("opened", "charts"), [(False, 0), (True, 1)], ids=["closed", "opened"])
+def test_the_sessions_peak_usage_chart_is_built_only_while_its_expander_is_open(
+    db: Path, opened: bool, charts: int
+) -> None:
+    """The Sessions page computes only what it shows (#36.12): a closed expander's chart is not built."""
+    at = _app(session=None)
+    assert any(e.label == "Peak usage by session" for e in at.expander)
+    if opened:
+        at.session_state["sessions_peak_chart"] = True  # what opening it in the browser sets
+        at.run()
+        _ok(at)
+    charts_drawn = at.get("plotly_chart")
+    assert len(charts_drawn) == charts
+    assert all("Peak usage" in c.proto.spec for c in charts_drawn)
+
+
 def test_sessions_filters_and_sorts(db: Path) -> None:
     at = _app(session=None)
     at.text_input(key="sessions_search").input("quarterly").run()

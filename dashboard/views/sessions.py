@@ -21,6 +21,8 @@ c2.metric("Messages", f"{int(df['messages'].sum()):,}")
 c3.metric("Forced final turns", f"{int(df['forced_final'].sum()):,}")
 c4.metric("Offloaded", f"{int(df['offloaded_bytes'].sum()) / 1024:,.1f} KiB")
 
+#: The "Peak usage by session" expander's state (open or closed), kept across runs.
+PEAK_CHART_KEY = "sessions_peak_chart"
 SORT_OPTIONS = [
     "updated_utc", "peak_usage_pct", "turns", "messages", "compactions", "forced_final", "offloaded_bytes", "title",
 ]  # fmt: skip
@@ -244,8 +246,11 @@ if ref is not None and not df[(df["db"] == ref.db) & (df["session_id"] == ref.se
     findings_section(ref)
 
 if len(view) > 1:
-    with st.expander("Peak usage by session", expanded=False):
-        st.plotly_chart(figures.sessions_scatter(view))
+    # The chart is built only while the expander is open (a closed one reruns the page when opened):
+    # building it costs every run of this page ~0.3 s, the first one plotly's validators too.
+    with st.expander("Peak usage by session", key=PEAK_CHART_KEY, on_change="rerun") as peak_chart:
+        if peak_chart.open:
+            st.plotly_chart(figures.sessions_scatter(view))
 
 
 # -- cost (dashboard/data/costs.py): totals, filters by project, model and day, roll-ups ------------------
@@ -311,7 +316,10 @@ def cost_section() -> None:
         table[by] = [titles.get(str(s), str(s)) for s in table[by]]
     table = table[[by, *COST_ORDER]]
     st.dataframe(
-        table, hide_index=True, placeholder=display.MISSING, column_config=table_columns.readable(table, COST_LABELS)
+        table,
+        hide_index=True,
+        placeholder=display.MISSING,
+        column_config=table_columns.readable(table, COST_LABELS),
     )
     agents = data.beside_agent_costs(state.query(data.agent_costs), calls)
     if not agents.empty:
