@@ -6,7 +6,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +36,30 @@ def db(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     st.cache_data.clear()
     st.cache_resource.clear()
     return target
+
+
+@pytest.fixture(scope="module")
+def _read_only_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """One copy of the fixture database and a settings path (no file) for the module's tests that only
+    read; no page they open may write to either."""
+    base = tmp_path_factory.mktemp("read_only")
+    db = copy_dashboard_db(tmp_path_factory.getbasetemp(), base / "sample.db")
+    settings = base / "config" / "settings.toml"
+    before = db.read_bytes()
+    yield db, settings
+    assert db.read_bytes() == before, "a page the read-only tests opened wrote to the database"
+    assert not settings.exists(), "a page the read-only tests opened wrote the settings file"
+
+
+@pytest.fixture
+def read_db(_read_only_sample: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fixture database of the tests that only read it, shared by them with Streamlit's caches, as one
+    dashboard server's users share them: a page's first run over a new database computes its queries (the
+    Sessions page ~8 s on the loaded 2-core box, ~1.5 s with warm caches). A test that writes uses ``db``."""
+    db, settings = _read_only_sample
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(db))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(settings))
+    return db
 
 
 def _app(session: str | None = "sess-refactor", page: str | None = None) -> AppTest:
@@ -76,7 +100,7 @@ def _no_markdown_holds_raw_html(at: AppTest) -> None:
         assert "onerror" not in str(element.value)
 
 
-def test_app_opens_on_sessions_listing_every_session(db: Path) -> None:
+def test_app_opens_on_sessions_listing_every_session(read_db: Path) -> None:
     at = _app(session=None)
     assert at.title[0].value == "Sessions"
     table = at.dataframe[0].value
@@ -88,7 +112,7 @@ def test_app_opens_on_sessions_listing_every_session(db: Path) -> None:
 
 @pytest.mark.parametrize(("opened", "charts"), [(False, 0), (True, 1)], ids=["closed", "opened"])
 def test_the_sessions_peak_usage_chart_is_built_only_while_its_expander_is_open(
-    db: Path, opened: bool, charts: int
+    read_db: Path, opened: bool, charts: int
 ) -> None:
     """The Sessions page computes only what it shows (#36.12): a closed expander's chart is not built."""
     at = _app(session=None)
@@ -102,7 +126,7 @@ def test_the_sessions_peak_usage_chart_is_built_only_while_its_expander_is_open(
     assert all("Peak usage" in c.proto.spec for c in charts_drawn)
 
 
-def test_sessions_filters_and_sorts(db: Path) -> None:
+def test_sessions_filters_and_sorts(read_db: Path) -> None:
     at = _app(session=None)
     at.text_input(key="sessions_search").input("quarterly").run()
     assert list(at.dataframe[0].value["session_id"]) == ["sess-report"]
@@ -114,7 +138,7 @@ def test_sessions_filters_and_sorts(db: Path) -> None:
     assert list(at.dataframe[0].value["turns"]) == sorted(at.dataframe[0].value["turns"])
 
 
-def test_sidebar_pick_selects_the_session_for_every_page(db: Path) -> None:
+def test_sidebar_pick_selects_the_session_for_every_page(read_db: Path) -> None:
     at = _app(session=None)
     at.sidebar.selectbox[0].set_value("sample::sess-report").run()
     _ok(at)
@@ -123,7 +147,7 @@ def test_sidebar_pick_selects_the_session_for_every_page(db: Path) -> None:
     assert "Summarise the quarterly report" in _texts(at)
 
 
-def test_timeline_charts_components_and_shows_what_a_turn_sent(db: Path) -> None:
+def test_timeline_charts_components_and_shows_what_a_turn_sent(read_db: Path) -> None:
     at = _app(page="timeline")
     chart = at.get("plotly_chart")[0]
     assert "Tool results" in chart.proto.spec and "Effective limit" in chart.proto.spec
@@ -137,7 +161,7 @@ def test_timeline_charts_components_and_shows_what_a_turn_sent(db: Path) -> None
     assert "auth/part3.py" in at.code[0].value  # the largest message, read in full
 
 
-def test_hostile_message_text_is_shown_literally_never_as_markup(db: Path) -> None:
+def test_hostile_message_text_is_shown_literally_never_as_markup(read_db: Path) -> None:
     at = _app(page="timeline")
     at.number_input(key="timeline_turn").set_value(1).run()
     seq = next(o for o in at.selectbox(key="timeline_message").options if "user_input" in o)
@@ -147,7 +171,7 @@ def test_hostile_message_text_is_shown_literally_never_as_markup(db: Path) -> No
     _no_markdown_holds_raw_html(at)
 
 
-def test_why_did_it_stop_explains_the_forced_final_turn(db: Path) -> None:
+def test_why_did_it_stop_explains_the_forced_final_turn(read_db: Path) -> None:
     at = _app(page="why_stop")
     text = _texts(at)
     assert "limit = context_window 13,500 - max_output_tokens 1,024 - buffer_tokens 256 = 12,220" in text
@@ -161,7 +185,7 @@ def test_why_did_it_stop_explains_the_forced_final_turn(db: Path) -> None:
     assert growth.iloc[0]["component"] == "Tool results"
 
 
-def test_why_did_it_stop_for_a_skipped_provider_and_for_a_clean_session(db: Path) -> None:
+def test_why_did_it_stop_for_a_skipped_provider_and_for_a_clean_session(read_db: Path) -> None:
     at = _app(session="sess-report", page="why_stop")
     assert "Skipped provider" in _texts(at) + "".join(str(m.value) for m in at.markdown)
     assert "provider:openai (settings.toml)" in set(at.dataframe[0].value["came from"])
@@ -212,7 +236,7 @@ def test_restore_writes_a_restore_snapshot(db: Path) -> None:
     assert rows == [("chain",), ("restore",)]
 
 
-def test_offloaded_results_page_reads_searches_and_downloads(db: Path) -> None:
+def test_offloaded_results_page_reads_searches_and_downloads(read_db: Path) -> None:
     at = _app(page="offloaded")
     assert len(at.dataframe[0].value) == 1
     assert at.get("download_button")
@@ -228,7 +252,7 @@ def test_offloaded_results_page_reads_searches_and_downloads(db: Path) -> None:
     assert "Binary output" in _texts(at)
 
 
-def test_tools_page_shows_costs_deferrals_and_searches(db: Path) -> None:
+def test_tools_page_shows_costs_deferrals_and_searches(read_db: Path) -> None:
     at = _app(page="tools")
     assert len(at.get("plotly_chart")) == 2
     frames = [d.value for d in at.dataframe]
@@ -299,7 +323,7 @@ def test_one_junk_database_in_a_folder_is_skipped_with_a_warning_and_the_rest_lo
     assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor", "sess-report", "sess-small"}
 
 
-def test_timeline_by_model_call_shows_the_turn_each_call_belongs_to(db: Path) -> None:
+def test_timeline_by_model_call_shows_the_turn_each_call_belongs_to(read_db: Path) -> None:
     at = _app(page="timeline")
     at.radio(key="timeline_step").set_value("model call").run()
     _ok(at)
@@ -333,7 +357,7 @@ def test_opens_on_the_bundled_sample_data_with_no_configuration(
 # -- findings, links, recorded settings --------------------------------------------------------
 
 
-def test_sessions_page_lists_the_selected_sessions_findings_largest_first(db: Path) -> None:
+def test_sessions_page_lists_the_selected_sessions_findings_largest_first(read_db: Path) -> None:
     at = _app(session="sess-report", page="sessions")
     assert "Findings" in [s.value for s in at.subheader]
     table = at.dataframe(key="sessions_findings").value
@@ -344,7 +368,7 @@ def test_sessions_page_lists_the_selected_sessions_findings_largest_first(db: Pa
     assert "No wasted context found" in _texts(at)
 
 
-def test_a_picked_finding_shows_its_details_and_opens_its_turn_on_the_timeline(db: Path) -> None:
+def test_a_picked_finding_shows_its_details_and_opens_its_turn_on_the_timeline(read_db: Path) -> None:
     at = _app(session="sess-report", page="sessions")
     table = at.dataframe(key="sessions_findings").value
     row = int(table.index[table["kind"] == "Repeated read"][0])
@@ -360,7 +384,7 @@ def test_a_picked_finding_shows_its_details_and_opens_its_turn_on_the_timeline(d
     assert at.number_input(key="timeline_turn").value == 3
 
 
-def test_timeline_marks_findings_and_the_turn_panel_lists_them(db: Path) -> None:
+def test_timeline_marks_findings_and_the_turn_panel_lists_them(read_db: Path) -> None:
     at = _app(session="sess-report", page="timeline")
     spec = at.get("plotly_chart")[0].proto.spec
     assert "Findings (hover" in spec and "tokens to save" in spec
@@ -374,7 +398,7 @@ def test_timeline_marks_findings_and_the_turn_panel_lists_them(db: Path) -> None
     assert not any("Findings at turn" in str(m.value) for m in at.markdown)
 
 
-def test_findings_follow_the_model_call_axis(db: Path) -> None:
+def test_findings_follow_the_model_call_axis(read_db: Path) -> None:
     at = _app(session="sess-report", page="timeline")
     at.radio(key="timeline_step").set_value("model call").run()
     _ok(at)
@@ -409,7 +433,7 @@ def test_findings_refresh_when_the_database_changes(db: Path) -> None:
     assert "Repeated read" in set(at.dataframe(key="sessions_findings").value["kind"])
 
 
-def test_a_plain_session_id_link_selects_the_session(db: Path) -> None:
+def test_a_plain_session_id_link_selects_the_session(read_db: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params["session"] = "sess-report"
     at.run()
@@ -439,7 +463,7 @@ def test_an_ambiguous_or_unknown_link_warns_and_keeps_the_default(
         assert "<b>" not in str(at.sidebar.warning[0].value)
 
 
-def test_why_did_it_stop_shows_every_recorded_setting_value(db: Path) -> None:
+def test_why_did_it_stop_shows_every_recorded_setting_value(read_db: Path) -> None:
     from engine.tokens import get_tokenizer
 
     at = _app(page="why_stop")
@@ -477,7 +501,7 @@ def test_why_did_it_stop_lists_close_calls_of_a_session_that_went_on(
     _no_markdown_holds_raw_html(at)
 
 
-def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_values(db: Path) -> None:
+def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_values(read_db: Path) -> None:
     at = _app(page="model_settings")
     table = at.dataframe[0].value.set_index("setting")
     assert table.loc["context_window", "the session ran with"] == "13,500"
@@ -493,7 +517,7 @@ def test_model_settings_show_what_the_session_ran_with_beside_the_resolved_value
     ) in _texts(at)
 
 
-def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(db: Path, tmp_path: Path) -> None:
+def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(read_db: Path) -> None:
     at = _app(page="why_stop")
     suggestion = next(t.value for t in at.text if t.value.startswith("• context_window ≥"))
     wanted = int(suggestion.split("≥ ")[1].split(" ")[0].replace(",", ""))
@@ -502,10 +526,10 @@ def test_a_suggested_fix_opens_model_settings_with_it_filled_in_unsaved(db: Path
     assert at.title[0].value == "Model settings"
     assert _field(at, "context_window").value == str(wanted)
     assert any("unsaved change" in str(c.value) for c in at.caption)
-    assert not (tmp_path / "config" / "settings.toml").exists()  # nothing written until Save
+    assert not Path(os.environ[SETTINGS_ENV_VAR]).exists()  # nothing written until Save
 
 
-def test_session_filters_live_in_the_url_both_ways(db: Path) -> None:
+def test_session_filters_live_in_the_url_both_ways(read_db: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params["q"] = "quarterly"
     at.query_params["sort"] = "turns"
@@ -519,7 +543,7 @@ def test_session_filters_live_in_the_url_both_ways(db: Path) -> None:
     assert at.query_params["ended"] in ("forced", ["forced"])
 
 
-def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(db: Path) -> None:
+def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(read_db: Path) -> None:
     at = _app(page="timeline")
     labels = {m.label: m.value for m in at.metric}
     cost_label = next((label for label in labels if label.startswith("Cost of turn")), None)
@@ -530,7 +554,7 @@ def test_timeline_prices_the_selected_call_and_lists_every_calls_cost(db: Path) 
     assert len(every) > 1 and (every["total_usd"] > 0).all()
 
 
-def test_compare_shows_two_sessions_and_two_calls_side_by_side_with_what_differs(db: Path) -> None:
+def test_compare_shows_two_sessions_and_two_calls_side_by_side_with_what_differs(read_db: Path) -> None:
     at = _app(page="compare")
     assert at.selectbox(key="cmp_a").value == "sample::sess-refactor"  # the selected session is A
     at.selectbox(key="cmp_b").set_value("sample::sess-small").run()
@@ -666,7 +690,7 @@ def _table_problems(at: AppTest) -> list[str]:
     return problems
 
 
-def test_every_table_on_every_page_names_its_columns_in_words(db: Path) -> None:
+def test_every_table_on_every_page_names_its_columns_in_words(read_db: Path) -> None:
     at = _app()
     failures = {}
     for session in ("sess-refactor", "sess-small"):
