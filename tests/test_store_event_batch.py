@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
+import engine.store.event_batch as event_batch_module
 import engine.store.sql_store as store_module
 from engine.errors import NotFoundError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.importers import import_files
+from engine.messages import user
 from engine.store import SessionStore
+from engine.store.event_batch import HELD_ROWS
 from engine.store.records import event_from_row
+from engine.tokens import get_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real_agents"
 CLAUDE = FIXTURES / "claude-code"
@@ -112,3 +116,35 @@ def test_a_batch_for_a_missing_session_fails_typed_and_keeps_what_was_stored(tmp
             store.record_event("nope", _event(2))
         assert [e.seq for e in store.list_events(sid)] == [0]
         assert store.record_event(sid, _event(3)) == store.list_events(sid)[-1].id
+
+
+def _record_many(db: Path, events: int, messages: int) -> list[int]:
+    """Two sessions' events interleaved and one long transcript, as an import of a huge session writes them."""
+    with SessionStore(db) as store:
+        sessions = [store.create_session(session_id=name) for name in ("a", "b")]
+        store.append_messages(
+            "a", [user(f"step {i}") for i in range(messages)], tokenizer=get_tokenizer("gpt-4.1")
+        )
+        with store.batched_costs():
+            ids = [store.record_event(sessions[i % 2], _event(i, usage=i % 3 != 0)) for i in range(events)]
+    return ids
+
+
+def test_a_batch_of_more_rows_than_it_holds_writes_what_event_by_event_recording_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows are inserted every HELD_ROWS inside the one transaction: memory stays bounded, nothing changes
+    for module in (store_module, event_batch_module):  # a call's time is its event's when no message has one
+        monkeypatch.setattr(module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
+    events, messages = HELD_ROWS * 2 + 17, HELD_ROWS + 5
+    batched = _record_many(tmp_path / "batched.db", events, messages)
+    monkeypatch.setattr(SessionStore, "batched_costs", lambda self: contextlib.nullcontext())
+    one_by_one = _record_many(tmp_path / "one_by_one.db", events, messages)
+    assert batched == one_by_one == list(range(1, events + 1))
+    got, want = _tables(tmp_path / "batched.db"), _tables(tmp_path / "one_by_one.db")
+    assert len(got["context_events"]) == events and len(got["messages"]) == messages
+    assert len(got["request_costs"]) == sum(1 for i in range(events) if i % 3 != 0)
+    assert got == want
+    with SessionStore(tmp_path / "batched.db") as store:
+        assert [e.seq for e in store.list_events("b")] == list(range(events // 2))
+        assert [m.seq for m in store.load_messages("a")] == list(range(messages))

@@ -38,6 +38,9 @@ _PLAIN_FIELDS = (
 )  # fmt: skip
 #: Ids reserved at a time (doubling up to the last): PostgreSQL's sequence skips what a flush left unused.
 _ID_BLOCKS = (16, 256, 4096)
+#: Held rows are inserted once this many wait (same transaction): memory stays bounded however many
+#: calls a session has (a million-line transcript held 500,000 rows until its commit).
+HELD_ROWS = 4096
 
 
 class EventBatch:
@@ -64,6 +67,9 @@ class EventBatch:
         self.rows.append(row)
         if event.kind == "request" and event.usage is not None:  # its cost row, once the transaction commits
             self.store._pending_cost(session_id, event_id, self.stored(row))
+        if len(self.rows) >= HELD_ROWS:  # nothing else ran since: the reserved ids and seqs stay good
+            self._insert(self.rows)
+            self.rows = []
         return event_id
 
     def stored(self, row: tuple[Any, ...]) -> StoredEvent:
@@ -93,8 +99,10 @@ class EventBatch:
         between may have written or deleted events)."""
         rows, self.rows = self.rows, []
         self._next_seq, self._ids, self._last_id = {}, [], 0
-        if not rows:
-            return
+        if rows:
+            self._insert(rows)
+
+    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
         try:
             self.store._insert_events(self.conn, rows)
         except self.store._integrity_errors as exc:

@@ -31,19 +31,26 @@ def content_to_json(message: Message) -> str:
 def stored_form(message: Message) -> tuple[Message, str]:
     """``message`` as the store keeps it, secrets redacted (:func:`engine.redact.redact_secrets` over
     its content JSON and its meta), with that content JSON; the message itself when nothing is."""
+    stored, content_json, _ = stored_texts(message)
+    return stored, content_json
+
+
+def stored_texts(message: Message) -> tuple[Message, str, str | None]:
+    """:func:`stored_form` and its meta as JSON text (None when it has none): the ``meta_json``
+    column, serialized once (a redacted meta read back serializes to the redacted text)."""
     text = content_to_json(message)
     redacted = redact_secrets(text)
-    meta = message.meta
+    meta, meta_text = message.meta, None
     if meta:
         meta_text = json.dumps(meta, ensure_ascii=False, default=str)
         if (meta_redacted := redact_secrets(meta_text)) is not meta_text:
-            meta = json.loads(meta_redacted)
+            meta, meta_text = json.loads(meta_redacted), meta_redacted
     if redacted is text and meta is message.meta:
-        return message, text
+        return message, text, meta_text
     content = (
         content_from_json(redacted, where="a redacted message") if redacted is not text else message.content
     )
-    return message.model_copy(update={"content": content, "meta": meta}), redacted
+    return message.model_copy(update={"content": content, "meta": meta}), redacted, meta_text
 
 
 def redact_message(message: Message) -> Message:

@@ -31,7 +31,7 @@ from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
-from engine.store.event_batch import EVENT_COLUMNS, EventBatch
+from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -55,7 +55,7 @@ from engine.store.records import (
     message_to_json,
     messages_from_json_text,
     share_fields_set,
-    stored_form,
+    stored_texts,
     usage_from_row,
     utc_now,
 )
@@ -391,7 +391,9 @@ class SqlSessionStore(ABC):
                     tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
                 )
                 kind = message_kind(message)
-                message, content_json = stored_form(message)  # counted as sent, kept without secrets
+                message, content_json, meta_json = stored_texts(
+                    message
+                )  # counted as sent, kept without secrets
                 tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
                 values.append((
                     message_id, session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
@@ -400,7 +402,7 @@ class SqlSessionStore(ABC):
                     usage.input_tokens if usage else None, usage.output_tokens if usage else None,
                     usage.cache_read_input_tokens if usage else None,
                     usage.cache_creation_input_tokens if usage else None,
-                    _dumps(message.meta) if message.meta else None, now,
+                    meta_json, now,
                 ))  # fmt: skip
                 rows.append(
                     StoredMessage(
@@ -410,11 +412,11 @@ class SqlSessionStore(ABC):
                     )
                 )  # fmt: skip
                 seq += 1
-            if values:  # one statement for the lot: no round trip per row
-                conn.executemany(
-                    f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) VALUES ({self._marks(len(MESSAGE_COLUMNS))})",
-                    values,
-                )
+                if len(values) >= HELD_ROWS:  # inserted as they come: memory stays bounded
+                    self._insert_messages(conn, values)
+                    values = []
+            if values:
+                self._insert_messages(conn, values)
             conn.execute(f"UPDATE sessions SET updated_utc = {self.P} WHERE id = {self.P}", (now, session_id))
         return rows
 
@@ -493,6 +495,13 @@ class SqlSessionStore(ABC):
             ):  # its cost row, once the transaction commits
                 self._pending_cost(session_id, event_id)
         return event_id
+
+    def _insert_messages(self, conn: Any, values: Sequence[Sequence[Any]]) -> None:
+        """Insert ``messages`` rows (:data:`MESSAGE_COLUMNS` order): one statement, no round trip per row."""
+        conn.executemany(
+            f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) VALUES ({self._marks(len(MESSAGE_COLUMNS))})",
+            values,
+        )
 
     def _next_event_seq(self, conn: Any, session_id: str) -> int:
         return int(
