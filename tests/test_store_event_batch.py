@@ -126,7 +126,7 @@ def _record_many(db: Path, events: int, messages: int) -> list[int]:
             "a", [user(f"step {i}") for i in range(messages)], tokenizer=get_tokenizer("gpt-4.1")
         )
         with store.batched_costs():
-            ids = [store.record_event(sessions[i % 2], _event(i, usage=i % 3 != 0)) for i in range(events)]
+            ids = [store.record_event(sessions[i % 2], _event(i, usage=i % 7 != 0)) for i in range(events)]
     return ids
 
 
@@ -136,14 +136,15 @@ def test_a_batch_of_more_rows_than_it_holds_writes_what_event_by_event_recording
     # Rows are inserted every HELD_ROWS inside the one transaction: memory stays bounded, nothing changes
     for module in (store_module, event_batch_module):  # a call's time is its event's when no message has one
         monkeypatch.setattr(module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
-    events, messages = HELD_ROWS * 2 + 17, HELD_ROWS + 5
+    # and each session's cost rows are written HELD_ROWS calls at a time, each chunk continuing the last
+    events, messages = HELD_ROWS * 3 + 17, HELD_ROWS + 5
     batched = _record_many(tmp_path / "batched.db", events, messages)
     monkeypatch.setattr(SessionStore, "batched_costs", lambda self: contextlib.nullcontext())
     one_by_one = _record_many(tmp_path / "one_by_one.db", events, messages)
     assert batched == one_by_one == list(range(1, events + 1))
     got, want = _tables(tmp_path / "batched.db"), _tables(tmp_path / "one_by_one.db")
     assert len(got["context_events"]) == events and len(got["messages"]) == messages
-    assert len(got["request_costs"]) == sum(1 for i in range(events) if i % 3 != 0)
+    assert len(got["request_costs"]) == sum(1 for i in range(events) if i % 7 != 0) > HELD_ROWS * 2
     assert got == want
     with SessionStore(tmp_path / "batched.db") as store:
         assert [e.seq for e in store.list_events("b")] == list(range(events // 2))

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.errors import NotFoundError
 from engine.events import ComponentTokens, ContextEvent
-from engine.store.records import StoredEvent, usage_from_row, utc_now
+from engine.store.records import StoredEvent, share_fields_set, usage_from_row, utc_now
 
 #: context_events' columns as the store's ``record_event`` writes them (all but ``id``).
 EVENT_COLUMNS = (
@@ -88,11 +88,16 @@ class EventBatch:
         )  # fmt: skip
         usage = usage_from_row(d, construct=True)
         fields = {k: d[k] for k in _PLAIN_FIELDS}
-        return StoredEvent.model_construct(
+        event = StoredEvent.model_construct(
             **fields, components=components, usage=usage,
             details=json.loads(d["details_json"]) if d["details_json"] else {},
             messages_excluded=tuple(json.loads(d["messages_excluded"])) if d["messages_excluded"] else (),
         )  # fmt: skip
+        # held until the commit prices them: each model's set of given fields is shared (2 KB apiece)
+        for part in (components, usage):
+            if part is not None:
+                share_fields_set(part)
+        return share_fields_set(event)
 
     def flush(self) -> None:
         """Insert the held rows; ids and seqs are read afresh for the next event (a statement run

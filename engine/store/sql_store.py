@@ -250,7 +250,17 @@ class SqlSessionStore(ABC):
         try:
             with self.transaction() as conn:
                 for session_id, event_ids in pending.items():
-                    record_request_costs(self, conn, session_id, event_ids, written=written)
+                    # a chunk at a time (each one continues from the rows of the last): the calls, cost
+                    # rows and verdicts of half a million calls are never all in memory at once
+                    for start in range(0, len(event_ids), HELD_ROWS):
+                        chunk = event_ids[start : start + HELD_ROWS]
+                        record_request_costs(
+                            self,
+                            conn,
+                            session_id,
+                            chunk,
+                            written={i: written.pop(i) for i in chunk if i in written},
+                        )
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
 
