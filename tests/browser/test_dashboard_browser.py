@@ -713,6 +713,8 @@ def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(
 @pytest.mark.skipif(
     not any(SAMPLE_DATA.glob("*.db")), reason="no bundled sample data in data/ (ctxdesk demo)"
 )
+# 70 page loads (7 sessions x 10 pages): 472 s at load 13, far past the browser lane's 60 s; started early
+@pytest.mark.cost(240)
 def test_every_page_renders_over_the_bundled_sample_data(
     served_sample: dict[str, object], page: object
 ) -> None:
