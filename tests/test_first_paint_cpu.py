@@ -1,0 +1,44 @@
+"""bench/first_paint's CPU clock: the processor time of a command's whole session, its exited and
+waited-for workers included, whatever else the machine runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.first_paint import session_cpu_seconds
+
+#: Burns about ``BURN_S`` seconds of CPU, then waits to be stopped (still in /proc when read).
+BURN = "import time\nend = time.process_time() + {burn}\nwhile time.process_time() < end: pass\n"
+SPIN_S = 0.4
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(
+    "script",
+    [
+        BURN.format(burn=SPIN_S) + "print('burned', flush=True)\ntime.sleep(60)",
+        # A worker that ran and exited: counted through its waiting parent (cutime), as the
+        # dashboard's worker processes are.
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {BURN.format(burn=SPIN_S)!r}], check=True)\n"
+        "print('waited', flush=True)\ntime.sleep(60)",
+    ],
+    ids=["the session's own process", "a child it waited for"],
+)
+def test_the_cpu_a_session_burned_is_counted(script: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # the burn is over (and the child, if any, waited for)
+        used = session_cpu_seconds(proc.pid)
+        assert SPIN_S <= used < SPIN_S + 5  # the burn, plus the interpreters' start
+        assert session_cpu_seconds(os.getsid(0)) > 0 and proc.pid != os.getsid(0)
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
