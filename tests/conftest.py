@@ -6,7 +6,8 @@
   (``CI=true``) a missing browser is a failure, never a silent skip.
 - Lanes: ``browser``, ``apptest`` (Streamlit's AppTest, found by the module using it) and ``peer`` tests are
   also ``slow``, and so is every test named in ``SLOW_TESTS`` (measured over ~2 s); ``pytest -m "not slow"``
-  is the fast lane for the inner loop, the README's command runs all.
+  is the fast lane for the inner loop, the README's command runs all. ``full_walk`` marks the AppTest walk over
+  the imported real sessions beyond the representatives (tests/test_dashboard_app.py; CI runs it).
 - Parallel: pyproject's addopts run the tests on pytest-xdist workers (``-n auto --dist loadgroup``; ``-n 0``
   for one process, e.g. with ``--pdb``); browser and peer tests each stay on one worker, and every other
   module's tests go to one worker together (``xdist_group``).
