@@ -386,6 +386,12 @@ def parse_utc(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+def event_time_is_call_time(source: str | None) -> bool:
+    """Whether a session's events were written as its calls were made (ctxdesk's own sessions, the
+    proxy's, an OpenTelemetry capture's), not when a transcript was imported (``import:<format>``)."""
+    return not (source or "").startswith("import:")
+
+
 def call_records(
     events: Iterable[Any],
     *,
@@ -393,12 +399,15 @@ def call_records(
     default_model: str | None = None,
     exact_requests: Mapping[int, Mapping[str, Any]] | None = None,
     table: ModelTable | None = None,
+    event_time_is_call_time: bool = True,
 ) -> list[CallRecord]:
     """The calls of one session from its stored events (``StoredEvent``-like, in any order).
 
     Only ``request`` events with provider usage are calls. A call's time is ``details.call_utc``,
     else the ``timestamp`` of the message at ``message_seq`` (``message_times``), else the
-    event's ``created_utc``. A compaction, restore or resume between two calls marks the second; a
+    event's ``created_utc`` when ``event_time_is_call_time`` (a live session's events are written
+    as its calls are made; an imported session's when it was imported: see
+    :func:`event_time_is_call_time`), else unknown. A compaction, restore or resume between two calls marks the second; a
     summarizer call (``details.compaction_call``) marks itself and the call after it.
     ``exact_requests`` (event id -> ``model_requests`` row, when the exact request was recorded)
     supplies what the event's details lack: prompt hashes, the 5m/1h write split, reasoning, time.
@@ -422,7 +431,7 @@ def call_records(
         at = parse_utc(details.get("call_utc"))
         if at is None and e.message_seq is not None:
             at = parse_utc(times.get(e.message_seq))
-        if at is None:
+        if at is None and event_time_is_call_time:
             at = parse_utc(getattr(e, "created_utc", None))
         # a harness's summarizer call (Claude Code's compaction) has a prefix of its own, and the call
         # after it starts from the compacted history

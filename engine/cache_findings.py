@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.cache_analysis import CallCache, analyze_cache, call_records
+from engine.cache_analysis import CallCache, analyze_cache, call_records, event_time_is_call_time
 
 if TYPE_CHECKING:
     from engine.findings.view import Finding, SessionView
@@ -41,7 +41,10 @@ def find_cache_rebuilds(view: SessionView) -> list[Finding]:
         for m in view.messages
         if isinstance(m.message.meta.get("timestamp"), str)
     }
-    calls = call_records(view.events, message_times=times, default_model=view.session.model)
+    calls = call_records(
+        view.events, message_times=times, default_model=view.session.model,
+        event_time_is_call_time=event_time_is_call_time(view.session.source),
+    )  # fmt: skip
     if not any(c.usage.cache_read_input_tokens for c in calls) or not any(
         c.usage.cache_creation_input_tokens for c in calls
     ):

@@ -187,6 +187,47 @@ def test_engine_sessions_store_costs_as_they_run(tmp_path: Path) -> None:
     assert all(r["priced_as"] == "claude-sonnet-4-5" and r["total_usd"] > 0 for r in rows)
 
 
+def test_an_imported_call_without_a_time_of_its_own_has_no_day_not_the_imports(tmp_path: Path) -> None:
+    # Continue CLI keeps no times: its calls were dated by when they were imported (today's costs grew by an
+    # old session's); a session ctxdesk ran (test above) keeps its events' times
+    from engine.importers import import_files
+    from engine.importers.locations import folder_files
+
+    with SessionStore(tmp_path / "continue.db") as store:
+        import_files(
+            folder_files(FIXTURES / "real_agents" / "continue"), store, on_error=lambda path, exc: None
+        )
+        [session] = store.list_sessions()
+        stored = stored_request_costs(store, session.id)
+        computed = session_costs(store, session.id).rows
+        project = rollup_project(project_costs(store))
+    assert stored and [r["call_utc"] for r in stored] == [None] * len(stored)
+    assert [r["call_utc"] for r in computed] == [None] * len(stored)
+    assert [g.key for g in project.by_day] == ["unknown"]
+    assert (project.first_call_utc, project.last_call_utc) == (None, None)
+
+
+def test_the_dashboards_per_day_table_puts_calls_of_unknown_time_on_an_unknown_day_last() -> None:
+    import pandas as pd
+
+    from dashboard.data.costs import rollup
+
+    calls = pd.DataFrame(
+        {
+            "day": ["2026-11-28", None, "2026-11-27"], "priced_as": ["m", "m", "m"], "input_usd": [1.0, 2.0, 4.0],
+            "output_usd": 0.0, "cache_read_usd": 0.0, "cache_write_5m_usd": 0.0, "cache_write_1h_usd": 0.0,
+            "total_usd": [1.0, 2.0, 4.0], "uncached_usd": 0.0, "lost_usd": 0.0, "cache_read_tokens": 0,
+            "cache_write_5m_tokens": 0, "cache_write_1h_tokens": 0, "output_tokens": 0,
+        }
+    )  # fmt: skip
+    per_day = rollup(calls, "day")
+    assert per_day[["day", "total_usd"]].values.tolist() == [
+        ["2026-11-27", 4.0],
+        ["2026-11-28", 1.0],
+        ["unknown", 2.0],
+    ]
+
+
 def test_a_database_missing_earlier_rows_gets_none_until_a_refresh(project_db: Path) -> None:
     from engine.events import ContextEvent, ProviderUsage
 

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from engine.cache_analysis import PREFIX_RESET_EVENTS, analyze_cache, call_records
+from engine.cache_analysis import PREFIX_RESET_EVENTS, analyze_cache, call_records, event_time_is_call_time
 from engine.events import ComponentTokens, ProviderUsage
 from engine.rollup import cost_rows, root_of
 
@@ -120,7 +120,9 @@ def _message_times(cursor: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], d
 
 
 def _sessions(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    return cursor.execute("SELECT db, id, title, model, parent_session_id, metadata_json FROM sessions").df()
+    return cursor.execute(
+        "SELECT db, id, title, model, source, parent_session_id, metadata_json FROM sessions"
+    ).df()
 
 
 def project_of(metadata_json: Any) -> str:
@@ -174,13 +176,18 @@ def call_costs(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         )
         meta = dict(zip(group["id"], group["metadata_json"], strict=True))
         models = dict(zip(group["id"], group["model"], strict=True))
+        timed = {
+            sid: event_time_is_call_time(source)
+            for sid, source in zip(group["id"], group["source"], strict=True)
+        }
         for sid in group["id"]:
             evs = events.get((db, sid))
             if not evs:
                 continue
             calls = call_records(
-                evs, message_times=times.get((db, sid)), default_model=models.get(sid) or None
-            )
+                evs, message_times=times.get((db, sid)), default_model=models.get(sid) or None,
+                event_time_is_call_time=timed[sid],
+            )  # fmt: skip
             if not calls:
                 continue
             root = root_of(sid, parents)
@@ -241,10 +248,16 @@ def cost_totals(calls: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+#: The day of a call whose time is unknown (after every date: 'u' sorts after digits).
+UNKNOWN_DAY = "unknown"
+
+
 def rollup(calls: pd.DataFrame, by: str) -> pd.DataFrame:
     """Totals per ``by`` (project, root_session_id, day or model), largest cost first (days in order)."""
     if calls.empty:
         return pd.DataFrame(columns=[by, *SUM_COLUMNS])
+    if by == "day":  # a call with no time of its own (an import whose transcript keeps none), as the CLI says
+        calls = calls.assign(day=calls["day"].fillna(UNKNOWN_DAY))
     out = _summed(calls, [by])
     return out.sort_values(by if by == "day" else "total_usd", ascending=by == "day", ignore_index=True)
 

@@ -19,6 +19,7 @@ from engine.cache_analysis import (
     TTL_5M_S,
     call_records,
     classify_call,
+    event_time_is_call_time,
     summarize,
 )
 from engine.redact import redact_row
@@ -141,8 +142,11 @@ def record_request_costs(
             meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
             if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
                 times[int(r["seq"])] = meta["timestamp"]
-    model = one(f"SELECT model FROM sessions WHERE id = {p}", (session_id,))
-    calls = call_records(events, message_times=times, default_model=model["model"] if model else None)
+    session = one(f"SELECT model, source FROM sessions WHERE id = {p}", (session_id,))
+    calls = call_records(
+        events, message_times=times, default_model=session["model"] if session else None,
+        event_time_is_call_time=event_time_is_call_time(session["source"] if session else None),
+    )  # fmt: skip
     index = last["call_index"] + 1 if last is not None else 0
     previous = dataclasses.replace(calls[0], index=index - 1) if prev is not None else None
     if prev is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from engine.cache_analysis import (
     analyze_cache,
     call_records,
+    event_time_is_call_time,
 )
 from engine.model_table import ModelTable
 from engine.rollup import SessionCosts, cost_rows
@@ -68,6 +69,7 @@ def session_costs(
         default_model=session.model,
         exact_requests=exact_requests(store, session_id),
         table=table,
+        event_time_is_call_time=event_time_is_call_time(session.source),
     )
     rows = cost_rows(calls, analyze_cache(calls))
     return SessionCosts(
