@@ -14,6 +14,9 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -134,3 +137,12 @@ def representative_sessions(sessions: list[Session]) -> list[Session]:
 
 def _column(feature: str) -> str:
     return "has_" + feature.replace(" ", "_").replace("-", "_")
+
+
+def walk_parts(count: int, group: str) -> list[Any]:
+    """``count`` parameters (0, 1, ...) of a walk split in parts, each part its own xdist group
+    (``<group>-1``, ...) so two workers walk two parts at once; ids "part 1 of 2", ...."""
+    return [
+        pytest.param(i, marks=pytest.mark.xdist_group(f"{group}-{i + 1}"), id=f"part {i + 1} of {count}")
+        for i in range(count)
+    ]

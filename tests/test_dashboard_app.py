@@ -22,6 +22,7 @@ from tests.dashboard_real_sessions import (
     all_sessions,
     copy_real_sessions_db,
     representative_sessions,
+    walk_parts,
 )
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -774,11 +775,7 @@ def test_every_page_of_the_representative_real_sessions_opens_without_an_error_o
 @pytest.mark.full_walk
 @pytest.mark.timeout(1800)
 @pytest.mark.cost(240)
-@pytest.mark.parametrize(
-    "part",
-    [pytest.param(i, marks=pytest.mark.xdist_group(f"apptest:walk-{i + 1}"), id=f"part {i + 1} of {FULL_WALK_PARTS}")
-     for i in range(FULL_WALK_PARTS)],
-)  # fmt: skip
+@pytest.mark.parametrize("part", walk_parts(FULL_WALK_PARTS, "apptest:walk"))
 def test_every_page_of_every_other_imported_real_session_opens_without_an_error_or_a_raw_none(
     part: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

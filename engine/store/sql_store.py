@@ -401,9 +401,8 @@ class SqlSessionStore(ABC):
                     tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
                 )
                 kind = message_kind(message)
-                message, content_json, meta_json = stored_texts(
-                    message
-                )  # counted as sent, kept without secrets
+                # counted as sent, kept without secrets
+                message, content_json, meta_json = stored_texts(message)
                 tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
                 values.append((
                     message_id, session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,

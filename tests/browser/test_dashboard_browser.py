@@ -38,6 +38,7 @@ from tests.dashboard_real_sessions import (
     all_sessions,
     copy_real_sessions_db,
     representative_sessions,
+    walk_parts,
 )
 
 pytestmark = pytest.mark.browser
@@ -757,11 +758,7 @@ WALK_PARTS = 2
 
 @pytest.mark.timeout(1800)  # ~95 page loads: minutes on a loaded 2-CPU machine
 @pytest.mark.cost(420)
-@pytest.mark.parametrize(
-    "part",
-    [pytest.param(i, marks=pytest.mark.xdist_group(f"browser:walk-{i + 1}"), id=f"part {i + 1} of {WALK_PARTS}")
-     for i in range(WALK_PARTS)],
-)  # fmt: skip
+@pytest.mark.parametrize("part", walk_parts(WALK_PARTS, "browser:walk"))
 def test_every_page_of_the_representative_real_sessions_renders_while_a_writer_appends(
     served_real: dict[str, object], page: object, part: int
 ) -> None:
