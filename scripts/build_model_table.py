@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.model_table import LITELLM_TIER, LITELLM_TIER_FIELDS  # noqa: E402
+from engine.model_table import LITELLM_TIER, LITELLM_TIER_FIELDS, match_model_name  # noqa: E402
 from engine.settings import DEFAULT_BUFFER_TOKENS  # noqa: E402
 
 DEFAULT_SHARED = Path(os.environ.get("CTXDESK_SHARED_DIR", ROOT.parent / "shared")) / "models"
@@ -42,6 +42,9 @@ PROVIDERS = {
     "llama": "meta_llama",
     "alibaba": "dashscope",
 }
+#: models.dev's router: its models are priced as it bills them; a name no provider above lists (a session
+#: routed through OpenRouter, e.g. ``meta-llama/llama-4-maverick``) is taken from it, a listed one never is.
+FALLBACK_PROVIDER = "openrouter"
 LITELLM_MODES = {"chat", "responses"}
 #: Anthropic prices a 1-hour cache write at twice the base input price (a 5-minute write at 1.25x).
 ANTHROPIC_1H_WRITE_MULTIPLIER = 2
@@ -58,6 +61,8 @@ RULES = [
     "(limit.context is the total window), then LiteLLM files newest first (max_input_tokens); "
     "if none does, the first source's window is kept and max_output_tokens left unset",
     "costs per token from LiteLLM newest first, else models.dev per million / 1e6",
+    f"a model none of those providers lists (and no name of theirs answers by the lookup's rules) is taken "
+    f"from models.dev's {FALLBACK_PROVIDER}: the router's own price and window, its id without the vendor prefix",
     "cache_write_cost_per_token is the 5-minute cache write; cache_write_1h_cost_per_token is LiteLLM's "
     "cache_creation_input_token_cost_above_1hr from the same source as the other costs; where that source "
     f"has none, anthropic models get {ANTHROPIC_1H_WRITE_MULTIPLIER} x input_cost_per_token "
@@ -140,10 +145,20 @@ def models_dev_tier(cost: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def models_dev_candidates(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for provider_id, provider in sorted(PROVIDERS.items()):
+def models_dev_candidates(
+    data: dict[str, Any], providers: dict[str, str] = PROVIDERS
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, fields) of models.dev's chat models of ``providers`` (models.dev id -> our provider id); a
+    routed id (``vendor/model``) is named without its vendor only for the fallback router."""
+    for provider_id, provider in sorted(providers.items()):
         for model_id, raw in sorted(data.get(provider_id, {}).get("models", {}).items()):
             name = model_id.lower()
+            if provider_id == FALLBACK_PROVIDER:
+                if name.startswith(("~", f"{FALLBACK_PROVIDER}/")):
+                    continue  # a moving alias (~vendor/x-latest) or the router's own routing (auto, free)
+                name = name.rsplit("/", 1)[-1]
+                if not any(c.isdigit() or c == "-" for c in name):
+                    continue  # a bare word (switchpoint/router, perplexity/sonar) is no name to match others by
             limit, cost = raw.get("limit") or {}, raw.get("cost") or {}
             modalities = raw.get("modalities") or {}
             if "/" in name or NOT_CHAT.search(name) or not isinstance(limit.get("context"), int):
@@ -216,6 +231,13 @@ def build(shared: Path) -> dict[str, Any]:
             if name not in seen:  # one candidate per name and source: the first, provider-routed key
                 seen.add(name)
                 by_name.setdefault(name, []).append(candidate)
+    routed = json.loads(inputs[0][1].read_text(encoding="utf-8"))
+    listed = set(by_name)
+    for name, candidate in models_dev_candidates(routed, {FALLBACK_PROVIDER: FALLBACK_PROVIDER}):
+        # only a name the providers' entries do not already answer (exactly, dated, dotted or as a variant),
+        # so no lookup that finds a provider's own entry today finds the router's; the router's first id wins
+        if name not in by_name and match_model_name(name, listed) is None:
+            by_name[name] = [candidate]
     models = {name: merge(candidates) for name, candidates in sorted(by_name.items())}
     about = {
         "generated_by": "scripts/build_model_table.py",

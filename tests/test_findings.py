@@ -442,7 +442,9 @@ def test_an_agents_own_compaction_that_grew_the_prompt_says_so_and_whose_it_was(
         ),
     )  # fmt: skip
     [finding] = [f for f in find_waste(store, sid) if f.kind == "ineffective_compaction"]
-    assert finding.title == "The agent's compaction at turn 1 did not shrink the prompt (12,236 → 12,278 tokens)"
+    assert (
+        finding.title == "The agent's compaction at turn 1 did not shrink the prompt (12,236 → 12,278 tokens)"
+    )
     assert finding.detail.startswith("Tokens after: the first prompt sent after it.")
     assert finding.fix.startswith("the agent's own compaction")
 
@@ -631,7 +633,7 @@ def test_the_openhands_run_offers_tools_it_never_calls_and_caches_nothing(tmp_pa
         found = {f.kind: f for f in find_waste(store, sid)}
     assert set(found) == {"uncached_prefix", "unused_tools"}
     assert found["unused_tools"].detail.startswith("str_replace_editor, think, finish:")
-    assert found["uncached_prefix"].money is None  # no prices for llama-4-maverick in the model table
+    assert found["uncached_prefix"].money is None  # OpenRouter prices llama-4-maverick without a cache read
     assert found["uncached_prefix"].exact
 
 

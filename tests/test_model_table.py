@@ -54,9 +54,31 @@ def test_bundled_table_lists_well_known_models(model: str, window: int, output: 
 
 def test_bundled_table_covers_every_wanted_provider_with_a_few_hundred_models() -> None:
     bundled = ModelTable.bundled()
-    assert 150 <= len(bundled) <= 400
+    assert 150 <= len(bundled) <= 600
     providers = {entry.provider for entry in bundled}
     assert {"anthropic", "openai", "gemini", "meta_llama", "mistral", "deepseek", "dashscope"} <= providers
+    assert 200 <= sum(entry.provider != "openrouter" for entry in bundled) <= 400
+
+
+def test_a_model_only_a_router_lists_is_priced_as_the_router_bills_it() -> None:
+    # OpenHands' multi_swe_bench run in ../shared: 105 calls of meta-llama/llama-4-maverick via OpenRouter
+    found = ModelTable.bundled().lookup("meta-llama/llama-4-maverick")
+    assert found is not None and found.provider == "openrouter"
+    assert (found.context_window, found.max_output_tokens) == (1_048_576, 16_384)
+    assert (found.input_cost_per_token, found.output_cost_per_token) == (
+        pytest.approx(0.15e-6),
+        pytest.approx(0.6e-6),
+    )
+    assert ModelTable.bundled().lookup("openrouter/auto") is None  # the router's own routing is no model
+
+
+def test_no_router_entry_answers_a_name_a_provider_entry_answers() -> None:
+    entries = list(ModelTable.bundled())
+    own = {e.name for e in entries if e.provider != "openrouter"}
+    routed = [e.name for e in entries if e.provider == "openrouter"]
+    assert routed, "the fallback router gives entries"
+    assert [name for name in routed if match_model_name(name, own) is not None] == []
+    assert ModelTable.bundled().lookup("anthropic/claude-3.5-sonnet").provider == "anthropic"
 
 
 def test_bundled_entries_record_their_source_and_carry_prices() -> None:
