@@ -1,0 +1,60 @@
+"""The rows an import writes stay the same while its write path is made faster (#32.9, #33): every
+table of a real-fixture import and of a generated many-line Claude Code session, compared with the
+rows the code wrote before (tests/fixtures/import_rows.json, from tests/import_rows.py).
+
+After a change that means to alter what an import stores, write the file again with
+``python -m tests.test_import_rows`` and say in the commit why those rows changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.bench_reliability import claude_code_lines
+from engine.importers import folder_files, import_files
+from engine.store.factory import open_store
+from tests.import_rows import table_digests
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPECTED = FIXTURES / "import_rows.json"
+#: Lines of the generated session: enough for several batches of held event rows and cost chunks.
+LINES = 3_000
+
+
+#: The inputs: the real fixtures, and the generated session.
+INPUTS = ("real_agents", "lines")
+
+
+def imported_digests(folder: Path, name: str) -> dict[str, str]:
+    """{table: digest} of input ``name`` imported under ``folder``."""
+    root = folder / "fx"
+    if name == "real_agents":
+        shutil.copytree(FIXTURES / "real_agents", root / "real_agents")
+        paths = folder_files(root / "real_agents")
+    else:
+        root.mkdir(parents=True)
+        claude_code_lines(root / "lines.jsonl", LINES)
+        paths = [root / "lines.jsonl"]
+    db = folder / f"{name}.db"
+    with open_store(db) as store:
+        import_files(paths, store, on_error=lambda p, e: None)
+    return table_digests(db, root)
+
+
+@pytest.mark.parametrize("name", INPUTS)
+def test_import_writes_the_rows_it_wrote_before(tmp_path: Path, name: str) -> None:
+    expected = json.loads(EXPECTED.read_text())[name]
+    assert imported_digests(tmp_path, name) == expected
+
+
+if __name__ == "__main__":  # write the expectations again (see the module's docstring)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        digests = {name: imported_digests(Path(folder) / name, name) for name in INPUTS}
+        EXPECTED.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {EXPECTED}", file=sys.stderr)
