@@ -17,8 +17,8 @@ import json
 from typing import Any
 
 from engine.errors import NotFoundError
-from engine.events import ComponentTokens, ContextEvent
-from engine.store.records import StoredEvent, share_fields_set, usage_from_row, utc_now
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.store.records import StoredEvent, constructed, utc_now
 
 #: context_events' columns as the store's ``record_event`` writes them (all but ``id``).
 EVENT_COLUMNS = (
@@ -29,12 +29,6 @@ EVENT_COLUMNS = (
     "provider_output_tokens", "provider_cache_read_tokens", "provider_cache_creation_tokens",
     "message_seq", "details_json", "created_utc", "unattributed_tokens", "components_basis",
     "messages_excluded",
-)  # fmt: skip
-#: StoredEvent's fields that are a column as they are.
-_PLAIN_FIELDS = (
-    "id", "session_id", "seq", "turn_index", "kind", "trigger", "outcome", "reason", "provider", "model",
-    "context_window", "max_output_tokens", "buffer_tokens", "limit_tokens", "projected_tokens",
-    "remaining_tokens", "components_basis", "message_seq", "created_utc",
 )  # fmt: skip
 #: Ids reserved at a time (doubling up to the last): PostgreSQL's sequence skips what a flush left unused.
 _ID_BLOCKS = (16, 256, 4096)
@@ -75,29 +69,41 @@ class EventBatch:
     def stored(self, row: tuple[Any, ...]) -> StoredEvent:
         """The event as a read of its row would give it (values redacted, details as JSON text),
         built without validation: every value is one this store just made from a valid event."""
-        d = dict(zip(("id", *EVENT_COLUMNS), row, strict=True))
+        (
+            event_id, session_id, seq, turn_index, kind, trigger, outcome, reason, provider, model,
+            context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens, remaining_tokens,
+            system, skills, tools, summary, conversation, tool_results, offloaded_bytes,
+            p_input, p_output, p_cache_read, p_cache_creation,
+            message_seq, details_json, created_utc, unattributed, components_basis, messages_excluded,
+        ) = row  # fmt: skip
         components = (
-            ComponentTokens.model_construct(
-                system=d["system_tokens"] or 0, skills=d["skills_tokens"] or 0, tools=d["tools_tokens"] or 0,
-                summary=d["summary_tokens"] or 0, conversation=d["conversation_tokens"] or 0,
-                tool_results=d["tool_results_tokens"] or 0, offloaded_bytes=d["offloaded_bytes"] or 0,
-                unattributed=d["unattributed_tokens"] or 0,
-            )
-            if d["system_tokens"] is not None
+            constructed(ComponentTokens, {
+                "system": system or 0, "skills": skills or 0, "tools": tools or 0, "summary": summary or 0,
+                "conversation": conversation or 0, "tool_results": tool_results or 0,
+                "unattributed": unattributed or 0, "offloaded_bytes": offloaded_bytes or 0,
+            })
+            if system is not None
             else None
         )  # fmt: skip
-        usage = usage_from_row(d, construct=True)
-        fields = {k: d[k] for k in _PLAIN_FIELDS}
-        event = StoredEvent.model_construct(
-            **fields, components=components, usage=usage,
-            details=json.loads(d["details_json"]) if d["details_json"] else {},
-            messages_excluded=tuple(json.loads(d["messages_excluded"])) if d["messages_excluded"] else (),
+        usage = (
+            None
+            if p_input is None and p_output is None and p_cache_read is None and p_cache_creation is None
+            else constructed(ProviderUsage, {
+                "input_tokens": p_input or 0, "output_tokens": p_output or 0,
+                "cache_read_input_tokens": p_cache_read or 0, "cache_creation_input_tokens": p_cache_creation or 0,
+            })
         )  # fmt: skip
         # held until the commit prices them: each model's set of given fields is shared (2 KB apiece)
-        for part in (components, usage):
-            if part is not None:
-                share_fields_set(part)
-        return share_fields_set(event)
+        return constructed(StoredEvent, {
+            "id": event_id, "session_id": session_id, "seq": seq, "turn_index": turn_index, "kind": kind,
+            "trigger": trigger, "outcome": outcome, "reason": reason, "provider": provider, "model": model,
+            "context_window": context_window, "max_output_tokens": max_output_tokens,
+            "buffer_tokens": buffer_tokens, "limit_tokens": limit_tokens, "projected_tokens": projected_tokens,
+            "remaining_tokens": remaining_tokens, "components": components, "components_basis": components_basis,
+            "usage": usage, "message_seq": message_seq,
+            "details": json.loads(details_json) if details_json else {}, "created_utc": created_utc,
+            "messages_excluded": tuple(json.loads(messages_excluded)) if messages_excluded else (),
+        })  # fmt: skip
 
     def flush(self) -> None:
         """Insert the held rows; ids and seqs are read afresh for the next event (a statement run

@@ -263,6 +263,26 @@ def share_fields_set(model: _M) -> _M:
     return model
 
 
+def constructed(cls: type[_M], values: dict[str, Any]) -> _M:
+    """What ``cls.model_construct(**values)`` gives when ``values`` holds every field of ``cls`` in
+    field order (values this store just made from a valid model), without its per-field loop:
+    an import's cost pass holds three such models per call (its set of given fields shared, as
+    :func:`share_fields_set` makes it)."""
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", values)
+    given = _CONSTRUCTED_SETS.get(cls)
+    if given is None:
+        given = _CONSTRUCTED_SETS[cls] = _FIELDS_SETS.setdefault((cls, frozenset(values)), set(values))
+    object.__setattr__(model, "__pydantic_fields_set__", given)
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
+
+
+#: Each class's shared set of given fields (:func:`constructed`: every field given).
+_CONSTRUCTED_SETS: dict[type, set[str]] = {}
+
+
 def _seqs(text: str | None, event_id: int) -> tuple[int, ...]:
     """``context_events.messages_excluded`` (a JSON list of seqs, or NULL) as a tuple."""
     value = loads_json(text, f"context_events row {event_id} messages_excluded") if text else None
