@@ -15,6 +15,10 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts dashboard/ on sys.path, no
 
 import streamlit as st  # noqa: E402
 
+from dashboard import warm  # noqa: E402
+
+warm.wait_for_warm_up()  # the server's warm-up imports what follows: never import it beside it
+
 from dashboard import state  # noqa: E402
 from engine import install_log_redaction  # noqa: E402
 

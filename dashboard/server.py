@@ -6,10 +6,13 @@ paint (#36.12); ``ctxdesk dashboard`` starts the server this way:
 - Streamlit 1.67 parses the metadata of every installed distribution at start, looking for v2 custom
   components (about 1.2 s with ~640 distributions, no option turns it off). The dashboard uses
   none, so on the Streamlit versions checked here the scan is skipped; on any other it runs.
-- The first page run imports pandas, DuckDB, plotly and the dashboard, opens the DuckDB connection
-  and starts a worker process to read how each session ended (seconds, all cached for later runs).
-  A thread does that (dashboard/warm.py) as soon as the server listens, while the browser loads
-  Streamlit's scripts.
+- The first page run imports pandas, DuckDB and the dashboard and opens the DuckDB connection (about
+  a second, cached for later runs). A thread does that (dashboard/warm.py) as soon as the server
+  listens, while the browser loads Streamlit's scripts; the page run waits for it rather than
+  importing the same modules beside it.
+- Streamlit's first element of the process looks at the whole call stack (``inspect.stack()``, with
+  the source file of every frame: 0.1-0.3 s) to tell whether it runs in a REPL, only to print a
+  warning a served app never prints; the server says it has looked (on the versions checked here).
 
 Run as a script (not ``-m``), so neither ``engine.cli`` nor anything else is imported before the
 server starts.
@@ -21,19 +24,21 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Streamlit versions whose start-up component scan is known to be what is skipped (a prefix match):
-#: ``Runtime.__init__`` calls ``BidiComponentManager.discover_and_register_components``.
+#: Streamlit versions whose internals the two savings were checked against (a prefix match): the
+#: start-up component scan (``Runtime.__init__`` calls ``BidiComponentManager.discover_and_register_components``)
+#: and the REPL check (``delta_generator._maybe_print_use_warning``, once per process).
 SCAN_SKIPPED_ON = ("1.67.",)
 #: How long the warm-up waits for the server to start listening before it gives up.
 WARM_WAIT_S = 120.0
 
 
 def skips_component_scan(version: str) -> bool:
-    """Whether the component scan is skipped on this Streamlit version."""
+    """Whether the component scan (and the REPL check) is skipped on this Streamlit version."""
     return version.startswith(SCAN_SKIPPED_ON)
 
 
@@ -53,27 +58,51 @@ def skip_component_scan() -> bool:
     return True
 
 
+def skip_repl_check() -> bool:
+    """Mark Streamlit's once-per-process "run it with streamlit run" check as done (a served app is
+    never in a REPL, and the server's runtime exists: the check prints nothing); True when done,
+    False (Streamlit untouched) on a version not checked here."""
+    import streamlit
+
+    if not skips_component_scan(streamlit.__version__):
+        return False
+    from streamlit import delta_generator
+
+    delta_generator._use_warning_has_been_displayed = True
+    return True
+
+
 def _warm_when_listening() -> None:
+    from dashboard import warm
+
+    try:
+        if _wait_until_listening():
+            _warm_up_quietly(warm.warm_up)
+    finally:
+        warm.end_warm_up()  # done, or never started: page runs stop waiting for it
+
+
+def _wait_until_listening() -> bool:
+    """Wait until the server listens (and bootstrap has set sys.argv to the app's): the imports then
+    take turns with serving the page, rather than delaying the health check."""
     from streamlit.runtime import Runtime, RuntimeState
 
     deadline = time.monotonic() + WARM_WAIT_S
-    # After the server listens (and bootstrap has set sys.argv to the app's): the imports then take
-    # turns with serving the page, rather than delaying the health check.
     while time.monotonic() < deadline:
         if Runtime.exists() and Runtime.instance().state != RuntimeState.INITIAL:
-            break
+            return True
         time.sleep(0.02)
-    else:
-        return
+    return False
+
+
+def _warm_up_quietly(warm_up: Callable[[], object]) -> None:
     # The overview is read outside any page run: Streamlit warns once per call that there is no
     # script context, which is expected here.
     context_log = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
     level = context_log.level
     context_log.setLevel(logging.ERROR)
     try:
-        from dashboard import warm
-
-        warm.warm_up()
+        warm_up()
     finally:
         context_log.setLevel(level)
 
@@ -83,6 +112,10 @@ def main(argv: list[str]) -> None:
     if str(ROOT) not in sys.path:  # run as a script, dashboard/ is on sys.path, not the repo root
         sys.path.insert(0, str(ROOT))
     skip_component_scan()
+    skip_repl_check()
+    from dashboard import warm
+
+    warm.expect_warm_up()  # from now on the first page run waits for the warm-up's imports
     threading.Thread(target=_warm_when_listening, name="ctxdesk-warm-up", daemon=True).start()
     from streamlit.web.cli import main as streamlit_main
 
