@@ -58,9 +58,7 @@ def test_the_skipped_scan_is_the_one_the_runtime_runs_and_nothing_scans_after_it
         "BidiComponentManager().discover_and_register_components()\n"
         "print('not scanned')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "not scanned"
+    assert _python(code) == "not scanned"
 
 
 def test_the_dashboard_uses_no_v2_component_the_skipped_scan_would_find() -> None:
@@ -104,11 +102,16 @@ def test_ctxdesk_dashboard_starts_the_server_script_and_another_app_plain_stream
     assert pairs["--server.fileWatcherType"] == "none"
 
 
-def _run(code: str, data: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CTXDESK_DB_PATHS": str(data), "CTXDESK_SETTINGS": str(data / "demo-settings.toml")}
-    return subprocess.run(
+def _python(code: str, data: Path | None = None) -> str:
+    """What ``code`` prints in a fresh Python (as the server is), over the sample copy ``data``."""
+    env = dict(os.environ)
+    if data is not None:
+        env |= {"CTXDESK_DB_PATHS": str(data), "CTXDESK_SETTINGS": str(data / "demo-settings.toml")}
+    done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def test_the_warm_up_reads_the_overview_and_starts_no_worker(tmp_path: Path) -> None:
@@ -127,9 +130,7 @@ def test_the_warm_up_reads_the_overview_and_starts_no_worker(tmp_path: Path) -> 
         "failed = warm.warm_up()\n"
         "print(failed, why_data._endings.cache_info().currsize, len(state.overview()))\n"
     )
-    done = _run(code, data)
-    assert done.returncode == 0, done.stderr
-    failed, cached, sessions = done.stdout.strip().rsplit(" ", 2)
+    failed, cached, sessions = _python(code, data).rsplit(" ", 2)
     assert failed == "[]"
     assert int(cached) == 0
     assert int(sessions) > 0
@@ -153,9 +154,7 @@ def test_a_page_run_waits_for_the_warm_up_and_only_for_one_that_was_announced(tm
         "from dashboard import state\n"
         "print('announced', 'dashboard.state' in sys.modules, 'dashboard.table_columns' in sys.modules)\n"
     )
-    done = _run(code, data)
-    assert done.returncode == 0, done.stderr
-    unannounced, announced = done.stdout.strip().splitlines()
+    unannounced, announced = _python(code, data).splitlines()
     assert unannounced == "unannounced 0.0 False"
     assert announced == "announced True True"
 
@@ -189,6 +188,4 @@ def test_the_skipped_repl_check_is_the_one_the_first_element_runs() -> None:
         "delta_generator._maybe_print_use_warning()\n"
         "print('not looked')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "not looked"
+    assert _python(code) == "not looked"
