@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.bench_reliability import claude_code_lines
 from engine.importers import folder_files, import_files
+from engine.importers.request_events import rebuilt_utc_text, utc_text
 from engine.store.factory import open_store
 from tests.import_rows import table_digests
 
@@ -58,3 +62,17 @@ if __name__ == "__main__":  # write the expectations again (see the module's doc
         digests = {name: imported_digests(Path(folder) / name, name) for name in INPUTS}
         EXPECTED.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
     print(f"wrote {EXPECTED}", file=sys.stderr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.datetimes(timezones=st.just(UTC)).map(
+            lambda t: t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        ),
+        st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z"),
+        st.text(max_size=30),
+    )
+)
+def test_a_time_already_in_utc_text_form_is_checked_as_a_rebuilt_one_would_be(value: str) -> None:
+    assert utc_text(value) == rebuilt_utc_text(value)

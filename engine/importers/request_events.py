@@ -14,6 +14,7 @@ engine.call_failures) is recorded with its outcome and no usage.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -190,7 +191,7 @@ class _Walk:
         details: dict[str, Any] = {
             "estimate_total": estimate,
             # our own measure, before reconciling it to the provider's count
-            "measured": {k: v for k, v in measured.model_dump().items() if v and k != "offloaded_bytes"},
+            "measured": {k: v for k, v in measured.__dict__.items() if v and k != "offloaded_bytes"},
             "provider_prompt_tokens": usage.prompt_tokens if usage else None,
             "exact": self.tokenizer.exact,
             "tokenizer": self.tokenizer.id,
@@ -330,8 +331,27 @@ def call_time(call: CallInfo, row: StoredMessage) -> str | None:
     return utc_text(started or row.message.meta.get("timestamp"))
 
 
+#: A time already in the form :func:`utc_text` writes (milliseconds, ``Z``).
+_CANONICAL_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+
+
 def utc_text(value: Any) -> str | None:
     """A source's timestamp as ISO 8601 UTC text (``...Z``); epoch seconds or milliseconds too."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str) and _CANONICAL_UTC.fullmatch(value) is not None:
+        try:  # already as written here (most sources: JavaScript's toISOString): checked, not rebuilt
+            datetime(
+                *map(int, (value[0:4], value[5:7], value[8:10], value[11:13], value[14:16], value[17:19]))
+            )
+        except ValueError:
+            return None
+        return value
+    return rebuilt_utc_text(value)
+
+
+def rebuilt_utc_text(value: Any) -> str | None:
+    """:func:`utc_text` by parsing and formatting ``value`` again, whatever its form."""
     if isinstance(value, bool) or value is None:
         return None
     try:

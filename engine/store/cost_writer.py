@@ -36,6 +36,9 @@ _COLUMNS = (
 )  # fmt: skip
 
 
+#: A row's values kept as they are: the session id (a key) and ``computed_utc`` (a time this writer
+#: made), so that a time unique to each pass is not scanned for secrets row after row.
+_KEPT = frozenset({_COLUMNS.index("session_id"), _COLUMNS.index("computed_utc")})
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
 _IN_CHUNK = 500
 
@@ -55,11 +58,17 @@ LAST_CACHE_WRITER_SQL = last_cache_writer_sql()
 
 def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
     """Insert cost rows (as :func:`engine.rollup.cost_rows` gives them) of one session; rows written."""
-    values = []
-    for row in rows:
-        row = {**row, "session_id": session_id, "computed_utc": now}
-        row["ttl_split_known"] = int(bool(row["ttl_split_known"]))
-        values.append(redact_row((row[c] for c in _COLUMNS), keys=(_COLUMNS.index("session_id"),)))
+    values = [
+        redact_row(
+            [
+                session_id if c == "session_id" else now if c == "computed_utc"
+                else int(bool(row[c])) if c == "ttl_split_known" else row[c]
+                for c in _COLUMNS
+            ],
+            keys=_KEPT,
+        )
+        for row in rows
+    ]  # fmt: skip
     if values:
         conn.executemany(
             f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",
