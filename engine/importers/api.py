@@ -107,10 +107,13 @@ def import_file(
     state, unchanged = current_state(path, known if known is not None else imported_files(store))
     if unchanged is not None:
         return unchanged
-    fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
-    return write_parsed(
-        path, store, fmt, parsed, state, settings=settings, lineages=lineages, on_progress=on_progress
-    )
+    with collector_paused():  # one pause from parse to write (engine.importers.collector)
+        fmt, parsed = parse_file(path, model=model, live=live, cache=cache)
+        result = write_parsed(
+            path, store, fmt, parsed, state, settings=settings, lineages=lineages, on_progress=on_progress
+        )
+        del parsed
+    return result
 
 
 def current_state(

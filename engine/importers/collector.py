@@ -5,6 +5,8 @@ written (decoded lines, messages, calls, rows). Each collection of the oldest ge
 every one of them and finds nothing to free: measured on a 100,000-line Claude Code session, a
 fifth of the import's CPU. Reference counting still frees everything that is not in a cycle, and
 the collector runs again as soon as the outermost pause ends, so no garbage outlives the file.
+A file's parse and its write share one pause: resumed between them, the collector's first pass
+walked every object the parse had made (4% of a 100,000-line import), all still alive.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.errors import ImportFormatError
 from engine.importers.api import ProgressCallback, current_state, parse_file, write_parsed
+from engine.importers.collector import collector_paused
 from engine.importers.lineages import Lineages
 from engine.importers.parsed import ImportResult, ParsedSession
 from engine.settings import Settings
@@ -94,11 +95,15 @@ def import_files_parallel(
                 if unchanged is not None:
                     results.append(unchanged)
                 else:
-                    fmt, parsed = _next_parsed(path, pending, model, live)
-                    refill()
-                    results.append(
-                        write_parsed(path, store, fmt, parsed, state, settings=settings, lineages=lineages)
-                    )
+                    with collector_paused():  # one pause from parse to write (engine.importers.collector)
+                        fmt, parsed = _next_parsed(path, pending, model, live)
+                        refill()
+                        results.append(
+                            write_parsed(
+                                path, store, fmt, parsed, state, settings=settings, lineages=lineages
+                            )
+                        )
+                        del parsed
             except ImportFormatError as exc:
                 if on_error is None:
                     raise

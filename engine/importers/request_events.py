@@ -13,11 +13,12 @@ engine.call_failures) is recorded with its outcome and no usage.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from engine.call_failures import failure_of
@@ -335,18 +336,26 @@ def call_time(call: CallInfo, row: StoredMessage) -> str | None:
 _CANONICAL_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 
 
+@functools.lru_cache(maxsize=1024)
+def _is_date(text: str) -> bool:
+    """``YYYY-MM-DD`` names a day (a session's messages share a few days: checked once each)."""
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def utc_text(value: Any) -> str | None:
     """A source's timestamp as ISO 8601 UTC text (``...Z``); epoch seconds or milliseconds too."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, str) and _CANONICAL_UTC.fullmatch(value) is not None:
-        try:  # already as written here (most sources: JavaScript's toISOString): checked, not rebuilt
-            datetime(
-                *map(int, (value[0:4], value[5:7], value[8:10], value[11:13], value[14:16], value[17:19]))
-            )
-        except ValueError:
-            return None
-        return value
+        # already as written here (most sources: JavaScript's toISOString): checked, not rebuilt
+        valid = (
+            value[11:13] <= "23" and value[14:16] <= "59" and value[17:19] <= "59" and _is_date(value[:10])
+        )
+        return value if valid else None
     return rebuilt_utc_text(value)
 
 
