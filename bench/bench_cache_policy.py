@@ -155,8 +155,8 @@ def replay(
     ``breakpoints`` (Anthropic): the cache holds the previous request at its last-message
     breakpoint and is read only when this request extends it unchanged; otherwise (OpenAI) any
     shared message prefix is read."""
-    from engine.proxy.policies import SessionPolicyState, plan_edits
-    from engine.proxy.record_parts import is_new_edit
+    from engine.proxy.policy.policies import SessionPolicyState, plan_edits
+    from engine.proxy.recording.record_parts import is_new_edit
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -338,7 +338,7 @@ def run(quick: bool = False) -> list[Table]:
         "its whole prefix from a summary; a policy that keeps the prompt under the point avoids it. "
         "The agent's summarizing request is modelled as reusing its system prompt and tools (a cache read); "
         "with its own system prompt it would miss once more (~the point's tokens). The proxy's trigger and "
-        "must-clear tests (engine.proxy.policies) count the prompt as sent, earlier clearings included. "
+        "must-clear tests (engine.proxy.policy.policies) count the prompt as sent, earlier clearings included. "
         "Idle past the provider's cache lifetime (Anthropic 5 min, or 1 h with ttl 1h; OpenAI taken as 1 h), "
         "a request reads nothing from the cache: cache_aware then clears whatever is over the trigger, as "
         "the rebuild costs nothing extra (the row 'cache expiry not weighed' is the same policy without it). "

@@ -3,7 +3,7 @@
 Each session of ``bench.real_facts`` (real agent transcripts with 40 facts planted in the
 agent's own dialect, match keys fixed before any run) is replayed as the requests an agent
 would send: one Anthropic Messages request per model call, the history up to that call. Every
-request goes through each policy (``engine.proxy.policies.plan_edits`` with the session's
+request goes through each policy (``engine.proxy.policy.policies.plan_edits`` with the session's
 sticky state, as the proxy runs it) and through ``headroom.compress`` (its library call, the
 same per-request rewrite its proxy makes; once as is and once with ``frozen_message_count`` =
 the previous request's messages, its cache-safe mode). Printed per policy: prompt tokens sent
@@ -73,7 +73,7 @@ def ctxdesk_policy(policies: Any) -> Callable[[], Rewrite]:
     """A fresh per-session rewrite through the proxy's planner (sticky state kept between calls)."""
 
     def make() -> Rewrite:
-        from engine.proxy.policies import SessionPolicyState, plan_edits
+        from engine.proxy.policy.policies import SessionPolicyState, plan_edits
         from engine.settings import Settings, resolve_model_settings
         from engine.tokens import get_tokenizer
 

@@ -227,8 +227,8 @@ def policy_table(calls: int) -> Table:
     """clear_tool_results on a scripted tool session: tokens sent and the cache-read share a
     provider's prefix cache would give (the prefix each request shares with the previous one)."""
     from engine.policy_settings import ClearToolResultsPolicy, Policies
-    from engine.proxy.edits import SessionPolicyState
-    from engine.proxy.policies import plan_edits
+    from engine.proxy.policy.edits import SessionPolicyState
+    from engine.proxy.policy.policies import plan_edits
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -306,8 +306,8 @@ def real_replay_table() -> Table:
     """Each policy over the exact requests real Claude Code runs sent (the fixtures' request logs),
     replayed in order per run as the proxy would see them: prompt tokens before and after."""
     from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, OffloadPolicy, Policies
-    from engine.proxy.edits import SessionPolicyState, prompt_tokens
-    from engine.proxy.policies import plan_edits
+    from engine.proxy.policy.edits import SessionPolicyState, prompt_tokens
+    from engine.proxy.policy.policies import plan_edits
     from engine.proxy.wire import wire_for
     from engine.settings import resolve_model_settings
     from engine.tokens import get_tokenizer
@@ -492,7 +492,7 @@ def stack_table(upstream: str, proxy: _Proxy, calls: int, headers: dict[str, str
         "and a bare ASGI app writing upstream on a raw socket; asgi-aiohttp / asgi-httpx: the same app sending "
         "through aiohttp's or httpx's client; starlette-httpx: Starlette routing and responses over httpx (the "
         "proxy's stack before its relay); aiohttp: aiohttp's server and client. The yardsticks relay only this "
-        "bench's requests (no recording, no error handling); the proxy's relay (engine/proxy/relay.py: asyncio "
+        "bench's requests (no recording, no error handling); the proxy's relay (engine/proxy/transport/relay.py: asyncio "
         "streams, httptools parsing) records every call as well."
     )
     return table

@@ -6,7 +6,9 @@ transcript pass through, and how often control returns to a module it had left.
     python scripts/module_walk.py claude-code  # one real Claude Code transcript, through import_file to its rows
 
 A "return" is a call into a module that is already on the call stack below another ctxdesk module (A calls B,
-which calls back into A: the reader who followed A into B must go back to A to follow on). Ordinary returns to
+which calls back into A: the reader who followed A into B must go back to A to follow on). The same walk is
+also counted by rooms: a module in a package is in that package's room (engine.proxy.transport.relay in
+engine.proxy.transport, engine.store.sqlite in engine.store), a top-level module is its own room. Ordinary returns to
 a caller are not counted, nor the resumption of a generator expression, comprehension or lambda, which a reader
 reads in the function that wrote it. Each walk is measured after one warm-up of the same kind, so lazy imports
 and first-use caches are not part of it.
@@ -34,6 +36,15 @@ CLAUDE_CODE_FILE = (
 )
 
 
+def room_of(module: str) -> str:
+    """The package a module is in (its room); a top-level module (engine.tokens) is its own."""
+    parts = module.split(".")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    is_package = (ROOT.joinpath(*parts) / "__init__.py").is_file()
+    return ".".join(parts if is_package or len(parts) <= 2 else parts[:-1])
+
+
 def module_of(filename: str) -> str | None:
     """The dotted ctxdesk module a code file is, None outside engine/ and dashboard/."""
     try:
@@ -53,6 +64,8 @@ class Walk:
     stacks: dict[int, list[str | None]] = field(default_factory=lambda: collections.defaultdict(list))
     visits: collections.Counter[str] = field(default_factory=collections.Counter)
     returns: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    room_visits: collections.Counter[str] = field(default_factory=collections.Counter)
+    room_returns: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
 
     def profile(self, frame: FrameType, event: str, _arg: Any) -> None:
         stack = self.stacks[threading.get_ident()]
@@ -71,6 +84,11 @@ class Walk:
                 left = list(dict.fromkeys(ours[ours.index(module) :]))
                 self.returns[(" > ".join(left), f"{module}:{frame.f_code.co_name}")] += 1
             self.visits[module] += 1
+            rooms, room = [room_of(m) for m in ours], room_of(module)
+            if rooms and rooms[-1] != room and room in rooms:
+                left = list(dict.fromkeys(rooms[rooms.index(room) :]))
+                self.room_returns[(" > ".join(left), f"{module}:{frame.f_code.co_name}")] += 1
+            self.room_visits[room] += 1
         stack.append(module)
 
     def measured(self, run: Callable[[], None]) -> None:
@@ -95,6 +113,15 @@ class Walk:
             "  " + ", ".join(m.removeprefix(package + ".") for m in inside),
         ]
         lines += [f"  {n:4d} x  {left} > back to {into}" for (left, into), n in self.returns.most_common()]
+        rooms = sorted(r for r in self.room_visits if r == package or r.startswith(package + "."))
+        lines += [
+            f"rooms under {package}: {len(rooms)}; ctxdesk rooms in all: {len(self.room_visits)}; "
+            f"returns to a room left: {sum(self.room_returns.values())} ({len(self.room_returns)} distinct)",
+            "  " + ", ".join(r.removeprefix(package + ".") or "(the package itself)" for r in rooms),
+        ]
+        lines += [
+            f"  {n:4d} x  {left} > back to {into}" for (left, into), n in self.room_returns.most_common()
+        ]
         return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from engine.prompt.cache_policy import (
     rebuild_start,
     recent_growth,
 )
-from engine.proxy.policies import SessionPolicyState, plan_edits
+from engine.proxy.policy.policies import SessionPolicyState, plan_edits
 from engine.settings import resolve_model_settings
 from engine.tokens import get_tokenizer
 
@@ -205,7 +205,7 @@ def test_recent_growth_is_the_mean_of_the_last_calls_new_tokens():
 def test_cache_aware_is_read_from_the_settings_toml():
     import tomllib
 
-    from engine.proxy.policy_file import policy_config
+    from engine.proxy.policy.policy_file import policy_config
 
     toml = "[policies]\nclear_tool_results = { trigger = 30000, keep = 2, cache_aware = true }\n"
     config = policy_config(tomllib.loads(toml))
@@ -330,8 +330,8 @@ def test_a_session_that_idles_past_its_cache_has_cache_aware_clear_on_its_return
 
 
 def test_the_proxy_controller_tells_cache_aware_how_long_the_agent_session_idled(tmp_path):
-    from engine.proxy.controller import Controller
-    from engine.proxy.policy_file import PolicyFile
+    from engine.proxy.policy.controller import Controller
+    from engine.proxy.policy.policy_file import PolicyFile
 
     settings = tmp_path / "policies.toml"
     settings.write_text(
@@ -457,7 +457,7 @@ def test_strict_clearing_waits_on_a_warm_cache_and_clears_once_it_expired_or_the
 def test_strict_is_read_from_the_settings_toml():
     import tomllib
 
-    from engine.proxy.policy_file import policy_config
+    from engine.proxy.policy.policy_file import policy_config
 
     toml = '[policies]\nclear_tool_results = { trigger = 30000, keep = 2, cache_aware = "strict" }\n'
     config = policy_config(tomllib.loads(toml))

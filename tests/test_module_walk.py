@@ -1,5 +1,6 @@
 """The walk of issue #34 (scripts/module_walk.py): importing a real Claude Code transcript never calls back
-into an importer module it had left, and the walk counts what it says it counts."""
+into an importer module it had left, a proxied request crosses the proxy's rooms (transport, policy,
+recording, wire) without going back to one, and the walk counts what it says it counts."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_a_call_back_into_a_module_on_the_stack_is_a_return_and_a_generator_is_n
         sys.setprofile(None)
     assert walk.visits == {"engine.walk_a": 2, "engine.walk_b": 1}
     assert walk.returns == {("engine.walk_a > engine.walk_b", "engine.walk_a:helper"): 1}
+
+
+def test_a_proxied_request_crosses_the_proxy_in_its_four_rooms_without_returning(module_walk) -> None:
+    walk = module_walk.proxy_walk()
+    rooms = {r for r in walk.room_visits if r.startswith("engine.proxy")}
+    assert rooms == {f"engine.proxy.{g}" for g in ("transport", "policy", "recording", "wire")}
+    into_proxy = {key: n for key, n in walk.room_returns.items() if key[1].startswith("engine.proxy.")}
+    assert into_proxy == {}
+    assert "engine.proxy.transport.relay" in walk.visits and "engine.proxy.recording.writer" in walk.visits
+
+
+@pytest.mark.parametrize(
+    ("module", "room"),
+    [
+        ("engine.proxy.transport.relay", "engine.proxy.transport"),
+        ("engine.proxy.wire.__init__", "engine.proxy.wire"),
+        ("engine.store.sqlite", "engine.store"),
+        ("engine.tokens", "engine.tokens"),
+        ("engine.importers.formats.claude_code.thread", "engine.importers.formats.claude_code"),
+    ],
+)
+def test_a_module_is_in_its_package_s_room(module_walk, module: str, room: str) -> None:
+    assert module_walk.room_of(module) == room

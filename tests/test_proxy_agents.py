@@ -297,7 +297,7 @@ def test_strict_clearing_leaves_claude_codes_warm_cache_alone_and_clears_when_it
 @pytest.mark.peer("claude")
 def test_a_manual_compaction_of_a_live_claude_code_session_reaches_its_next_request(tmp_path: Path) -> None:
     from engine.compaction.operations import force_compact
-    from engine.proxy.live import SNAPSHOT_CHECK_S
+    from engine.proxy.policy.live import SNAPSHOT_CHECK_S
 
     home, repo = scratch(tmp_path)
     server = A.install(ScriptedServer(default=A.text("Done.")))

@@ -16,7 +16,7 @@ from model_server import anthropic as A
 
 from engine.call_failures import failure_of
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.admission import admit
+from engine.proxy.transport.admission import admit
 from engine.store import SessionStore
 
 BODY = json.dumps(
@@ -222,7 +222,7 @@ def test_an_answer_is_inflated_only_up_to_the_limit(name: str, size: int, inflat
 
     import httpx
 
-    from engine.proxy.read_rounds import AnswerTooLarge, read_decoded
+    from engine.proxy.transport.read_rounds import AnswerTooLarge, read_decoded
     from engine.proxy.wire.shared import DECODED_LIMIT, decode_body
 
     packed = gzip.compress(b"\0" * size)
@@ -240,7 +240,7 @@ def test_an_answer_is_inflated_only_up_to_the_limit(name: str, size: int, inflat
 
 def test_the_clis_default_body_limit_is_the_proxys() -> None:
     from engine.cli.proxy import MAX_BODY_MB
-    from engine.proxy.admission import MAX_BODY_BYTES
+    from engine.proxy.transport.admission import MAX_BODY_BYTES
 
     assert MAX_BODY_MB * 1024 * 1024 == MAX_BODY_BYTES
 
@@ -250,7 +250,7 @@ def test_a_body_past_the_record_limit_is_forwarded_whole_and_recorded_as_its_pre
 ) -> None:
     import hashlib
 
-    from engine.proxy import exchange as exchange_module
+    from engine.proxy.recording import exchange as exchange_module
 
     monkeypatch.setattr(exchange_module, "RECORD_REQUEST_LIMIT", 10_000)
     big = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [

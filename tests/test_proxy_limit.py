@@ -18,8 +18,8 @@ from engine.call_failures import failure_of
 from engine.limit import Limit, recorded_limit
 from engine.policy_settings import CompactionPolicy, GuardPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.edits import SessionPolicyState
-from engine.proxy.policies import plan_edits
+from engine.proxy.policy.edits import SessionPolicyState
+from engine.proxy.policy.policies import plan_edits
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -69,7 +69,7 @@ def plan(body: dict[str, Any], policies: Policies) -> Any:
 
 
 def tokens_of(body: dict[str, Any]) -> int:
-    from engine.proxy.edits import prompt_tokens
+    from engine.proxy.policy.edits import prompt_tokens
     from engine.proxy.wire import wire_for
 
     return prompt_tokens(wire_for("anthropic_messages"), body, TOKENIZER)

@@ -15,7 +15,7 @@ from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixt
 
 from engine.compaction.operations import force_compact
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.live import SNAPSHOT_CHECK_S
+from engine.proxy.policy.live import SNAPSHOT_CHECK_S
 from engine.store import SessionStore
 
 MODEL = "claude-sonnet-4-6"

@@ -175,7 +175,7 @@ def test_native_clearing_asks_the_provider_to_clear_and_records_what_it_cleared(
 
 def test_native_clearing_keeps_the_agents_own_betas_and_edits() -> None:
     from engine.policy_settings import ClearToolResultsPolicy
-    from engine.proxy.policy_step import upstream_headers
+    from engine.proxy.transport.policy_step import upstream_headers
     from engine.proxy.wire import wire_for
 
     thinking = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}

@@ -21,9 +21,9 @@ from engine.errors import ConfigError
 from engine.messages import ToolResultBlock
 from engine.policy_settings import ClearToolResultsPolicy, CompactionPolicy, GuardPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.edits import SessionPolicyState
-from engine.proxy.policies import plan_edits
-from engine.proxy.policy_file import load_policy_file
+from engine.proxy.policy.edits import SessionPolicyState
+from engine.proxy.policy.policies import plan_edits
+from engine.proxy.policy.policy_file import load_policy_file
 from engine.settings import Settings, resolve_model_settings
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer
@@ -381,7 +381,7 @@ def test_prompt_tokens_counted_per_message_equal_the_whole_request_measured_at_o
     the whole request (real Claude Code requests, Chat Completions with system/developer/tool roles,
     odd entries), on first sight and from the cache."""
     from engine.budget import measure_components
-    from engine.proxy.edits import prompt_tokens
+    from engine.proxy.policy.edits import prompt_tokens
     from engine.proxy.wire import wire_for
     from engine.tokens import get_tokenizer
 

@@ -18,8 +18,8 @@ from proxy_support import close_sdk_clients, opened  # noqa: F401 - autouse fixt
 
 from engine.policy_settings import CompactionPolicy, Policies
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.edits import SessionPolicyState
-from engine.proxy.policies import plan_edits
+from engine.proxy.policy.edits import SessionPolicyState
+from engine.proxy.policy.policies import plan_edits
 from engine.proxy.wire import wire_for
 from engine.proxy.wire.shared import identity_hash
 from engine.settings import Settings, resolve_model_settings

@@ -1,4 +1,4 @@
-"""The proxy's relay (engine.proxy.relay, http1, connections): HTTP/1.1 framing, keep-alive,
+"""The proxy's relay (engine.proxy.transport.relay, http1, connections): HTTP/1.1 framing, keep-alive,
 the routes a request takes, and what the agent and the upstream see — against real sockets."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from engine.errors import ConfigError
-from engine.proxy import connections
-from engine.proxy.app import Upstreams
-from engine.proxy.connections import Origin, split_url
-from engine.proxy.http1 import (
+from engine.proxy.transport import connections
+from engine.proxy.transport.app import Upstreams
+from engine.proxy.transport.connections import Origin, split_url
+from engine.proxy.transport.http1 import (
     BrokenAnswer,
     HeadError,
     RequestHead,
@@ -30,8 +30,8 @@ from engine.proxy.http1 import (
     render_request_head,
     render_response_head,
 )  # fmt: skip
-from engine.proxy.relay import route
-from engine.proxy.server import ProxyServer
+from engine.proxy.transport.relay import route
+from engine.proxy.transport.server import ProxyServer
 from engine.store import SessionStore
 
 SSE = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ws_responses_server import WebSocketResponses, call_item, message_item
 
 from engine.proxy import ProxyServer, Upstreams
-from engine.proxy.websocket import FrameReader
+from engine.proxy.transport.websocket import FrameReader
 from engine.store import SessionStore
 
 
@@ -138,6 +138,7 @@ def test_an_agent_leaving_mid_answer_is_an_interrupted_call(tmp_path: Path) -> N
         assert proxy.recorder.flush(10)
         with SessionStore(proxy.recorder.db_path, read_only=True) as store:
             (event,) = store.list_events("ws-session", kind="request")
+        assert upstream.held_until_closed == 1  # the proxy closed the upstream answer the agent left
     assert event.outcome == "client_disconnected" and event.details["failure"]["cause"] == "interrupted"
 
 

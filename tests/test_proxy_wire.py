@@ -113,8 +113,8 @@ def test_the_policies_plan_any_request_body_without_raising(
         OffloadPolicy,
         Policies,
     )
-    from engine.proxy.edits import SessionPolicyState
-    from engine.proxy.policies import plan_edits
+    from engine.proxy.policy.edits import SessionPolicyState
+    from engine.proxy.policy.policies import plan_edits
     from engine.settings import Settings, resolve_model_settings
     from engine.tokens import get_tokenizer
 
@@ -143,9 +143,9 @@ def test_the_recorder_writes_any_exchange_without_raising(
     tmp_path_factory: pytest.TempPathFactory, api: str, history: list[Any], answer: Any
 ) -> None:
     """An odd request (and an odd answer) is recorded, not lost to a 'degraded' event."""
-    from engine.proxy.exchange import new_exchange
-    from engine.proxy.sessions import SessionResolver
-    from engine.proxy.writer import ExchangeWriter
+    from engine.proxy.recording.exchange import new_exchange
+    from engine.proxy.recording.sessions import SessionResolver
+    from engine.proxy.recording.writer import ExchangeWriter
     from engine.store import SessionStore
 
     body = json.dumps({"model": "m", wire_for(api).history_key: history}).encode()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PROXY_PORT = 8788
 DEFAULT_PROXY_DB = "ctxdesk-proxy.db"
-#: The proxy's default request body limit in MiB (engine.proxy.admission.MAX_BODY_BYTES, not imported
+#: The proxy's default request body limit in MiB (engine.proxy.transport.admission.MAX_BODY_BYTES, not imported
 #: here: the CLI imports the proxy only when it runs).
 MAX_BODY_MB = 64
 

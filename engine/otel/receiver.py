@@ -24,7 +24,7 @@ from engine.errors import ValidationError
 from engine.otel.mapping import items_of
 from engine.otel.payload import MAX_OTLP_BYTES, Signal, parse_otlp
 from engine.otel.sink import OtelSink
-from engine.proxy.admission import admit
+from engine.proxy.transport.admission import admit
 
 __all__ = ["OtelReceiver", "handle_otlp", "otel_app", "otel_routes"]
 

@@ -3,7 +3,7 @@ tokens each variant would send, its cache reads and writes (:mod:`engine.replay.
 at the model table's prices (:func:`engine.cost.price_call`) and the edits and compactions it made.
 
 Variants: the history as the agent sent it; the provider's own edits (:mod:`engine.replay.provider`);
-ctxdesk's proxy policies, run by the proxy's own planner (:func:`engine.proxy.policies.plan_edits`,
+ctxdesk's proxy policies, run by the proxy's own planner (:func:`engine.proxy.policy.policies.plan_edits`,
 its clearing and compaction the engine's). Every variant is measured by one rule: the tokenizer's
 count of its messages plus the call's *head*, what the provider counted that the transcript does
 not hold (system prompt, tool definitions: the recorded prompt less the measured history, carried
@@ -308,10 +308,10 @@ class _Runner:
         self, policies: Policies, history: list[Message], head: int, at_s: float | None
     ) -> tuple[list[Message], list[str], int] | None:
         from engine.convert import to_anthropic, to_openai
-        from engine.proxy.api_names import ANTHROPIC_MESSAGES, OPENAI_CHAT
-        from engine.proxy.edits import SessionPolicyState
-        from engine.proxy.policies import plan_edits
+        from engine.proxy.policy.edits import SessionPolicyState
+        from engine.proxy.policy.policies import plan_edits
         from engine.proxy.wire import wire_for
+        from engine.proxy.wire.api_names import ANTHROPIC_MESSAGES, OPENAI_CHAT
 
         if self.policy_state is None:
             self.policy_state = SessionPolicyState()

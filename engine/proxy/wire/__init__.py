@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from engine.messages import Message
-from engine.proxy.api_names import (
+from engine.proxy.wire.anthropic import AnthropicCountTokens, AnthropicMessages
+from engine.proxy.wire.api_names import (
     ANTHROPIC_COUNT_TOKENS,
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
@@ -24,7 +25,6 @@ from engine.proxy.api_names import (
     OPENAI_RESPONSES_COMPACT,
     PASSTHROUGH,
 )
-from engine.proxy.wire.anthropic import AnthropicCountTokens, AnthropicMessages
 from engine.proxy.wire.openai_chat import OpenAIChat
 from engine.proxy.wire.openai_responses import OpenAIResponses, OpenAIResponsesCompact
 from engine.proxy.wire.shared import ParsedResponse, ProviderEdit, ReadCalls, RequestView, ToolResult
@@ -42,7 +42,7 @@ __all__ = [
 class WireApi(Protocol):
     """One provider API's request and answer shapes (see the module docstring)."""
 
-    name: str  #: the API's name (``engine.proxy.api_names``), recorded as ``model_requests.api``
+    name: str  #: the API's name (``engine.proxy.wire.api_names``), recorded as ``model_requests.api``
     provider: str  #: ``anthropic`` or ``openai``: the upstream that serves it
     model_call: bool  #: a model call (a request event is recorded)
     edited: bool  #: the in-flight policies apply to its requests

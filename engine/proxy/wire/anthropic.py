@@ -16,8 +16,8 @@ from typing import Any
 
 from engine.convert import from_anthropic, to_anthropic
 from engine.messages import Message
-from engine.proxy.api_names import ANTHROPIC_COUNT_TOKENS, ANTHROPIC_MESSAGES
-from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.policy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.wire.api_names import ANTHROPIC_COUNT_TOKENS, ANTHROPIC_MESSAGES
 from engine.proxy.wire.shared import (
     ParsedResponse,
     ProviderEdit,

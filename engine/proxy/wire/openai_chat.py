@@ -14,8 +14,8 @@ from typing import Any
 
 from engine.convert import from_openai, to_openai
 from engine.messages import Message
-from engine.proxy.api_names import OPENAI_CHAT
-from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.policy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.wire.api_names import OPENAI_CHAT
 from engine.proxy.wire.shared import (
     ParsedResponse,
     ProviderEdit,

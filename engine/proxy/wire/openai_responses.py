@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from engine.proxy.api_names import OPENAI_RESPONSES, OPENAI_RESPONSES_COMPACT
-from engine.proxy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.policy.read_result import READ_RESULT_NAME, READ_RESULT_TOOL
+from engine.proxy.wire.api_names import OPENAI_RESPONSES, OPENAI_RESPONSES_COMPACT
 from engine.proxy.wire.openai_chat import SYSTEM_ROLES, OpenAIWire, summed_usage
 from engine.proxy.wire.shared import (
     SUMMARY_NOTE,

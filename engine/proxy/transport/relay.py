@@ -5,7 +5,7 @@ the provider: its head with the upstream's ``host`` and without hop-by-hop heade
 the bytes arrive, the answer relayed back the same way, chunk by chunk, teed into an
 :class:`Exchange` for the recorder. Every other request (a policy needs its body, a chunked or
 upgrade request, an ``HTTP_PROXY`` in the environment) is passed, bytes unchanged, to the proxy's
-Starlette app (:mod:`engine.proxy.app`) on an internal loopback port.
+Starlette app (:mod:`engine.proxy.transport.app`) on an internal loopback port.
 
 Every request begun is recorded once, whatever fails (:meth:`Recorder.submit` takes an exchange once),
 and the agent gets an answer in the provider's shape whenever its connection is still there.
@@ -25,14 +25,15 @@ import httpx
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from engine.proxy.admission import MAX_BODY_BYTES
-from engine.proxy.answers import Door, as_http1, record_failure
-from engine.proxy.app import RECORD_RESPONSE_LIMIT, upstream_url
-from engine.proxy.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
-from engine.proxy.controller import Controller
-from engine.proxy.exchange import Exchange, KeptBody, new_exchange
-from engine.proxy.handoff import via_app
-from engine.proxy.http1 import (
+from engine.proxy.policy.controller import Controller
+from engine.proxy.recording.exchange import Exchange, KeptBody, new_exchange
+from engine.proxy.recording.recorder import Hold, Recorder
+from engine.proxy.transport.admission import MAX_BODY_BYTES
+from engine.proxy.transport.answers import Door, as_http1, record_failure
+from engine.proxy.transport.app import RECORD_RESPONSE_LIMIT, upstream_url
+from engine.proxy.transport.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
+from engine.proxy.transport.handoff import via_app
+from engine.proxy.transport.http1 import (
     CONTINUE_ANSWER,
     BrokenAnswer,
     HeadError,
@@ -42,9 +43,8 @@ from engine.proxy.http1 import (
     render_request_head,
     render_response_head,
 )  # fmt: skip
-from engine.proxy.policy_step import apply_policies, upstream_headers
-from engine.proxy.recorder import Hold, Recorder
-from engine.proxy.streams import (
+from engine.proxy.transport.policy_step import apply_policies, upstream_headers
+from engine.proxy.transport.streams import (
     ClientGone,
     answer_quietly,
     drained,
@@ -54,7 +54,7 @@ from engine.proxy.streams import (
     read_body,
     send,
 )
-from engine.proxy.websocket import is_websocket, relay_websocket
+from engine.proxy.transport.websocket import is_websocket, relay_websocket
 from engine.proxy.wire import detect_api, upstream_kind
 
 

@@ -1,7 +1,7 @@
 """What a policy decides about one request, as values: the session's sticky state, each edit
 with tokens before and after, the outcome (the body to forward or a refusal), the call's limit,
 and a request's prompt count (each distinct history item counted once). Read by the planner
-(:mod:`engine.proxy.policies`), the request path (:mod:`engine.proxy.controller`) and the recorder.
+(:mod:`engine.proxy.policy.policies`), the request path (:mod:`engine.proxy.policy.controller`) and the recorder.
 """
 
 from __future__ import annotations

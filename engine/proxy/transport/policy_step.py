@@ -8,12 +8,12 @@ from collections.abc import Mapping
 import httpx
 from starlette.responses import Response
 
-from engine.proxy.answers import refuse
-from engine.proxy.controller import Controller
-from engine.proxy.exchange import Exchange
-from engine.proxy.http1 import HOP_BY_HOP
-from engine.proxy.read_rounds import serve_read_rounds
-from engine.proxy.recorder import Recorder
+from engine.proxy.policy.controller import Controller
+from engine.proxy.recording.exchange import Exchange
+from engine.proxy.recording.recorder import Recorder
+from engine.proxy.transport.answers import refuse
+from engine.proxy.transport.http1 import HOP_BY_HOP
+from engine.proxy.transport.read_rounds import serve_read_rounds
 from engine.proxy.wire import wire_for
 from engine.proxy.wire.shared import compact_json
 

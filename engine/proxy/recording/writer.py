@@ -17,9 +17,9 @@ from typing import Any
 from engine.components import measure_request, reconcile_call
 from engine.errors import ContextDeskError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
-from engine.proxy.edits import call_limit
-from engine.proxy.exchange import Exchange
-from engine.proxy.record_parts import (
+from engine.proxy.policy.edits import call_limit
+from engine.proxy.recording.exchange import Exchange
+from engine.proxy.recording.record_parts import (
     call_details,
     call_outcome,
     exists,
@@ -32,7 +32,7 @@ from engine.proxy.record_parts import (
     title,
     tool_record,
 )
-from engine.proxy.sessions import SessionResolver
+from engine.proxy.recording.sessions import SessionResolver
 from engine.proxy.wire import WireApi, wire_for
 from engine.proxy.wire.shared import ParsedResponse, RequestView, decode_body, identity_hash
 from engine.settings import Settings

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlsplit
 
-from engine.proxy.http1 import HEAD_LIMIT, READ_SIZE
+from engine.proxy.transport.http1 import HEAD_LIMIT, READ_SIZE
 
 #: Idle connections kept per origin.
 POOL_SIZE = 100

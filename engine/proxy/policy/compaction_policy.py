@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.limit import Limit
 from engine.policy_settings import CompactionPolicy
-from engine.proxy.edits import Edit, SessionPolicyState, prompt_tokens
+from engine.proxy.policy.edits import Edit, SessionPolicyState, prompt_tokens
 from engine.proxy.wire import WireApi
 from engine.proxy.wire.shared import identity_hash, strip_markers
 from engine.tokens import Tokenizer

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.proxy.sessions import Assignment
+from engine.proxy.recording.sessions import Assignment
 from engine.store.payloads import is_secret_header, safe_headers
 
 
@@ -36,7 +36,7 @@ class Exchange:
     closed_after_answer: bool = False
     assignment: Assignment | None = None
     sent_body: bytes | None = None  # the body forwarded, when a policy edited it
-    policy: Any = None  # engine.proxy.policies.PolicyOutcome of the request, when policies ran
+    policy: Any = None  # engine.proxy.policy.policies.PolicyOutcome of the request, when policies ran
     agent_answer: dict[str, Any] | None = (
         None  # the answer the agent got, when it differs from the upstream's
     )

@@ -23,12 +23,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from engine.proxy.admission import MAX_BODY_BYTES, admit, body_refusal
-from engine.proxy.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
-from engine.proxy.controller import Controller
-from engine.proxy.exchange import Exchange, KeptBody, new_exchange
-from engine.proxy.policy_step import apply_policies, upstream_headers
-from engine.proxy.recorder import Hold, Recorder
+from engine.proxy.policy.controller import Controller
+from engine.proxy.recording.exchange import Exchange, KeptBody, new_exchange
+from engine.proxy.recording.recorder import Hold, Recorder
+from engine.proxy.transport.admission import MAX_BODY_BYTES, admit, body_refusal
+from engine.proxy.transport.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
+from engine.proxy.transport.policy_step import apply_policies, upstream_headers
 from engine.proxy.wire import detect_api, error_body, upstream_kind
 
 ANTHROPIC_UPSTREAM = "https://api.anthropic.com"
@@ -76,7 +76,7 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The proxy as an ASGI app; ``recorder`` receives every exchange, ``controller`` applies policies,
-    requests :func:`engine.proxy.admission.admit` refuses get their answer (a browser's, a rebinding Host);
+    requests :func:`engine.proxy.transport.admission.admit` refuses get their answer (a browser's, a rebinding Host);
     ``extra_routes`` are served before forwarding (the OTLP receiver's ``/v1/logs``, ``/v1/traces``, ...)."""
     upstreams = upstreams or Upstreams()
     state: dict[str, httpx.AsyncClient] = {}

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.errors import ContextDeskError
-from engine.proxy.edits import Edit, PolicyOutcome, SessionPolicyState, prompt_tokens
-from engine.proxy.policies import plan_edits
-from engine.proxy.policy_file import PolicyFile
+from engine.proxy.policy.edits import Edit, PolicyOutcome, SessionPolicyState, prompt_tokens
+from engine.proxy.policy.policies import plan_edits
+from engine.proxy.policy.policy_file import PolicyFile
 from engine.proxy.wire import wire_for
 
 #: Agent sessions whose sticky decisions are remembered (least recently used forgotten first).
@@ -36,7 +36,7 @@ class Controller:
         self, policy_file: PolicyFile, live: Any = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.policy_file = policy_file
-        self.live = live  # engine.proxy.live.LiveCompactions, or None
+        self.live = live  # engine.proxy.policy.live.LiveCompactions, or None
         self.clock = clock  # seconds: how long a session idled (has its provider cache expired?)
         self._states: dict[str, SessionPolicyState] = {}
         self._lock = threading.Lock()

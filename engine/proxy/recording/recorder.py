@@ -2,7 +2,7 @@
 
 The relay hands each finished exchange (request bytes, response chunks, timing) to
 :meth:`Recorder.submit`, which never blocks and never raises. The writer thread hands it to
-:class:`engine.proxy.writer.ExchangeWriter`, which parses it, finds its session, and writes it
+:class:`engine.proxy.recording.writer.ExchangeWriter`, which parses it, finds its session, and writes it
 in one transaction. A failed write is retried; when it still fails, a ``degraded`` event says
 so (the agent's request has long been answered). No API key or Authorization header is kept.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ContextDeskError
-from engine.proxy.exchange import Exchange
-from engine.proxy.sessions import SessionResolver
-from engine.proxy.writer import ExchangeWriter
+from engine.proxy.recording.exchange import Exchange
+from engine.proxy.recording.sessions import SessionResolver
+from engine.proxy.recording.writer import ExchangeWriter
 from engine.settings import Settings
 from engine.store.factory import is_database_url, open_store
 

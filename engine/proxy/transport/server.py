@@ -1,4 +1,4 @@
-"""Running the proxy: the relay (:mod:`engine.proxy.relay`) on the agents' port and the Starlette app
+"""Running the proxy: the relay (:mod:`engine.proxy.transport.relay`) on the agents' port and the Starlette app
 on an internal loopback port under uvicorn, one event loop for both, in the foreground (the CLI)
 or in a background thread (tests, bench)."""
 
@@ -16,15 +16,15 @@ import uvicorn
 from starlette.routing import BaseRoute
 
 from engine.errors import ConfigError
-from engine.proxy.admission import MAX_BODY_BYTES
-from engine.proxy.app import SHUTDOWN_FLUSH_S, Upstreams, create_app
-from engine.proxy.connections import Origin
-from engine.proxy.controller import Controller
-from engine.proxy.http1 import HEAD_LIMIT
-from engine.proxy.live import LiveCompactions
-from engine.proxy.policy_file import PolicyFile
-from engine.proxy.recorder import OnRecorded, Recorder
-from engine.proxy.relay import Relay
+from engine.proxy.policy.controller import Controller
+from engine.proxy.policy.live import LiveCompactions
+from engine.proxy.policy.policy_file import PolicyFile
+from engine.proxy.recording.recorder import OnRecorded, Recorder
+from engine.proxy.transport.admission import MAX_BODY_BYTES
+from engine.proxy.transport.app import SHUTDOWN_FLUSH_S, Upstreams, create_app
+from engine.proxy.transport.connections import Origin
+from engine.proxy.transport.http1 import HEAD_LIMIT
+from engine.proxy.transport.relay import Relay
 from engine.settings import Settings
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})

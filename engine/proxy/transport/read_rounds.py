@@ -10,15 +10,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.proxy.read_result import read_stored
+from engine.proxy.policy.read_result import read_stored
 from engine.proxy.wire.shared import DECODED_LIMIT, compact_json
 
 if TYPE_CHECKING:  # the proxy's request path imports this module lazily
     import httpx
     from starlette.responses import Response
 
-    from engine.proxy.exchange import Exchange
-    from engine.proxy.recorder import Recorder
+    from engine.proxy.recording.exchange import Exchange
+    from engine.proxy.recording.recorder import Recorder
     from engine.proxy.wire import WireApi
 
 #: read_result rounds the proxy answers itself before giving the agent the model's answer.
@@ -41,7 +41,7 @@ def stored_answer(controller: StoredTexts, arguments: dict[str, Any]) -> str:
 
 def _round_exchange(recorder: Recorder, exchange: Exchange, round_no: int, payload: bytes) -> Exchange:
     """The exchange that records round ``round_no``: the agent's own first, then its children."""
-    from engine.proxy.exchange import new_exchange
+    from engine.proxy.recording.exchange import new_exchange
 
     ex = exchange if round_no == 0 else new_exchange(exchange.api, "POST", exchange.path, {}, payload)
     ex.sent_body = payload if round_no == 0 else None
@@ -76,7 +76,7 @@ def _relay(recorder: Recorder, rounds: list[Exchange], reply: httpx.Response, co
     rounds cannot read)."""
     from starlette.responses import Response
 
-    from engine.proxy.answers import RESPONSE_HOP_BY_HOP
+    from engine.proxy.transport.answers import RESPONSE_HOP_BY_HOP
 
     for ex in rounds:
         recorder.submit(ex)
@@ -95,7 +95,7 @@ async def serve_read_rounds(
     import httpx
     from starlette.responses import Response
 
-    from engine.proxy.answers import fail
+    from engine.proxy.transport.answers import fail
 
     rounds: list[Exchange] = []
     answers: list[Any] = []

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from engine.proxy.admission import ALLOWED_METHODS, Refusal, admit, body_refusal
-from engine.proxy.exchange import Exchange, new_exchange
-from engine.proxy.http1 import RequestHead, phrase, render_response_head
-from engine.proxy.recorder import Recorder
-from engine.proxy.streams import answer_quietly, send
+from engine.proxy.recording.exchange import Exchange, new_exchange
+from engine.proxy.recording.recorder import Recorder
+from engine.proxy.transport.admission import ALLOWED_METHODS, Refusal, admit, body_refusal
+from engine.proxy.transport.http1 import RequestHead, phrase, render_response_head
+from engine.proxy.transport.streams import answer_quietly, send
 from engine.proxy.wire import error_body
 
 #: Headers of an upstream answer that belong to one hop (RFC 9110 7.6.1) and are not relayed.
@@ -83,7 +83,7 @@ def as_http1(response: Response, *, close: bool) -> bytes:
 
 
 class Door:
-    """What the relay answers from a request's head alone (:mod:`engine.proxy.admission`): a refused
+    """What the relay answers from a request's head alone (:mod:`engine.proxy.transport.admission`): a refused
     request (a foreign page, a rebinding Host, ``CONNECT``), ``OPTIONS *``, a body over the limit."""
 
     def __init__(self, recorder: Recorder, allow_remote: bool, max_body_bytes: int) -> None:

@@ -26,9 +26,16 @@ from typing import TYPE_CHECKING, Any
 from engine.limit import Limit
 from engine.messages import ToolResultBlock, ToolUseBlock
 from engine.policy_settings import ClearToolResultsPolicy, Policies
-from engine.proxy.compaction_policy import compact_history
-from engine.proxy.edits import Edit, PolicyOutcome, SessionPolicyState, call_limit, prompt_tokens, result_ref
-from engine.proxy.read_result import offload_note
+from engine.proxy.policy.compaction_policy import compact_history
+from engine.proxy.policy.edits import (
+    Edit,
+    PolicyOutcome,
+    SessionPolicyState,
+    call_limit,
+    prompt_tokens,
+    result_ref,
+)
+from engine.proxy.policy.read_result import offload_note
 from engine.proxy.wire import WireApi, wire_for
 from engine.proxy.wire.shared import ToolResult
 from engine.settings import ResolvedModelSettings

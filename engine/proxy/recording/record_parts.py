@@ -1,6 +1,6 @@
 """The pieces of a proxied call's records, built from its parsed request and answer: the
 provider's usage, the request event's details, each policy edit as an event, the session's
-title and tools. Used by :mod:`engine.proxy.writer`.
+title and tools. Used by :mod:`engine.proxy.recording.writer`.
 """
 
 from __future__ import annotations

@@ -22,13 +22,13 @@ from typing import Any
 
 from starlette.datastructures import Headers
 
-from engine.proxy.api_names import OPENAI_RESPONSES
-from engine.proxy.connections import ConnectionPool, Origin
-from engine.proxy.exchange import Exchange, new_exchange
-from engine.proxy.http1 import READ_SIZE, RequestHead
-from engine.proxy.recorder import Recorder
-from engine.proxy.streams import answer_quietly, put
+from engine.proxy.recording.exchange import Exchange, new_exchange
+from engine.proxy.recording.recorder import Recorder
+from engine.proxy.transport.connections import ConnectionPool, Origin
+from engine.proxy.transport.http1 import READ_SIZE, RequestHead
+from engine.proxy.transport.streams import answer_quietly, put
 from engine.proxy.wire import detect_api, error_body
+from engine.proxy.wire.api_names import OPENAI_RESPONSES
 
 #: Largest message kept for the recorder (bigger ones are relayed, not recorded).
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024

@@ -9,8 +9,8 @@ import contextlib
 import json
 from collections.abc import Callable
 
-from engine.proxy.connections import Connection
-from engine.proxy.http1 import READ_SIZE, ResponseHead, ResponseReader, render_answer
+from engine.proxy.transport.connections import Connection
+from engine.proxy.transport.http1 import READ_SIZE, ResponseHead, ResponseReader, render_answer
 
 #: Longest an origin may leave a request body unread before the relay gives up (a 504).
 WRITE_TIMEOUT_S = 60.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.proxy.connections import Connection, ConnectionPool, Origin
-from engine.proxy.http1 import (
+from engine.proxy.transport.connections import Connection, ConnectionPool, Origin
+from engine.proxy.transport.http1 import (
     CONTINUE_ANSWER,
     RequestHead,
     RequestTracker,
@@ -15,7 +15,7 @@ from engine.proxy.http1 import (
     render_response_head,
     without_expect,
 )
-from engine.proxy.streams import ClientGone, answer_quietly, forward_body, put, send, splice
+from engine.proxy.transport.streams import ClientGone, answer_quietly, forward_body, put, send, splice
 
 
 async def via_app(
