@@ -6,7 +6,6 @@ import argparse
 from typing import Any, TextIO
 
 from engine.cli.common import EXIT_OK, find_session, open_read_only
-from engine.events import COMPONENTS
 from engine.textfmt import format_table
 
 
@@ -44,6 +43,7 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
         f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
         file=out,
     )
+    from engine.events import COMPONENTS  # pydantic's import is not paid by every CLI start
     from engine.report import cost_line, event_note, is_routine, messages_sent, session_cost_report
     from engine.store.costs import session_costs
 
