@@ -1,15 +1,17 @@
 """bench/first_paint's CPU clock: the processor time of a command's whole session, its exited and
-waited-for workers included, whatever else the machine runs."""
+waited-for workers included, whatever else the machine runs; and the bytecode it compiles first."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench.first_paint import session_cpu_seconds
+from bench.first_paint import ROOT, compile_bytecode, session_cpu_seconds
 
 #: Burns about ``BURN_S`` seconds of CPU, then waits to be stopped (still in /proc when read).
 BURN = "import time\nend = time.process_time() + {burn}\nwhile time.process_time() < end: pass\n"
@@ -42,3 +44,21 @@ def test_the_cpu_a_session_burned_is_counted(script: str) -> None:
     finally:
         os.killpg(proc.pid, 9)
         proc.communicate()
+
+
+def test_the_bench_compiles_the_projects_bytecode_even_where_the_environment_forbids_writing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    sources = [
+        ROOT / "engine" / "cli" / "dashboard.py",
+        ROOT / "dashboard" / "warm.py",
+        ROOT / "bench" / "first_paint.py",
+    ]
+    for source in sources:  # as on a fresh clone
+        Path(importlib.util.cache_from_source(str(source))).unlink(missing_ok=True)
+    compile_bytecode()
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.is_file(), source
+        assert cached.stat().st_mtime >= source.stat().st_mtime, source
