@@ -51,6 +51,19 @@ def test_explain_stop_names_sources_growth_and_the_tipping_component() -> None:
     assert x.over_by == 12_083 - math.floor(12_220 * 0.98)
 
 
+@pytest.mark.parametrize(
+    ("limit", "source"),
+    [
+        (12_220, "context_window - max_output_tokens - buffer_tokens"),
+        (10_000, "context_window - max_output_tokens - buffer_tokens (capped by context_budget)"),
+    ],
+)
+def test_the_limit_says_it_was_capped_only_when_it_was(limit: int, source: str) -> None:
+    x = analysis.explain_stop(_guard(limit_tokens=limit), PREVIOUS)
+    assert {line.field: line for line in x.limit_lines}["limit_tokens"].source == source
+    assert x.formula.endswith("= 12,220" if limit == 12_220 else "(capped by context_budget to 10,000)")
+
+
 def _number_after(text: str, name: str) -> float:
     rest = text.split(name, 1)[1].split("(")[0]
     return float(rest.strip(" ≥≤").split()[0].replace(",", ""))

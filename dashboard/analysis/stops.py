@@ -147,6 +147,15 @@ def _setting_line(
     return LimitLine(name, None, source)
 
 
+def _capped(event: Mapping[str, Any]) -> bool:
+    """The event's recorded limit is under window - output reserve - buffer (the settings' context_budget)."""
+    limit, parts = recorded_int(event.get("limit_tokens")), [recorded_int(event.get(f)) for f in LIMIT_FIELDS]
+    if limit is None or any(p is None for p in parts):
+        return False
+    window, output, buffer = parts
+    return limit < window - output - buffer
+
+
 def explain_stop(
     event: Mapping[str, Any],
     previous_request: Mapping[str, Any] | None,
@@ -171,7 +180,8 @@ def explain_stop(
     )
     compact = float(thresholds.get("compact", thresholds.get("compact_threshold", DEFAULT_COMPACT_THRESHOLD)))
     derived = {
-        "limit_tokens": "context_window - max_output_tokens - buffer_tokens (capped by context_budget)",
+        "limit_tokens": "context_window - max_output_tokens - buffer_tokens"
+        + (" (capped by context_budget)" if _capped(event) else ""),
         "projected_tokens": "the guard's estimate of the request",
     }
     lines = [
