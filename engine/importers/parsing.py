@@ -25,6 +25,7 @@ from engine.messages import (
     ToolUseBlock,
     is_user_input,
 )
+from engine.store.records import share_fields_set
 
 TITLE_CHARS = 80
 _TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?>")
@@ -36,12 +37,19 @@ def as_json_text(value: Any) -> str:
 
 
 def build_message(role: str, content: Any, *, where: str, **fields: Any) -> Message:
+    """A message of the source, validated; its (and its blocks') set of given fields shared with
+    every alike instance (:func:`engine.store.records.share_fields_set`: a parsed session holds all
+    its messages until written, and each set cost more than the values of a short message)."""
     try:
-        return Message(role=role, content=content, **fields)  # type: ignore[arg-type]
+        message = Message(role=role, content=content, **fields)  # type: ignore[arg-type]
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise SourceProblem(f"{where}: cannot read message ({loc}: {first['msg']})") from exc
+    if not isinstance(message.content, str):
+        for block in message.content:
+            share_fields_set(block)
+    return share_fields_set(message)
 
 
 # -- Anthropic shapes ------------------------------------------------------------------------
@@ -143,11 +151,13 @@ def system_text(raw: Any) -> str | None:
 def anthropic_usage(raw: Any) -> ProviderUsage | None:
     if not isinstance(raw, dict):
         return None
-    return ProviderUsage(
-        input_tokens=_count(raw.get("input_tokens")),
-        output_tokens=_count(raw.get("output_tokens")),
-        cache_read_input_tokens=_count(raw.get("cache_read_input_tokens")),
-        cache_creation_input_tokens=_count(raw.get("cache_creation_input_tokens")),
+    return share_fields_set(
+        ProviderUsage(
+            input_tokens=_count(raw.get("input_tokens")),
+            output_tokens=_count(raw.get("output_tokens")),
+            cache_read_input_tokens=_count(raw.get("cache_read_input_tokens")),
+            cache_creation_input_tokens=_count(raw.get("cache_creation_input_tokens")),
+        )
     )
 
 

@@ -21,6 +21,7 @@ from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.thread import Thread
 from engine.importers.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
 from engine.messages import Message, ThinkingBlock, is_user_input
+from engine.store.records import share_fields_set
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
 #: Claude Code versions from which requests carry ``clear_thinking_20251015`` with ``keep: "all"``
@@ -214,10 +215,12 @@ class _Counts:
                     dropped -= self.conv[i] - conv
                     slimmed -= self.has_thinking[i]
         any_sent = conversation or results or summary
-        components = ComponentTokens(
-            summary=summary,
-            conversation=conversation + (REPLY_PRIMING_TOKENS if any_sent else 0),
-            tool_results=results,
+        components = share_fields_set(  # held with the call until written
+            ComponentTokens(
+                summary=summary,
+                conversation=conversation + (REPLY_PRIMING_TOKENS if any_sent else 0),
+                tool_results=results,
+            )
         )
         return components, dropped, slimmed
 
