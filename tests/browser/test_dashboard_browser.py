@@ -72,6 +72,19 @@ PAGES = (
     "compare",
     "model_settings",
 )
+#: Each page's title in the sidebar's navigation (dashboard/app.py), by its path in the URL.
+NAV_TITLES = {
+    "": "Sessions",
+    "timeline": "Context timeline",
+    "why_stop": "Why did it stop?",
+    "compaction": "Compaction",
+    "offloaded": "Offloaded results",
+    "tools": "Tools",
+    "requests": "Requests",
+    "data_browser": "Data",
+    "compare": "Compare",
+    "model_settings": "Model settings",
+}
 FINDINGS_FILL = "242, 183, 1"  # figures.FINDINGS_STYLE colour as the browser reports it
 
 
@@ -344,9 +357,54 @@ def _choose(page: object, label: str, option: re.Pattern[str]) -> None:
     raise AssertionError(f"option {option.pattern!r} never appeared in {label!r}")
 
 
+#: How long a navigation click may take to change the URL before it is taken as dropped and made again.
+NAV_WAIT_MS = 10_000
+NAV_TRIES = 5
+
+
 def _nav(page: object, title: str) -> None:
-    page.locator("[data-testid='stSidebarNav']").get_by_text(title, exact=True).click()
-    _settle(page)
+    """Open the page titled ``title`` from the sidebar's navigation, as a person does: the same Streamlit
+    session goes on (its selected session, its state), with no page load; the URL names the page.
+
+    A click that lands while a live rerun starts (a writer committing beside the page) can be dropped by
+    Streamlit: the page stays, as a person sees it, and the link is clicked again (a page switch, unlike
+    an action, does nothing twice)."""
+    (path,) = [p for p, t in NAV_TITLES.items() if t == title]
+    url = re.compile(rf"^https?://[^/]+/{re.escape(path)}(\?.*)?$")
+    for _ in range(NAV_TRIES):
+        page.locator("[data-testid='stSidebarNav']").get_by_text(title, exact=True).click()
+        try:
+            page.wait_for_url(url, timeout=NAV_WAIT_MS)
+        except PlaywrightTimeoutError:
+            _settle(page)
+            continue
+        _settle(page)
+        return
+    _shot_whole_page(page, f"FAILED-nav-{path or 'sessions'}")
+    raise AssertionError(f"{title!r} clicked {NAV_TRIES} times; the page stayed at {page.url}")
+
+
+def _sidebar_session(page: object) -> str:
+    """The session the sidebar's picker shows selected."""
+    return page.locator(
+        "[data-testid='stSidebar'] [data-testid='stSelectbox'] input[role='combobox']"
+    ).input_value()
+
+
+def _each_page(page: object, url: str, ref: str | None = None) -> Iterator[str]:
+    """Every page of PAGES drawn in turn (its name yielded once its title shows): the first opened by its
+    link (``?session=ref``: a new Streamlit session that the link selects), each other one from the
+    sidebar's navigation in that session, and the session stays selected on every page. A link opened
+    afresh per page cost a page load and a new Streamlit session each: 3 sessions' 30 page views took
+    57 s and ~80 CPU-seconds that way, 34 s and ~47 CPU-seconds so (load 5, 2 CPUs)."""
+    _open(page, f"{url}/" + (f"?session={ref}" if ref is not None else ""))
+    picked = _sidebar_session(page)
+    for name in PAGES:
+        if name:
+            _nav(page, NAV_TITLES[name])
+        page.get_by_role("heading", level=1).first.wait_for()
+        assert _sidebar_session(page) == picked, (ref, name, picked, _sidebar_session(page))
+        yield name
 
 
 def test_sessions_and_timeline_render_charts(served: dict[str, object], page: object) -> None:
@@ -714,7 +772,8 @@ def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(
 @pytest.mark.skipif(
     not any(SAMPLE_DATA.glob("*.db")), reason="no bundled sample data in data/ (ctxdesk demo)"
 )
-# 70 page loads (7 sessions x 10 pages): 472 s at load 13, far past the browser lane's 60 s; started early
+# 70 page views (7 sessions x 10 pages; one page load per session): 109 s at load 7 (472 s at load 13 with a
+# page load per view), far past the browser lane's 60 s; started early
 @pytest.mark.cost(240)
 def test_every_page_renders_over_the_bundled_sample_data(
     served_sample: dict[str, object], page: object
@@ -725,9 +784,7 @@ def test_every_page_renders_over_the_bundled_sample_data(
             sessions += [(path.stem, sid) for (sid,) in conn.execute("SELECT id FROM sessions ORDER BY id")]
     assert sessions
     for db, sid in sessions:
-        for name in PAGES:
-            _open(page, f"{served_sample['url']}/{name}?session={db}::{sid}")
-            page.get_by_role("heading", level=1).first.wait_for()
+        for name in _each_page(page, served_sample["url"], f"{db}::{sid}"):
             _check_page(page, (db, sid, name))
     assert not page.dialogs
 
@@ -751,12 +808,12 @@ def served_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 
 
 #: The representative sessions' pages are walked in this many parts, each on its own xdist worker when there
-#: are two (a part is its own group, over its own server): the whole walk, ~190 page loads, was the longest
+#: are two (a part is its own group, over its own server): the whole walk, ~210 page views, was the longest
 #: test of the suite. Part ``i`` walks sessions ``i``, ``i + WALK_PARTS``, ...: together every page of each.
 WALK_PARTS = 2
 
 
-@pytest.mark.timeout(1800)  # ~95 page loads: minutes on a loaded 2-CPU machine
+@pytest.mark.timeout(1800)  # ~105 page views: minutes on a loaded 2-CPU machine
 @pytest.mark.cost(420)
 @pytest.mark.parametrize("part", walk_parts(WALK_PARTS, "browser:walk"))
 def test_every_page_of_the_representative_real_sessions_renders_while_a_writer_appends(
@@ -773,9 +830,7 @@ def test_every_page_of_the_representative_real_sessions_renders_while_a_writer_a
     assert mine, (part, len(chosen))
     with _writer(db):
         for session in mine:
-            for name in PAGES:
-                _open(page, f"{served_real['url']}/{name}?session=real::{session.session_id}")
-                page.get_by_role("heading", level=1).first.wait_for()
+            for name in _each_page(page, served_real["url"], f"real::{session.session_id}"):
                 _check_page(page, (session.session_id, name), session.recorded, session.provider_errors)
     assert not page.dialogs
 
@@ -944,10 +999,7 @@ def test_markup_in_session_ids_and_models_is_shown_as_text_and_fetches_nothing(
             model="![m](http://evil.example/model.png)", provider="anthropic",
         )  # fmt: skip
     with _serve([db.parent], base) as server:
-        for name in PAGES:
-            _open(page, f"{server['url']}/{name}")
-            page.get_by_role("heading", level=1).first.wait_for()
-            _settle(page)
+        for name in _each_page(page, str(server["url"])):
             assert page.locator("img[src*='evil.example']").count() == 0, name
             assert page.locator("[data-testid='stException']").count() == 0, name
         _nav(page, "Model settings")
