@@ -8,7 +8,7 @@ column's sequence) and each session's next ``seq`` is read once. Held rows are w
 other statement of the transaction runs (the store's ``_flush_events`` hook: a read, a nested
 write such as an exact request referring to its event), so nothing ever sees a missing event. The
 cost writer gets each request event as written (what a read of its redacted row would give),
-without reading it back.
+without reading it back: its row is held until the commit, and made an event a chunk at a time.
 """
 
 from __future__ import annotations
@@ -60,50 +60,16 @@ class EventBatch:
         row = (event_id, *self.store._event_row(session_id, seq, event, utc_now()))
         self.rows.append(row)
         if event.kind == "request" and event.usage is not None:  # its cost row, once the transaction commits
-            self.store._pending_cost(session_id, event_id, self.stored(row))
+            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
+            self.store._pending_cost(session_id, event_id, row)
         if len(self.rows) >= HELD_ROWS:  # nothing else ran since: the reserved ids and seqs stay good
             self._insert(self.rows)
             self.rows = []
         return event_id
 
     def stored(self, row: tuple[Any, ...]) -> StoredEvent:
-        """The event as a read of its row would give it (values redacted, details as JSON text),
-        built without validation: every value is one this store just made from a valid event."""
-        (
-            event_id, session_id, seq, turn_index, kind, trigger, outcome, reason, provider, model,
-            context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens, remaining_tokens,
-            system, skills, tools, summary, conversation, tool_results, offloaded_bytes,
-            p_input, p_output, p_cache_read, p_cache_creation,
-            message_seq, details_json, created_utc, unattributed, components_basis, messages_excluded,
-        ) = row  # fmt: skip
-        components = (
-            constructed(ComponentTokens, {
-                "system": system or 0, "skills": skills or 0, "tools": tools or 0, "summary": summary or 0,
-                "conversation": conversation or 0, "tool_results": tool_results or 0,
-                "unattributed": unattributed or 0, "offloaded_bytes": offloaded_bytes or 0,
-            })
-            if system is not None
-            else None
-        )  # fmt: skip
-        usage = (
-            None
-            if p_input is None and p_output is None and p_cache_read is None and p_cache_creation is None
-            else constructed(ProviderUsage, {
-                "input_tokens": p_input or 0, "output_tokens": p_output or 0,
-                "cache_read_input_tokens": p_cache_read or 0, "cache_creation_input_tokens": p_cache_creation or 0,
-            })
-        )  # fmt: skip
-        # held until the commit prices them: each model's set of given fields is shared (2 KB apiece)
-        return constructed(StoredEvent, {
-            "id": event_id, "session_id": session_id, "seq": seq, "turn_index": turn_index, "kind": kind,
-            "trigger": trigger, "outcome": outcome, "reason": reason, "provider": provider, "model": model,
-            "context_window": context_window, "max_output_tokens": max_output_tokens,
-            "buffer_tokens": buffer_tokens, "limit_tokens": limit_tokens, "projected_tokens": projected_tokens,
-            "remaining_tokens": remaining_tokens, "components": components, "components_basis": components_basis,
-            "usage": usage, "message_seq": message_seq,
-            "details": json.loads(details_json) if details_json else {}, "created_utc": created_utc,
-            "messages_excluded": tuple(json.loads(messages_excluded)) if messages_excluded else (),
-        })  # fmt: skip
+        """:func:`stored_event` of a row this batch made."""
+        return stored_event(row)
 
     def flush(self) -> None:
         """Insert the held rows; ids and seqs are read afresh for the next event (a statement run
@@ -129,3 +95,44 @@ class EventBatch:
             self._ids = list(reversed(ids))
         self._last_id = self._ids.pop()
         return self._last_id
+
+
+def stored_event(row: tuple[Any, ...]) -> StoredEvent:
+    """The event of a held row (``id`` then :data:`EVENT_COLUMNS`) as a read of the row would give
+    it (values redacted, details as JSON text), built without validation: every value is one this
+    store just made from a valid event."""
+    (
+        event_id, session_id, seq, turn_index, kind, trigger, outcome, reason, provider, model,
+        context_window, max_output_tokens, buffer_tokens, limit_tokens, projected_tokens, remaining_tokens,
+        system, skills, tools, summary, conversation, tool_results, offloaded_bytes,
+        p_input, p_output, p_cache_read, p_cache_creation,
+        message_seq, details_json, created_utc, unattributed, components_basis, messages_excluded,
+    ) = row  # fmt: skip
+    components = (
+        constructed(ComponentTokens, {
+            "system": system or 0, "skills": skills or 0, "tools": tools or 0, "summary": summary or 0,
+            "conversation": conversation or 0, "tool_results": tool_results or 0,
+            "unattributed": unattributed or 0, "offloaded_bytes": offloaded_bytes or 0,
+        })
+        if system is not None
+        else None
+    )  # fmt: skip
+    usage = (
+        None
+        if p_input is None and p_output is None and p_cache_read is None and p_cache_creation is None
+        else constructed(ProviderUsage, {
+            "input_tokens": p_input or 0, "output_tokens": p_output or 0,
+            "cache_read_input_tokens": p_cache_read or 0, "cache_creation_input_tokens": p_cache_creation or 0,
+        })
+    )  # fmt: skip
+    # each model's set of given fields is shared (2 KB apiece)
+    return constructed(StoredEvent, {
+        "id": event_id, "session_id": session_id, "seq": seq, "turn_index": turn_index, "kind": kind,
+        "trigger": trigger, "outcome": outcome, "reason": reason, "provider": provider, "model": model,
+        "context_window": context_window, "max_output_tokens": max_output_tokens,
+        "buffer_tokens": buffer_tokens, "limit_tokens": limit_tokens, "projected_tokens": projected_tokens,
+        "remaining_tokens": remaining_tokens, "components": components, "components_basis": components_basis,
+        "usage": usage, "message_seq": message_seq,
+        "details": json.loads(details_json) if details_json else {}, "created_utc": created_utc,
+        "messages_excluded": tuple(json.loads(messages_excluded)) if messages_excluded else (),
+    })  # fmt: skip

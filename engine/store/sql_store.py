@@ -31,7 +31,7 @@ from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
-from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch
+from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, stored_event
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -209,14 +209,15 @@ class SqlSessionStore(ABC):
             pending = self._local.pending_costs = {}
         return pending
 
-    def _pending_cost(self, session_id: str, event_id: int, event: StoredEvent | None = None) -> None:
-        """Price the request event once the transaction commits (``event``: as written, not read back)."""
+    def _pending_cost(self, session_id: str, event_id: int, row: tuple[Any, ...] | None = None) -> None:
+        """Price the request event once the transaction commits (``row``: its row as written, ``id``
+        then EVENT_COLUMNS, not read back)."""
         self._pending_costs.setdefault(session_id, []).append(event_id)
-        if event is not None:
-            self._written_events[event_id] = event
+        if row is not None:
+            self._written_events[event_id] = row
 
     @property
-    def _written_events(self) -> dict[int, StoredEvent]:
+    def _written_events(self) -> dict[int, tuple[Any, ...]]:
         written = getattr(self._local, "written_events", None)
         if written is None:
             written = self._local.written_events = {}
@@ -260,7 +261,7 @@ class SqlSessionStore(ABC):
                             conn,
                             session_id,
                             chunk,
-                            written={i: written.pop(i) for i in chunk if i in written},
+                            written={i: stored_event(written.pop(i)) for i in chunk if i in written},
                         )
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
