@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
+import time
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -209,8 +209,19 @@ class ToolRecord(_Row):
 
 
 def utc_now() -> str:
-    """Now, as the ``*_utc`` columns store it (ISO-8601, microseconds, ``Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Now, as the ``*_utc`` columns store it (ISO-8601, microseconds, ``Z``): the text of
+    ``datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, its seconds formatted once per second
+    (an import stamps each of its events)."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    second = _second
+    if second[0] != seconds:
+        second = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{second[1]}.{micros:06d}Z"
+
+
+#: (epoch second, its text) of the last :func:`utc_now`.
+_second: tuple[int, str] = (-1, "")
 
 
 def loads_json(text: str | None, where: str) -> Any:
