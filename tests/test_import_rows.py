@@ -8,6 +8,7 @@ After a change that means to alter what an import stores, write the file again w
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from datetime import UTC
@@ -29,6 +30,9 @@ EXPECTED = FIXTURES / "import_rows.json"
 LINES = 3_000
 
 
+#: The copied fixtures' modification time (2026-01-01T00:00:00Z): the same in every checkout.
+FIXED_MTIME_NS = 1_767_225_600_000_000_000
+
 #: The inputs: the real fixtures, and the generated session.
 INPUTS = ("real_agents", "lines")
 
@@ -38,6 +42,8 @@ def imported_digests(folder: Path, name: str) -> dict[str, str]:
     root = folder / "fx"
     if name == "real_agents":
         shutil.copytree(FIXTURES / "real_agents", root / "real_agents")
+        for path in (root / "real_agents").rglob("*"):  # a checkout's file times are when it was made:
+            os.utime(path, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))  # the companions' digests hold them
         paths = folder_files(root / "real_agents")
     else:
         root.mkdir(parents=True)
