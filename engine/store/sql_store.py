@@ -399,13 +399,16 @@ class SqlSessionStore(ABC):
                 if seq > 0 and is_user_input(message):
                     turn += 1
                 tokens = tokenizer.count_message(message)
+                # the blocks themselves, not Message.blocks' copy (a text content holds no tool block)
+                blocks = () if isinstance(message.content, str) else message.content
                 result_tokens = sum(
-                    tokenizer.count_block(b) for b in message.blocks if isinstance(b, ToolResultBlock)
+                    tokenizer.count_block(b) for b in blocks if isinstance(b, ToolResultBlock)
                 )
                 kind = message_kind(message)
                 # counted as sent, kept without secrets
                 message, content_json, meta_json = stored_texts(message)
-                tool_names = ",".join(b.name for b in message.blocks if isinstance(b, ToolUseBlock)) or None
+                blocks = () if isinstance(message.content, str) else message.content
+                tool_names = ",".join(b.name for b in blocks if isinstance(b, ToolUseBlock)) or None
                 values.append((
                     message_id, session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
                     *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
