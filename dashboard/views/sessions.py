@@ -23,9 +23,13 @@ c4.metric("Offloaded", f"{int(df['offloaded_bytes'].sum()) / 1024:,.1f} KiB")
 
 #: The "Peak usage by session" expander's state (open or closed), kept across runs.
 PEAK_CHART_KEY = "sessions_peak_chart"
-SORT_OPTIONS = [
-    "updated_utc", "peak_usage_pct", "turns", "messages", "compactions", "forced_final", "offloaded_bytes", "title",
-]  # fmt: skip
+#: What the table can be sorted by (the URL's ``sort=`` names the column), with the table's own labels.
+SORT_LABELS = {
+    "updated_utc": "Updated (UTC)", "peak_usage_pct": "Peak usage", "turns": "Turns", "messages": "Messages",
+    "compactions": "Compactions", "forced_final": "Forced final", "offloaded_bytes": "Offloaded bytes",
+    "title": "Title",
+}  # fmt: skip
+SORT_OPTIONS = list(SORT_LABELS)
 # Filters live in the URL (?q=...&model=...&status=...&db=...&sort=...&ended=forced), so a view can be
 # shared; the link sets them once, later edits write them back.
 URL_FILTERS = {"sessions_search": "q", "sessions_models": "model", "sessions_status": "status",
@@ -54,7 +58,7 @@ with st.container(border=True):
     statuses = f3.multiselect("Status", sorted(df["status"].dropna().unique()), key="sessions_status")
     dbs = f4.multiselect("Database", sorted(df["db"].unique()), key="sessions_dbs")
     s1, s2, s3 = st.columns([3, 2, 2])
-    sort_by = s1.selectbox("Sort by", SORT_OPTIONS, key="sessions_sort")
+    sort_by = s1.selectbox("Sort by", SORT_OPTIONS, format_func=SORT_LABELS.__getitem__, key="sessions_sort")
     descending = s2.toggle("Descending", value=True, key="sessions_desc")
     ended_how = s3.multiselect("Ended how", why_view.ENDED_HOW_CHOICES, key="sessions_ended")
     s3.toggle("Sub-agents under their parent", value=True, key="sessions_tree")
