@@ -11,13 +11,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import streamlit
 
 from dashboard import server, warm
-from engine.cli.dashboard import dashboard_app_path, dashboard_command
+from engine.cli.dashboard import SERVER_OPTIONS, dashboard_app_path, dashboard_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data"
@@ -100,6 +101,19 @@ def test_ctxdesk_dashboard_starts_the_server_script_and_another_app_plain_stream
     assert dashboard_command(other, [], port=8600, headless=True)[1:4] == ["-m", "streamlit", "run"]
     pairs = dict(itertools.pairwise(command))
     assert pairs["--server.fileWatcherType"] == "none"
+    assert pairs["--runner.postScriptGC"] == "false"
+
+
+def test_the_checkouts_streamlit_config_says_what_the_command_line_says() -> None:
+    """``streamlit run dashboard/app.py`` from the checkout reads .streamlit/config.toml; ``ctxdesk
+    dashboard`` passes SERVER_OPTIONS: where both name an option, they agree."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    in_file = {
+        f"{section}.{name}": value for section, options in config.items() for name, value in options.items()
+    }
+    shared = {name: value for name, value in SERVER_OPTIONS if name in in_file}
+    assert "runner.postScriptGC" in shared and len(shared) >= 8, sorted(shared)
+    assert {name: str(in_file[name]).lower() for name in shared} == {n: v.lower() for n, v in shared.items()}
 
 
 def _python(code: str, data: Path | None = None) -> str:
