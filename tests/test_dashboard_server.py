@@ -173,13 +173,31 @@ def test_a_page_run_waits_for_the_warm_up_and_only_for_one_that_was_announced(tm
     assert announced == "announced True True"
 
 
+def test_collections_resume_after_the_warm_up_with_the_start_frozen_out_of_them() -> None:
+    code = (
+        "import gc\n"
+        "from dashboard import server\n"
+        "gc.disable()  # as server.main does first\n"
+        "server.WARM_WAIT_S = 0.05  # no server listens here: the warm-up gives up\n"
+        "server._warm_when_listening()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+    )
+    assert _python(code) == "True True"
+
+
+def test_the_server_pauses_collections_before_it_imports_streamlit() -> None:
+    body = inspect.getsource(server.main)
+    assert body.index("gc.disable()") < body.index("skip_component_scan()")
+
+
 def test_the_server_ends_the_wait_when_it_never_listens(monkeypatch: pytest.MonkeyPatch) -> None:
     ended = []
     monkeypatch.setattr(server, "WARM_WAIT_S", 0.05)
     monkeypatch.setattr(warm, "end_warm_up", lambda: ended.append(True))
+    monkeypatch.setattr(server, "resume_collections", lambda: ended.append("collecting"))
     monkeypatch.setattr(warm, "warm_up", lambda: pytest.fail("warmed up without a listening server"))
     server._warm_when_listening()
-    assert ended == [True]
+    assert ended == ["collecting", True]
 
 
 @pytest.mark.skipif(
