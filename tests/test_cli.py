@@ -246,6 +246,24 @@ def test_models_with_a_broken_settings_file_is_one_error_line(tmp_path, capsys) 
     assert len(err) == 1 and err[0].startswith("ctxdesk: error: compact_trigger")
 
 
+@pytest.mark.parametrize(
+    ("platform", "env", "opens"),
+    [
+        ("linux", {}, False),  # a server over ssh: xdg-open would start a text browser in the terminal
+        ("linux", {"DISPLAY": ":0"}, True),
+        ("linux", {"WAYLAND_DISPLAY": "wayland-0"}, True),
+        ("darwin", {}, True),
+        ("win32", {}, True),
+    ],
+)
+def test_the_dashboard_opens_a_browser_only_where_one_can_open(platform: str, env: dict, opens: bool) -> None:
+    from engine.cli.dashboard import can_open_browser
+
+    assert can_open_browser(platform, env) is opens
+    command = dashboard_command(Path("/x/app.py"), [], port=8600, headless=not opens)
+    assert command[command.index("--server.headless") + 1] == ("false" if opens else "true")
+
+
 def test_dashboard_command_binds_localhost_and_passes_paths_both_ways(tmp_path) -> None:
     db = tmp_path / "a.db"
     command = dashboard_command(Path("/x/app.py"), [db], port=8600, headless=True)

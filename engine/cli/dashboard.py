@@ -75,6 +75,13 @@ def server_launcher(app: Path) -> list[str]:
     return [sys.executable, str(server)] if server.is_file() else [sys.executable, "-m", "streamlit"]
 
 
+def can_open_browser(platform: str = sys.platform, env: dict[str, str] | None = None) -> bool:
+    """Whether a browser can be opened here: on Linux and the BSDs only with a display (without one,
+    xdg-open falls back to a text browser in the user's terminal)."""
+    env = os.environ if env is None else env
+    return platform in ("darwin", "win32") or bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
 def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: bool) -> list[str]:
     """The streamlit command line serving ``app`` on 127.0.0.1 over ``paths``; a database URL is left
     out (any user can read a process's argv in /proc): :func:`dashboard_env` passes it."""
@@ -83,8 +90,7 @@ def dashboard_command(app: Path, paths: Sequence[Path], *, port: int, headless: 
         command += [f"--{name}", value]
     for host in LOOPBACK_HOSTS:
         command += ["--server.allowedHosts", host]
-    if headless:
-        command += ["--server.headless", "true"]
+    command += ["--server.headless", "true" if headless else "false"]  # over .streamlit/config.toml's
     from engine.store.factory import is_database_url
 
     return [*command, "--", *(str(p) for p in paths if not is_database_url(str(p)))]
@@ -150,7 +156,8 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"no such file or directory: {', '.join(missing)}")
     paths = import_transcript_folders(paths, settings=getattr(args, "settings", None))
     paths = [*(p.resolve() for p in paths), *urls]  # type: ignore[list-item]
-    command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=args.no_browser)
+    headless = args.no_browser or not can_open_browser()
+    command = dashboard_command(dashboard_app_path(), paths, port=args.port, headless=headless)
     env = dashboard_env(paths, settings=settings)
     print(f"ctxdesk dashboard on http://127.0.0.1:{args.port} over {len(paths)} path(s)", file=sys.stderr)
     try:
@@ -231,7 +238,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--port", type=port_number, default=DEFAULT_DASHBOARD_PORT, help="port (default %(default)s)"
     )
-    p.add_argument("--no-browser", action="store_true", help="do not open a browser (streamlit headless)")
+    p.add_argument(
+        "--no-browser", action="store_true", help="do not open a browser (one opens where there is a display)"
+    )
     p.add_argument(
         "--settings", metavar="TOML", default=argparse.SUPPRESS,
         help="settings file shown and edited on Model settings (default: $CTXDESK_SETTINGS, else the demo's "
