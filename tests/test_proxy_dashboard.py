@@ -75,7 +75,6 @@ def test_request_data_gives_each_call_with_both_counts_and_opens_it_exactly(
     assert "print('hi')" in analysis.part_text(detail["messages"][-1])
 
 
-
 def test_each_exact_request_carries_the_call_number_the_other_pages_use(tmp_path: Path) -> None:
     """Claude Code's compaction summarizer (call 3) keeps no exact request: the Requests page's
     calls are 1, 2, 4, 5, and the one the why page says it compacted at (call 2) is the 95,003-token
@@ -96,6 +95,7 @@ def test_each_exact_request_carries_the_call_number_the_other_pages_use(tmp_path
     [compaction] = why.compactions
     at = calls[calls["call_number"] == compaction.call].iloc[0]
     assert (compaction.call, at["provider_prompt_tokens"]) == (2, 95_003)
+
 
 def test_a_proxied_session_is_an_ordinary_session_on_the_existing_pages(
     proxied: tuple[Path, list[dict]],
