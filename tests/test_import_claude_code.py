@@ -228,12 +228,12 @@ def test_every_call_the_provider_refused_is_imported_as_a_failed_call_with_what_
             assert (failure["cause"], failure["status"]) == ("provider_error", record["status"]), scenario
 
 
-
 def test_a_session_whose_every_call_failed_names_the_model_its_requests_asked_for() -> None:
     (session,) = bundle_sessions("provider_error")
     assert all(failure_of(c.details) is not None for c in session.calls)
     asked = {r["body"]["model"] for r in refused_calls("provider_error")}
     assert (session.model, session.provider) == (asked.pop(), "anthropic") and not asked
+
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "refusal"])
 def test_without_request_records_every_call_rebuilds_the_messages_the_cli_sent(scenario: str) -> None:

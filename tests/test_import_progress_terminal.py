@@ -66,7 +66,10 @@ def test_a_long_import_draws_one_bar_in_place_on_a_real_terminal(tmux: list[str]
     assert done.read_text().strip() == "0"
     time.sleep(0.5)  # the pipe to the raw file catches up
     pane = subprocess.run(
-        [*tmux, "capture-pane", "-p", "-t", "import", "-S", "-200"], capture_output=True, text=True, check=True
+        [*tmux, "capture-pane", "-p", "-t", "import", "-S", "-200"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     stream = raw.read_bytes().decode("utf-8", "replace")
 

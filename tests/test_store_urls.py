@@ -179,7 +179,6 @@ def test_a_connection_error_quoting_the_dsn_hides_its_password() -> None:
     assert "s3cret" not in str(caught.value)
 
 
-
 def test_a_refused_connection_says_so_instead_of_waiting_out_the_pool() -> None:
     """The pool retries a refused server until its timeout; the store says the server's reason."""
     with pytest.raises(StoreError, match="Connection refused") as caught:

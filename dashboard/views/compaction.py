@@ -79,7 +79,9 @@ def message_diff(details: dict[str, Any], reason: object = None) -> None:
     before, after = details.get("before_tokens"), details.get("after_tokens")
     if before is not None and after is not None:
         whose = " (the agent's own count)" if details.get("harness") else ""
-        st.text(f"Tokens{whose}: {int(before):,} before -> {int(after):,} after ({int(after) - int(before):+,}).")
+        st.text(
+            f"Tokens{whose}: {int(before):,} before -> {int(after):,} after ({int(after) - int(before):+,})."
+        )
     if not removed and not cleared:
         st.caption("This compaction recorded no message-level changes.")
         return

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.browser
 REAL_AGENTS = ROOT / "tests" / "fixtures" / "real_agents"
 #: What the sidebar says of an import still going, and of one that ended.
 RUNNING = re.compile(r"Importing into agents\.db: ([\d,]+)/([\d,]+) files · [\d.,]+/[\d.,]+ MB")
-FINISHED = re.compile(r"Imported into agents\.db: ([\d,]+)/([\d,]+) files · [\d.,]+/[\d.,]+ MB · [\d.,]+ MB/s · done")
+FINISHED = re.compile(
+    r"Imported into agents\.db: ([\d,]+)/([\d,]+) files · [\d.,]+/[\d.,]+ MB · [\d.,]+ MB/s · done"
+)
 
 
 @pytest.fixture
@@ -46,7 +48,12 @@ def paused_import(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes
     command = [sys.executable, "-m", "engine.cli", "import", str(REAL_AGENTS), "--db", str(db)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 300

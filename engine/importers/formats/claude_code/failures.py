@@ -181,7 +181,9 @@ def _error_text(obj: dict[str, Any]) -> str:
     text = _text(obj)
     error = obj.get("error")
     if not text and isinstance(error, str | dict):
-        text = error if isinstance(error, str) else str(error.get("formatted") or error.get("message") or error)
+        text = (
+            error if isinstance(error, str) else str(error.get("formatted") or error.get("message") or error)
+        )
     return text
 
 

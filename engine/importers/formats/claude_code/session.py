@@ -203,7 +203,6 @@ def thread_session(
     return session
 
 
-
 def requested_model(replays: dict[str, ReplayedRequest]) -> str | None:
     """The model the recorded requests asked for: a session whose every call failed has no
     answer naming one, yet each request did."""
