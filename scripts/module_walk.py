@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import sys
 import tempfile
 import threading
@@ -36,6 +37,7 @@ CLAUDE_CODE_FILE = (
 )
 
 
+@functools.cache  # asked for every module on the stack at every call the profiler sees
 def room_of(module: str) -> str:
     """The package a module is in (its room); a top-level module (engine.tokens) is its own."""
     parts = module.split(".")

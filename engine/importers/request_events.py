@@ -348,8 +348,6 @@ def _is_date(text: str) -> bool:
 
 def utc_text(value: Any) -> str | None:
     """A source's timestamp as ISO 8601 UTC text (``...Z``); epoch seconds or milliseconds too."""
-    if isinstance(value, bool) or value is None:
-        return None
     if isinstance(value, str) and _CANONICAL_UTC.fullmatch(value) is not None:
         # already as written here (most sources: JavaScript's toISOString): checked, not rebuilt
         valid = (
