@@ -16,7 +16,7 @@ from bench.report import Table
 from engine.calibration import HeldOut, calibrate
 from engine.calibration_pairs import source_growth_pairs
 from engine.importers.detect import detect, read_document
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 
 
 def run(quick: bool = False, *, sessions_dir: Path = SHARED_SESSIONS) -> Table:

@@ -144,7 +144,7 @@ _READ_PROBE = """
 import json, sys, time
 from pathlib import Path
 from engine.importers.detect import read_document
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 t0 = time.perf_counter()
 try:
     lines = len(read_document(Path(sys.argv[1])).lines or ())

@@ -24,7 +24,7 @@ from engine.importers.formats.claude_code.reminders import (
     sends_unlogged_reminders,
 )
 from engine.importers.formats.claude_code.thread import Thread
-from engine.importers.parsed import CallInfo, ParsedMessage
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage
 from engine.messages import Message, assistant, is_user_input, tool_result, tool_use, user
 from engine.store import SessionStore
 from engine.tokens import get_tokenizer

@@ -44,8 +44,8 @@ from engine.importers.formats.claude_code.requests import (
     thinking_rule,
 )
 from engine.importers.formats.claude_code.session import is_real_prompt, parse_claude_code
-from engine.importers.parsed import ParsedSession
-from engine.importers.parsing import anthropic_message
+from engine.importers.parsing.parsed import ParsedSession
+from engine.importers.parsing.readers import anthropic_message
 from engine.importers.writer import MISSING_RESULT_TEXT
 from engine.messages import Message, ThinkingBlock, assistant, tool_result, tool_use, user
 from engine.tokens import get_tokenizer

@@ -412,7 +412,7 @@ def test_a_line_past_the_cap_is_refused_naming_its_line(
     tmp_path: Path, lines: list[str], line: int, message: str
 ) -> None:
     from engine.importers.detect import read_document
-    from engine.importers.parsed import SourceProblem
+    from engine.importers.parsing.parsed import SourceProblem
 
     path = _jsonl(tmp_path / "big.jsonl", lines)
     with pytest.raises(SourceProblem, match=message) as caught:
@@ -422,7 +422,7 @@ def test_a_line_past_the_cap_is_refused_naming_its_line(
 
 def test_lines_under_the_cap_read_as_before(tmp_path: Path) -> None:
     from engine.importers.detect import read_document
-    from engine.importers.parsed import SourceProblem
+    from engine.importers.parsing.parsed import SourceProblem
 
     text = CLAUDE_FILE.read_text(encoding="utf-8")
     largest = max(len(line.encode()) for line in text.splitlines())

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine.errors import ImportFormatError
 from engine.events import ComponentTokens, ProviderUsage
 from engine.importers import accuracy_report, detect_format, import_file, import_files
-from engine.importers.parsed import ParsedMessage
+from engine.importers.parsing.parsed import ParsedMessage
 from engine.importers.writer import MISSING_RESULT_TEXT, repair_tool_pairing
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from engine.store import SessionStore

@@ -35,8 +35,8 @@ _OWNERS: dict[str, str] = {
     "agent_roots": "engine.importers.locations",
     "folder_files": "engine.importers.locations",
     "pool_size": "engine.importers.parallel",
-    "ImportedSession": "engine.importers.parsed",
-    "ImportResult": "engine.importers.parsed",
+    "ImportedSession": "engine.importers.parsing.parsed",
+    "ImportResult": "engine.importers.parsing.parsed",
     "ImportProgress": "engine.importers.progress",
     "progress_line": "engine.importers.progress",
     "read_status": "engine.importers.progress",
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time these load 
     from engine.importers.follow import ImportFollower
     from engine.importers.locations import agent_files, agent_roots, folder_files
     from engine.importers.parallel import pool_size
-    from engine.importers.parsed import ImportedSession, ImportResult
+    from engine.importers.parsing.parsed import ImportedSession, ImportResult
     from engine.importers.progress import (
         ImportProgress,
         progress_line,

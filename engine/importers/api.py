@@ -22,7 +22,7 @@ from engine.importers.collector import collector_paused
 from engine.importers.detect import LineCache, classify, detect, read_document
 from engine.importers.formats import ImportFormat
 from engine.importers.lineages import Lineages
-from engine.importers.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ImportedSession, ImportResult, ParsedSession, SourceProblem
 from engine.importers.registry import REGISTRY
 from engine.importers.writer import claim_session_id, repair_tool_pairing, write_session
 from engine.settings import Settings

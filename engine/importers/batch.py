@@ -16,7 +16,7 @@ from engine.importers.api import ProgressCallback, import_file, imported_files
 from engine.importers.detect import LineCache
 from engine.importers.lineages import Lineages
 from engine.importers.parallel import import_files_parallel
-from engine.importers.parsed import ImportResult
+from engine.importers.parsing.parsed import ImportResult
 from engine.settings import Settings
 from engine.store import SessionStore
 

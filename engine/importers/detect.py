@@ -19,7 +19,7 @@ from engine.importers.documents import (  # noqa: F401  (reading a file: re-expo
     read_document,
 )
 from engine.importers.formats import SNIFF_LINES
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 from engine.importers.registry import REGISTRY, ImportFormat
 
 

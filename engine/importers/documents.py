@@ -25,7 +25,7 @@ from engine.importers.lines import (
     read_whole,
     too_long,
 )
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 
 #: Text formats recognised by how they start (before any JSON parsing).
 AIDER_HEAD = "# aider chat started at"

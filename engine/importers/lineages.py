@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.importers.parsed import ParsedSession
+from engine.importers.parsing.parsed import ParsedSession
 from engine.store import SessionStore
 
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 
 #: The most one line (or one JSON document) of a transcript may hold: far above any real line
 #: (a Claude Code line with a large image is a few MB), far below what would exhaust memory.

@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.importers.documents import is_sqlite
 from engine.importers.formats import Locations
 from engine.importers.formats.opencode.database import app_of
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 from engine.importers.registry import AGENTS, FORMATS, REGISTRY, format_named
 
 _SUFFIXES = (".jsonl", ".json", ".traj", ".af")

@@ -20,7 +20,7 @@ from engine.errors import ImportFormatError
 from engine.importers.api import ProgressCallback, current_state, parse_file, write_parsed
 from engine.importers.collector import collector_paused
 from engine.importers.lineages import Lineages
-from engine.importers.parsed import ImportResult, ParsedSession
+from engine.importers.parsing.parsed import ImportResult, ParsedSession
 from engine.settings import Settings
 from engine.store import SessionStore
 from engine.tokenizer_names import EXACT_ENCODINGS

@@ -24,7 +24,7 @@ from typing import Any
 from engine.call_failures import failure_of
 from engine.components import HistoryTotals, measure_request, reconcile_call
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
-from engine.importers.parsed import CallInfo, ParsedSession
+from engine.importers.parsing.parsed import CallInfo, ParsedSession
 from engine.limit import Limit
 from engine.settings import Settings, limit_for_model
 from engine.store import SessionStore, StoredMessage

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.importers.documents import Document
-from engine.importers.parsed import ParsedSession
+from engine.importers.parsing.parsed import ParsedSession
 
 #: Lines (of a JSON Lines file) a sniff looks at: a header or summary line may come first.
 SNIFF_LINES = 20
@@ -38,7 +38,7 @@ class ImportFormat:
     ``sniff(doc)``: the document is of this format (checked in registry order, first match
     wins, so a sniff may assume the formats before it said no). ``parse(doc, key)``: its
     sessions (``key`` a stable id for files without ids of their own); raises
-    :class:`~engine.importers.parsed.SourceProblem` naming what is wrong. ``agent`` and
+    :class:`~engine.importers.parsing.parsed.SourceProblem` naming what is wrong. ``agent`` and
     ``files`` are the README's agents table row; ``locations`` (agents that keep sessions in
     a place of their own) makes ``ctxdesk import --from NAME`` find them. ``companions(path)``
     fingerprints files kept beside a session (re-import when they change);

@@ -12,8 +12,8 @@ from typing import Any
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import anthropic_message, anthropic_usage, provider_of, system_text
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import anthropic_message, anthropic_usage, provider_of, system_text
 
 
 def parse_anthropic_exchanges(value: Any, *, key: str, lines: list[int] | None = None) -> list[ParsedSession]:

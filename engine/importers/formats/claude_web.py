@@ -14,8 +14,8 @@ from typing import Any
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import as_json_text, build_message
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import as_json_text, build_message
 from engine.messages import TextBlock
 
 

@@ -33,8 +33,8 @@ from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.cline import utc_of_ms
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import as_count, build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import as_count, build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 MESSAGES_SUFFIX = ".messages.json"

@@ -24,8 +24,8 @@ from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 PRODUCER = "copilot-agent"

@@ -14,8 +14,8 @@ from typing import Any
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of, str_in
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import (
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import (
     anthropic_content,
     as_count,
     build_message,

@@ -19,8 +19,8 @@ from typing import Any
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, openai_text, openai_tool_uses, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, openai_text, openai_tool_uses, provider_of
 from engine.messages import TextBlock, ToolResultBlock
 
 

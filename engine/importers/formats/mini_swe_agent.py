@@ -19,8 +19,8 @@ from typing import Any
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.openai_chat import parse_openai_messages
-from engine.importers.parsed import ParsedSession, SourceProblem
-from engine.importers.parsing import openai_usage, provider_of
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.readers import openai_usage, provider_of
 
 FORMAT_PREFIX = "mini-swe-agent"
 #: Keys of a trajectory's message that are the agent's bookkeeping, not what was sent.

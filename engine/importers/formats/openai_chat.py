@@ -13,8 +13,8 @@ from typing import Any
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of
 from engine.importers.formats.anthropic_api import has_anthropic_blocks, is_exchange, looks_anthropic
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import openai_message, openai_usage, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import openai_message, openai_usage, provider_of
 
 _SYSTEM_ROLES = ("system", "developer")
 

@@ -14,8 +14,8 @@ from typing import Any
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, objects_of, str_in
 from engine.importers.formats.codex import ITEM_TYPES, RolloutReader
-from engine.importers.parsed import ParsedSession, SourceProblem
-from engine.importers.parsing import provider_of
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.readers import provider_of
 
 
 def parse_responses_items(items: list[Any], *, key: str, model: str | None = None) -> list[ParsedSession]:

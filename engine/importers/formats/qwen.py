@@ -22,8 +22,8 @@ from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document, read_document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import as_json_text, build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 _LINE_TYPES = frozenset({"user", "assistant", "tool_result", "system"})

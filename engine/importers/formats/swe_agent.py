@@ -12,8 +12,8 @@ from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat
 from engine.importers.formats.openai_chat import parse_openai_messages
 from engine.importers.formats.openhands import is_openhands_legacy
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, provider_of
 
 
 def parse_swe_agent(value: dict[str, Any], *, key: str, path: Path) -> list[ParsedSession]:

@@ -23,8 +23,8 @@ from engine.importers.formats.aider.llm_history import (
     parse_llm_history,
     split_request,
 )
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession
-from engine.importers.parsing import build_message
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession
+from engine.importers.parsing.readers import build_message
 from engine.messages import Message
 
 #: Where this importer looks for the LLM history, beside the chat log.

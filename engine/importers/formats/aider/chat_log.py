@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 
 from engine.events import ProviderUsage
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, provider_of
 
 HEAD = "# aider chat started at"
 _HEAD_LINE = re.compile(rf"^{re.escape(HEAD)}", re.MULTILINE)

@@ -26,7 +26,7 @@ from engine.importers.formats.claude_code.bundle import (
     parse_claude_code_path,
 )
 from engine.importers.formats.claude_code.session import parse_claude_code
-from engine.importers.parsed import ParsedSession
+from engine.importers.parsing.parsed import ParsedSession
 
 #: Claude Code line types (message lines and bookkeeping lines the importer skips).
 CLAUDE_LINE_TYPES = frozenset({"user", "assistant", "summary", "system", "progress", "file-history-snapshot"})

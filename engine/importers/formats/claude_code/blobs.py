@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.importers.parsed import ParsedSession, SavedOutput
+from engine.importers.parsing.parsed import ParsedSession, SavedOutput
 from engine.messages import ToolResultBlock, ToolUseBlock
 
 _PERSISTED = re.compile(r"tool-results/([^\s<>\"']+)")

@@ -22,7 +22,7 @@ from typing import Any
 from engine.importers.formats.claude_code.session import SubagentFile, ToolResultFile, parse_claude_code
 from engine.importers.formats.claude_code.thread import Line
 from engine.importers.lines import next_line, read_lines
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 
 #: Lines read to find a file's sessionId (a summary line may come first).
 _SNIFF_LINES = 20

@@ -14,7 +14,7 @@ from engine.importers.formats.claude_code.replay import (
     exact_components,
 )
 from engine.importers.formats.claude_code.requests import thinking_rule
-from engine.importers.parsed import CallInfo, ParsedSession
+from engine.importers.parsing.parsed import CallInfo, ParsedSession
 from engine.store.payloads import RequestRecord
 from engine.tokens import Tokenizer
 

@@ -20,7 +20,7 @@ from typing import Any
 from engine.call_failures import classify_failure, failure_details
 from engine.importers.formats.claude_code.replay import ReplayedRequest
 from engine.importers.formats.claude_code.thread import Line, Thread
-from engine.importers.parsed import CallInfo
+from engine.importers.parsing.parsed import CallInfo
 
 #: What Claude Code writes when the user stops a call.
 INTERRUPTED_TEXT = "[Request interrupted by user"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from engine.importers.formats.claude_code.attachments import as_reminder, with_attachment
 from engine.importers.formats.claude_code.thread import Thread
-from engine.importers.parsed import ParsedMessage
+from engine.importers.parsing.parsed import ParsedMessage
 from engine.messages import TextBlock, ToolUseBlock, is_user_input
 
 #: Claude Code versions whose transcripts leave the reminder out and whose source shows the rule.

@@ -28,8 +28,8 @@ from typing import Any
 from engine.components import measure_request
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.requests import ThinkingRule, sent_messages
-from engine.importers.parsed import SourceProblem
-from engine.importers.parsing import anthropic_message
+from engine.importers.parsing.parsed import SourceProblem
+from engine.importers.parsing.readers import anthropic_message
 from engine.messages import TextBlock
 from engine.tokens import Tokenizer
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.thread import Thread
-from engine.importers.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
 from engine.messages import Message, ThinkingBlock, is_user_input
 from engine.store.records import share_fields_set
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer

@@ -33,7 +33,7 @@ from engine.importers.formats.claude_code.subagents import link_subagent, side_t
 from engine.importers.formats.claude_code.thread import Line, Thread, build_thread, live_lines
 from engine.importers.formats.claude_code.titles import is_real_prompt as is_real_prompt
 from engine.importers.formats.claude_code.titles import prompt_text, set_title
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 from engine.tokens import Tokenizer, get_tokenizer
 
 #: Tokenizer when a thread names no model (the writer's fallback too).

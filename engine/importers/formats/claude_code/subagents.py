@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.importers.formats.claude_code.thread import Line
 from engine.importers.formats.claude_code.titles import prompt_text
-from engine.importers.parsed import ParsedSession
+from engine.importers.parsing.parsed import ParsedSession
 from engine.messages import ToolUseBlock
 
 TASK_TOOLS = ("Task", "Agent")

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.importers.formats.claude_code.attachments import render_attachment, with_attachment
-from engine.importers.parsed import CallInfo, ParsedMessage, SourceProblem
-from engine.importers.parsing import anthropic_content, anthropic_usage, build_message
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, SourceProblem
+from engine.importers.parsing.readers import anthropic_content, anthropic_usage, build_message
 from engine.messages import Message, TextBlock, ToolResultBlock
 
 Line = tuple[int, dict[str, Any]]

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from engine.importers.formats.claude_code.thread import Line
-from engine.importers.parsed import ParsedSession
+from engine.importers.parsing.parsed import ParsedSession
 from engine.messages import Message, TextBlock, is_user_input
 
 TITLE_CHARS = 80

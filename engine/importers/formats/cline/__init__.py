@@ -24,8 +24,8 @@ from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.anthropic_api import parse_anthropic_messages
 from engine.importers.formats.cline.tools import pair_text_results
-from engine.importers.parsed import ParsedSession
-from engine.importers.parsing import as_count
+from engine.importers.parsing.parsed import ParsedSession
+from engine.importers.parsing.readers import as_count
 
 _CWD = re.compile(r"# Current (?:Working Directory|Workspace Directory) \(([^)\n]+)\)")
 

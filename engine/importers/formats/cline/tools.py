@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.importers.parsed import ParsedMessage
+from engine.importers.parsing.parsed import ParsedMessage
 from engine.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 #: ``[name]`` or ``[name for 'target']`` then `` Result:``.

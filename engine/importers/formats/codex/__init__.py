@@ -28,7 +28,7 @@ from engine.importers.formats.codex.rollout import (
     codex_usage,
     parse_codex,
 )
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 from engine.messages import ToolUseBlock
 
 __all__ = ["FORMAT", "ITEM_TYPES", "RolloutReader", "codex_usage", "is_codex_line", "parse_codex_file"]

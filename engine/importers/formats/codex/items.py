@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.parsing import as_count, as_json_text, openai_text, tool_arguments
+from engine.importers.parsing.readers import as_count, as_json_text, openai_text, tool_arguments
 from engine.messages import TextBlock, ToolUseBlock
 
 

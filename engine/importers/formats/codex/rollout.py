@@ -29,8 +29,8 @@ from engine.importers.formats.codex.items import (
     output_text,
     tool_use_of,
 )
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import as_count, build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import as_count, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 Line = tuple[int, Any]

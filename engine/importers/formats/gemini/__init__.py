@@ -20,7 +20,7 @@ from engine.importers.formats import ImportFormat, Locations, head_lines
 from engine.importers.formats.gemini.chat import agent_calls_of, is_gemini_chat, is_gemini_line, session_of
 from engine.importers.formats.gemini.history import replay_document, replay_lines
 from engine.importers.lines import read_lines
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 
 __all__ = ["FORMAT", "is_gemini_chat", "is_gemini_line", "parse_gemini_path"]
 

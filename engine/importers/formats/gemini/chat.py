@@ -15,8 +15,8 @@ from typing import Any
 
 from engine.events import ProviderUsage
 from engine.importers.formats.gemini.history import MESSAGE_TYPES, SNAPSHOT, ChatLog, Entry
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, Sent, SourceProblem
-from engine.importers.parsing import as_count, as_json_text, build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, Sent, SourceProblem
+from engine.importers.parsing.readers import as_count, as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 _NOTICE_TYPES = ("info", "error", "warning")

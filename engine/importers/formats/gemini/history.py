@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 
 Line = tuple[int, Any]
 MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})

@@ -21,7 +21,7 @@ from engine.importers.documents import Document, is_sqlite
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.formats.opencode.database import app_of, read_database
 from engine.importers.formats.opencode.history import parse_rows
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 
 
 def sniff(doc: Document) -> bool:

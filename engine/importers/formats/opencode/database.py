@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 
 _TABLES = frozenset({"session", "message", "part"})
 

@@ -12,8 +12,8 @@ from typing import Any
 from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.formats.opencode.database import Rows
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 #: What OpenCode sends in place of a tool output it compacted, and for a call that never finished.

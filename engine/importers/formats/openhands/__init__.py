@@ -13,7 +13,7 @@ from engine.importers.formats.openhands.events import (
     parse_openhands_record,
 )
 from engine.importers.formats.openhands.legacy import is_openhands_legacy, parse_openhands_legacy
-from engine.importers.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 
 __all__ = ["FORMAT", "is_openhands_event", "is_openhands_legacy", "is_openhands_record"]
 

@@ -14,8 +14,8 @@ from collections import Counter
 from typing import Any
 
 from engine.importers.formats import SNIFF_LINES
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, openai_usage, provider_of, tool_arguments
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, openai_usage, provider_of, tool_arguments
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 _TEXT_FROM_ENVIRONMENT = ("error",)

@@ -10,8 +10,8 @@ from typing import Any
 
 from engine.importers.formats import SNIFF_LINES
 from engine.importers.formats.openhands.events import agent_costs, event_meta, observation_text
-from engine.importers.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing import build_message, provider_of
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
+from engine.importers.parsing.readers import build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 

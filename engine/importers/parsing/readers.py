@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.events import ProviderUsage
-from engine.importers.parsed import SourceProblem
+from engine.importers.parsing.parsed import SourceProblem
 from engine.messages import (
     DocumentBlock,
     ImageBlock,
