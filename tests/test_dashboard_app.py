@@ -135,7 +135,7 @@ def test_sessions_filters_and_sorts(read_db: Path) -> None:
     at.multiselect(key="sessions_ended").set_value(["forced"]).run()
     assert set(at.dataframe[0].value["session_id"]) == {"sess-refactor"}
     sort = at.selectbox(key="sessions_sort")
-    assert sort.options[:2] == ["Updated (UTC)", "Peak usage"]  # the table's labels, not column names
+    assert sort.options[:2] == ["Last active (UTC)", "Peak usage"]  # the table's labels, not column names
     sort.set_value("turns").run()
     at.toggle(key="sessions_desc").set_value(False).run()
     assert list(at.dataframe[0].value["turns"]) == sorted(at.dataframe[0].value["turns"])

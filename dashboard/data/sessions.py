@@ -33,8 +33,17 @@ ROLLUP_TYPES = {"peak_usage_pct": "DOUBLE"}
 SESSION_COLUMNS = (
     "db", "session_id", "title", "model", "provider", "status", "source", "turns", "messages",
     "peak_usage_pct", "peak_tokens", "limit_tokens", "compactions", "forced_final", "skipped_provider",
-    "offloaded_bytes", "blobs", "created_utc", "updated_utc", "parent_session_id",
+    "offloaded_bytes", "blobs", "created_utc", "updated_utc", "last_active_utc", "parent_session_id",
 )  # fmt: skip
+
+#: When a session was last active, as UTC text of one width (sorts as it reads): the last message's
+#: time in the agent's own transcript (``ended_utc``, which an importer records in the metadata),
+#: else the row's last update (a session ctxdesk ran or recorded). An imported session's
+#: ``updated_utc`` is the time of the import, the same for every file of one import.
+LAST_ACTIVE_SQL = """strftime(coalesce(
+        try_cast(CASE WHEN json_valid(s.metadata_json) THEN json_extract_string(s.metadata_json, '$.ended_utc') END
+            AS TIMESTAMP),
+        try_cast(s.updated_utc AS TIMESTAMP)), '%Y-%m-%dT%H:%M:%S.%fZ')"""
 
 
 def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -66,12 +75,12 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             coalesce(e.forced_final, 0)::BIGINT AS forced_final,
             coalesce(e.skipped_provider, 0)::BIGINT AS skipped_provider,
             coalesce(b.offloaded_bytes, 0)::BIGINT AS offloaded_bytes, coalesce(b.blobs, 0)::BIGINT AS blobs,
-            s.created_utc, s.updated_utc, s.parent_session_id
+            s.created_utc, s.updated_utc, {LAST_ACTIVE_SQL} AS last_active_utc, s.parent_session_id
         FROM sessions s
         LEFT JOIN m ON m.db = s.db AND m.session_id = s.id
         LEFT JOIN e ON e.db = s.db AND e.session_id = s.id
         LEFT JOIN b ON b.db = s.db AND b.session_id = s.id
-        ORDER BY s.updated_utc DESC, s.db, s.id
+        ORDER BY last_active_utc DESC NULLS LAST, s.db, s.id
         """,
         params,
     )
@@ -133,7 +142,7 @@ class SessionFilter:
 
 
 def filter_sessions(
-    df: pd.DataFrame, f: SessionFilter, sort_by: str = "updated_utc", descending: bool = True
+    df: pd.DataFrame, f: SessionFilter, sort_by: str = "last_active_utc", descending: bool = True
 ) -> pd.DataFrame:
     """Filter and sort the overview frame (pure; the frame is small: one row per session)."""
     if sort_by not in df.columns:

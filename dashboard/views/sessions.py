@@ -25,9 +25,9 @@ c4.metric("Offloaded", f"{int(df['offloaded_bytes'].sum()) / 1024:,.1f} KiB")
 PEAK_CHART_KEY = "sessions_peak_chart"
 #: What the table can be sorted by (the URL's ``sort=`` names the column), with the table's own labels.
 SORT_LABELS = {
-    "updated_utc": "Updated (UTC)", "peak_usage_pct": "Peak usage", "turns": "Turns", "messages": "Messages",
-    "compactions": "Compactions", "forced_final": "Forced final", "offloaded_bytes": "Offloaded bytes",
-    "title": "Title",
+    "last_active_utc": "Last active (UTC)", "peak_usage_pct": "Peak usage", "turns": "Turns",
+    "messages": "Messages", "compactions": "Compactions", "forced_final": "Forced final",
+    "offloaded_bytes": "Offloaded bytes", "title": "Title", "updated_utc": "Updated (UTC)",
 }  # fmt: skip
 SORT_OPTIONS = list(SORT_LABELS)
 # Filters live in the URL (?q=...&model=...&status=...&db=...&sort=...&ended=forced), so a view can be
@@ -65,7 +65,7 @@ with st.container(border=True):
 
 for key, param in URL_FILTERS.items():
     value = st.session_state.get(key)
-    default = {"sessions_sort": "updated_utc"}.get(key)
+    default = {"sessions_sort": "last_active_utc"}.get(key)
     if value in (None, "", [], default):
         st.query_params.pop(param, None)
     else:
@@ -127,7 +127,7 @@ def _table(view: pd.DataFrame, **selection: object) -> object:
             "session_id",
             "provider",
             "source",
-            "updated_utc",
+            "last_active_utc",
             "why",
         ],
         column_config={
@@ -151,7 +151,10 @@ def _table(view: pd.DataFrame, **selection: object) -> object:
             "session_id": st.column_config.TextColumn("Session"),
             "provider": st.column_config.TextColumn("Provider"),
             "source": st.column_config.TextColumn("Source"),
-            "updated_utc": st.column_config.TextColumn("Updated (UTC)"),
+            "last_active_utc": st.column_config.TextColumn(
+                "Last active (UTC)",
+                help="the last message's time in the agent's transcript, else the last update",
+            ),
         },
     )
 

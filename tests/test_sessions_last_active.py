@@ -1,0 +1,60 @@
+"""The Sessions overview orders sessions by when they were last active in the agent's own
+transcript, not by when they were imported (an import gives every file the same ``updated_utc``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from dashboard import data
+from engine.importers import import_file
+from engine.messages import assistant, user
+from engine.store import SessionStore
+from engine.tokens import get_tokenizer
+
+REAL = Path(__file__).parent / "fixtures" / "real_agents"
+#: Ended 2026-11-28 06:03:24 (Codex) and 05:42 (Claude Code): imported in the opposite order.
+CODEX = (
+    REAL
+    / "codex/auto-compact/sessions/2026/11/28/rollout-2026-11-28T06-03-22-01a220c0-488d-70b0-ae8e-1f2262f1dde8.jsonl"
+)
+CLAUDE_CODE = REAL / "claude-code/finish/transcripts/1c1f5dce-8631-4c04-9fa2-bedd61446706.jsonl"
+
+
+def test_imported_sessions_sort_by_their_transcripts_last_message_not_the_import(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SessionStore(path) as store:
+        codex = import_file(CODEX, store).sessions[0].session_id
+        claude = import_file(CLAUDE_CODE, store).sessions[0].session_id
+        ran = store.create_session(model="gpt-4o")  # a session ctxdesk ran itself: no transcript time
+        store.append_messages(ran, [user("q"), assistant("a")], tokenizer=get_tokenizer("gpt-4o"))
+    con = data.connect([path])
+    try:
+        df = data.sessions_overview(con)
+    finally:
+        con.close()
+    rows = df.set_index("session_id")
+    assert rows.loc[codex, "last_active_utc"] == "2026-11-28T06:03:24.268000Z"
+    assert rows.loc[claude, "last_active_utc"].startswith("2026-11-28T05:4")
+    assert rows.loc[claude, "updated_utc"] > rows.loc[codex, "updated_utc"]  # imported later ...
+    assert list(df["session_id"]) == [ran, codex, claude]  # ... yet listed after the session active later
+    ran_updated = rows.loc[ran, "updated_utc"]
+    assert rows.loc[ran, "last_active_utc"][:19] == ran_updated[:19]  # its own last update
+    by_default = data.filter_sessions(df, data.SessionFilter(), descending=False)
+    assert list(by_default["session_id"]) == [claude, codex, ran]
+
+
+def test_a_session_whose_metadata_is_not_json_falls_back_to_its_last_update(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SessionStore(path) as store:
+        sid = import_file(CODEX, store).sessions[0].session_id
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE sessions SET metadata_json = '{not json' WHERE id = ?", (sid,))
+        updated = db.execute("SELECT updated_utc FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+    con = data.connect([path])
+    try:
+        row = data.sessions_overview(con).set_index("session_id").loc[sid]
+    finally:
+        con.close()
+    assert row["last_active_utc"][:19] == updated[:19]
