@@ -16,6 +16,7 @@ import engine.importers.formats as formats_package
 from engine.cli import build_parser
 from engine.importers import AGENTS, FORMATS, REGISTRY, ImportFormat, agent_roots, agents_table
 from engine.importers.detect import detect, read_document
+from engine.importers.formats import DOCUMENT_KINDS, Beside, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -77,6 +78,28 @@ def test_a_real_file_of_each_format_is_detected_as_it_by_its_own_sniff(name: str
     assert detect(doc).name == name
     takers = [f.name for f in REGISTRY if f.sniff(doc)]
     assert takers[0] == name, f"{sample}: sniffed by {takers}"
+
+
+def test_a_sniff_takes_only_the_kinds_of_document_its_format_declares() -> None:
+    """Detection asks a sniff only of the kinds its format ``reads`` (data, checked without entering
+    the format's module): on every real sample, no sniff takes a document of another kind."""
+    kinds = set()
+    for sample in SAMPLES.values():
+        doc = read_document(FIXTURES / sample)
+        kinds.add(kind_of(doc))
+        takers = [f.name for f in REGISTRY if f.sniff(doc) and kind_of(doc) not in f.reads]
+        assert not takers, f"{sample} ({kind_of(doc)}): taken by {takers}, which do not read it"
+    assert kinds == DOCUMENT_KINDS  # the samples hold every kind
+
+
+def test_companions_beside_are_asked_only_of_session_files_so_named(tmp_path: Path) -> None:
+    asked: list[Path] = []
+    companions = Beside("chats/session-*", lambda path: asked.append(path) or "digest")
+    assert companions(tmp_path / "chats" / "notes.json") is None
+    assert companions(str(tmp_path / "session-1.json")) is None
+    assert asked == []
+    assert companions(str(tmp_path / "chats" / "session-1.json")) == "digest"
+    assert asked == [tmp_path / "chats" / "session-1.json"]
 
 
 def test_every_registered_format_has_a_sample() -> None:

@@ -1,5 +1,6 @@
 """Telling which format a transcript file is, from its content alone: the registered formats'
-sniffs, in registry order (:mod:`engine.importers.registry`). The file is read by
+sniffs, in registry order (:mod:`engine.importers.registry`), each asked only of the kinds of
+document its format declares it reads (``ImportFormat.reads``). The file is read by
 :mod:`engine.importers.documents`, whose names are re-exported here.
 
 A file that is a companion of a transcript (an agent's prompt log, a Cline task's UI log) says
@@ -18,7 +19,7 @@ from engine.importers.documents import (  # noqa: F401  (reading a file: re-expo
     LineCache,
     read_document,
 )
-from engine.importers.formats import SNIFF_LINES
+from engine.importers.formats import SNIFF_LINES, kind_of
 from engine.importers.parsing.parsed import SourceProblem
 from engine.importers.registry import REGISTRY, ImportFormat
 
@@ -34,8 +35,9 @@ def detect(doc: Document) -> ImportFormat:
     companion = _prompt_history(candidates[:SNIFF_LINES]) if isinstance(candidates, list) else None
     if companion:
         raise SourceProblem(f"not a transcript: {companion}")
+    kind = kind_of(doc)
     for fmt in REGISTRY:
-        if fmt.sniff(doc):
+        if kind in fmt.reads and fmt.sniff(doc):  # the declared kinds first: no other format's module entered
             return fmt
     raise SourceProblem(f"not a transcript: {_what_it_holds(doc)}")
 

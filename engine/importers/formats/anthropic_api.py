@@ -157,5 +157,6 @@ FORMAT = ImportFormat(
     agent="Anthropic Messages",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="message lists, or request/response logs (`.json` / `.jsonl`)",
 )

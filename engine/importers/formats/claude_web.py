@@ -124,5 +124,10 @@ def parse(doc: Document, key: str) -> list[ParsedSession]:
 
 
 FORMAT = ImportFormat(
-    name="claude-web", agent="claude.ai", sniff=sniff, parse=parse, files="data export `conversations.json`"
+    name="claude-web",
+    agent="claude.ai",
+    sniff=sniff,
+    parse=parse,
+    reads=frozenset({"lines", "json"}),
+    files="data export `conversations.json`",
 )

@@ -31,7 +31,7 @@ from typing import Any
 from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations
+from engine.importers.formats import Beside, ImportFormat, Locations
 from engine.importers.formats.cline import utc_of_ms
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import as_count, build_message, provider_of
@@ -260,8 +260,9 @@ FORMAT = ImportFormat(
     agent="Cline CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"json"}),
     files="`~/.cline/data/sessions/<session>/<session>.messages.json` (+ `<session>.json`)",
     locations=Locations(roots=_roots, files_under=_sessions),
-    companions=companions,
+    companions=Beside(f"*{MESSAGES_SUFFIX}", companions),
     accompanies=accompanies,
 )

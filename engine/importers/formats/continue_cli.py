@@ -181,6 +181,7 @@ FORMAT = ImportFormat(
     agent="Continue CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"json"}),
     files="`~/.continue/sessions/<session>.json`",
     locations=Locations(roots=_roots, files_under=_sessions),
     accompanies=accompanies,

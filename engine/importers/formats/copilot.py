@@ -370,6 +370,7 @@ FORMAT = ImportFormat(
     agent="GitHub Copilot CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines"}),
     files="`~/.copilot/session-state/<session>/events.jsonl`",
     locations=Locations(roots=_roots, files_under=_sessions),
 )

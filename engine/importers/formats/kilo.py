@@ -5,8 +5,8 @@ tables beside OpenCode's. Read by :mod:`engine.importers.formats.opencode`."""
 from __future__ import annotations
 
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations
-from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse, write_ahead_log
+from engine.importers.formats import ImportFormat, Locations, write_ahead_log
+from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse
 
 
 def sniff(doc: Document) -> bool:
@@ -18,6 +18,7 @@ FORMAT = ImportFormat(
     agent="Kilo CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"database"}),
     files="`~/.local/share/kilo/kilo.db` (SQLite)",
     locations=Locations(roots=data_roots("kilo"), files_under=databases_under),
     companions=write_ahead_log,

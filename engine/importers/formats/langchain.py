@@ -178,5 +178,6 @@ FORMAT = ImportFormat(
     agent="LangChain",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="JSON of `messages_to_dict()` / `dumpd()`",
 )

@@ -197,5 +197,10 @@ def parse(doc: Document, key: str) -> list[ParsedSession]:
 
 
 FORMAT = ImportFormat(
-    name="letta", agent="Letta", sniff=sniff, parse=parse, files="exported agent file `*.af`"
+    name="letta",
+    agent="Letta",
+    sniff=sniff,
+    parse=parse,
+    reads=frozenset({"json"}),
+    files="exported agent file `*.af`",
 )

@@ -112,6 +112,7 @@ FORMAT = ImportFormat(
     agent="mini-swe-agent",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"json"}),
     files="`*.traj.json` (last run: `~/.config/mini-swe-agent/last_mini_run.traj.json`)",
     locations=Locations(roots=_roots, files_under=_trajectories),
 )

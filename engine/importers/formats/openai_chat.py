@@ -92,5 +92,6 @@ FORMAT = ImportFormat(
     agent="OpenAI chat",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="message lists, or request/response logs (`.json` / `.jsonl`)",
 )

@@ -86,5 +86,6 @@ FORMAT = ImportFormat(
     agent="OpenAI Agents SDK / Responses API",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="JSON of `to_input_list()` / a request's `input`",
 )

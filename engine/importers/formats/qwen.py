@@ -21,7 +21,7 @@ from typing import Any
 from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document, read_document
-from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
+from engine.importers.formats import SNIFF_LINES, Beside, ImportFormat, Locations
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import as_json_text, build_message, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -311,8 +311,9 @@ FORMAT = ImportFormat(
     agent="Qwen Code",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines"}),
     files="`~/.qwen/projects/<project>/chats/<session>.jsonl`",
     locations=Locations(roots=_roots, files_under=_chats),
-    companions=companions,
+    companions=Beside("chats/*", companions),
     accompanies=accompanies,
 )

@@ -114,5 +114,6 @@ FORMAT = ImportFormat(
     agent="SWE-agent",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"json"}),
     files="`trajectories/<user>/<run>/<instance>.traj`",
 )

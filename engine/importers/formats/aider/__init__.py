@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat
+from engine.importers.formats import Beside, ImportFormat
 from engine.importers.formats.aider.chat_log import parse_aider
 from engine.importers.formats.aider.llm_history import (
     LoggedCall,
@@ -141,6 +141,7 @@ FORMAT = ImportFormat(
     agent="Aider",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"text"}),
     files="`<repo>/.aider.chat.history.md` (+ `.aider.llm.history` with `--llm-history-file`)",
-    companions=companions,
+    companions=Beside("*.md", companions),  # the chat log, not its LLM history
 )

@@ -161,6 +161,7 @@ FORMAT = ImportFormat(
     agent="Cline / Roo Code / Kilo Code",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"json"}),
     files="VS Code `globalStorage/<extension>/tasks/<id>/api_conversation_history.json` "
     "(+ `ui_messages.json`, `task_metadata.json`); `~/.cline/data/tasks`",
     locations=Locations(roots=roots, files_under=files_under),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations, head_lines
+from engine.importers.formats import Beside, ImportFormat, Locations, head_lines
 from engine.importers.formats.codex.family import (
     accompanies_a_parent,
     child_rollouts,
@@ -126,8 +126,9 @@ FORMAT = ImportFormat(
     agent="Codex CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl` (default `~/.codex`; also `archived_sessions/`)",
     locations=Locations(roots=roots, files_under=files_under),
-    companions=lambda path: companion_state(Path(path)),
+    companions=Beside("rollout-*.jsonl", companion_state),
     accompanies=lambda path: accompanies_a_parent(Path(path)),
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.importers.documents import Document
-from engine.importers.formats import ImportFormat, Locations, head_lines
+from engine.importers.formats import Beside, ImportFormat, Locations, head_lines
 from engine.importers.formats.gemini.chat import agent_calls_of, is_gemini_chat, is_gemini_line, session_of
 from engine.importers.formats.gemini.history import replay_document, replay_lines
 from engine.importers.lines import read_lines
@@ -134,8 +134,9 @@ FORMAT = ImportFormat(
     agent="Gemini CLI",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="`~/.gemini/tmp/<project>/chats/session-*.json(l)`",
     locations=Locations(roots=roots, files_under=files_under),
-    companions=lambda path: companion_state(Path(path)),
+    companions=Beside("chats/session-*", companion_state),
     accompanies=lambda path: is_subagent_chat(Path(path)),
 )

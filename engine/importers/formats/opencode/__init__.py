@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engine.importers.documents import Document, is_sqlite
-from engine.importers.formats import ImportFormat, Locations
+from engine.importers.documents import Document
+from engine.importers.formats import ImportFormat, Locations, write_ahead_log
 from engine.importers.formats.opencode.database import app_of, read_database
 from engine.importers.formats.opencode.history import parse_rows
 from engine.importers.parsing.parsed import ParsedSession, SourceProblem
@@ -55,21 +55,12 @@ def databases_under(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*.db") if p.is_file() and not p.name.startswith("."))
 
 
-def write_ahead_log(database: Path) -> str | None:
-    """The database's write-ahead log (its size and time): OpenCode writes new messages there first,
-    so the database file alone can stay unchanged while a session grows."""
-    wal = Path(f"{database}-wal")
-    if not wal.is_file() or not is_sqlite(Path(database)):
-        return None
-    stat = wal.stat()
-    return f"{stat.st_size}:{stat.st_mtime_ns}"
-
-
 FORMAT = ImportFormat(
     name="opencode",
     agent="OpenCode",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"database"}),
     files="`~/.local/share/opencode/opencode.db` (SQLite)",
     locations=Locations(roots=data_roots("opencode"), files_under=databases_under),
     companions=write_ahead_log,

@@ -54,5 +54,6 @@ FORMAT = ImportFormat(
     agent="OpenHands",
     sniff=sniff,
     parse=parse,
+    reads=frozenset({"lines", "json"}),
     files="trajectory `.json`, evaluation `output.jsonl`, resolver output",
 )
