@@ -29,6 +29,7 @@ from engine.messages import (
     assistant,
 )
 from engine.tokens import Tokenizer, get_tokenizer
+from engine.wire_requests import ANTHROPIC_MESSAGES, WireRequest
 
 logger = logging.getLogger(__name__)
 
@@ -148,14 +149,15 @@ class AnthropicClient(OwnedSdkClient):
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"
 
+    def wire_request(self, request: ModelRequest) -> WireRequest:
+        """The Messages API call :meth:`complete` makes for ``request``."""
+        return anthropic_wire_request(request, self.model)
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         import anthropic
 
-        body = dict(request.payload) if request.payload else anthropic_body(request)
-        body["model"] = body.get("model") or self.model
-        body.setdefault("max_tokens", request.max_output_tokens)
         try:
-            response = self._client.messages.create(**body)
+            response = self._client.messages.create(**self.wire_request(request).body)
         except anthropic.APIStatusError as exc:
             raise provider_error_from_status(
                 exc.status_code, _error_detail(exc), provider=self.provider
@@ -245,6 +247,14 @@ def message_from_anthropic(response: Any) -> Message:
     return Message(role="assistant", content=blocks, id=get(response, "id"), meta=meta)
 
 
+def anthropic_wire_request(request: ModelRequest, model: str) -> WireRequest:
+    """The Messages API call for ``request``: its prepared payload, else one built from it."""
+    body = dict(request.payload) if request.payload else anthropic_body(request)
+    body["model"] = body.get("model") or model
+    body.setdefault("max_tokens", request.max_output_tokens)
+    return WireRequest(ANTHROPIC_MESSAGES, "/v1/messages", body)
+
+
 def anthropic_body(request: ModelRequest) -> dict[str, Any]:
     """A Messages API body for a request that came without one (system prompt as one section)."""
     from engine.prompt import PromptBuilder, to_anthropic_request
@@ -304,6 +314,10 @@ class ScriptedClient:
     def add(self, *steps: ScriptStep) -> None:
         """Append more scripted steps."""
         self._steps.extend(steps)
+
+    def wire_request(self, request: ModelRequest) -> WireRequest | None:
+        """What an Anthropic provider would be sent; None when it imitates another provider."""
+        return anthropic_wire_request(request, self.model) if self.provider == "anthropic" else None
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)

@@ -25,6 +25,7 @@ from engine.errors import ContextLengthExceededError, ProviderError, ValidationE
 from engine.events import ProviderUsage
 from engine.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from engine.tokens import tool_parts
+from engine.wire_requests import OPENAI_CHAT, OPENAI_RESPONSES, WireRequest
 
 OpenAIApi = Literal["chat", "responses"]
 #: OpenAI's own phrasing of a prompt over the window (code ``context_length_exceeded``).
@@ -82,6 +83,14 @@ class OpenAIClient(OwnedSdkClient):
             raise provider_error_from_status(exc.status_code, detail, provider=self.provider) from exc
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             raise provider_unreachable(self.provider, exc) from exc
+
+    def wire_request(self, request: ModelRequest) -> WireRequest:
+        """The call :meth:`complete` makes for ``request`` (the Responses API streams)."""
+        if self.api == "chat":
+            return WireRequest(OPENAI_CHAT, "/v1/chat/completions", self.chat_body(request))
+        return WireRequest(
+            OPENAI_RESPONSES, "/v1/responses", {**self.responses_body(request), "stream": True}
+        )
 
     # -- Chat Completions ----------------------------------------------------------------------
     def chat_body(self, request: ModelRequest) -> dict[str, Any]:

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "decisions",
         (
             "engine.compaction", "engine.offload", "engine.deferral", "engine.tool_ranking", "engine.prompt",
-            "engine.clients", "engine.clients_openai",
+            "engine.clients", "engine.clients_openai", "engine.wire_requests",
         ),
     ),
     ("guard", ("engine.guard",)),

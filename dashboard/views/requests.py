@@ -1,4 +1,4 @@
-"""Requests: every model call exactly as sent (recorded by ``ctxdesk proxy``, or rebuilt by an
+"""Requests: every model call exactly as sent (recorded by ``ctxdesk proxy`` or the engine, or rebuilt by an
 importer): the provider's count beside ours per call, and any call opened whole (system prompt,
 tools, messages, parameters, cache breakpoints, the answer)."""
 
@@ -46,8 +46,8 @@ conn = state.connection()
 calls = _calls(conn, state.signature(), ref.db, ref.session_id)
 if calls is None or calls.empty:
     st.info(
-        "No exact requests recorded for this session. Run your agent through `ctxdesk proxy` to see "
-        "every call as the model received it."
+        "No exact requests recorded for this session. Run your agent through `ctxdesk proxy` (or on "
+        "ctxdesk's engine with a client that names what it sends) to see every call as the model received it."
     )
     st.stop()
 

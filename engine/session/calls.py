@@ -9,6 +9,7 @@ reserved through the guard.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,11 +19,15 @@ from engine.deferral import ToolRegistry
 from engine.errors import ContextLengthExceededError, ContextOverflowError, ProviderError, ValidationError
 from engine.events import ContextEvent
 from engine.prompt import build_anthropic_request
+from engine.session import exact
 from engine.session.assembly import RequestView
 from engine.session.event_building import request_event
 from engine.session.guarding import SessionGuard
 from engine.session.history import SessionHistory
 from engine.session.targets import Target
+from engine.store.payloads import RequestRecord
+from engine.store.records import utc_now
+from engine.wire_requests import SendsWireRequests
 
 logger = logging.getLogger("engine.session")
 
@@ -103,24 +108,38 @@ class ModelCaller:
             **fields,
         )
 
-    def _record_failed(
-        self, view: RequestView, target: Target, request: ModelRequest, error: ProviderError, **fields: Any
-    ) -> None:
-        event = self._event(view, target, request, outcome=failed_outcome(error), reason=str(error), **fields)
-        # Before any answer the turn's user message is not written: the event follows what is.
-        self.history.record([event], message_seq=self.history.written_seq)
+    def _complete(
+        self, view: RequestView, target: Target, request: ModelRequest, *, trigger: str, step: int
+    ) -> ModelResponse:
+        """Send ``request`` to ``target``; the answer (or the failure) is recorded with its event and,
+        when the client names what it sends, the exact request."""
+        client = target.client
+        wire = client.wire_request(request) if isinstance(client, SendsWireRequests) else None
+        started_utc, clock = utc_now(), time.perf_counter()
+        try:
+            response = client.complete(request)
+        except ProviderError as exc:
+            ms = (time.perf_counter() - clock) * 1000
+            sent = exact.failed(wire, exc, started_utc=started_utc, latency_ms=ms) if wire else None
+            event = self._event(view, target, request, outcome=failed_outcome(exc), reason=str(exc),
+                                trigger=trigger, step=step)  # fmt: skip
+            # Before any answer the turn's user message is not written: the event follows what is.
+            self.history.record([event], exact=sent, message_seq=self.history.written_seq)
+            raise
+        ms = (time.perf_counter() - clock) * 1000
+        sent = None
+        if wire is not None:
+            sent = exact.answered(wire, response.message, response.usage, stop_reason=response.stop_reason,
+                                  model=response.model, started_utc=started_utc, latency_ms=ms)  # fmt: skip
+        self._commit_reply(view, target, request, response, sent, trigger=trigger, step=step)
+        return response
 
     def _call_target(self, view: RequestView, target: Target, step: int, trigger: str) -> ModelResponse:
         request = model_request(view, target, self.history)
         try:
-            response = target.client.complete(request)
-        except ProviderError as exc:
-            self._record_failed(view, target, request, exc, trigger=trigger, step=step)
-            if isinstance(exc, ContextLengthExceededError):
-                return self._emergency_retry(view, target, step, exc)
-            raise
-        self._commit_reply(view, target, request, response, trigger=trigger, step=step)
-        return response
+            return self._complete(view, target, request, trigger=trigger, step=step)
+        except ContextLengthExceededError as exc:
+            return self._emergency_retry(view, target, step, exc)
 
     def _emergency_retry(
         self, view: RequestView, target: Target, step: int, error: ContextLengthExceededError
@@ -133,16 +152,13 @@ class ModelCaller:
         self.history.record(list(retry_view.events))
         request = model_request(retry_view, target, self.history)
         try:
-            response = target.client.complete(request)
+            return self._complete(retry_view, target, request, trigger="retry", step=step)
         except ContextLengthExceededError as again:
-            self._record_failed(retry_view, target, request, again, trigger="retry", step=step)
             raise ContextOverflowError(
                 f"{target.client.model} still rejects the prompt after emergency compaction: {again}",
                 limit=retry_view.budget.limit.tokens,
                 projected=retry_view.components.total,
             ) from again
-        self._commit_reply(retry_view, target, request, response, trigger="retry", step=step)
-        return response
 
     def _commit_reply(
         self,
@@ -150,6 +166,7 @@ class ModelCaller:
         target: Target,
         request: ModelRequest,
         response: ModelResponse,
+        sent: RequestRecord | None,
         *,
         trigger: str,
         step: int,
@@ -159,7 +176,7 @@ class ModelCaller:
         event = self._event(
             view, target, request, trigger=trigger, outcome="ok", step=step, response=response
         )
-        self.history.append([response.message], usage=response.usage, events=[event])
+        self.history.append([response.message], usage=response.usage, events=[event], exact=sent)
         count = self.history.tokenizer.count_message(response.message)
         self.guard.add_reply(count, message_seq=self.history.next_seq - 1)
         self.last_budget = ContextBudget.from_settings(target.settings, view.components)

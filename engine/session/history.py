@@ -19,6 +19,7 @@ from engine.messages import Message
 from engine.prompt import AnthropicHistory
 from engine.session.targets import Target
 from engine.store import SessionStore
+from engine.store.payloads import RequestRecord
 from engine.tokens import Tokenizer
 
 
@@ -98,12 +99,21 @@ class SessionHistory:
             update["turn_index"] = self.turn_index
         return event.model_copy(update=update) if update else event
 
-    def record(self, events: Sequence[ContextEvent], **fields: Any) -> list[int]:
-        """Record events in one transaction, stamped with the turn (and ``fields`` they lack)."""
+    def record(
+        self, events: Sequence[ContextEvent], *, exact: RequestRecord | None = None, **fields: Any
+    ) -> list[int]:
+        """Record events in one transaction, stamped with the turn (and ``fields`` they lack); the
+        last one's exact request with them when given."""
         if not events:
             return []
         with self.store.transaction():
-            return [self.store.record_event(self.session_id, self.stamp(e, **fields)) for e in events]
+            ids = [self.store.record_event(self.session_id, self.stamp(e, **fields)) for e in events]
+            self._record_exact(exact, ids[-1])
+        return ids
+
+    def _record_exact(self, exact: RequestRecord | None, event_id: int) -> None:
+        if exact is not None:
+            self.store.record_request(self.session_id, exact.model_copy(update={"event_id": event_id}))
 
     def start_turn(self, message: Message, events: Sequence[ContextEvent]) -> None:
         """A new turn: its user message joins the history now and is written with the first reply."""
@@ -119,9 +129,10 @@ class SessionHistory:
         *,
         usage: ProviderUsage | None = None,
         events: Sequence[ContextEvent] = (),
+        exact: RequestRecord | None = None,
     ) -> None:
         """Append messages (after this turn's user message, if not written yet) and record events in
-        one transaction."""
+        one transaction; the last event's exact request with them when given."""
         pending, pending_events = self.pending or (None, ())
         stored = [pending, *messages] if pending is not None else list(messages)
         usages = [None] * (len(stored) - len(messages)) + [usage] * len(messages)
@@ -131,8 +142,12 @@ class SessionHistory:
             )
             for event in pending_events:
                 self.store.record_event(self.session_id, self.stamp(event, message_seq=rows[0].seq))
-            for event in events:
-                self.store.record_event(self.session_id, self.stamp(event, message_seq=rows[-1].seq))
+            ids = [
+                self.store.record_event(self.session_id, self.stamp(e, message_seq=rows[-1].seq))
+                for e in events
+            ]
+            if ids:
+                self._record_exact(exact, ids[-1])
         self.pending = None
         self.messages.extend(messages)
         self.totals.extend(messages)
