@@ -21,13 +21,14 @@ from typing import Any
 
 from engine.importers.formats.claude_code.attachments import render_attachment, with_attachment
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, SourceProblem
-from engine.importers.parsing.readers import anthropic_content, anthropic_usage, build_message
+from engine.importers.parsing.readers import anthropic_content, anthropic_usage, message_of
 from engine.messages import Message, TextBlock, ToolResultBlock
 
 Line = tuple[int, dict[str, Any]]
 
 SYNTHETIC_MODEL = "<synthetic>"
 _KEPT_LINE_FIELDS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "agentId")
+_META_LINE_FIELDS = ("uuid", "timestamp", *_KEPT_LINE_FIELDS)
 #: compactMetadata.trigger -> the compaction event's trigger (engine.events vocabulary).
 COMPACTION_TRIGGERS = {"auto": "compact_threshold", "manual": "manual"}
 
@@ -65,15 +66,22 @@ def _parent(obj: dict[str, Any]) -> str | None:
 
 def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
     """The lines of the conversation the last message line belongs to, in file order."""
-    by_uuid = {o["uuid"]: (n, o) for n, o in lines if isinstance(o.get("uuid"), str)}
-    message_lines = [(n, o) for n, o in lines if o.get("type") in ("user", "assistant")]
-    if not message_lines:
+    by_uuid: dict[str, Line] = {}
+    last_message: Line | None = None
+    for line in lines:  # one pass: a session's lines are many, each pass over them counts
+        obj = line[1]
+        uid = obj.get("uuid")
+        if isinstance(uid, str):
+            by_uuid[uid] = line
+        if obj.get("type") in ("user", "assistant"):
+            last_message = line
+    if last_message is None:
         return [], []
     path: set[str] = set()
-    with_uuid = [line for line in lines if isinstance(line[1].get("uuid"), str)]
-    position = {line[1]["uuid"]: k for k, line in enumerate(with_uuid)}
+    position: dict[str, int] | None = None  # made at the first parent missing from the file
+    with_uuid: list[Line] = []
     notes: list[str] = []
-    current: Line | None = message_lines[-1]
+    current: Line | None = last_message
     while current is not None:
         uid = current[1].get("uuid")
         if not isinstance(uid, str) or uid in path:
@@ -85,51 +93,68 @@ def live_lines(lines: Sequence[Line]) -> tuple[list[Line], list[str]]:
             notes.append(
                 f"parent {parent} of line {current[0]} is not in the file: followed file order there"
             )
+            if position is None:
+                with_uuid = [line for line in lines if isinstance(line[1].get("uuid"), str)]
+                position = {line[1]["uuid"]: k for k, line in enumerate(with_uuid)}
             k = position[uid]
             current = with_uuid[k - 1] if k > 0 else None
             continue
         current = by_uuid.get(parent) if parent else None
 
     live = set(path)
-    changed = True
-    while changed:  # siblings of parallel tool calls, their results, attachments off them
-        changed = False
-        message_ids = {
-            o["message"].get("id")
-            for uid, (_, o) in by_uuid.items()
-            if uid in live and o.get("type") == "assistant" and isinstance(o.get("message"), dict)
-        } - {None}
-        tool_use_ids = {
-            b.get("id")
-            for uid, (_, o) in by_uuid.items()
-            if uid in live and o.get("type") == "assistant"
-            for b in _blocks(o)
-            if b.get("type") == "tool_use"
-        }
-        for uid, (_, o) in by_uuid.items():
-            if uid in live:
-                continue
-            kind = o.get("type")
-            take = (
-                (kind == "assistant" and _message_id(o) in message_ids)
-                or (
-                    kind == "user"
-                    and _parent(o) in live
-                    and any(
-                        b.get("type") == "tool_result" and b.get("tool_use_id") in tool_use_ids
-                        for b in _blocks(o)
+    pending = [(uid, line[1]) for uid, line in by_uuid.items() if uid not in live]
+    if pending:  # siblings of parallel tool calls, their results, attachments off them
+        message_ids: set[Any] = set()
+        tool_use_ids: set[Any] = set()
+        for uid in live:
+            _add_ids(by_uuid[uid][1], message_ids, tool_use_ids)
+        changed = True
+        while changed and pending:
+            # what is taken only adds to what may be taken next: the same lines in any order
+            changed = False
+            rest = []
+            for uid, o in pending:
+                kind = o.get("type")
+                take = (
+                    (kind == "assistant" and _message_id(o) in message_ids)
+                    or (
+                        kind == "user"
+                        and _parent(o) in live
+                        and any(
+                            b.get("type") == "tool_result" and b.get("tool_use_id") in tool_use_ids
+                            for b in _blocks(o)
+                        )
                     )
+                    or (kind == "attachment" and _parent(o) in live and _parent(o) not in path)
                 )
-                or (kind == "attachment" and _parent(o) in live and _parent(o) not in path)
-            )
-            if take:
-                live.add(uid)
-                changed = True
-    kept = [line for line in lines if line[1].get("uuid") in live]
-    left_out = sum(1 for _, o in message_lines if o.get("uuid") not in live)
+                if take:
+                    live.add(uid)
+                    _add_ids(o, message_ids, tool_use_ids)
+                    changed = True
+                else:
+                    rest.append((uid, o))
+            pending = rest
+    kept: list[Line] = []
+    left_out = 0
+    for line in lines:
+        obj = line[1]
+        if obj.get("uuid") in live:
+            kept.append(line)
+        elif obj.get("type") in ("user", "assistant"):
+            left_out += 1
     if left_out:
         notes.append(f"left out {left_out} main line(s) on abandoned branches")
     return kept, notes
+
+
+def _add_ids(obj: dict[str, Any], message_ids: set[Any], tool_use_ids: set[Any]) -> None:
+    """An assistant line's message id and tool_use ids, added to what other lines may join."""
+    if obj.get("type") != "assistant":
+        return
+    message = obj.get("message")
+    if isinstance(message, dict) and message.get("id") is not None:
+        message_ids.add(message["id"])
+    tool_use_ids.update(b.get("id") for b in _blocks(obj) if b.get("type") == "tool_use")
 
 
 def _message_id(obj: dict[str, Any]) -> Any:
@@ -284,7 +309,10 @@ def cache_write_split(usage: Any) -> dict[str, int]:
 
 
 def _as_blocks(content: str | list[Any]) -> list[Any]:
-    return Message(role="assistant", content=content).blocks
+    """Content as blocks, as ``Message.blocks`` gives them (a text becomes one text block)."""
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    return list(content)
 
 
 def _extended(message: Message, blocks: list[Any], uuid: Any) -> Message:
@@ -292,21 +320,28 @@ def _extended(message: Message, blocks: list[Any], uuid: Any) -> Message:
     meta = dict(message.meta)
     if uuid is not None:
         meta["uuids"] = [*meta.get("uuids", [meta.get("uuid")]), uuid]
-    return Message(role=message.role, content=[*message.blocks, *blocks], id=message.id, meta=meta)
+    content = [*_as_blocks(message.content), *blocks]
+    return message_of(message.role, content, id=message.id, meta=meta, where="")
 
 
-def _message(role: str, content: Any, line: int, **fields: Any) -> Message:
+def _message(role: str, content: Any, line: int, *, id: Any, meta: dict[str, Any]) -> Message:
     try:
-        return build_message(role, content, where=f"line {line}", **fields)
+        return message_of(role, content, id=id, meta=meta, where=f"line {line}")
     except SourceProblem as exc:
         raise SourceProblem(str(exc), line=line) from exc
 
 
 def _meta(obj: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    meta: dict[str, Any] = {"uuid": obj.get("uuid"), "timestamp": obj.get("timestamp")}
-    meta.update({k: obj[k] for k in _KEPT_LINE_FIELDS if k in obj})
+    """The line's uuid, time and kept fields, then ``extra``: every one that is not None."""
+    meta: dict[str, Any] = {}
+    for key in _META_LINE_FIELDS:  # one read each: a missing field reads as None, and None is left out
+        value = obj.get(key)
+        if value is not None:
+            meta[key] = value
     origin = obj.get("origin")
     if isinstance(origin, dict) and origin.get("kind"):
         meta["origin"] = origin["kind"]
-    meta.update({k: v for k, v in extra.items() if v is not None})
-    return {k: v for k, v in meta.items() if v is not None}
+    for key, value in extra.items():
+        if value is not None:
+            meta[key] = value
+    return meta
