@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from engine.cache_analysis import (
@@ -21,6 +22,7 @@ from engine.cache_analysis import (
     call_records,
     classify_call,
     event_time_is_call_time,
+    parse_utc,
     summarize,
 )
 from engine.redact import redact_row
@@ -40,6 +42,9 @@ _COLUMNS = (
 #: A row's values kept as they are: the session id (a key) and ``computed_utc`` (a time this writer
 #: made), so that a time unique to each pass is not scanned for secrets row after row.
 _KEPT = frozenset({_COLUMNS.index("session_id"), _COLUMNS.index("computed_utc")})
+#: A cost row's values but ``session_id`` (second) and ``computed_utc`` (last), read in one call.
+_row_values = itemgetter(*(c for c in _COLUMNS if c not in ("session_id", "computed_utc")))
+_TTL_KNOWN = _COLUMNS.index("ttl_split_known") - 1
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
 _IN_CHUNK = 500
 
@@ -59,17 +64,13 @@ LAST_CACHE_WRITER_SQL = last_cache_writer_sql()
 
 def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
     """Insert cost rows (as :func:`engine.rollup.cost_rows` gives them) of one session; rows written."""
-    values = [
-        redact_row(
-            [
-                session_id if c == "session_id" else now if c == "computed_utc"
-                else int(bool(row[c])) if c == "ttl_split_known" else row[c]
-                for c in _COLUMNS
-            ],
-            keys=_KEPT,
-        )
-        for row in rows
-    ]  # fmt: skip
+    values = []
+    for row in rows:
+        value = list(_row_values(row))  # every column but the two added here, in _COLUMNS order
+        value[_TTL_KNOWN] = int(bool(value[_TTL_KNOWN]))
+        value.insert(1, session_id)
+        value.append(now)
+        values.append(redact_row(value, keys=_KEPT))
     if values:
         conn.executemany(
             f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",
@@ -141,7 +142,11 @@ def record_request_costs(
             (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
         ),
     )
-    seqs = sorted({e.message_seq for e in events if e.kind == "request" and e.message_seq is not None})
+    # the messages' times, for the calls whose event gives no time of its own (call_records' fallback)
+    seqs = sorted({
+        e.message_seq for e in events
+        if e.kind == "request" and e.message_seq is not None and parse_utc((e.details or {}).get("call_utc")) is None
+    })  # fmt: skip
     times: dict[int, str] = {}
     for chunk in range(0, len(seqs), _IN_CHUNK):
         part = seqs[chunk : chunk + _IN_CHUNK]
