@@ -9,19 +9,22 @@ some override not in the file was in force rather than claiming a threshold that
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.importers.formats.claude_code.session import SUMMARY_RESERVE
-from engine.importers.registry import REGISTRY
 from engine.store import SessionRecord
 
-#: Display names of the agents, keyed by the import format (``import:<name>``) or the source: the
-#: importer registry's names, with the shorter forms a sentence reads better with.
-AGENT_LABELS: dict[str, str] = {
-    **{f.name: f.agent for f in REGISTRY},
+# The importers (their registry, Claude Code's summary reserve) load on first use only: explaining
+# how the sessions of a database ended (the dashboard's Sessions page, in a worker process) asks
+# for neither when no session came from an importer, and loading them was most of that worker's
+# processor time. AGENT_LABELS and CLAUDE_CODE_SUMMARY_RESERVE read as before (module __getattr__).
+
+#: The shorter forms a sentence reads better with than the importer registry's names, and the
+#: sources that are no import format.
+_LABELS_OF_OUR_OWN: dict[str, str] = {
     "codex": "Codex", "copilot": "Copilot CLI", "cline": "Cline", "claude-web": "Claude.ai",
     "openai": "The agent (OpenAI chat log)", "openai-responses": "The agent (OpenAI Responses log)",
     "anthropic": "The agent (Anthropic Messages log)", "ctxdesk": "ctxdesk", "proxy": "The agent",
@@ -29,11 +32,33 @@ AGENT_LABELS: dict[str, str] = {
 
 #: Claude Code keeps this many tokens below its auto-compact window free (its summary buffer).
 CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
-#: Claude Code reserves up to this many output tokens for the summary it writes when compacting
-#: (one number: the importer records it as the reserve below the window).
-CLAUDE_CODE_SUMMARY_RESERVE = SUMMARY_RESERVE
 #: Gemini CLI compresses the chat when it reaches this share of the model's window.
 GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
+
+
+@functools.cache
+def _agent_labels() -> dict[str, str]:
+    from engine.importers.registry import REGISTRY
+
+    return {**{f.name: f.agent for f in REGISTRY}, **_LABELS_OF_OUR_OWN}
+
+
+def _summary_reserve() -> int:
+    from engine.importers.formats.claude_code.session import SUMMARY_RESERVE
+
+    return SUMMARY_RESERVE
+
+
+def __getattr__(name: str) -> Any:
+    """``AGENT_LABELS``: display names of the agents, keyed by the import format (``import:<name>``)
+    or the source: the importer registry's names, with the shorter forms a sentence reads better
+    with. ``CLAUDE_CODE_SUMMARY_RESERVE``: the output tokens Claude Code reserves for the summary it
+    writes when compacting (one number: the importer records it as the reserve below the window)."""
+    if name == "AGENT_LABELS":
+        return _agent_labels()
+    if name == "CLAUDE_CODE_SUMMARY_RESERVE":
+        return _summary_reserve()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def agent_of(session: SessionRecord) -> str:
@@ -48,7 +73,9 @@ def agent_of(session: SessionRecord) -> str:
 
 
 def agent_label(agent: str) -> str:
-    return AGENT_LABELS.get(agent, agent)
+    if agent in _LABELS_OF_OUR_OWN:  # no importer's registry needed
+        return _LABELS_OF_OUR_OWN[agent]
+    return _agent_labels().get(agent, agent)
 
 
 @dataclass(frozen=True)
@@ -97,7 +124,7 @@ def _claude_code(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
         effective = override_window
         base = f"auto-compact window {override_window:,} − {CLAUDE_CODE_AUTOCOMPACT_BUFFER:,}"
     elif window:
-        effective = window - CLAUDE_CODE_SUMMARY_RESERVE
+        effective = window - _summary_reserve()
         # its limit: the window less the summary reserve, as every page shows it
         base = f"auto-compact at limit {effective:,} − {CLAUDE_CODE_AUTOCOMPACT_BUFFER:,}"
     else:

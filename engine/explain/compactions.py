@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.call_failures import failure_of
-from engine.compaction.constraints import slash_command
 from engine.explain.agents import agent_threshold
 from engine.explain.calls import Call, Calls
 from engine.explain.explanations import (
@@ -25,7 +24,6 @@ from engine.explain.explanations import (
     CompactionExplanation,
     CompactionTrigger,
 )
-from engine.explain.kept import ToolHistory, kept_and_dropped
 from engine.explain.sentences import compaction_sentence
 from engine.limit import recorded_limit
 from engine.messages import is_user_input
@@ -56,6 +54,8 @@ def explain_compactions(
 ) -> tuple[CompactionExplanation, ...]:
     """One explanation per compaction that changed what the model saw (outcome ``compacted``);
     what each kept and dropped only with ``detail``."""
+    if detail:  # what each compaction kept reads the findings' tool calls (numpy, the session manager)
+        from engine.explain.kept import ToolHistory, kept_and_dropped
     out = []
     history = ToolHistory.of(messages) if detail and any(e.kind == "compaction" for e in events) else None
     for event in sorted(events, key=lambda e: e.seq):
@@ -232,6 +232,8 @@ def _instructions(
     start = last.message_seq if last and last.message_seq is not None else -1
     later = [c for c in calls.after(event) if not c.is_compaction_call and c.message_seq is not None]
     end = later[0].message_seq if later else None
+    from engine.compaction.constraints import slash_command  # the compaction package: read only here
+
     for row in messages:
         if row.seq <= start or (end is not None and row.seq > end) or not is_user_input(row.message):
             continue
