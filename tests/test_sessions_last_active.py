@@ -7,6 +7,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pandas as pd
+
 from dashboard import data
 from engine.importers import import_file
 from engine.messages import assistant, user
@@ -45,16 +47,28 @@ def test_imported_sessions_sort_by_their_transcripts_last_message_not_the_import
     assert list(by_default["session_id"]) == [claude, codex, ran]
 
 
-def test_a_session_whose_metadata_is_not_json_falls_back_to_its_last_update(tmp_path: Path) -> None:
+def test_without_a_transcript_time_an_imported_session_has_none_and_is_listed_last(tmp_path: Path) -> None:
+    """Not the import's time: that would put every such session first, as just active."""
     path = tmp_path / "s.db"
     with SessionStore(path) as store:
-        sid = import_file(CODEX, store).sessions[0].session_id
-    with closing(sqlite3.connect(path)) as db, db:
-        db.execute("UPDATE sessions SET metadata_json = '{not json' WHERE id = ?", (sid,))
-        updated = db.execute("SELECT updated_utc FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+        timeless = import_file(CODEX, store).sessions[0].session_id
+        timed = import_file(CLAUDE_CODE, store).sessions[0].session_id
+        ran = store.create_session(model="gpt-4o")
+        store.append_messages(ran, [user("q"), assistant("a")], tokenizer=get_tokenizer("gpt-4o"))
+    with closing(sqlite3.connect(path)) as db, db:  # not JSON: no ended_utc can be read from it
+        db.execute("UPDATE sessions SET metadata_json = '{not json' WHERE id IN (?, ?)", (timeless, ran))
+        updated = db.execute("SELECT updated_utc FROM sessions WHERE id = ?", (ran,)).fetchone()[0]
     con = data.connect([path])
     try:
-        row = data.sessions_overview(con).set_index("session_id").loc[sid]
+        df = data.sessions_overview(con)
     finally:
         con.close()
-    assert row["last_active_utc"][:19] == updated[:19]
+    rows = df.set_index("session_id")
+    assert pd.isna(rows.loc[timeless, "last_active_utc"])
+    assert rows.loc[ran, "last_active_utc"][:19] == updated[:19]  # a session ctxdesk ran: its own last update
+    assert list(df["session_id"]) == [ran, timed, timeless]
+    assert list(data.filter_sessions(df, data.SessionFilter(), descending=False)["session_id"]) == [
+        timed,
+        ran,
+        timeless,
+    ]

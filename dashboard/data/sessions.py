@@ -37,13 +37,14 @@ SESSION_COLUMNS = (
 )  # fmt: skip
 
 #: When a session was last active, as UTC text of one width (sorts as it reads): the last message's
-#: time in the agent's own transcript (``ended_utc``, which an importer records in the metadata),
-#: else the row's last update (a session ctxdesk ran or recorded). An imported session's
-#: ``updated_utc`` is the time of the import, the same for every file of one import.
+#: time in the agent's own transcript (``ended_utc``, which an importer records in the metadata);
+#: for a session ctxdesk ran or recorded, its last update. An imported session whose transcript
+#: carries no times has none (NULL, listed last): its ``updated_utc`` is only the time of the import.
 LAST_ACTIVE_SQL = """strftime(coalesce(
         try_cast(CASE WHEN json_valid(s.metadata_json) THEN json_extract_string(s.metadata_json, '$.ended_utc') END
             AS TIMESTAMP),
-        try_cast(s.updated_utc AS TIMESTAMP)), '%Y-%m-%dT%H:%M:%S.%fZ')"""
+        CASE WHEN s.source IS NULL OR s.source NOT LIKE 'import:%' THEN try_cast(s.updated_utc AS TIMESTAMP) END),
+        '%Y-%m-%dT%H:%M:%S.%fZ')"""
 
 
 def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
