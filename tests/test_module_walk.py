@@ -1,6 +1,7 @@
-"""The walk of issue #34 (scripts/module_walk.py): importing a real Claude Code transcript never calls back
-into an importer module it had left, a proxied request crosses the proxy's rooms (transport, policy,
-recording, wire) without going back to one, and the walk counts what it says it counts."""
+"""The walk of issue #34 (scripts/module_walk.py): importing a real Claude Code transcript stays in four
+importer rooms and never calls back into an importer module it had left, a proxied request crosses the
+proxy's rooms (transport, policy, recording, wire) without going back to one of them or to a proxy module,
+and the walk counts what it says it counts."""
 
 from __future__ import annotations
 
@@ -23,11 +24,21 @@ def module_walk():
     sys.modules.pop("module_walk", None)
 
 
-def test_a_claude_code_import_never_returns_to_an_importer_module(module_walk) -> None:
+def test_a_claude_code_import_stays_in_four_rooms_and_never_returns_to_an_importer_module(
+    module_walk,
+) -> None:
     walk = module_walk.claude_code_walk()
     importers = [m for m in walk.visits if m.startswith("engine.importers.")]
     assert "engine.importers.api" in importers and "engine.importers.formats.claude_code.session" in importers
     assert walk.returns_into("engine.importers") == {}
+    # detection and companions read what other formats declare as data: none of their packages is entered
+    rooms = {r for r in walk.room_visits if r == "engine.importers" or r.startswith("engine.importers.")}
+    assert rooms == {
+        "engine.importers",
+        *(f"engine.importers.{r}" for r in ("formats", "formats.claude_code", "parsing")),
+    }
+    into_importers = {key: n for key, n in walk.room_returns.items() if key[1].startswith("engine.importers")}
+    assert into_importers == {}
 
 
 def _module_named(module_walk, name: str, source: str) -> dict:
@@ -60,6 +71,9 @@ def test_a_proxied_request_crosses_the_proxy_in_its_four_rooms_without_returning
     assert rooms == {f"engine.proxy.{g}" for g in ("transport", "policy", "recording", "wire")}
     into_proxy = {key: n for key, n in walk.room_returns.items() if key[1].startswith("engine.proxy.")}
     assert into_proxy == {}
+    # nor to a module: the shared wire pieces take values (not the API's callbacks), the writer waits on
+    # the recorder's QuietTime in its own module
+    assert walk.returns_into("engine.proxy") == {}
     assert "engine.proxy.transport.relay" in walk.visits and "engine.proxy.recording.writer" in walk.visits
 
 

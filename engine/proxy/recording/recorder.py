@@ -20,7 +20,7 @@ from typing import Any
 from engine.errors import ContextDeskError
 from engine.proxy.recording.exchange import Exchange
 from engine.proxy.recording.sessions import SessionResolver
-from engine.proxy.recording.writer import ExchangeWriter
+from engine.proxy.recording.writer import ExchangeWriter, QuietTime
 from engine.settings import Settings
 from engine.store.factory import is_database_url, open_store
 
@@ -32,8 +32,6 @@ RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 QUEUE_LIMIT = 10_000
 #: Told the (session id, event id) of every event one exchange's write stored, once it is committed.
 OnRecorded = Callable[[Sequence[tuple[str, int]]], None]
-#: Longest the writer defers an exchange while requests wait for their first upstream byte.
-DEFER_LIMIT_S = 0.5
 
 
 class Recorder:
@@ -56,13 +54,12 @@ class Recorder:
         self._queue: queue.Queue[Exchange | None] = queue.Queue()
         self._in_flight = 0
         self._in_flight_changed = threading.Condition()
-        self._forwarding = 0  # requests not yet answered by the upstream: the writer waits for them
-        self._forwarding_changed = threading.Condition()
+        self.quiet = QuietTime()  # requests not yet answered by the upstream: the writer waits for them
         self._store = open_store(self.db_path)
         self.on_recorded = on_recorded
         self._written: list[tuple[str, int]] = []  # what the write under way stored
         writer_store = self._store if on_recorded is None else _NotingStore(self._store, self._written)
-        self.writer = ExchangeWriter(writer_store, self.resolver, settings, pause=self._wait_for_idle)
+        self.writer = ExchangeWriter(writer_store, self.resolver, settings, pause=self.quiet.wait)
         self._thread = threading.Thread(target=self._run, name="ctxdesk-proxy-recorder", daemon=True)
         self._thread.start()
 
@@ -75,16 +72,12 @@ class Recorder:
     def hold(self) -> Hold:
         """A request is on its way to the upstream: the writer keeps off the GIL until the returned
         hold is released (once the answer's headers are on their way to the agent)."""
-        with self._forwarding_changed:
-            self._forwarding += 1
+        self.quiet.hold()
         return Hold(self)
 
     def release(self) -> None:
         """The upstream answered (or failed): the writer may parse and record again."""
-        with self._forwarding_changed:
-            self._forwarding = max(0, self._forwarding - 1)
-            if not self._forwarding:
-                self._forwarding_changed.notify_all()
+        self.quiet.release()
 
     def submit(self, exchange: Exchange) -> None:
         """Queue an exchange for writing (once: a second submit of it is ignored); never blocks, never raises."""
@@ -123,15 +116,8 @@ class Recorder:
             if isinstance(item, _Marker):
                 item.done.set()
                 continue
-            self._wait_for_idle()
+            self.quiet.wait()  # and between a write's steps (the writer's pause)
             self._write_with_retries(item)
-
-    def _wait_for_idle(self) -> None:
-        """Parsing a ~200k-token body holds the GIL for milliseconds: not while a request is being
-        forwarded (the relay's time to first byte), unless requests never stop coming. Called
-        before each write and between its steps (the writer's ``pause``)."""
-        with self._forwarding_changed:
-            self._forwarding_changed.wait_for(lambda: self._forwarding == 0, DEFER_LIMIT_S)
 
     def _write_with_retries(self, exchange: Exchange) -> None:
         error: Exception | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,37 @@ from engine.tokens import Tokenizer, get_tokenizer
 
 #: Session that holds requests the proxy could not parse (not JSON, unknown paths).
 UNPARSED_SESSION = "proxy-unparsed"
+#: Longest the writer defers an exchange while requests wait for their first upstream byte.
+DEFER_LIMIT_S = 0.5
+
+
+class QuietTime:
+    """When the writer may parse: parsing a ~200k-token body holds the GIL for milliseconds, so not
+    while a request is being forwarded (the relay's time to first byte), unless requests never stop
+    coming (:data:`DEFER_LIMIT_S`). The request side holds and releases it; the writer thread waits
+    on it before each write and between its steps (an :class:`ExchangeWriter`'s ``pause``)."""
+
+    def __init__(self, limit_s: float = DEFER_LIMIT_S) -> None:
+        self.limit_s = limit_s
+        self._forwarding = 0  # requests not yet answered by the upstream
+        self._changed = threading.Condition()
+
+    def hold(self) -> None:
+        """A request is on its way to the upstream."""
+        with self._changed:
+            self._forwarding += 1
+
+    def release(self) -> None:
+        """The upstream answered (or failed)."""
+        with self._changed:
+            self._forwarding = max(0, self._forwarding - 1)
+            if not self._forwarding:
+                self._changed.notify_all()
+
+    def wait(self) -> None:
+        """Until no request is being forwarded, at most :attr:`limit_s`."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._forwarding == 0, self.limit_s)
 
 
 def closed_after_whole_answer(exchange: Exchange, parsed: ParsedResponse) -> bool:
@@ -75,8 +107,8 @@ class ExchangeWriter:
         *,
         pause: Callable[[], None] = lambda: None,
     ) -> None:
-        """``pause`` is called between the steps of a write (parse, count, store): the recorder
-        waits there while a request is being forwarded, so a write never holds it up for long."""
+        """``pause`` is called between the steps of a write (parse, count, store): the recorder's
+        :meth:`QuietTime.wait`, so a write never holds up a request being forwarded for long."""
         self._store = store
         self.resolver = resolver
         self.settings = settings

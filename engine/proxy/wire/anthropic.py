@@ -62,10 +62,11 @@ class AnthropicMessages:
     # -- requests --------------------------------------------------------------------------
     def request_view(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> RequestView:
         raw = [m for m in as_list(body.get("messages")) if m is not None]
-        return build_view(self, body, headers, raw, text_of(body.get("system")))
+        system = text_of(body.get("system"))
+        return build_view(body, raw, system, self.to_messages(raw), self.session_id(headers or {}, body))
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str | None:
-        return agent_session_id(headers, body, _metadata_session)
+        return agent_session_id(headers, body, _metadata_session(body) if body is not None else None)
 
     def head_length(self, items: Sequence[Any]) -> int:
         return 0  # the system prompt is a field of its own

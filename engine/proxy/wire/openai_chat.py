@@ -59,7 +59,7 @@ class OpenAIWire(ABC):
     def parse_response(self, status: int | None, content_type: str | None, data: bytes) -> ParsedResponse: ...
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str | None:
-        return agent_session_id(headers, body, lambda _: None)
+        return agent_session_id(headers, body)
 
     def head_length(self, items: Sequence[Any]) -> int:
         n = 0
@@ -109,9 +109,8 @@ class OpenAIChat(OpenAIWire):
     # -- requests --------------------------------------------------------------------------
     def request_view(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> RequestView:
         raw = [m for m in as_list(body.get("messages")) if m is not None]
-        return build_view(
-            self, body, headers, raw, "\n".join(text_of(m.get("content")) for m in raw if self.is_system(m))
-        )
+        system = "\n".join(text_of(m.get("content")) for m in raw if self.is_system(m))
+        return build_view(body, raw, system, self.to_messages(raw), self.session_id(headers or {}, body))
 
     def is_system(self, item: Any) -> bool:
         return isinstance(item, dict) and item.get("role") in SYSTEM_ROLES

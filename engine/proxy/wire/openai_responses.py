@@ -53,7 +53,8 @@ class OpenAIResponses(OpenAIWire):
             text_of(body.get("instructions")),
             *(text_of(i.get("content")) for i in raw if self.is_system(i)),
         ]
-        return build_view(self, body, headers, raw, "\n".join(t for t in system if t))
+        text = "\n".join(t for t in system if t)
+        return build_view(body, raw, text, self.to_messages(raw), self.session_id(headers or {}, body))
 
     def is_system(self, item: Any) -> bool:
         return (

@@ -48,17 +48,18 @@ class RequestView:
 
 
 def build_view(
-    wire: Any, body: Mapping[str, Any], headers: Mapping[str, str] | None, raw: list[Any], system: str
+    body: Mapping[str, Any], raw: list[Any], system: str, messages: list[Message], session_id: str | None
 ) -> RequestView:
-    """A request's view from the parts a wire API reads itself (its history items, its system text)."""
+    """A request's view from what a wire API read of it itself (its history items, their messages,
+    its system text, the agent's session id) and what every API's body holds alike."""
     return RequestView(
         model=body.get("model") if isinstance(body.get("model"), str) else None,
         system=system,
         tools=[t for t in as_list(body.get("tools")) if isinstance(t, dict)],
-        messages=wire.to_messages(raw),
+        messages=messages,
         raw_messages=raw,
         stream=bool(body.get("stream")),
-        agent_session_id=wire.session_id(headers or {}, body),
+        agent_session_id=session_id,
     )
 
 
@@ -295,19 +296,17 @@ SESSION_HEADERS = (
 
 
 def agent_session_id(
-    headers: Mapping[str, str],
-    body: Mapping[str, Any] | None,
-    in_body: Callable[[Mapping[str, Any]], str | None],
+    headers: Mapping[str, str], body: Mapping[str, Any] | None, in_body: str | None = None
 ) -> str | None:
-    """The agent's own session id: an X-Ctxdesk-Session or Claude Code header, the id ``in_body``
-    finds, Codex's ``session-id`` header, then OpenAI's ``prompt_cache_key`` / ``user``."""
+    """The agent's own session id: an X-Ctxdesk-Session or Claude Code header, the id a wire API
+    found in the body (``in_body``: Claude Code's ``metadata.user_id``), Codex's ``session-id``
+    header, then OpenAI's ``prompt_cache_key`` / ``user``."""
     lowered = {k.lower(): v for k, v in headers.items()}
     for name in SESSION_HEADERS[:2]:
         if lowered.get(name):
             return lowered[name]
-    found = in_body(body) if body is not None else None
-    if found:
-        return found
+    if in_body:
+        return in_body
     for name in SESSION_HEADERS[2:]:
         if lowered.get(name):
             return lowered[name]
