@@ -191,10 +191,24 @@ def redact_row(values: Iterable[Any], *, keys: Collection[int] = ()) -> list[Any
     :func:`redact_secrets` before something derived from it is computed (a stored message, a part's
     content hash)."""
     row = values if isinstance(values, list | tuple) else list(values)
-    texts = [v for i, v in enumerate(row) if isinstance(v, str) and i not in keys]
-    if not texts or (sum(map(len, texts)) <= _ROW_SCAN_CHARS and not _may_need_redaction("\n".join(texts))):
+    if _scanned_clean([v for i, v in enumerate(row) if isinstance(v, str) and i not in keys]):
         return list(row)  # the common row: one scan of its texts together, no call per value
     return [redact_secrets(v) if isinstance(v, str) and i not in keys else v for i, v in enumerate(row)]
+
+
+def holds_no_secret(texts: Iterable[str | None]) -> bool:
+    """True when :func:`redact_secrets` leaves each of ``texts`` as it is (None and "" are left too):
+    the texts of one row are scanned together first, so a row without credentials costs one scan."""
+    present = [t for t in texts if t]
+    return _scanned_clean(present) or all(redact_secrets(t) is t for t in present)
+
+
+def _scanned_clean(texts: list[str]) -> bool:
+    """True when one scan of ``texts`` together shows nothing to redact; False: maybe something (or
+    too long to scan twice: see _ROW_SCAN_CHARS)."""
+    return not texts or (
+        sum(map(len, texts)) <= _ROW_SCAN_CHARS and not _may_need_redaction("\n".join(texts))
+    )
 
 
 #: A row's texts up to this many characters are scanned together first (:func:`redact_row`); a
@@ -259,6 +273,7 @@ def install_log_redaction() -> None:
 
 __all__ = [
     "REDACTED",
+    "holds_no_secret",
     "install_log_redaction",
     "redact_bytes",
     "redact_json_text",

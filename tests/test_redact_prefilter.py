@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.redact import _ASCII_LOWER, _KEYS, _NAMED, REDACTED, redact_secrets
+from engine.redact import _ASCII_LOWER, _KEYS, _NAMED, REDACTED, holds_no_secret, redact_row, redact_secrets
 
 FRAGMENTS = [
     "sk-ant-", "sk-proj-", "sk-", "AIza", "ghp_", "xoxb-", "AKIA", "eyJ", ".", "x-api-key", "X-Goog-Api-Key",
@@ -60,3 +60,28 @@ def test_examples_still_redacted() -> None:
     assert redact_secrets("İ password=hunter2hunter2") == f"İ password={REDACTED}"
     plain = '{"openai_role": "developer", "timestamp": "2026-11-24T06:26:17.443Z"}'
     assert redact_secrets(plain) is plain
+
+
+rows = st.lists(
+    st.none()
+    | st.integers()
+    | st.lists(st.sampled_from([*FRAGMENTS, "İ", "\u212a"]), max_size=12).map("".join),
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows)
+def test_a_row_scanned_together_is_redacted_as_value_by_value(row: list[object]) -> None:
+    """redact_row scans a row's texts joined first: what it finds in one value it finds in the whole."""
+    one_by_one = [redact_secrets(v) if isinstance(v, str) else v for v in row]
+    assert redact_row(row) == one_by_one
+    texts = [v for v in row if isinstance(v, str)]
+    assert holds_no_secret(texts) == all(redact_secrets(t) == t for t in texts)
+
+
+def test_a_row_with_one_secret_among_clean_texts() -> None:
+    row = ("claude-sonnet-4-5", '{"tokenizer": "cl100k"}', 12, None, "export API_KEY=abcdefgh12345678")
+    assert redact_row(row) == [*row[:4], f"export API_KEY={REDACTED}"]
+    assert redact_row(row, keys=(4,)) == list(row)  # a key is kept as it is
+    assert not holds_no_secret(row[:2] + row[4:]) and holds_no_secret(row[:2])

@@ -14,8 +14,8 @@ from pydantic import ValidationError as PydanticValidationError
 from engine.errors import StoreError
 from engine.events import ComponentTokens, ProviderUsage
 from engine.limit import recorded_limit
-from engine.messages import Block, Message
-from engine.redact import redact_secrets
+from engine.messages import Block, Message, ToolUseBlock
+from engine.redact import holds_no_secret, redact_row, redact_secrets
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
 
@@ -51,6 +51,28 @@ def stored_texts(message: Message) -> tuple[Message, str, str | None]:
         content_from_json(redacted, where="a redacted message") if redacted is not text else message.content
     )
     return message.model_copy(update={"content": content, "meta": meta}), redacted, meta_text
+
+
+def stored_row_texts(message: Message, preview_chars: int) -> tuple[Message, tuple[str | None, ...]]:
+    """``message`` as the store keeps it (:func:`stored_texts`) and the texts of its ``messages`` row,
+    redacted: ``(message_uid, content_json, text_preview, tool_names, meta_json)``. Each text is made
+    once and the five are scanned for credentials together (:func:`engine.redact.holds_no_secret`):
+    only a row that holds one is redacted text by text."""
+    content_json = content_to_json(message)
+    meta_json = json.dumps(message.meta, ensure_ascii=False, default=str) if message.meta else None
+    texts = (message.id, content_json, message.text[:preview_chars], _tool_names(message), meta_json)
+    if holds_no_secret(texts):
+        return message, texts
+    message, content_json, meta_json = stored_texts(message)
+    uid, preview, tool_names = redact_row((message.id, message.text[:preview_chars], _tool_names(message)))
+    return message, (uid, content_json, preview, tool_names, meta_json)
+
+
+def _tool_names(message: Message) -> str | None:
+    """The ``tool_names`` column: the names of the message's tool_use blocks, comma-separated."""
+    if isinstance(message.content, str):
+        return None
+    return ",".join(b.name for b in message.content if isinstance(b, ToolUseBlock)) or None
 
 
 def redact_message(message: Message) -> Message:

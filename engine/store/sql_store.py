@@ -29,7 +29,7 @@ from typing import Any
 
 from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
-from engine.messages import Message, ToolResultBlock, ToolUseBlock, is_tool_result_only, is_user_input
+from engine.messages import Message, ToolResultBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
 from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, stored_event
 from engine.store.payloads import (
@@ -56,7 +56,7 @@ from engine.store.records import (
     message_to_json,
     messages_from_json_text,
     share_fields_set,
-    stored_texts,
+    stored_row_texts,
     usage_from_row,
     utc_now,
 )
@@ -406,13 +406,12 @@ class SqlSessionStore(ABC):
                 )
                 kind = message_kind(message)
                 # counted as sent, kept without secrets
-                message, content_json, meta_json = stored_texts(message)
-                blocks = () if isinstance(message.content, str) else message.content
-                tool_names = ",".join(b.name for b in blocks if isinstance(b, ToolUseBlock)) or None
+                message, (uid, content_json, preview, tool_names, meta_json) = stored_row_texts(
+                    message, PREVIEW_CHARS
+                )
                 values.append((
-                    message_id, session_id, seq, turn, message.role, kind, *redact_row((message.id,)), content_json,
-                    *redact_row((message.text[:PREVIEW_CHARS], tool_names)), int(message.pinned), tokens,
-                    result_tokens, tokenizer.id,
+                    message_id, session_id, seq, turn, message.role, kind, uid, content_json,
+                    preview, tool_names, int(message.pinned), tokens, result_tokens, tokenizer.id,
                     usage.input_tokens if usage else None, usage.output_tokens if usage else None,
                     usage.cache_read_input_tokens if usage else None,
                     usage.cache_creation_input_tokens if usage else None,
