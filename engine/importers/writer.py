@@ -53,11 +53,16 @@ def repair_tool_pairing(messages: list[ParsedMessage]) -> list[str]:
     tool_use left unanswered (the source lost the result) gets an is_error result saying so,
     except in the last assistant message, whose tools may still be running. Returns notes.
     """
+    # each message's blocks read where they are (a text content holds no tool block), not as
+    # Message.blocks' copies: this runs over every message of every parse
     notes: list[str] = []
     seen: set[str] = set()
     for pm in messages:
-        seen.update(pm.message.tool_use_ids)
-        if any(rid not in seen for rid in pm.message.tool_result_ids):
+        content = pm.message.content
+        if isinstance(content, str):
+            continue
+        seen.update(b.id for b in content if isinstance(b, ToolUseBlock))
+        if any(isinstance(b, ToolResultBlock) and b.tool_use_id not in seen for b in content):
             blocks = [
                 TextBlock(text=f"[tool result for {b.tool_use_id}]\n{b.text}")
                 if isinstance(b, ToolResultBlock) and b.tool_use_id not in seen
@@ -69,19 +74,26 @@ def repair_tool_pairing(messages: list[ParsedMessage]) -> list[str]:
             )
             notes.append(f"{lost} tool result(s) without a tool_use kept as text")
             pm.message = pm.message.with_content(blocks)
-    assistants = [pm for pm in messages if pm.message.role == "assistant"]
-    last_assistant = assistants[-1] if assistants else None
-    answered = {rid for pm in messages for rid in pm.message.tool_result_ids}
+    last_assistant = next((pm for pm in reversed(messages) if pm.message.role == "assistant"), None)
+    answered = {
+        b.tool_use_id
+        for pm in messages
+        if not isinstance(pm.message.content, str)
+        for b in pm.message.content
+        if isinstance(b, ToolResultBlock)
+    }
     i = 0
     while i < len(messages):
         message = messages[i].message
-        # calls the provider ran itself (a web search) are answered inside the same response
-        server_run = set(message.meta.get("server_tool_use_ids") or ())
-        missing = (
-            [u for u in message.tool_use_ids if u not in answered and u not in server_run]
-            if message.role == "assistant"
+        content = message.content
+        unanswered = (
+            [b.id for b in content if isinstance(b, ToolUseBlock) and b.id not in answered]
+            if message.role == "assistant" and not isinstance(content, str)
             else []
         )
+        # calls the provider ran itself (a web search) are answered inside the same response
+        server_run = set(message.meta.get("server_tool_use_ids") or ()) if unanswered else set()
+        missing = [u for u in unanswered if u not in server_run]
         if missing and messages[i] is not last_assistant:
             results = [
                 ToolResultBlock(tool_use_id=u, content=MISSING_RESULT_TEXT, is_error=True) for u in missing

@@ -12,6 +12,7 @@ the ``system`` component, flagged ``system_is_harness_prefix`` in the call's det
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -57,6 +58,14 @@ def thinking_rule(
             if isinstance(keep, dict) and isinstance(keep.get("value"), int):
                 return ThinkingRule(max(1, keep["value"]))
             return ThinkingRule(1)
+    if (model is None or type(model) is str) and (version is None or type(version) is str):
+        return _default_rule(model, version)  # asked once per call of a session: the same answer
+    return _default_rule.__wrapped__(model, version)
+
+
+@functools.lru_cache(maxsize=256)
+def _default_rule(model: str | None, version: str | None) -> ThinkingRule:
+    """The rule without a recorded ``clear_thinking`` edit: by Claude Code's version, then the model."""
     parsed = parse_version(version)
     if parsed is not None and parsed >= KEEPS_THINKING_FROM_VERSION:
         return ThinkingRule(None)
@@ -70,8 +79,10 @@ def keeps_previous_thinking(model: str | None, **kwargs: Any) -> bool:
 
 
 def without_thinking(message: Message) -> Message:
-    blocks = [b for b in message.blocks if not isinstance(b, ThinkingBlock)]
-    return message.with_content(blocks) if len(blocks) != len(message.blocks) else message
+    content = message.content
+    if isinstance(content, str) or not any(isinstance(b, ThinkingBlock) for b in content):
+        return message  # most messages: nothing to drop, no copy of their blocks made
+    return message.with_content([b for b in content if not isinstance(b, ThinkingBlock)])
 
 
 def sent_messages(messages: list[Message], rule: ThinkingRule) -> tuple[list[Message], int]:
@@ -182,8 +193,9 @@ class _Counts:
             return head_users[-need], sent.start
         return 0, sent.start
 
-    def components(self, sent: Sent, rule: ThinkingRule) -> tuple[ComponentTokens, int, int]:
-        """(components, thinking tokens dropped, messages whose thinking was dropped)."""
+    def components(self, sent: Sent, rule: ThinkingRule) -> tuple[tuple[int, int, int], int, int]:
+        """((summary, conversation, tool_results) tokens, thinking tokens dropped, messages whose
+        thinking was dropped)."""
         head_cut, tail_cut = self.cut(sent, rule)
         conversation = summary = dropped = slimmed = 0
         results = 0
@@ -215,14 +227,8 @@ class _Counts:
                     dropped -= self.conv[i] - conv
                     slimmed -= self.has_thinking[i]
         any_sent = conversation or results or summary
-        components = share_fields_set(  # held with the call until written
-            ComponentTokens(
-                summary=summary,
-                conversation=conversation + (REPLY_PRIMING_TOKENS if any_sent else 0),
-                tool_results=results,
-            )
-        )
-        return components, dropped, slimmed
+        parts = (summary, conversation + (REPLY_PRIMING_TOKENS if any_sent else 0), results)
+        return parts, dropped, slimmed
 
 
 def request_messages(parsed: Sequence[ParsedMessage], call: CallInfo) -> list[Message]:
@@ -249,32 +255,41 @@ def rebuild_calls(
     starts = [i for i, pm in enumerate(thread.messages) if pm.starts_context]
     prefixes: dict[int, int] = {}
     contexts: list[int] = []
+    parts: list[tuple[int, int, int]] = []
     for at, sent, call in plan:
         rule = thinking_rule(call.model or model, version=version)
-        components, dropped, slimmed = counts.components(sent, rule)
+        measured, dropped, slimmed = counts.components(sent, rule)
         if slimmed:
             call.details["thinking_stripped_tokens"] = dropped
         context = bisect.bisect_right(starts, at)  # compactions before the call's last message
         if context not in prefixes and call.usage is not None and call.usage.prompt_tokens:
-            prefixes[context] = max(0, call.usage.prompt_tokens - components.total)
+            prefixes[context] = max(0, call.usage.prompt_tokens - sum(measured))
         contexts.append(context)
+        parts.append(measured)
         call.details["previous_thinking"] = "kept" if rule.keeps_all else "stripped"
         call.details["request_messages"] = len(sent)  # messages_sent (a seq bound) is the writer's
         call.details["at_message_index"] = at
         call.sent = sent
         call.thinking_rule = rule
-        call.components = components
     known: int | None = None
     for context in range(max(contexts, default=-1) + 1):
         if context in prefixes:
             known = prefixes[context]
         elif known is not None:
             prefixes[context] = known
-    for (_, _, call), context in zip(plan, contexts, strict=True):
+    for (_, _, call), context, (summary, conversation, results) in zip(plan, contexts, parts, strict=True):
         prefix = prefixes.get(context)
+        # each call's components made once, the harness prefix in them (held with the call until written)
         if prefix:
-            base = call.components or ComponentTokens()
-            call.components = base.model_copy(update={"system": prefix})
+            call.components = share_fields_set(
+                ComponentTokens(
+                    system=prefix, summary=summary, conversation=conversation, tool_results=results
+                )
+            )
             call.details["harness_prefix_tokens"] = prefix
             call.details["system_is_harness_prefix"] = True
+        else:
+            call.components = share_fields_set(
+                ComponentTokens(summary=summary, conversation=conversation, tool_results=results)
+            )
     return plan, prefixes[min(prefixes)] if prefixes else None

@@ -41,6 +41,8 @@ FALLBACK_TOKENIZER = "chars/4"
 #: Claude Code keeps this many tokens of the window for the summary it writes when compacting: its
 #: prompt may use the window less this, and it auto-compacts 13,000 below that (engine.explain).
 SUMMARY_RESERVE = 20_000
+#: Line types read besides user and assistant lines (others are counted as skipped).
+_KEPT_LINE_TYPES = ("attachment", *REPLAY_LINE_TYPES)
 
 
 @dataclass
@@ -68,26 +70,40 @@ def parse_claude_code(
     holds it. A ``--fork-session`` file copies its origin's lines (same uuids; its replies' request
     records stay in the origin's file): those replies are not calls of the fork (they were paid
     once, by the origin), and the fork is ``forked`` in the lineage of the origin's first line."""
-    for n, obj in lines:
-        if obj.get("type") in ("user", "assistant") and not isinstance(obj.get("message"), dict):
-            raise SourceProblem(f"{obj['type']} line has no message object", line=n)
-    first = next((o for _, o in lines if o.get("type") in ("user", "assistant")), {})
+    first: dict[str, Any] | None = None
+    version: str | None = None
+    skipped: Counter[str] = Counter()
+    main_lines: list[Line] = []
+    side_lines: list[Line] = []
+    main_has_messages = False
+    for line in lines:  # one pass: a session's lines are many, each pass over them counts
+        n, obj = line
+        kind = obj.get("type")
+        message_line = kind in ("user", "assistant")
+        if message_line:
+            if not isinstance(obj.get("message"), dict):
+                raise SourceProblem(f"{obj['type']} line has no message object", line=n)
+            if first is None:
+                first = obj
+        elif kind not in _KEPT_LINE_TYPES and not (
+            kind == "system" and obj.get("subtype") == "compact_boundary"
+        ):
+            skipped[str(kind)] += 1
+        if version is None and obj.get("version"):
+            version = str(obj["version"])
+        if obj.get("isSidechain"):
+            side_lines.append(line)
+        else:
+            main_lines.append(line)
+            main_has_messages = main_has_messages or message_line
+    first = first if first is not None else {}
     own_id = main_id or first.get("sessionId")
     main_id = str(own_id or fallback_id)
-    version = next((str(o["version"]) for _, o in lines if o.get("version")), None)
-    skipped = Counter(
-        str(o.get("type"))
-        for _, o in lines
-        if o.get("type") not in ("user", "assistant", "attachment", *REPLAY_LINE_TYPES)
-        and not (o.get("type") == "system" and o.get("subtype") == "compact_boundary")
-    )
     notes = [f"skipped {count} {kind!r} line(s)" for kind, count in sorted(skipped.items())]
 
-    main_lines = [(n, o) for n, o in lines if not o.get("isSidechain")]
-    side_lines = [(n, o) for n, o in lines if o.get("isSidechain")]
     sessions: list[ParsedSession] = []
     main: ParsedSession | None = None
-    if any(o.get("type") in ("user", "assistant") for _, o in main_lines):
+    if main_has_messages:
         main = thread_session(main_id, main_lines, version=version, replays=replay_requests(lines))
         main.notes[:0] = notes
         main.metadata.update(_session_meta(first, lines, version))

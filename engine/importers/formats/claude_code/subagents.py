@@ -46,7 +46,8 @@ def task_calls(main: ParsedSession) -> dict[str, ToolUseBlock]:
     """Agent/Task tool calls of the main thread, by id and by prompt."""
     calls: dict[str, ToolUseBlock] = {}
     for pm in main.messages:
-        for block in pm.message.blocks:
+        content = pm.message.content
+        for block in () if isinstance(content, str) else content:  # a text holds no tool call
             if isinstance(block, ToolUseBlock) and block.name in TASK_TOOLS:
                 calls.setdefault(block.id, block)
                 prompt = block.input.get("prompt")
