@@ -316,6 +316,37 @@ def test_the_servers_session_totals_equal_the_totals_of_the_rows() -> None:
 
 
 @needs_server
+def test_the_servers_session_totals_follow_a_transcript_tail_replaced_on_re_import() -> None:
+    """A re-import replaces a changed tail (truncate_messages deletes messages and the importer's
+    events): the totals are those of the rows left, not of every row ever inserted."""
+    from engine.store.pg_rollups import SESSION_TOTALS, rollup_sql, totals_sql
+
+    url = fresh_url()
+    with open_store(url) as store:
+        sid, other = store.create_session(), store.create_session()
+        store.append_messages(
+            sid, [user("q"), assistant("a"), user("q2"), assistant("a2")], tokenizer=TOKENIZER
+        )
+        store.append_messages(other, [user("kept")], tokenizer=TOKENIZER)
+        for seq, projected in ((1, 400), (3, 900)):
+            store.record_event(sid, ContextEvent(
+                kind="request", outcome="ok", limit_tokens=1000, projected_tokens=projected, message_seq=seq,
+                details={"source": "import:test"},
+            ))  # fmt: skip
+        store.truncate_messages(sid, 2, event_source="import:")
+        store.append_messages(sid, [user("q2 again")], tokenizer=TOKENIZER)
+    with psycopg.connect(url) as conn:
+        for table in SESSION_TOTALS:
+            assert sorted(conn.execute(rollup_sql(table)).fetchall()) == sorted(
+                conn.execute(totals_sql(table)).fetchall()
+            ), table
+        row = conn.execute(
+            f"SELECT messages, peak_tokens, peak_usage_pct FROM {ROLLUP_TABLE} WHERE session_id = %s", [sid]
+        ).fetchone()
+        assert row == (3, 400, 40.0)
+
+
+@needs_server
 def test_rollups_built_by_other_sql_are_rebuilt_when_the_store_is_opened() -> None:
     """A server whose _session_rollups came from an older ctxdesk (another comment, stale totals)
     gets them rebuilt from the rows: the Sessions page never reads totals under the old rules."""

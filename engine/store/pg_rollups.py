@@ -3,8 +3,9 @@ kept by PostgreSQL itself in ``_session_rollups`` (so a team store's page reads 
 2,000,000 messages and 500,000 events).
 
 ``_session_rollups`` is derived data, like an index: statement-level triggers on ``messages``,
-``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in; deleting a
-session deletes its row. A PostgreSQL store opened for writing creates it and back-fills it from
+``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in, and recount the
+sessions whose rows a statement deleted (a re-import's replaced tail); deleting a session deletes
+its row. A PostgreSQL store opened for writing creates it and back-fills it from
 the rows already there, in one transaction, and rebuilds it when its SQL here has changed. The SQL
 here is valid in both SQLite and PostgreSQL.
 """
@@ -104,9 +105,25 @@ def rollup_statements() -> list[str]:
             f" BEGIN {_merge_sql(table, 'new_rows')}; RETURN NULL; END $$",
             f"CREATE TRIGGER {function} AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows"
             f" FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+            f"CREATE OR REPLACE FUNCTION {function}_deleted() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN {_recount_sql(table)}; RETURN NULL; END $$",
+            f"CREATE TRIGGER {function}_deleted AFTER DELETE ON {table} REFERENCING OLD TABLE AS old_rows"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION {function}_deleted()",
             _merge_sql(table, table),  # back-fill the rows already there
         ]
     return out
+
+
+def _recount_sql(table: str) -> str:
+    """After rows of ``table`` were deleted (a transcript tail replaced on re-import): the totals of
+    the sessions they belonged to, recounted from the rows left (a maximum cannot be taken back)."""
+    touched = "session_id IN (SELECT session_id FROM old_rows)"
+    reset = ", ".join(
+        f"{name} = {'0' if agg.startswith(('count', 'sum')) else 'NULL'}"
+        for name, (agg, _) in SESSION_TOTALS[table].items()
+    )
+    left = f"(SELECT * FROM {table} WHERE {touched}) AS left_rows"
+    return f"UPDATE {ROLLUP_TABLE} SET {reset} WHERE {touched}; {_merge_sql(table, left)}"
 
 
 def rollup_version() -> str:
@@ -127,7 +144,8 @@ def ensure_rollups(raw: Any) -> bool:
         if present and comment == version:
             return False
         for table in SESSION_TOTALS:
-            raw.execute(f"DROP TRIGGER IF EXISTS {ROLLUP_TABLE}_{table} ON {table}")
+            for trigger in (f"{ROLLUP_TABLE}_{table}", f"{ROLLUP_TABLE}_{table}_deleted"):
+                raw.execute(f"DROP TRIGGER IF EXISTS {trigger} ON {table}")
         raw.execute(f"DROP TABLE IF EXISTS {ROLLUP_TABLE}")
         for statement in rollup_statements():
             raw.execute(statement)
