@@ -191,7 +191,8 @@ def redact_row(values: Iterable[Any], *, keys: Collection[int] = ()) -> list[Any
     :func:`redact_secrets` before something derived from it is computed (a stored message, a part's
     content hash)."""
     row = values if isinstance(values, list | tuple) else list(values)
-    if _scanned_clean([v for i, v in enumerate(row) if isinstance(v, str) and i not in keys]):
+    # the keys' texts scanned too (they may only add a false alarm): no test of each position
+    if _scanned_clean([v for v in row if isinstance(v, str)]):
         return list(row)  # the common row: one scan of its texts together, no call per value
     return [redact_secrets(v) if isinstance(v, str) and i not in keys else v for i, v in enumerate(row)]
 
@@ -220,7 +221,7 @@ def _may_need_redaction(text: str) -> bool:
     """False when :func:`redact_secrets` leaves ``text`` and every piece of it as they are: no key
     format can start in it and no credential's name (an anchor) is in it. Each test finds whatever
     it finds in a piece in the whole text too, so the texts of a row are tested joined, once."""
-    if _may_hold_key(text):
+    if _has_key(text):  # a key starts a word: a value's first character follows the separator
         return True
     return _has_anchor(text.lower())  # lowercases more than ASCII: finds only more, never fewer, anchors
 
