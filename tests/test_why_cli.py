@@ -3,6 +3,7 @@ and transcripts (every session says how it ended; ``unknown`` only where the fil
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -267,3 +268,21 @@ def test_the_installed_claude_code_still_ends_as_its_fixture_says(
             import_file(path, store)
         [why] = [s for s in explain_store(store).sessions if ":" not in s.session_id]
     assert why.ended.cause == cause, why.ended.detail
+
+
+def test_a_session_is_named_the_same_way_in_why_report_and_inspect(tmp_path: Path) -> None:
+    """``DB SESSION`` (as ``inspect`` takes it) and ``DB:SESSION`` (as ``why`` and ``report`` do) both
+    work in all three; naming the database twice is a usage error, not a guess."""
+    db, sid = str(DEMO), "demo-small-window-final-5aacc716"
+    by_colon = run(["why", f"{db}:{sid}"])
+    assert by_colon[0] == 0 and by_colon[1].startswith(sid)
+    assert run(["why", db, sid]) == by_colon == run(["why", sid, "--db", db])
+    report = run(["report", db, sid])
+    assert report[0] == 0 and report == run(["report", f"{db}:{sid}"])
+    inspected = run(["inspect", db, sid])
+    assert inspected[0] == 0 and f"session {sid}" in inspected[1]
+    assert run(["inspect", f"{db}:{sid}"]) == inspected
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert run(["why", db, sid, "--db", db])[0] == 2
+    assert "name the database once" in err.getvalue()

@@ -29,11 +29,24 @@ __all__ = [
     "find_session",
     "open_read_only",
     "port_number",
+    "session_in",
 ]
 
 
 class UsageError(Exception):
     """A command line that parses but asks for something impossible (exit 2)."""
+
+
+def session_in(target: str | None, session: str | None, db: str | None) -> tuple[str | None, str | None]:
+    """(target, db) of a command taking ``DB[:SESSION]`` or ``SESSION --db DB`` when it is also given
+    ``DB SESSION``, as ``ctxdesk inspect`` is: a second positional names a session of the first."""
+    if session is None:
+        return target, db
+    if db is not None:
+        raise UsageError(
+            f"name the database once: `DB SESSION` or `SESSION --db DB`, not both (session {session!r})"
+        )
+    return session, target
 
 
 def open_read_only(path: str) -> Any:

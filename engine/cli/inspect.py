@@ -10,12 +10,13 @@ from engine.textfmt import format_table
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
-    with open_read_only(args.db) as store:
-        if args.session is None:
+    db, session = _database_and_session(args.db, args.session)
+    with open_read_only(db) as store:
+        if session is None:
             _print_session_list(store, out)
             return EXIT_OK
-        session = find_session(store, args.session)
-        _print_session(store, session, out, show_all=args.all)
+        found = find_session(store, session)
+        _print_session(store, found, out, show_all=args.all)
     return EXIT_OK
 
 
@@ -99,13 +100,28 @@ def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = Fa
 REASON_CHARS = 80
 
 
+def _database_and_session(db: str, session: str | None) -> tuple[str, str | None]:
+    """``DB [SESSION]``, or ``DB:SESSION`` as the other commands take it (a file named so wins)."""
+    from engine.errors import NotFoundError
+    from engine.report import split_target
+    from engine.store.factory import is_database_url
+
+    if session is not None or is_database_url(db):
+        return db, session
+    try:
+        path, named = split_target(db)
+    except NotFoundError:
+        return db, None  # opening it says the file is missing
+    return str(path), named
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("inspect", help="per-component breakdown and context events of a session")
-    p.add_argument("db", metavar="DB")
+    p.add_argument("db", metavar="DB", help="a session database (DB:SESSION names a session too)")
     p.add_argument(
         "session", nargs="?", metavar="SESSION", help="session id or unique prefix (default: list sessions)"
     )

@@ -7,10 +7,12 @@ from typing import TextIO
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
+    from engine.cli.common import session_in
     from engine.report import run_report
 
+    target, db = session_in(args.target, args.session, args.db)
     return run_report(
-        args.target, db=_team_database(args.db, args.target, args.settings), fmt=args.format, out_path=args.out, fail_over=args.fail_over,
+        target, db=_team_database(db, target, args.settings), fmt=args.format, out_path=args.out, fail_over=args.fail_over,
         fail_on_findings=args.fail_on_findings, settings_path=args.settings, stdout=out,
     )  # fmt: skip
 
@@ -54,6 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="SESSION_OR_FILE",
         help="transcript file, DB[:SESSION], or SESSION with --db",
     )
+    p.add_argument("session", nargs="?", metavar="SESSION", help="a session of DB (as DB:SESSION)")
     p.add_argument("--db", default=None, metavar="DB", help="session database holding SESSION")
     p.add_argument(
         "--format",

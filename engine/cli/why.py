@@ -1,4 +1,4 @@
-"""``ctxdesk why DB[:SESSION] [--format text|json]``: how each session ended, why it compacted,
+"""``ctxdesk why DB[:SESSION] [--format text|json]`` (or ``DB SESSION``): how each session ended, why it compacted,
 which calls failed (the "Why did it stop?" page, headless, for CI and scripts).
 
 A transcript file works too (imported into a temporary database first). The JSON is
@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, TextIO
 
-from engine.cli.common import EXIT_OK
+from engine.cli.common import EXIT_OK, session_in
 
 if TYPE_CHECKING:
     from engine.explain import CompactionExplanation, SessionExplanation
@@ -21,7 +21,8 @@ def cmd_why(args: argparse.Namespace, out: TextIO) -> int:
     from engine.explain import checked_json, explain_store
     from engine.report import open_target
 
-    with open_target(args.target, db=args.db) as (store, ids, _label):
+    target, db = session_in(args.target, args.session, args.db)
+    with open_target(target, db=db) as (store, ids, _label):
         report = explain_store(store, ids)
     if args.format == "json":
         print(json.dumps(checked_json(report.to_json()), indent=2, ensure_ascii=False), file=out)
@@ -89,6 +90,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "target", metavar="DB[:SESSION]", nargs="?", help="a session database (and session), or a transcript"
     )
+    p.add_argument("session", metavar="SESSION", nargs="?", help="a session of DB (as DB:SESSION)")
     p.add_argument(
         "--db",
         default=None,
