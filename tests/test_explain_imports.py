@@ -73,3 +73,18 @@ def test_claude_codes_summary_reserve_is_the_importers() -> None:
     rule = agents.agent_threshold("claude-code", window=200_000)
     assert rule is not None
     assert rule.tokens == 200_000 - SUMMARY_RESERVE - agents.CLAUDE_CODE_AUTOCOMPACT_BUFFER
+
+
+def test_a_reader_of_findings_loads_no_detector() -> None:
+    """The dashboard unpickles the findings its worker found (Finding is in engine.findings.view): the
+    package loads its detectors, and through them the compaction package, only when they are used."""
+    code = (
+        "import sys\n"
+        "from engine.findings import Finding\n"
+        "loaded = [m for m in ('engine.findings.tool_waste', 'engine.findings.context_waste', 'engine.compaction')"
+        " if m in sys.modules]\n"
+        "import engine.findings\n"
+        "print(loaded, Finding.__module__, callable(engine.findings.find_repeated_reads))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "engine.findings.view", "True"]

@@ -15,52 +15,99 @@ added to :func:`analyze`.
 
 from __future__ import annotations
 
-from engine.compaction.constraints import constraint_sentences, key_terms
-from engine.findings.calls import (
-    ENGINE_TOOL_NAMES,
-    MUTATING_TOOLS,
-    ToolCall,
-    call_target,
-    tool_calls,
-)
-from engine.findings.context_waste import (
-    find_ineffective_compactions,
-    find_lost_constraints,
-    find_stale_thinking,
-    find_uncached_prefix,
-)
-from engine.findings.terms import (
-    message_terms,
-    text_terms,
-)
-from engine.findings.tool_waste import (
-    find_repeated_reads,
-    find_stale_results,
-    find_unused_results,
-    find_unused_tools,
-)
-from engine.findings.view import (
-    ANTHROPIC_CACHE_READ,
-    ANTHROPIC_CACHE_WRITE_1H,
-    ANTHROPIC_CACHE_WRITE_5M,
-    CONSTRAINT_KEPT_SHARE,
-    FINDING_KINDS,
-    INEFFECTIVE_COMPACTION_RATIO,
-    MIN_CACHE_REQUESTS,
-    MIN_CACHEABLE_PREFIX,
-    MIN_DISTINCTIVE_TERMS,
-    MIN_FINDING_TOKENS,
-    Finding,
-    FindingKind,
-    RequestView,
-    SessionView,
-    TokenPrices,
-    load_session_view,
-    request_views,
-)
-from engine.model_table import ModelTable
-from engine.settings import Settings
-from engine.store import SessionStore
+from typing import TYPE_CHECKING
+
+from engine.lazy import lazy_exports
+
+#: Public name -> its module; names load on first use, so a reader of the results alone (the dashboard
+#: unpickling the findings its worker process found: Finding lives in engine.findings.view) does not
+#: import every detector and, through them, the compaction package.
+_OWNERS: dict[str, str] = {
+    "constraint_sentences": "engine.compaction.constraints",
+    "key_terms": "engine.compaction.constraints",
+    "ENGINE_TOOL_NAMES": "engine.findings.calls",
+    "MUTATING_TOOLS": "engine.findings.calls",
+    "ToolCall": "engine.findings.calls",
+    "call_target": "engine.findings.calls",
+    "tool_calls": "engine.findings.calls",
+    "find_ineffective_compactions": "engine.findings.context_waste",
+    "find_lost_constraints": "engine.findings.context_waste",
+    "find_stale_thinking": "engine.findings.context_waste",
+    "find_uncached_prefix": "engine.findings.context_waste",
+    "message_terms": "engine.findings.terms",
+    "text_terms": "engine.findings.terms",
+    "find_repeated_reads": "engine.findings.tool_waste",
+    "find_stale_results": "engine.findings.tool_waste",
+    "find_unused_results": "engine.findings.tool_waste",
+    "find_unused_tools": "engine.findings.tool_waste",
+    "ANTHROPIC_CACHE_READ": "engine.findings.view",
+    "ANTHROPIC_CACHE_WRITE_1H": "engine.findings.view",
+    "ANTHROPIC_CACHE_WRITE_5M": "engine.findings.view",
+    "CONSTRAINT_KEPT_SHARE": "engine.findings.view",
+    "FINDING_KINDS": "engine.findings.view",
+    "INEFFECTIVE_COMPACTION_RATIO": "engine.findings.view",
+    "MIN_CACHE_REQUESTS": "engine.findings.view",
+    "MIN_CACHEABLE_PREFIX": "engine.findings.view",
+    "MIN_DISTINCTIVE_TERMS": "engine.findings.view",
+    "MIN_FINDING_TOKENS": "engine.findings.view",
+    "Finding": "engine.findings.view",
+    "FindingKind": "engine.findings.view",
+    "RequestView": "engine.findings.view",
+    "SessionView": "engine.findings.view",
+    "TokenPrices": "engine.findings.view",
+    "load_session_view": "engine.findings.view",
+    "request_views": "engine.findings.view",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _OWNERS, globals())
+
+if TYPE_CHECKING:
+    from engine.compaction.constraints import constraint_sentences, key_terms
+    from engine.findings.calls import (
+        ENGINE_TOOL_NAMES,
+        MUTATING_TOOLS,
+        ToolCall,
+        call_target,
+        tool_calls,
+    )
+    from engine.findings.context_waste import (
+        find_ineffective_compactions,
+        find_lost_constraints,
+        find_stale_thinking,
+        find_uncached_prefix,
+    )
+    from engine.findings.terms import (
+        message_terms,
+        text_terms,
+    )
+    from engine.findings.tool_waste import (
+        find_repeated_reads,
+        find_stale_results,
+        find_unused_results,
+        find_unused_tools,
+    )
+    from engine.findings.view import (
+        ANTHROPIC_CACHE_READ,
+        ANTHROPIC_CACHE_WRITE_1H,
+        ANTHROPIC_CACHE_WRITE_5M,
+        CONSTRAINT_KEPT_SHARE,
+        FINDING_KINDS,
+        INEFFECTIVE_COMPACTION_RATIO,
+        MIN_CACHE_REQUESTS,
+        MIN_CACHEABLE_PREFIX,
+        MIN_DISTINCTIVE_TERMS,
+        MIN_FINDING_TOKENS,
+        Finding,
+        FindingKind,
+        RequestView,
+        SessionView,
+        TokenPrices,
+        load_session_view,
+        request_views,
+    )
+    from engine.model_table import ModelTable
+    from engine.settings import Settings
+    from engine.store import SessionStore
 
 __all__ = [
     "ANTHROPIC_CACHE_READ",
@@ -108,6 +155,19 @@ __all__ = [
 def analyze(view: SessionView) -> list[Finding]:
     """Every detector over one session view, largest savings first."""
     from engine.cache_findings import find_cache_rebuilds  # it builds on engine.findings.view
+    from engine.findings.calls import tool_calls
+    from engine.findings.context_waste import (
+        find_ineffective_compactions,
+        find_lost_constraints,
+        find_stale_thinking,
+        find_uncached_prefix,
+    )
+    from engine.findings.tool_waste import (
+        find_repeated_reads,
+        find_stale_results,
+        find_unused_results,
+        find_unused_tools,
+    )
 
     calls = tool_calls(view)
     findings = [
@@ -132,4 +192,6 @@ def find_waste(
     table: ModelTable | None = None,
 ) -> list[Finding]:
     """Findings of one stored session (a sub-agent thread is a session of its own); reads only."""
+    from engine.findings.view import load_session_view
+
     return analyze(load_session_view(store, session_id, settings=settings, table=table))
