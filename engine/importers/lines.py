@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -77,17 +78,34 @@ def read_lines(
     out = LineRead(end=start, physical=first_number - 1)
     fh.seek(start)
     offset, number = start, first_number - 1
+    batch = _Batch(out, continuing)
     while True:
         raw = next_line(fh, max_line_bytes)
         if raw is None:
+            batch.flush()  # the lines before it first: a bad one among them is reported first
             raise SourceProblem(too_long(f"line {number + 1}", max_line_bytes), line=number + 1)
         if not raw:
+            batch.flush()
             return out
         number += 1
         ended = raw.endswith(b"\n")
         if offset == 0 and raw.startswith(_BOM):
             raw = raw[len(_BOM) :]
             offset += len(_BOM)
+        if ended and len(raw) <= _BATCH_LINE_BYTES:  # a whole line (most): decoded with its neighbours
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                batch.flush()
+                raise SourceProblem(f"not UTF-8 text (byte {offset + exc.start})", line=number) from exc
+            if text and not text.isspace():  # text.strip() without its copy of the line
+                if has_lone_surrogate(text):
+                    text, out.rewritten = without_lone_surrogates(text), True
+                batch.add(number, text)
+            offset += len(raw)
+            out.end, out.physical = offset, number
+            continue
+        batch.flush()
         if live and not ended and continuing:
             out.complete = False  # appended and still being written: the next read takes it whole
             return out
@@ -99,33 +117,108 @@ def read_lines(
                 out.complete = False
                 return out
             raise SourceProblem(f"not UTF-8 text (byte {offset + exc.start})", line=number) from exc
-        if text and not text.isspace():  # text.strip() without its copy of the line
+        if text and not text.isspace():
             if has_lone_surrogate(text):
                 text, out.rewritten = without_lone_surrogates(text), True
-            try:
-                value = _loads(text)
-            except json.JSONDecodeError as exc:
-                if unfinished:
-                    out.complete = False
-                    return out
-                if not out.lines and not continuing:
-                    raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
-                raise SourceProblem(
-                    f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number
-                ) from exc
-            except RecursionError as exc:
-                raise SourceProblem("JSON nested too deeply to read", line=number) from exc
-            if not isinstance(value, dict):
-                if not out.lines and not continuing:
-                    raise SourceProblem(
-                        f"not JSON or JSON Lines (line {number} holds a {type(value).__name__}, not an object)",
-                        line=number,
-                    )
-                raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
+            value = _line_value(text, number, out, continuing=continuing, unfinished=unfinished)
+            if value is _UNFINISHED:
+                out.complete = False
+                return out
             out.lines.append((number, value))
         offset += len(raw)
         if ended:
             out.end, out.physical = offset, number
+
+
+_UNFINISHED = object()
+
+
+def _line_value(text: str, number: int, out: LineRead, *, continuing: bool, unfinished: bool) -> Any:
+    """The object of one line, or _UNFINISHED (a live file's last line, not yet whole); raises
+    SourceProblem naming the line and what is wrong."""
+    try:
+        value = _loads(text)
+    except json.JSONDecodeError as exc:
+        if unfinished:
+            return _UNFINISHED
+        if not out.lines and not continuing:
+            raise SourceProblem(f"not JSON or JSON Lines ({exc.msg})", line=number) from exc
+        raise SourceProblem(f"malformed JSON line ({exc.msg}, column {exc.colno})", line=number) from exc
+    except RecursionError as exc:
+        raise SourceProblem("JSON nested too deeply to read", line=number) from exc
+    if not isinstance(value, dict):
+        if not out.lines and not continuing:
+            raise SourceProblem(
+                f"not JSON or JSON Lines (line {number} holds a {type(value).__name__}, not an object)",
+                line=number,
+            )
+        raise SourceProblem(f"expected a JSON object, found {type(value).__name__}", line=number)
+    return value
+
+
+#: Lines decoded together: at most this many, this many characters, each line at most this long.
+_BATCH_LINES = 256
+_BATCH_CHARS = 1 << 20
+_BATCH_LINE_BYTES = 1 << 18
+#: Between two lines decoded together: a string no file holds (a random one, made per process),
+#: with a newline either side (no JSON string holds a raw newline).
+_TOKEN = secrets.token_hex(16)
+_SEPARATOR = f'\n,"{_TOKEN}",\n'
+
+
+class _Batch:
+    """Whole lines decoded as one JSON array, every two lines apart by :data:`_SEPARATOR`: a
+    line's keys are then the same strings as its neighbours' (the decoder keeps one copy of each
+    key per document; per line, a session's line objects held a copy of every key of every line:
+    a third of their memory), and one decoder call reads many lines.
+
+    The array is the lines' objects only when it alternates object, separator, object, ... with
+    every separator at its top: a separator inside a value means a line did not end its value
+    (a separator no line can write cannot be matched by one). Anything else (a bad line, a value
+    that is not an object, a line too deep) is decoded line by line, which reports it as ever.
+    """
+
+    def __init__(self, out: LineRead, continuing: bool) -> None:
+        self.out = out
+        self.continuing = continuing
+        self.numbers: list[int] = []
+        self.texts: list[str] = []
+        self.chars = 0
+
+    def add(self, number: int, text: str) -> None:
+        self.numbers.append(number)
+        self.texts.append(text)
+        self.chars += len(text)
+        if len(self.texts) >= _BATCH_LINES or self.chars >= _BATCH_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.texts:
+            return
+        values = _decoded_together(self.texts)
+        if values is not None:
+            self.out.lines.extend(zip(self.numbers, values, strict=True))
+        else:
+            for number, text in zip(self.numbers, self.texts, strict=True):
+                value = _line_value(text, number, self.out, continuing=self.continuing, unfinished=False)
+                self.out.lines.append((number, value))
+        self.numbers, self.texts, self.chars = [], [], 0
+
+
+def _decoded_together(texts: list[str]) -> list[dict[str, Any]] | None:
+    """Each text's object, decoded as one array; None unless each text is exactly one object."""
+    if len(texts) == 1:
+        return None
+    try:
+        values = _loads("[" + _SEPARATOR.join(texts) + "]")
+    except (ValueError, RecursionError):
+        return None
+    if len(values) != 2 * len(texts) - 1:
+        return None
+    separators, objects = values[1::2], values[0::2]
+    if separators.count(_TOKEN) != len(separators) or not all(type(v) is dict for v in objects):
+        return None
+    return objects
 
 
 _SCAN = json.JSONDecoder().scan_once
