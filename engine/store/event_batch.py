@@ -9,6 +9,8 @@ other statement of the transaction runs (the store's ``_flush_events`` hook: a r
 write such as an exact request referring to its event), so nothing ever sees a missing event. The
 cost writer gets each request event as written (what a read of its redacted row would give),
 without reading it back: its row is held until the commit, and made an event a chunk at a time.
+The store drives the batch (reads, reservations, inserts) and the batch never calls the store: the
+flow goes one way, sql_store -> event_batch.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.errors import NotFoundError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
+from engine.redact import redact_row
 from engine.store.records import StoredEvent, constructed, utc_now
 
 #: context_events' columns as the store's ``record_event`` writes them (all but ``id``).
@@ -38,63 +40,89 @@ HELD_ROWS = 4096
 
 
 class EventBatch:
-    """The events of one batched transaction not yet inserted (one per thread, while it runs)."""
+    """The events of one batched transaction not yet inserted (one per thread, while it runs): their
+    rows, each session's next seq and the ids reserved for them. It asks nothing of the store: the
+    store (:class:`engine.store.sql_store.SqlSessionStore`, whose transaction ``conn`` is) gives it what
+    it reads (a session's next seq, reserved ids) and inserts the rows it takes from it."""
 
     def __init__(self, store: Any, conn: Any) -> None:
-        """``store``: the :class:`engine.store.sql_store.SqlSessionStore` whose transaction ``conn`` is."""
         self.store, self.conn = store, conn
         self.rows: list[tuple[Any, ...]] = []
         self._next_seq: dict[str, int] = {}
         self._ids: list[int] = []
-        self._last_id = 0
+        self.last_id = 0
         self._block = 0
 
-    def add(self, session_id: str, event: ContextEvent) -> int:
-        """Hold ``event`` (its row redacted now); returns the id it will have."""
-        if session_id not in self._next_seq:
-            self.store._lock_session(self.conn, session_id)
-            self._next_seq[session_id] = self.store._next_event_seq(self.conn, session_id)
+    def knows(self, session_id: str) -> bool:
+        """Whether the session's next seq is known (else: :meth:`start` it)."""
+        return session_id in self._next_seq
+
+    def start(self, session_id: str, next_seq: int) -> None:
+        self._next_seq[session_id] = next_seq
+
+    def ids_wanted(self) -> int:
+        """How many ids to reserve before the next :meth:`add` (0: it has one), each past :attr:`last_id`."""
+        return 0 if self._ids else _ID_BLOCKS[min(self._block, len(_ID_BLOCKS) - 1)]
+
+    def give_ids(self, ids: list[int]) -> None:
+        self._block += 1
+        self._ids = list(reversed(ids))
+
+    def add(self, session_id: str, event: ContextEvent) -> tuple[Any, ...]:
+        """Hold ``event`` (its row redacted now: ``id`` then :data:`EVENT_COLUMNS`); returns its row."""
         seq = self._next_seq[session_id]
         self._next_seq[session_id] = seq + 1
-        event_id = self._next_id()
-        row = (event_id, *self.store._event_row(session_id, seq, event, utc_now()))
+        self.last_id = self._ids.pop()
+        row = (self.last_id, *event_row(session_id, seq, event, utc_now()))
         self.rows.append(row)
-        if event.kind == "request" and event.usage is not None:  # its cost row, once the transaction commits
-            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
-            self.store._pending_cost(session_id, event_id, row)
-        if len(self.rows) >= HELD_ROWS:  # nothing else ran since: the reserved ids and seqs stay good
-            self._insert(self.rows)
-            self.rows = []
-        return event_id
+        return row
+
+    @property
+    def full(self) -> bool:
+        """Held rows are inserted once this many wait: memory stays bounded however many calls."""
+        return len(self.rows) >= HELD_ROWS
+
+    def take(self) -> list[tuple[Any, ...]]:
+        """The held rows, to insert now (nothing else ran since: the reserved ids and seqs stay good)."""
+        rows, self.rows = self.rows, []
+        return rows
+
+    def flush(self) -> list[tuple[Any, ...]]:
+        """The held rows, to insert before another statement runs; ids and seqs are read afresh for
+        the next event (that statement may write or delete events)."""
+        self._next_seq, self._ids, self.last_id = {}, [], 0
+        return self.take()
 
     def stored(self, row: tuple[Any, ...]) -> StoredEvent:
         """:func:`stored_event` of a row this batch made."""
         return stored_event(row)
 
-    def flush(self) -> None:
-        """Insert the held rows; ids and seqs are read afresh for the next event (a statement run
-        between may have written or deleted events)."""
-        rows, self.rows = self.rows, []
-        self._next_seq, self._ids, self._last_id = {}, [], 0
-        if rows:
-            self._insert(rows)
 
-    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            self.store._insert_events(self.conn, rows)
-        except self.store._integrity_errors as exc:
-            sessions = sorted({r[1] for r in rows})
-            raise NotFoundError(f"cannot record events for session(s) {sessions} ({exc})") from exc
+#: An event row's values kept as they are: the session id (a key) and ``created_utc`` (a time this
+#: store made, no text of the source's), so that a unique time per row is not scanned for secrets.
+_EVENT_KEPT = frozenset({0, EVENT_COLUMNS.index("created_utc")})
 
-    def _next_id(self) -> int:
-        if not self._ids:
-            n = _ID_BLOCKS[min(self._block, len(_ID_BLOCKS) - 1)]
-            self._block += 1
-            # past what this batch reserved and holds (SQLite's next id counts inserted rows only)
-            ids = self.store._reserve_ids(self.conn, "context_events", n, after=self._last_id)
-            self._ids = list(reversed(ids))
-        self._last_id = self._ids.pop()
-        return self._last_id
+
+def event_row(session_id: str, seq: int, event: ContextEvent, now: str) -> list[Any]:
+    """The ``context_events`` row of ``event`` (:data:`EVENT_COLUMNS` order), redacted."""
+    c = event.components
+    u = event.usage
+    return redact_row((
+        session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
+        event.provider, event.model, event.context_window, event.max_output_tokens,
+        event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
+        c.system if c else None, c.skills if c else None, c.tools if c else None, c.summary if c else None,
+        c.conversation if c else None, c.tool_results if c else None, c.offloaded_bytes if c else None,
+        u.input_tokens if u else None, u.output_tokens if u else None,
+        u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
+        event.message_seq, _dumps(event.details), now,
+        c.unattributed if c else None, event.components_basis,
+        _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
+    ), keys=_EVENT_KEPT)  # fmt: skip
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def stored_event(row: tuple[Any, ...]) -> StoredEvent:

@@ -31,7 +31,7 @@ from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
-from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, stored_event
+from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, event_row, stored_event
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -238,7 +238,34 @@ class SqlSessionStore(ABC):
         transaction (a read, a nested write), so that it sees them."""
         batch = self._event_batch
         if batch is not None and batch.rows:
-            batch.flush()
+            self._insert_held(batch.conn, batch.flush())
+
+    def _hold_event(self, batch: EventBatch, session_id: str, event: ContextEvent) -> int:
+        """Hold ``event`` in ``batch`` with its seq and id (read and reserved here, once per session
+        and block of ids); its cost row once the transaction commits, from the row as held."""
+        conn = batch.conn
+        if not batch.knows(session_id):
+            self._lock_session(conn, session_id)
+            batch.start(session_id, self._next_event_seq(conn, session_id))
+        if wanted := batch.ids_wanted():
+            # past what this batch reserved and holds (SQLite's next id counts inserted rows only)
+            batch.give_ids(self._reserve_ids(conn, "context_events", wanted, after=batch.last_id))
+        row = batch.add(session_id, event)
+        if event.kind == "request" and event.usage is not None:
+            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
+            self._pending_cost(session_id, row[0], row)
+        if batch.full:
+            self._insert_held(conn, batch.take())
+        return row[0]
+
+    def _insert_held(self, conn: Any, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        try:
+            self._insert_events(conn, rows)
+        except self._integrity_errors as exc:
+            sessions = sorted({r[1] for r in rows})
+            raise NotFoundError(f"cannot record events for session(s) {sessions} ({exc})") from exc
 
     def _after_commit(self) -> None:
         """Write the cost rows of the request events the committed transaction recorded (one pass
@@ -279,7 +306,7 @@ class SqlSessionStore(ABC):
             batch = self._local.event_batch = EventBatch(self, conn)
             try:
                 yield
-                batch.flush()
+                self._insert_held(conn, batch.flush())
             finally:
                 self._local.event_batch = None
 
@@ -490,10 +517,10 @@ class SqlSessionStore(ABC):
     def record_event(self, session_id: str, event: ContextEvent) -> int:
         batch = self._event_batch
         if batch is not None:  # inside batched_costs: held and inserted with the others
-            return batch.add(session_id, event)
+            return self._hold_event(batch, session_id, event)
         with self.transaction() as conn:
             self._lock_session(conn, session_id)
-            row = self._event_row(session_id, self._next_event_seq(conn, session_id), event, utc_now())
+            row = event_row(session_id, self._next_event_seq(conn, session_id), event, utc_now())
             try:
                 cur = conn.execute(
                     f"INSERT INTO context_events ({', '.join(EVENT_COLUMNS)}) VALUES ({self._marks(len(row))})"
@@ -523,24 +550,6 @@ class SqlSessionStore(ABC):
                 (session_id,),
             ).fetchone()[0]
         )
-
-    @staticmethod
-    def _event_row(session_id: str, seq: int, event: ContextEvent, now: str) -> list[Any]:
-        """The ``context_events`` row of ``event`` (:data:`EVENT_COLUMNS` order), redacted."""
-        c = event.components
-        u = event.usage
-        return redact_row((
-            session_id, seq, event.turn_index, event.kind, event.trigger, event.outcome, event.reason,
-            event.provider, event.model, event.context_window, event.max_output_tokens,
-            event.buffer_tokens, event.limit_tokens, event.projected_tokens, event.remaining_tokens,
-            c.system if c else None, c.skills if c else None, c.tools if c else None, c.summary if c else None,
-            c.conversation if c else None, c.tool_results if c else None, c.offloaded_bytes if c else None,
-            u.input_tokens if u else None, u.output_tokens if u else None,
-            u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-            event.message_seq, _dumps(event.details), now,
-            c.unattributed if c else None, event.components_basis,
-            _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
-        ), keys=_EVENT_KEPT)  # fmt: skip
 
     def _insert_events(self, conn: Any, rows: Sequence[Sequence[Any]]) -> None:
         """Insert ``context_events`` rows whose ids are given (``id`` then :data:`EVENT_COLUMNS`)."""
@@ -824,11 +833,6 @@ class SqlSessionStore(ABC):
 
 
 # -- row mapping -----------------------------------------------------------------------------
-
-
-#: An event row's values kept as they are: the session id (a key) and ``created_utc`` (a time this
-#: store made, no text of the source's), so that a unique time per row is not scanned for secrets.
-_EVENT_KEPT = frozenset({0, EVENT_COLUMNS.index("created_utc")})
 
 
 def _dumps(value: Any) -> str | None:
