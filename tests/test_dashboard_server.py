@@ -116,6 +116,26 @@ def test_the_checkouts_streamlit_config_says_what_the_command_line_says() -> Non
     assert {name: str(in_file[name]).lower() for name in shared} == {n: v.lower() for n, v in shared.items()}
 
 
+def test_no_page_has_an_expression_magic_would_write() -> None:
+    """The server runs without Streamlit's magic (runner.magicEnabled = false): no page relies on it."""
+    from streamlit.runtime.scriptrunner.magic import add_magic
+
+    assert ("runner.magicEnabled", "false") in SERVER_OPTIONS
+    pages = [ROOT / "dashboard" / "app.py", *sorted((ROOT / "dashboard" / "views").glob("*.py"))]
+    assert len(pages) > 5
+    for page in pages:
+        tree = add_magic(page.read_text(encoding="utf-8"), str(page))
+        written = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "__streamlitmagic__"
+        ]
+        assert written == [], (page, written)
+
+
 def _python(code: str, data: Path | None = None) -> str:
     """What ``code`` prints in a fresh Python (as the server is), over the sample copy ``data``."""
     env = dict(os.environ)
