@@ -358,7 +358,9 @@ def _tool_records(parsed: ParsedSession, messages: list[Message], tokenizer: Tok
             )
     if not parsed.tools:
         for message in messages:
-            for block in message.blocks:
+            if isinstance(message.content, str):
+                continue  # a text holds no tool_use (Message.blocks would make it a block to look at)
+            for block in message.content:
                 if isinstance(block, ToolUseBlock) and block.name not in records:
                     category, server = tool_category(block.name)
                     records[block.name] = ToolRecord(
