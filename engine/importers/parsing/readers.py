@@ -54,19 +54,34 @@ def build_message(role: str, content: Any, *, where: str, **fields: Any) -> Mess
 
 #: The blocks :func:`anthropic_block` (and every reader here) makes: valid as they are.
 _BLOCK_TYPES = frozenset({TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock, ImageBlock, DocumentBlock})
-_ROLES = frozenset({"user", "assistant", "tool"})
-#: The given fields of a message made with an id and meta (shared, as share_fields_set shares them).
-_GIVEN: set[str] | None = None
+#: The given fields of a text block, of a message made with id and meta (shared: share_fields_set);
+#: the fields of a usage, in field order.
+_TEXT_GIVEN = share_fields_set(TextBlock(text="")).__pydantic_fields_set__
+_GIVEN = share_fields_set(Message(role="user", content="", id=None, meta={})).__pydantic_fields_set__
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _made(cls: Any, fields: dict[str, Any], given: set[str], private: dict[str, Any] | None) -> Any:
+    """``cls`` with these valid values in field order, as validation makes it, without validating."""
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", fields)
+    object.__setattr__(model, "__pydantic_fields_set__", given)
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", private)
+    return model
+
+
+def text_block(text: str) -> TextBlock:
+    """``TextBlock(text=text)`` of a ``str`` (always valid), not validated: most blocks are text."""
+    return _made(TextBlock, {"type": "text", "text": text}, _TEXT_GIVEN, None)
 
 
 def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str) -> Message:
-    """:func:`build_message` (``id`` and ``meta`` given) without pydantic's validation when the
-    pieces are valid as they are: a known role, text or blocks of our own types, a text or None
-    id, a meta dict with text keys. The same message, made in a third of the time (a session
-    makes one per line); anything else is validated (and refused) by build_message."""
-    global _GIVEN
+    """:func:`build_message` (``id`` and ``meta`` given), not validated when the pieces are valid as
+    they are (a role, text or our own blocks, a text or None id, a meta dict with text keys): the
+    same message in a third of the time; anything else is validated (and refused) by build_message."""
     if (
-        role in _ROLES
+        role in ("user", "assistant", "tool")
         and (id is None or type(id) is str)
         and type(meta) is dict
         and all(type(k) is str for k in meta)
@@ -74,19 +89,13 @@ def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str) -> Me
             type(content) is str or (type(content) is list and all(type(b) in _BLOCK_TYPES for b in content))
         )
     ):
-        if _GIVEN is None:
-            _GIVEN = build_message("user", "", where="", id=None, meta={}).__pydantic_fields_set__
-        message = Message.__new__(Message)
         # what validation makes of valid pieces: a new list of the same blocks, a new meta dict
         fields = {"role": role, "content": content if type(content) is str else list(content)}
         fields.update(id=id, pinned=False, meta=dict(meta))
-        object.__setattr__(message, "__dict__", fields)
-        object.__setattr__(message, "__pydantic_fields_set__", _GIVEN)
-        object.__setattr__(message, "__pydantic_extra__", None)
-        object.__setattr__(message, "__pydantic_private__", {"_hash": None})
-        for block in message.content if type(content) is list else ():
-            share_fields_set(block)
-        return message
+        for block in fields["content"] if type(content) is list else ():
+            if block.__pydantic_fields_set__ is not _TEXT_GIVEN:  # text_block's are shared already
+                share_fields_set(block)
+        return _made(Message, fields, _GIVEN, {"_hash": None})
     return build_message(role, content, where=where, id=id, meta=meta)
 
 
@@ -102,7 +111,7 @@ def anthropic_block(raw: Any, *, where: str) -> Any:
     kind = raw.get("type")
     try:
         if kind == "text":
-            return TextBlock(text=str(raw.get("text") or ""))
+            return text_block(str(raw.get("text") or ""))
         if kind == "thinking":
             return ThinkingBlock(thinking=str(raw.get("thinking") or ""), signature=raw.get("signature"))
         if kind == "redacted_thinking":
@@ -189,16 +198,8 @@ def system_text(raw: Any) -> str | None:
 def anthropic_usage(raw: Any) -> ProviderUsage | None:
     if not isinstance(raw, dict):
         return None
-    # every field given, each a valid count (as_count): the model validation would make
-    return constructed(
-        ProviderUsage,
-        {
-            "input_tokens": _count(raw.get("input_tokens")),
-            "output_tokens": _count(raw.get("output_tokens")),
-            "cache_read_input_tokens": _count(raw.get("cache_read_input_tokens")),
-            "cache_creation_input_tokens": _count(raw.get("cache_creation_input_tokens")),
-        },
-    )
+    # every field given, in field order, each a valid count (as_count): what validation would make
+    return constructed(ProviderUsage, {k: _count(raw.get(k)) for k in _USAGE_FIELDS})
 
 
 # -- OpenAI shapes ---------------------------------------------------------------------------
