@@ -50,44 +50,55 @@ SYSTEM_OVERHEAD_TOKENS = MESSAGE_OVERHEAD_TOKENS
 class HistoryTotals:
     """Running conversation and tool-result tokens of a history that grows by appending.
 
-    ``extend`` costs only the messages appended (their split comes from the tokenizer's cache);
+    ``extend`` costs only the messages appended (their split comes from the tokenizer's cache), and
+    only once the totals are read (an importer whose parser measured every call never reads them);
     ``reset`` recounts once, when the history is replaced (compaction, resume). At every point
     the totals equal :func:`measure_request`'s over the same messages, reply priming included.
     """
 
-    __slots__ = ("_conversation", "_messages", "_tool_results", "tokenizer")
+    __slots__ = ("_conversation", "_messages", "_pending", "_tool_results", "tokenizer")
 
     def __init__(self, tokenizer: Tokenizer, messages: Iterable[Message] = ()) -> None:
         self.tokenizer = tokenizer
+        self._pending: list[Message] = []
         self.reset(messages)
 
     def reset(self, messages: Iterable[Message] = ()) -> None:
         """Recount from scratch: the history was replaced by ``messages``."""
         self._conversation = self._tool_results = self._messages = 0
+        self._pending.clear()
         self.extend(messages)
 
     def extend(self, messages: Iterable[Message]) -> None:
-        """Add messages appended to the history."""
-        for message in messages:
+        """Add messages appended to the history (counted when the totals are next read)."""
+        self._pending.extend(messages)
+
+    def _count(self) -> None:
+        for message in self._pending:
             talk, results = self.tokenizer.count_message_parts(message)
             self._conversation += talk
             self._tool_results += results
             self._messages += 1
+        self._pending.clear()
 
     @property
     def messages(self) -> int:
         """How many messages the totals cover."""
-        return self._messages
+        return self._messages + len(self._pending)
 
     @property
     def conversation(self) -> int:
         """Conversation tokens, plus the reply priming a non-empty history costs once."""
+        if self._pending:
+            self._count()
         if self._conversation or self._tool_results:
             return self._conversation + REPLY_PRIMING_TOKENS
         return 0
 
     @property
     def tool_results(self) -> int:
+        if self._pending:
+            self._count()
         return self._tool_results
 
 
