@@ -13,12 +13,15 @@ the usage it answered (``answers.json``) and the agent's own settings where a sc
 from __future__ import annotations
 
 import argparse
+import fcntl
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +308,25 @@ def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 180
     return done.stdout
 
 
+def one_run_at_a_time(agent: str) -> Callable[[Callable[..., Path]], Callable[..., Path]]:
+    """A scenario's runs take turns on this machine: its scratch folder is fixed (scratch_root), so
+    a second process running the same scenario at once (another test session) would overwrite the
+    first one's HOME, chats and request log; it waits for the first to finish instead."""
+
+    def wrap(run: Callable[..., Path]) -> Callable[..., Path]:
+        @functools.wraps(run)
+        def locked(name: str, *args: Any, **kwargs: Any) -> Path:
+            SCRATCH.mkdir(parents=True, exist_ok=True)
+            with (SCRATCH / f"{agent}-{name}.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                return run(name, *args, **kwargs)
+
+        return locked
+
+    return wrap
+
+
+@one_run_at_a_time("codex")
 def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     root = scratch_root(f"codex-{name}")
     home, codex_home = root / "home", root / "codex"
@@ -370,6 +392,7 @@ def _write_answers(target: Path, answers: dict[int, dict[str, Any]]) -> None:
     )
 
 
+@one_run_at_a_time("gemini")
 def run_gemini(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     root = scratch_root(f"gemini-{name}")
     home = root / "home"
