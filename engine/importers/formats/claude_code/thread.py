@@ -228,27 +228,19 @@ def build_thread(lines: Sequence[Line]) -> Thread:
                 thread.uuid_index[str(uid)] = existing
                 continue
             model = raw.get("model")
+            request_id = obj.get("requestId")
             meta = _meta(
-                obj,
-                {"request_id": obj.get("requestId"), "model": model, "stop_reason": raw.get("stop_reason")},
+                obj, {"request_id": request_id, "model": model, "stop_reason": raw.get("stop_reason")}
             )
             message = _message("assistant", content, n, id=message_id or uid, meta=meta)
             call = None
             if model != SYNTHETIC_MODEL:
-                call = CallInfo(
-                    usage=anthropic_usage(raw.get("usage")),
-                    model=model,
-                    details={
-                        "message_id": message_id,
-                        "request_id": obj.get("requestId"),
-                        **(
-                            {"request_ref": obj["requestRef"]}
-                            if isinstance(obj.get("requestRef"), str)
-                            else {}
-                        ),
-                        **cache_write_split(raw.get("usage")),
-                    },
-                )
+                details = {"message_id": message_id, "request_id": request_id}
+                if isinstance(obj.get("requestRef"), str):
+                    details["request_ref"] = obj["requestRef"]
+                usage = raw.get("usage")
+                details.update(cache_write_split(usage))
+                call = CallInfo(usage=anthropic_usage(usage), model=model, details=details)
                 if model:
                     thread.models[model] += 1
             if message_id:
