@@ -23,6 +23,9 @@ COLUMNS = {
 }  # fmt: skip
 
 
+#: The key of the container whose labels quote recorded messages (its CSS class: st-key-<key>).
+RECORDED_TEXT_KEY = "recorded_messages"
+
 ref, row = state.require_session()
 st.title("Requests")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
@@ -156,17 +159,20 @@ with tab_tools:
     st.caption(f"{len(tools)} tool definition(s)")
     for tool in tools:
         name = tool.get("name") or (tool.get("function") or {}).get("name") or tool.get("type", "tool")
-        with st.expander(str(name)):
+        with st.expander(display.md(name)):
             st.json(tool, expanded=False)
 with tab_messages:
     messages = detail["messages"]
     st.caption(f"{len(messages)} message(s) as sent")
-    for index, message in enumerate(messages):
-        role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
-        text = analysis.part_text(message)
-        with st.expander(f"{index}: {role} — {display.text(text[:120].replace(chr(10), ' '))}"):
-            st.code(text, language=None, wrap_lines=True)
-            st.json(message, expanded=False)
+    # Each label opens with the message's own words (recorded text: "is not None" in a tool's input
+    # is the agent's, not a missing value); the container's key names them so.
+    with st.container(key=RECORDED_TEXT_KEY):
+        for index, message in enumerate(messages):
+            role = message.get("role", message.get("type", "?")) if isinstance(message, dict) else "?"
+            text = analysis.part_text(message)
+            with st.expander(f"{index}: {display.md(role)} — {display.md(text[:120])}"):
+                st.code(text, language=None, wrap_lines=True)
+                st.json(message, expanded=False)
 with tab_params:
     st.json(
         {"model": info.get("model"), "max_tokens": info.get("max_tokens"), "stream": info.get("stream"),

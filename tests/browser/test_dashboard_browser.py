@@ -284,15 +284,15 @@ def _count(db: Path, sql: str, *params: object) -> int:
 
 
 def _raw_missing(page: object, allowed: Sequence[str] = ()) -> list[str]:
-    """Words None/nan/NaN shown as text on the page (messages' own text in code blocks, and the
-    ``allowed`` recorded strings such as titles, are left out)."""
+    """Words None/nan/NaN shown as text on the page (messages' own text in code blocks and in the
+    Requests page's message labels, and the ``allowed`` recorded strings such as titles, are left out)."""
     texts = page.evaluate(
         """() => Array.from(document.querySelectorAll(
             '[data-testid="stMain"] [data-testid="stText"], [data-testid="stMain"] [data-testid="stMarkdown"],'
             + '[data-testid="stMain"] [data-testid="stCaptionContainer"], [data-testid="stMain"] [data-testid="stMetric"],'
             + '[data-testid="stMain"] [data-testid="stAlert"], [data-testid="stMain"] [data-testid="stHeading"],'
             + '[data-testid="stMain"] [data-testid="stExpander"] summary, [data-testid="stSidebar"] [data-testid="stSelectbox"]'
-        )).filter(e => !e.closest('[data-testid="stCode"]')).map(e => e.innerText)"""
+        )).filter(e => !e.closest('[data-testid="stCode"], .st-key-recorded_messages')).map(e => e.innerText)"""
     )
     found = []
     for text in texts:
