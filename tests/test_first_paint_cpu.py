@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import first_paint as fp
 from bench.first_paint import ROOT, compile_bytecode, session_cpu_seconds
 
 #: Burns about ``BURN_S`` seconds of CPU, then waits to be stopped (still in /proc when read).
@@ -62,3 +63,25 @@ def test_the_bench_compiles_the_projects_bytecode_even_where_the_environment_for
         cached = Path(importlib.util.cache_from_source(str(source)))
         assert cached.is_file(), source
         assert cached.stat().st_mtime >= source.stat().st_mtime, source
+
+
+@pytest.mark.skipif(not fp.is_available(), reason="needs Chromium and Playwright")
+def test_the_page_clock_sees_the_metric_before_the_driver_reports_it(tmp_path: Path) -> None:
+    """The in-page clock (a MutationObserver's Date.now() against the wall clock at the command's
+    start) falls between the server's health check and Playwright's report of the element."""
+    from playwright.sync_api import sync_playwright
+
+    app = tmp_path / "app.py"
+    app.write_text(fp.BASELINE_APP, encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=fp.CHROMIUM, args=["--headless", "--no-sandbox"])
+        try:
+            context = browser.new_context()
+            port = fp._free_port()
+            healthy, metric, table, cpu, in_page = fp._paint(
+                context, fp.baseline_command(port, app), port, tmp_path, tmp_path / "none.toml"
+            )
+        finally:
+            browser.close()
+    assert 0 < healthy < in_page <= metric + 0.05  # the same wall clock, read in two processes
+    assert metric <= table and cpu > 0
