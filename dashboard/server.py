@@ -1,7 +1,7 @@
 """The dashboard's server process: ``python dashboard/server.py run dashboard/app.py [options] -- [paths]``.
 
-Streamlit's own command line (``python -m streamlit``), with two start-up savings for the first
-paint (#36.12); ``ctxdesk dashboard`` starts the server this way:
+Streamlit's own command line (``python -m streamlit``), with start-up savings for the first paint
+(#36.12); ``ctxdesk dashboard`` starts the server this way:
 
 - Streamlit 1.67 parses the metadata of every installed distribution at start, looking for v2 custom
   components (about 1.2 s with ~640 distributions, no option turns it off). The dashboard uses
