@@ -54,8 +54,7 @@ def build_message(role: str, content: Any, *, where: str, **fields: Any) -> Mess
 
 #: The blocks :func:`anthropic_block` (and every reader here) makes: valid as they are.
 _BLOCK_TYPES = frozenset({TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock, ImageBlock, DocumentBlock})
-#: The given fields of a text block, of a message made with id and meta (shared: share_fields_set);
-#: the fields of a usage, in field order.
+#: Given fields of a text block, of a message made with id and meta (shared); a usage's fields in order.
 _TEXT_GIVEN = share_fields_set(TextBlock(text="")).__pydantic_fields_set__
 _GIVEN = share_fields_set(Message(role="user", content="", id=None, meta={})).__pydantic_fields_set__
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -198,8 +197,7 @@ def system_text(raw: Any) -> str | None:
 def anthropic_usage(raw: Any) -> ProviderUsage | None:
     if not isinstance(raw, dict):
         return None
-    # every field given, in field order, each a valid count (as_count): what validation would make
-    return constructed(ProviderUsage, {k: _count(raw.get(k)) for k in _USAGE_FIELDS})
+    return constructed(ProviderUsage, {k: _count(raw.get(k)) for k in _USAGE_FIELDS})  # each valid: as_count
 
 
 # -- OpenAI shapes ---------------------------------------------------------------------------
@@ -391,6 +389,8 @@ MAX_COUNT = 10**12
 
 def as_count(value: Any) -> int:
     """A token count from a source: a non-negative int (at most MAX_COUNT), 0 for anything unreadable."""
+    if type(value) is int and 0 <= value <= MAX_COUNT:
+        return value  # most counts: as they are
     try:
         return min(MAX_COUNT, max(0, int(value or 0)))
     except (TypeError, ValueError, OverflowError):
