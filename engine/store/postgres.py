@@ -276,19 +276,18 @@ class PostgresSessionStore(SqlSessionStore):
         raise AssertionError("unreachable")
 
     @contextmanager
-    def transaction(self) -> Iterator[PgTransaction]:
+    def _begin(self) -> Iterator[tuple[PgTransaction, bool]]:
         """One write transaction; nested calls (in the same thread) join the outer one."""
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
         current: PgTransaction | None = getattr(self._local, "conn", None)
         if current is not None:
-            self._flush_events()  # what a batch holds is seen by this statement
-            yield current
+            yield current, False
             return
         pool, raw = self._begun()
         conn = self._local.conn = PgTransaction(raw)
         try:
-            yield conn
+            yield conn, True
         except psycopg.Error as exc:
             self._rollback(raw)
             raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
@@ -299,24 +298,19 @@ class PostgresSessionStore(SqlSessionStore):
             try:
                 raw.execute("COMMIT")
             except psycopg.Error as exc:
-                self._discard_pending_costs()
                 raise StoreError(
                     f"the commit was not confirmed ({_first_line(exc)})", path=str(self.path)
                 ) from exc
         finally:
             self._local.conn = None
             pool.putconn(raw)
-        self._after_commit()
 
     def _rollback(self, raw: psycopg.Connection[Any]) -> None:
-        self._discard_pending_costs()
         with suppress(psycopg.Error):  # a lost connection: the server rolled back by itself
             raw.execute("ROLLBACK")
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         current: PgTransaction | None = getattr(self._local, "conn", None)
-        if current is not None:
-            self._flush_events()
         for attempt in range(2):
             pool, raw = (None, current.raw) if current is not None else self._getconn()
             try:

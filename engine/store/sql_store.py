@@ -16,6 +16,7 @@ and write lives here (row converters beside them).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import json
 import logging
@@ -165,13 +166,48 @@ class SqlSessionStore(ABC):
     def close(self) -> None: ...
 
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[Any]:
-        """One write transaction yielding a connection (``execute``, ``executemany``); nested calls
-        join the outer one. Once the outermost commits it must call :meth:`_after_commit`."""
+    def _begin(self) -> AbstractContextManager[tuple[Any, bool]]:
+        """The backend's write transaction: yields (connection, outermost); a nested call (same
+        thread) joins the outer one (``outermost`` False) and does nothing else. The outermost
+        commits when its block ends, or rolls back on an error (then raises the typed error)."""
+
+    def _write_lock(self) -> AbstractContextManager[Any]:
+        """Held by one thread's whole transaction, its cost rows included (SQLite: the store's lock)."""
+        return contextlib.nullcontext()
 
     @abstractmethod
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows (by index and by column name) of one query (inside this thread's write, if any)."""
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write transaction yielding a connection (``execute``, ``executemany``); nested calls
+        join the outer one (the events a batch holds are inserted first: the statement sees them).
+        Once the outermost commits, the cost rows of its request events are written."""
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        # the store calls its backend and never the other way round: the backend only begins,
+        # commits and rolls back
+        with self._write_lock():
+            outermost = False
+            try:
+                with self._begin() as (conn, outermost):
+                    if not outermost:
+                        self._flush_events()  # what a batch holds is seen by this statement
+                    yield conn
+            except BaseException:
+                if outermost:
+                    self._discard_pending_costs()
+                raise
+            if outermost:
+                self._after_commit()
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows (by index and by column name) of one query outside any write."""
+        """Rows (by index and by column name) of one query; inside a batched write the events it
+        holds are inserted first, so that the query sees them."""
+        self._flush_events()
+        return self._query(sql, params)
 
     @abstractmethod
     def _lock_session(self, conn: Any, session_id: str) -> None:

@@ -228,46 +228,44 @@ class SessionStore(SqlSessionStore):
     def __enter__(self) -> SessionStore:
         return self
 
+    def _write_lock(self) -> threading.RLock:
+        return self._lock
+
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""
+    def _begin(self) -> Iterator[tuple[sqlite3.Connection, bool]]:
+        """BEGIN IMMEDIATE … COMMIT (the store holds :meth:`_write_lock`); nested calls join the outer one."""
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
-        with self._lock:
-            if self._conn.in_transaction:
-                self._flush_events()  # what a batch holds is seen by this statement
-                yield self._conn
-                return
+        if self._conn.in_transaction:
+            yield self._conn, False
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
+        try:
+            yield self._conn, True
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
+            if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
+                raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
+            raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
+        except BaseException:
+            self._rollback()
+            raise
+        else:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
-            try:
-                yield self._conn
-            except (sqlite3.Error, UnicodeDecodeError) as exc:
-                self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
-                if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
-                    raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
-                raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
-            except BaseException:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
                 self._rollback()
-                raise
-            else:
-                try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
-                    self._rollback()
-                    raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
-            self._after_commit()
+                raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
 
     def _rollback(self) -> None:
-        self._discard_pending_costs()
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            self._flush_events()
             cur = self._conn.cursor()
             cur.row_factory = sqlite3.Row
             try:
