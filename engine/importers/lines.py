@@ -4,7 +4,8 @@ parsed on its own, and no line (nor a whole JSON document) longer than a cap.
 Memory is bounded by the largest line accepted (plus the values parsed): a line past
 :data:`MAX_LINE_BYTES` is refused from its first ``cap + 1`` bytes, naming its line, instead of
 being read whole. Lines split on ``\\n`` only, as JSON Lines does (a raw U+2028 inside a string
-is text, not a line break).
+is text, not a line break). Whole lines are decoded a few hundred at a time (:class:`_Batch`:
+their keys shared), each still exactly the one object it is alone, or reported as it is alone.
 """
 
 from __future__ import annotations
