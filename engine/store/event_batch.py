@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.redact import redact_row
-from engine.store.records import StoredEvent, constructed, utc_now
+from engine.store.records import StoredEvent, constructed, json_text, utc_now
 
 #: context_events' columns as the store's ``record_event`` writes them (all but ``id``).
 EVENT_COLUMNS = (
@@ -115,14 +115,10 @@ def event_row(session_id: str, seq: int, event: ContextEvent, now: str) -> list[
         c.conversation if c else None, c.tool_results if c else None, c.offloaded_bytes if c else None,
         u.input_tokens if u else None, u.output_tokens if u else None,
         u.cache_read_input_tokens if u else None, u.cache_creation_input_tokens if u else None,
-        event.message_seq, _dumps(event.details), now,
+        event.message_seq, json_text(event.details), now,
         c.unattributed if c else None, event.components_basis,
-        _dumps(list(event.messages_excluded)) if event.messages_excluded else None,
+        json_text(list(event.messages_excluded)) if event.messages_excluded else None,
     ), keys=_EVENT_KEPT)  # fmt: skip
-
-
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def stored_event(row: tuple[Any, ...]) -> StoredEvent:

@@ -18,14 +18,22 @@ from engine.messages import Block, Message, ToolUseBlock
 from engine.redact import holds_no_secret, redact_row, redact_secrets
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
+_blocks_adapter: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
+#: ``json.dumps(value, ensure_ascii=False[, default=str])``'s encoder, made once (dumps makes one per call).
+_JSON = json.JSONEncoder(ensure_ascii=False)
+_JSON_ANY = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def content_to_json(message: Message) -> str:
     if isinstance(message.content, str):
-        return json.dumps(message.content, ensure_ascii=False)
-    return json.dumps(
-        [b.model_dump(mode="json", exclude_none=True) for b in message.content], ensure_ascii=False
-    )
+        return _JSON.encode(message.content)
+    # each block as its model_dump(mode="json", exclude_none=True), the list dumped in one call
+    return _JSON.encode(_blocks_adapter.dump_python(message.content, mode="json", exclude_none=True))
+
+
+def json_text(value: Any) -> str | None:
+    """A JSON column's text: ``json.dumps(value, ensure_ascii=False, default=str)``; None stays NULL."""
+    return None if value is None else _JSON_ANY.encode(value)
 
 
 def stored_form(message: Message) -> tuple[Message, str]:
@@ -59,7 +67,7 @@ def stored_row_texts(message: Message, preview_chars: int) -> tuple[Message, tup
     once and the five are scanned for credentials together (:func:`engine.redact.holds_no_secret`):
     only a row that holds one is redacted text by text."""
     content_json = content_to_json(message)
-    meta_json = json.dumps(message.meta, ensure_ascii=False, default=str) if message.meta else None
+    meta_json = _JSON_ANY.encode(message.meta) if message.meta else None
     texts = (message.id, content_json, message.text[:preview_chars], _tool_names(message), meta_json)
     if holds_no_secret(texts):
         return message, texts

@@ -53,6 +53,7 @@ from engine.store.records import (
     content_from_json,
     event_from_row,
     intern_columns,
+    json_text,
     loads_json,
     message_to_json,
     messages_from_json_text,
@@ -871,8 +872,7 @@ class SqlSessionStore(ABC):
 # -- row mapping -----------------------------------------------------------------------------
 
 
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+_dumps = json_text
 
 
 def _session(r: Any) -> SessionRecord:
