@@ -38,7 +38,7 @@ class ThinkingRule:
         return self.keep_turns is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sent:
     """The parsed messages one call sent, as indexes: ``head`` (after a compaction, its summary
     and the segment it kept), then ``start`` up to ``end`` (exclusive), without ``excluded``."""
@@ -56,7 +56,7 @@ class Sent:
         return len(self.head) + max(0, self.end - self.start) - gone
 
 
-@dataclass
+@dataclass(slots=True)
 class CallInfo:
     """One model call: its provider usage when the source kept it, and per-call overrides.
 
@@ -84,7 +84,7 @@ class CallInfo:
     thinking_rule: ThinkingRule | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class ParsedMessage:
     """A message, the call that produced it (assistant messages), and calls made right after it
     whose reply the source did not keep. ``starts_context`` marks a compaction boundary: later
