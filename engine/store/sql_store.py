@@ -462,12 +462,13 @@ class SqlSessionStore(ABC):
             for message_id, message, usage in zip(ids, messages, usages, strict=True):
                 if seq > 0 and is_user_input(message):
                     turn += 1
-                tokens = tokenizer.count_message(message)
-                # the blocks themselves, not Message.blocks' copy (a text content holds no tool block)
-                blocks = () if isinstance(message.content, str) else message.content
-                result_tokens = sum(
-                    tokenizer.count_block(b) for b in blocks if isinstance(b, ToolResultBlock)
-                )
+                talk, result_tokens = tokenizer.count_message_parts(message)  # one cached count
+                tokens = talk + result_tokens
+                if message.role == "tool":  # the whole content is a result there; the column counts blocks
+                    blocks = () if isinstance(message.content, str) else message.content
+                    result_tokens = sum(
+                        tokenizer.count_block(b) for b in blocks if isinstance(b, ToolResultBlock)
+                    )
                 kind = message_kind(message)
                 # counted as sent, kept without secrets
                 message, (uid, content_json, preview, tool_names, meta_json) = stored_row_texts(
