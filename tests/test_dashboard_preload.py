@@ -74,13 +74,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """dashboard/server.py serving a one-metric app (the preload does not depend on the app)."""
     app = tmp_path_factory.mktemp("app") / "app.py"
     app.write_text(APP, encoding="utf-8")
+    # The server's warm-up reads the databases it is given: an empty folder, not the checkout's sample.
+    env = {**os.environ, "CTXDESK_DB_PATHS": str(tmp_path_factory.mktemp("no-databases"))}
     port = _free_port()
     command = [
         sys.executable, str(server.ROOT / "dashboard" / "server.py"), "run", str(app), "--server.port", str(port),
         "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=app.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = subprocess.Popen(command, cwd=app.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 90
