@@ -221,9 +221,12 @@ def _apportion(parts: dict[str, int], measured: int, target: int) -> dict[str, i
     floored, the tokens left given to the largest remainders (ties in component order)."""
     scaled = {name: tokens * target // measured for name, tokens in parts.items()}
     left = target - sum(scaled.values())
-    order = sorted(parts, key=lambda name: -(parts[name] * target % measured))
-    for name in order[:left]:
-        scaled[name] += 1
+    if left:
+        # the remainders add up to ``left`` parts, each below one: more than ``left`` of them are
+        # not zero, so only those are ordered (a call's parts are mostly zero)
+        remainders = {name: r for name, tokens in parts.items() if (r := tokens * target % measured)}
+        for name in sorted(remainders, key=lambda name: -remainders[name])[:left]:
+            scaled[name] += 1
     return scaled
 
 
