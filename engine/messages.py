@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring as _json_string  # json.dumps' own, for ensure_ascii=False
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -144,12 +145,7 @@ class Message(BaseModel):
         cached = (self.__pydantic_private__ or {}).get("_hash")
         if cached is not None and cached[0] == self.role and cached[1] is self.content:
             return cached[2]
-        payload = json.dumps(
-            {"role": self.role, "content": _plain(self.content)},
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        payload = hashed_json(self.role, self.content)
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         self._hash = (self.role, self.content, digest)
         return digest
@@ -157,6 +153,20 @@ class Message(BaseModel):
     def with_content(self, content: str | list[Any]) -> Message:
         """A copy with new content (same role, id, pin and meta)."""
         return Message(role=self.role, content=content, id=self.id, pinned=self.pinned, meta=dict(self.meta))
+
+
+def hashed_json(role: str, content: str | list[Any]) -> str:
+    """The text :attr:`Message.content_hash` hashes: role and content as compact JSON, keys sorted.
+    Text (a string, or text blocks only: most of a transcript) is written directly, the same text
+    ``json.dumps`` writes, without dumping each block's model first."""
+    if isinstance(content, str):
+        return f'{{"content":{_json_string(content)},"role":{_json_string(role)}}}'
+    if all(type(b) is TextBlock for b in content):
+        blocks = ",".join(f'{{"text":{_json_string(b.text)},"type":"text"}}' for b in content)
+        return f'{{"content":[{blocks}],"role":{_json_string(role)}}}'
+    return json.dumps(
+        {"role": role, "content": _plain(content)}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 def _plain(content: str | list[Any]) -> Any:

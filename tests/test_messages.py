@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pydantic
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.messages import (
     DocumentBlock,
@@ -15,6 +18,7 @@ from engine.messages import (
     ToolResultBlock,
     ToolUseBlock,
     assistant,
+    hashed_json,
     is_tool_result_only,
     is_user_input,
     tool_result,
@@ -188,3 +192,23 @@ def test_messages_survive_a_json_round_trip(messages: list[Message]) -> None:
         again = Message.model_validate_json(message.model_dump_json())
         assert again == message
         assert again.content_hash == message.content_hash
+
+
+_TEXTS = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40)
+
+
+@given(
+    role=st.sampled_from(["user", "assistant", "tool"]),
+    content=st.one_of(_TEXTS, st.lists(_TEXTS.map(lambda s: TextBlock(text=s)), max_size=3)),
+    extra=st.booleans(),
+)
+def test_the_hashed_json_of_text_is_what_json_dumps_writes(role: str, content: object, extra: bool) -> None:
+    """Text is written directly (the fast path of every transcript line): the very text json.dumps of the
+    dumped blocks writes, surrogates, quotes and control characters included; other blocks go through it."""
+    if extra and isinstance(content, list):
+        content = [*content, ToolUseBlock(id="t", name="n", input={"k": "v"})]
+    dumped = json.dumps(
+        {"role": role, "content": content if isinstance(content, str) else [b.model_dump(mode="json") for b in content]},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    )  # fmt: skip
+    assert hashed_json(role, content) == dumped
