@@ -13,8 +13,7 @@ from typing import TextIO
 
 from engine.cli.common import EXIT_OK, REPO_ROOT, SAMPLE_DATA_DIR, UsageError, port_number
 from engine.cli.importing import FROM_CHOICES, FROM_METAVAR
-from engine.locations import DB_PATHS_ENV_VAR
-from engine.settings import SETTINGS_ENV_VAR
+from engine.locations import DB_PATHS_ENV_VAR, SETTINGS_ENV_VAR
 
 DEFAULT_DASHBOARD_PORT = 8501
 #: The settings the bundled demo sessions ran with (used with the sample data by default).

@@ -9,11 +9,11 @@ resolution), ``files`` (the TOML file: find, read, write atomically), ``watch`` 
 ``toml_text`` (TOML values). Every name is re-exported here.
 """
 
+from engine.locations import DEFAULT_SETTINGS_PATH, SETTINGS_ENV_VAR, settings_path  # where the file is
 from engine.settings.files import (
     dump_settings_toml,
     load_settings,
     save_settings,
-    settings_path,
     write_atomically,
 )
 from engine.settings.resolve import (
@@ -33,10 +33,8 @@ from engine.settings.schema import (
     DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_NOTE_THRESHOLD,
     DEFAULT_RESULT_OFFLOAD_THRESHOLD,
-    DEFAULT_SETTINGS_PATH,
     DEFAULT_TOOL_DEFERRAL_THRESHOLD,
     MAX_SETTING_TOKENS,
-    SETTINGS_ENV_VAR,
     TABLE_FIELDS,
     TOP_LEVEL_KEYS,
     ModelSettings,

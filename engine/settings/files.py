@@ -16,10 +16,9 @@ import tomlkit.exceptions
 import tomlkit.items
 
 from engine.errors import ConfigError
+from engine.locations import settings_path
 from engine.policy_settings import policies_toml
 from engine.settings.schema import (
-    DEFAULT_SETTINGS_PATH,
-    SETTINGS_ENV_VAR,
     TOP_LEVEL_KEYS,
     ModelSettings,
     Settings,
@@ -28,17 +27,6 @@ from engine.settings.schema import (
 from engine.settings.toml_text import toml_key, toml_string, toml_value
 
 # -- TOML file -------------------------------------------------------------------------------
-
-
-def settings_path(path: str | os.PathLike[str] | None = None) -> Path | None:
-    """The settings file to use: ``path``, else $CTXDESK_SETTINGS, else the default file if it exists."""
-    if path is not None:
-        return Path(path).expanduser()
-    from_env = os.environ.get(SETTINGS_ENV_VAR)
-    if from_env:
-        return Path(from_env).expanduser()
-    default = DEFAULT_SETTINGS_PATH.expanduser()
-    return default if default.is_file() else None
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

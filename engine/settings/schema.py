@@ -30,8 +30,6 @@ DEFAULT_HARD_BLOCK_THRESHOLD = 0.98
 DEFAULT_RESULT_OFFLOAD_THRESHOLD = 4096
 DEFAULT_TOOL_DEFERRAL_THRESHOLD = 0.10
 
-SETTINGS_ENV_VAR = "CTXDESK_SETTINGS"
-DEFAULT_SETTINGS_PATH = Path("~/.config/ctxdesk/settings.toml")
 
 #: Top-level keys of the seeds' settings files, read as fields of [defaults].
 TOP_LEVEL_KEYS = {

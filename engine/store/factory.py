@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.store.backend import SessionStoreBackend
+from engine import locations
 from engine.store.credentials import hide_password
 from engine.store.urls import URL_SCHEMES, database_name, is_database_url, is_dsn, redact_url
+
+if TYPE_CHECKING:
+    from engine.store.backend import SessionStoreBackend
 
 #: Environment variable naming the default database (a file path or a postgresql:// URL).
 DB_ENV_VAR = "CTXDESK_DB"
@@ -47,13 +50,24 @@ def default_database(env: Mapping[str, str] | None = None, settings: Any = None)
 
 def configured_database(settings_path: str | os.PathLike[str] | None = None) -> str | None:
     """:func:`default_database` with the settings file read (``settings_path``, else
-    $CTXDESK_SETTINGS, else ~/.config/ctxdesk/settings.toml): what commands use."""
+    $CTXDESK_SETTINGS, else ~/.config/ctxdesk/settings.toml): what commands use. With no such file
+    the settings are not loaded (a command's start does not import them)."""
     found = default_database()
-    if found is None:
+    if found is None and locations.settings_path(settings_path) is not None:
         from engine.settings import load_settings
 
         found = default_database(settings=load_settings(settings_path))
     return found
+
+
+def __getattr__(name: str) -> Any:
+    """``SessionStoreBackend`` (the protocol both stores implement), loaded on first use: asking
+    whether a path is a database URL imports no store."""
+    if name == "SessionStoreBackend":
+        from engine.store.backend import SessionStoreBackend
+
+        return SessionStoreBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
