@@ -1,7 +1,7 @@
 """The walk of issue #34 (scripts/module_walk.py): importing a real Claude Code transcript stays in four
-importer rooms and never calls back into an importer module it had left, a proxied request crosses the
-proxy's rooms (transport, policy, recording, wire) without going back to one of them or to a proxy module,
-and the walk counts what it says it counts."""
+importer rooms, a proxied request crosses the proxy's rooms (transport, policy, recording, wire), and
+neither ever calls back into a module it had left (the store's included: its SQL holds the database
+instead of being its base class); and the walk counts what it says it counts."""
 
 from __future__ import annotations
 
@@ -24,13 +24,19 @@ def module_walk():
     sys.modules.pop("module_walk", None)
 
 
-def test_a_claude_code_import_stays_in_four_rooms_and_never_returns_to_an_importer_module(
-    module_walk,
-) -> None:
+def test_a_claude_code_import_stays_in_four_rooms_and_never_returns_to_a_module(module_walk) -> None:
     walk = module_walk.claude_code_walk()
     importers = [m for m in walk.visits if m.startswith("engine.importers.")]
     assert "engine.importers.api" in importers and "engine.importers.formats.claude_code.session" in importers
-    assert walk.returns_into("engine.importers") == {}
+    # into the store and through its batched write, to the cost rows written after the commit
+    stores = {
+        "engine.store.sql_store",
+        "engine.store.sqlite",
+        "engine.store.event_batch",
+        "engine.store.cost_writer",
+    }
+    assert stores <= set(walk.visits)
+    assert dict(walk.returns) == {}
     # detection and companions read what other formats declare as data: none of their packages is entered
     rooms = {r for r in walk.room_visits if r == "engine.importers" or r.startswith("engine.importers.")}
     assert rooms == {
@@ -65,16 +71,19 @@ def test_a_call_back_into_a_module_on_the_stack_is_a_return_and_a_generator_is_n
     assert walk.returns == {("engine.walk_a > engine.walk_b", "engine.walk_a:helper"): 1}
 
 
-def test_a_proxied_request_crosses_the_proxy_in_its_four_rooms_without_returning(module_walk) -> None:
+def test_a_proxied_request_crosses_the_proxy_in_its_four_rooms_and_never_returns_to_a_module(
+    module_walk,
+) -> None:
     walk = module_walk.proxy_walk()
     rooms = {r for r in walk.room_visits if r.startswith("engine.proxy")}
     assert rooms == {f"engine.proxy.{g}" for g in ("transport", "policy", "recording", "wire")}
     into_proxy = {key: n for key, n in walk.room_returns.items() if key[1].startswith("engine.proxy.")}
     assert into_proxy == {}
     # nor to a module: the shared wire pieces take values (not the API's callbacks), the writer waits on
-    # the recorder's QuietTime in its own module
-    assert walk.returns_into("engine.proxy") == {}
+    # the recorder's QuietTime in its own module, the store never calls back into itself from its database
     assert "engine.proxy.transport.relay" in walk.visits and "engine.proxy.recording.writer" in walk.visits
+    assert {"engine.store.sql_store", "engine.store.sqlite", "engine.store.cost_writer"} <= set(walk.visits)
+    assert dict(walk.returns) == {}
 
 
 @pytest.mark.parametrize(

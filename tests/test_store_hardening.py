@@ -80,14 +80,14 @@ def test_a_failed_commit_is_a_store_error_and_the_transaction_is_rolled_back(tmp
     path = tmp_path / "s.db"
     session_id = _store_with_messages(path, count=5)
     with SessionStore(path) as store:
-        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        pages = store._db.conn.execute("PRAGMA page_count").fetchone()[0]
+        store._db.conn.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(StoreError, match="full"):
             store.append_messages(
                 session_id, [user("y" * 20_000) for _ in range(50)], tokenizer=get_tokenizer("gpt-4o")
             )
         assert store.message_count(session_id) == 5
-        assert not store._conn.in_transaction
+        assert not store._db.conn.in_transaction
 
 
 @contextlib.contextmanager

@@ -146,7 +146,7 @@ def test_read_only_sessions_cannot_write_even_with_raw_sql() -> None:
     PostgresSessionStore(url).close()
     with (
         PostgresSessionStore(url, read_only=True) as ro,
-        ro._connection() as conn,
+        ro._db._connection() as conn,  # type: ignore[attr-defined]
         pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
     ):
         conn.execute("INSERT INTO _pragmas VALUES ('x', 1)")

@@ -1,13 +1,15 @@
-"""The interface the engine needs from a session database.
+"""The interface the engine needs from a session database, and what a database engine gives the store.
 
 :class:`engine.store.SessionStore` (a SQLite file) and :class:`engine.store.postgres.PostgresSessionStore`
-(a server) implement it, both on :class:`engine.store.sql_store.SqlSessionStore`. A test checks
-both stay structurally conformant; the store tests run on both.
+(a server) implement :class:`SessionStoreBackend`, both :class:`engine.store.sql_store.SqlSessionStore`
+holding a :class:`SqlDatabase` (:class:`engine.store.sqlite.SqliteFile`,
+:class:`engine.store.postgres.PgServer`). A test checks both stay structurally conformant; the store
+tests run on both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,3 +90,48 @@ class SessionStoreBackend(Protocol):
 
     def upsert_tools(self, session_id: str, tools: Iterable[ToolRecord]) -> None: ...
     def list_tools(self, session_id: str) -> list[ToolRecord]: ...
+
+
+@runtime_checkable
+class SqlDatabase(Protocol):
+    """What one database engine gives :class:`engine.store.sql_store.SqlSessionStore`, which holds it:
+    transactions, reads, a session's row numbering, ids, blob I/O. It never calls the store back: the
+    store runs what comes before and after each of these (held events, cost rows) itself."""
+
+    #: The driver's parameter marker (``?`` or ``%s``).
+    P: str
+    #: Where the database is (a file's path, a server's redacted URL), for errors.
+    path: Any
+    read_only: bool
+    #: The driver's integrity violation (a missing session, a duplicate key).
+    integrity_errors: tuple[type[BaseException], ...]
+
+    def close(self) -> None: ...
+    def table_names(self) -> set[str]: ...
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One write transaction (BEGIN … COMMIT, rolled back on an error) yielding its connection
+        (``execute``, ``executemany``); the store calls it only when its thread has none open."""
+        ...
+
+    def read(self, sql: str, params: Sequence[Any] = (), conn: Any = None) -> list[Any]:
+        """Rows (by index and by column name) of one query: inside ``conn``, the thread's open
+        transaction, when given."""
+        ...
+
+    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows by index and by column name of a query inside a transaction (``conn``)."""
+        ...
+
+    def lock_session(self, conn: Any, session_id: str) -> None:
+        """Hold the session's row numbering (``seq``) until the transaction ends."""
+        ...
+
+    def reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+        """``n`` unused ids of ``table`` (an id column of its own), each greater than ``after`` (ids
+        reserved before and not yet inserted), for rows inserted later in the same transaction."""
+        ...
+
+    def insert_blob(self, conn: Any, values: Sequence[Any], pieces: Iterator[bytes | memoryview]) -> None:
+        """Insert a tool_result_blobs row (``values``: every column but ``content``, in
+        :data:`engine.store.blobs.BLOB_COLUMNS` order) with its content, given in pieces."""
+        ...

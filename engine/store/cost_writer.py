@@ -2,8 +2,10 @@
 
 A store (:class:`engine.store.sql_store.SqlSessionStore`) calls :func:`record_request_costs` once
 the transaction that recorded request events has committed, in a transaction of its own, one pass
-per session: pricing and the cache analysis hold no write lock and cannot undo an event. The store
-and its open connection are all it needs (``store.tx_rows``, ``store.P``), on either backend.
+per session: pricing and the cache analysis hold no write lock and cannot undo an event. What it
+reads through is all it needs: a store, or the database a store holds (the store passes its
+:class:`engine.store.backend.SqlDatabase`, so the writer never calls the store back), with the open
+connection (``tx_rows``, ``P``), on either backend.
 """
 
 from __future__ import annotations

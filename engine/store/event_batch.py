@@ -2,10 +2,10 @@
 and inserted with one ``executemany``, instead of one ``INSERT … RETURNING`` and one ``max(seq)``
 query per event (an import of 500,000 calls spent most of its writer's time there).
 
-An event's id is known when it is recorded: the store reserves ids (``_reserve_ids``: SQLite
+An event's id is known when it is recorded: the store reserves ids (its database's ``reserve_ids``: SQLite
 holds the file's write lock, so the next ids are ``max(id) + 1`` on; PostgreSQL draws them from the
 column's sequence) and each session's next ``seq`` is read once. Held rows are written before any
-other statement of the transaction runs (the store's ``_flush_events`` hook: a read, a nested
+other statement of the transaction runs (the store's ``_flush_events``: a read, a nested
 write such as an exact request referring to its event), so nothing ever sees a missing event. The
 cost writer gets each request event as written (what a read of its redacted row would give),
 without reading it back: its row is held until the commit, and made an event a chunk at a time.

@@ -2,8 +2,8 @@
 
 The same tables, columns and rows as the SQLite store, and the same reads and writes
 (:class:`engine.store.sql_store.SqlSessionStore`, portable SQL with psycopg's ``%s``); what is
-PostgreSQL's own lives here and in :mod:`engine.store.pg_schema` (its DDL and migrations): the pool,
-transactions on a pooled connection (nested ``transaction()`` calls join the outer one, per thread),
+PostgreSQL's own lives here (:class:`PgServer`, which the store holds) and in
+:mod:`engine.store.pg_schema` (its DDL and migrations): the pool, transactions on a pooled connection,
 an advisory lock serialising the rows a session numbers (as SQLite's write lock does), bytea blobs,
 NUL-free text. A server that goes away raises StoreError; committed rows stay, and the pool replaces
 dead connections on the next call.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 import psycopg
@@ -22,10 +22,11 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engine.errors import NotADatabaseError, SchemaVersionError, StoreError
+from engine.store.blobs import BLOB_COLUMNS
 from engine.store.pg_rollups import ensure_rollups
 from engine.store.pg_schema import apply_pg_migrations
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES
-from engine.store.sql_store import BLOB_COLUMNS, SqlSessionStore, blob_pieces
+from engine.store.sql_store import SqlSessionStore
 from engine.store.urls import database_name, is_database_url, redact_url
 
 POOL_MAX_SIZE = 8
@@ -92,30 +93,21 @@ class PgTransaction:
         return cur
 
 
-class PostgresSessionStore(SqlSessionStore):
-    """The session database on PostgreSQL: ``PostgresSessionStore("postgresql://user@host/db")``.
-
-    Same methods and rows as :class:`engine.store.SessionStore`. ``read_only`` opens read-only
-    transactions and refuses writes; a read-only open of a database without the ctxdesk tables raises.
-    """
+class PgServer:
+    """A session database on a PostgreSQL server (:class:`engine.store.backend.SqlDatabase`): a pool of
+    connections, transactions on one of them, advisory locks, bytea blobs."""
 
     P = "%s"
-    _integrity_errors = (psycopg.errors.IntegrityError,)
+    integrity_errors: tuple[type[BaseException], ...] = (psycopg.errors.IntegrityError,)
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        read_only: bool = False,
-        max_size: int = POOL_MAX_SIZE,
-        timeout: float = CONNECT_TIMEOUT_S,
-    ) -> None:
+    def __init__(self, url: str, read_only: bool, max_size: int, timeout: float) -> None:
+        """Connect (``timeout`` seconds at most), check the schema and migrate it unless ``read_only``;
+        as :class:`PostgresSessionStore` opens it."""
         if not is_database_url(url):
             raise StoreError("not a postgresql:// URL or key=value DSN", path=redact_url(str(url)))
         self.url = url
-        self.path = DatabaseUrl(redact_url(url))  # type: ignore[assignment]
+        self.path = DatabaseUrl(redact_url(url))
         self.read_only = read_only
-        self._local = threading.local()
         self._timeout = timeout
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": row_factory}
         try:
@@ -187,11 +179,7 @@ class PostgresSessionStore(SqlSessionStore):
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """The thread's transaction connection, else one from the pool for this call."""
-        current: PgTransaction | None = getattr(self._local, "conn", None)
-        if current is not None:
-            yield current.raw
-            return
+        """A connection from the pool for this call."""
         pool, raw = self._getconn()
         try:
             yield raw
@@ -249,14 +237,10 @@ class PostgresSessionStore(SqlSessionStore):
     def table_names(self) -> set[str]:
         """The tables of the store's schema."""
         sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        return {r[0] for r in self._read(sql)}
+        return {r[0] for r in self.read(sql)}
 
-    # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
         self._pool.close()
-
-    def __enter__(self) -> PostgresSessionStore:
-        return self
 
     def _begun(self) -> tuple[ConnectionPool[Any], psycopg.Connection[Any]]:
         """A pooled connection inside BEGIN. One the server dropped (a restart) fails right here,
@@ -275,19 +259,19 @@ class PostgresSessionStore(SqlSessionStore):
                 pool.check()
         raise AssertionError("unreachable")
 
+    def write_lock(self) -> AbstractContextManager[None]:
+        """Nothing held in this process: each transaction has a connection of its own, and the rows a
+        session numbers are serialised by the server (:meth:`lock_session`)."""
+        return nullcontext()
+
     @contextmanager
-    def _begin(self) -> Iterator[tuple[PgTransaction, bool]]:
-        """One write transaction; nested calls (in the same thread) join the outer one."""
+    def transaction(self) -> Iterator[PgTransaction]:
+        """One write transaction on a pooled connection."""
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
-        current: PgTransaction | None = getattr(self._local, "conn", None)
-        if current is not None:
-            yield current, False
-            return
         pool, raw = self._begun()
-        conn = self._local.conn = PgTransaction(raw)
         try:
-            yield conn, True
+            yield PgTransaction(raw)
         except psycopg.Error as exc:
             self._rollback(raw)
             raise StoreError(f"write failed ({_first_line(exc)})", path=str(self.path)) from exc
@@ -302,17 +286,16 @@ class PostgresSessionStore(SqlSessionStore):
                     f"the commit was not confirmed ({_first_line(exc)})", path=str(self.path)
                 ) from exc
         finally:
-            self._local.conn = None
             pool.putconn(raw)
 
     def _rollback(self, raw: psycopg.Connection[Any]) -> None:
         with suppress(psycopg.Error):  # a lost connection: the server rolled back by itself
             raw.execute("ROLLBACK")
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        current: PgTransaction | None = getattr(self._local, "conn", None)
+    def read(self, sql: str, params: Sequence[Any] = (), conn: PgTransaction | None = None) -> list[Any]:
+        """Rows of one query: on ``conn``, the thread's open transaction, else on a pooled connection."""
         for attempt in range(2):
-            pool, raw = (None, current.raw) if current is not None else self._getconn()
+            pool, raw = (None, conn.raw) if conn is not None else self._getconn()
             try:
                 return raw.execute(sql, [_clean(p) for p in params] if params else None).fetchall()
             except psycopg.Error as exc:
@@ -325,11 +308,11 @@ class PostgresSessionStore(SqlSessionStore):
                     pool.putconn(raw)
         raise AssertionError("unreachable")
 
-    def _lock_session(self, conn: Any, session_id: str) -> None:
+    def lock_session(self, conn: Any, session_id: str) -> None:
         """Held until the transaction ends: rows numbered within a session get one writer at a time."""
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(f"session:{session_id}"),))
 
-    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+    def reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
         """``n`` ids drawn from the column's identity sequence (others may draw between them; each
         is past ``after``, as a sequence only grows)."""
         rows = conn.execute(
@@ -337,15 +320,40 @@ class PostgresSessionStore(SqlSessionStore):
         ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def _insert_blob(
-        self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
-    ) -> None:
+    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows by index and by column name of a query inside a transaction (``conn``)."""
+        return list(conn.execute(sql, params).fetchall())
+
+    def insert_blob(self, conn: Any, values: Sequence[Any], pieces: Iterator[bytes | memoryview]) -> None:
         """One bytea parameter (PostgreSQL has no incremental blob I/O: the content is held once more)."""
         conn.execute(
             f"INSERT INTO tool_result_blobs ({', '.join(BLOB_COLUMNS)}, content)"
-            f" VALUES ({self._marks(len(BLOB_COLUMNS) + 1)})",
-            (*values, b"".join(bytes(piece) for piece in blob_pieces(content))),
+            f" VALUES ({', '.join(['%s'] * (len(BLOB_COLUMNS) + 1))})",
+            (*values, b"".join(bytes(piece) for piece in pieces)),
         )
+
+
+class PostgresSessionStore(SqlSessionStore):
+    """The session database on PostgreSQL: ``PostgresSessionStore("postgresql://user@host/db")``.
+
+    Same methods and rows as :class:`engine.store.SessionStore`, on the :class:`PgServer` it holds.
+    ``read_only`` opens read-only transactions and refuses writes; a read-only open of a database
+    without the ctxdesk tables raises.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        read_only: bool = False,
+        max_size: int = POOL_MAX_SIZE,
+        timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        super().__init__(PgServer(url, read_only, max_size, timeout))
+        self.url = url
+
+    def __enter__(self) -> PostgresSessionStore:
+        return self
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,13 +1,14 @@
-"""The session database's reads and writes, once, in portable SQL: :class:`SqlSessionStore`, the
-base of the SQLite store (engine/store/sqlite.py) and the PostgreSQL store (engine/store/postgres.py).
+"""The session database's reads and writes, once, in portable SQL: :class:`SqlSessionStore`, holding
+the database it runs them on (:class:`engine.store.backend.SqlDatabase`: a SQLite file,
+engine/store/sqlite.py, or a PostgreSQL server, engine/store/postgres.py).
 
 Every statement here is plain SQL both servers run as written (``RETURNING id``, ``ON CONFLICT``),
 with the driver's own parameter marker (``self.P``: ``?`` for sqlite3, ``%s`` for psycopg). What
-differs is each backend's own code: opening, migrations (their own DDL), transactions, locking a
-session's row numbering, blob I/O, errors. Nothing is translated. Every text written passes the
-redaction boundary (``engine.redact``). A request event's cost row is written after its
-transaction commits (``engine.store.cost_writer``), never inside it: pricing holds no write lock
-and a pricing failure loses no event.
+differs is each database's own code: opening, migrations (their own DDL), BEGIN and COMMIT,
+locking a session's row numbering, ids, blob I/O, errors; it never calls the store back. Nothing is
+translated. Every text written passes the redaction boundary (``engine.redact``). A request event's
+cost row is written after its transaction commits (``engine.store.cost_writer``), never inside it:
+pricing holds no write lock and a pricing failure loses no event.
 
 One concept over ~400 lines: the store owns all SQL of the session database, so every query
 and write lives here (row converters beside them).
@@ -15,23 +16,21 @@ and write lives here (row converters beside them).
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import hashlib
+import functools
 import json
 import logging
 import threading
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
+from engine.store.backend import SqlDatabase
+from engine.store.blobs import blob_pieces, blob_stats
 from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, event_row, stored_event
 from engine.store.payloads import (
     RequestRecord,
@@ -79,66 +78,6 @@ def message_kind(message: Message) -> str:
 
 #: Rows per query when a session's messages or events are read whole.
 READ_PAGE_ROWS = 5_000
-#: Piece size for writing and checking large blobs without copying them whole.
-BLOB_CHUNK_BYTES = 1 << 20
-#: Bytes of a blob's head kept for its preview.
-HEAD_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class _BlobStats:
-    size: int
-    sha256: str
-    is_text: bool
-    line_count: int | None
-    head: bytes
-
-
-def blob_pieces(content: str | bytes | bytearray | memoryview) -> Iterator[bytes | memoryview]:
-    """The blob's bytes in pieces: text is encoded (UTF-8, lone surrogates kept) a piece at a time."""
-    if isinstance(content, str):
-        step = BLOB_CHUNK_BYTES // 4
-        for start in range(0, len(content), step):
-            yield content[start : start + step].encode("utf-8", "surrogatepass")
-        return
-    view = memoryview(content).cast("B")
-    for start in range(0, len(view), BLOB_CHUNK_BYTES):
-        yield view[start : start + BLOB_CHUNK_BYTES]
-
-
-def _blob_stats(pieces: Iterable[bytes | memoryview]) -> _BlobStats:
-    """Size, sha256, UTF-8 validity and line count in one pass, never holding the whole blob twice."""
-    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
-    size, newlines, is_text, head, last = 0, 0, True, b"", b""
-    for piece in pieces:
-        digest.update(piece)
-        if is_text:
-            try:
-                decoder.decode(piece)
-            except UnicodeDecodeError:
-                is_text = False
-        raw = bytes(piece[:HEAD_BYTES]) if len(head) < HEAD_BYTES else b""
-        head = (head + raw)[:HEAD_BYTES]
-        newlines += bytes(piece).count(b"\n") if isinstance(piece, memoryview) else piece.count(b"\n")
-        size += len(piece)
-        if len(piece):
-            last = bytes(piece[-1:])
-    if is_text:
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            is_text = False
-    lines = newlines + (0 if last == b"\n" or size == 0 else 1) if is_text else None
-    return _BlobStats(size=size, sha256=digest.hexdigest(), is_text=is_text, line_count=lines, head=head)
-
-
-#: tool_result_blobs' columns but ``content`` (last: see m004), in the order ``_insert_blob`` takes them.
-BLOB_COLUMNS = (
-    "ref_id", "session_id", "tool_use_id", "tool_name", "size_bytes", "is_text", "line_count", "sha256",
-    "preview", "tokens", "created_utc",
-)  # fmt: skip
-
-
 #: messages' columns as :meth:`SqlSessionStore.append_messages` writes them.
 MESSAGE_COLUMNS = (
     "id", "session_id", "seq", "turn_index", "role", "kind", "message_uid", "content_json", "text_preview",
@@ -148,86 +87,29 @@ MESSAGE_COLUMNS = (
 )  # fmt: skip
 
 
-class SqlSessionStore(ABC):
-    """Every read and write of the session database; a backend supplies the connection.
+class SqlSessionStore:
+    """Every read and write of the session database, on the :class:`SqlDatabase` it holds (a SQLite
+    file, a PostgreSQL server): the database runs statements, this class decides them.
 
     One concept over ~300 lines: one method per read or write of each table (the whole SQL
-    surface), so nothing outside the store writes SQL.
+    surface), so nothing outside the store writes SQL. The transaction around them is this class's
+    too: per thread, nested calls join the outer one; what a batch holds is inserted before any
+    other statement runs; once the outermost commits, the cost rows of its request events.
     """
 
-    #: The driver's parameter marker.
+    #: The driver's parameter marker (the database's).
     P = "?"
-    path: Any
-    read_only: bool
-    #: Per thread: request events (by session) whose cost rows are written once the transaction commits.
-    _local: threading.local
 
-    # -- what a backend supplies ---------------------------------------------------------------
-    @abstractmethod
-    def close(self) -> None: ...
-
-    @abstractmethod
-    def _begin(self) -> AbstractContextManager[tuple[Any, bool]]:
-        """The backend's write transaction: yields (connection, outermost); a nested call (same
-        thread) joins the outer one (``outermost`` False) and does nothing else. The outermost
-        commits when its block ends, or rolls back on an error (then raises the typed error)."""
-
-    def _write_lock(self) -> AbstractContextManager[Any]:
-        """Held by one thread's whole transaction, its cost rows included (SQLite: the store's lock)."""
-        return contextlib.nullcontext()
-
-    @abstractmethod
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows (by index and by column name) of one query (inside this thread's write, if any)."""
-
-    def transaction(self) -> AbstractContextManager[Any]:
-        """One write transaction yielding a connection (``execute``, ``executemany``); nested calls
-        join the outer one (the events a batch holds are inserted first: the statement sees them).
-        Once the outermost commits, the cost rows of its request events are written."""
-        return self._transaction()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        # the store calls its backend and never the other way round: the backend only begins,
-        # commits and rolls back
-        with self._write_lock():
-            outermost = False
-            try:
-                with self._begin() as (conn, outermost):
-                    if not outermost:
-                        self._flush_events()  # what a batch holds is seen by this statement
-                    yield conn
-            except BaseException:
-                if outermost:
-                    self._discard_pending_costs()
-                raise
-            if outermost:
-                self._after_commit()
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows (by index and by column name) of one query; inside a batched write the events it
-        holds are inserted first, so that the query sees them."""
-        self._flush_events()
-        return self._query(sql, params)
-
-    @abstractmethod
-    def _lock_session(self, conn: Any, session_id: str) -> None:
-        """Hold the session's row numbering (``seq``) until the transaction ends."""
-
-    @abstractmethod
-    def _insert_blob(
-        self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
-    ) -> None:
-        """Insert a tool_result_blobs row (``values``: every column but ``content``, in
-        :data:`BLOB_COLUMNS` order) with its content."""
-
-    @abstractmethod
-    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
-        """``n`` unused ids of ``table`` (an id column of its own), each greater than ``after`` (ids
-        reserved before and not yet inserted), for rows inserted later in the same transaction."""
-
-    #: The driver's integrity violation (a missing session, a duplicate key).
-    _integrity_errors: tuple[type[BaseException], ...] = ()
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+        self.P = db.P
+        #: The driver's integrity violation (a missing session, a duplicate key).
+        self._integrity_errors = db.integrity_errors
+        self.path: Any = db.path
+        self.read_only = db.read_only
+        #: Per thread: the open transaction's connection, its event batch, the request events (by
+        #: session) whose cost rows are written once it commits.
+        self._local = threading.local()
 
     def _marks(self, n: int) -> str:
         return ", ".join([self.P] * n)
@@ -237,6 +119,60 @@ class SqlSessionStore(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def table_names(self) -> set[str]:
+        """The tables the database holds."""
+        return self._db.table_names()
+
+    # -- transactions ----------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction yielding its connection (``execute``, ``executemany``); nested calls
+        (in the same thread) join the outer one. Once the outermost commits, the cost rows of the
+        request events it recorded are written (:meth:`_after_commit`), under the same write lock:
+        no other writer of this store comes between a call and its cost row."""
+        if self.read_only:
+            raise StoreError("the session database was opened read-only", path=str(self.path))
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            self._flush_events()  # what a batch holds is seen by this statement
+            yield current
+            return
+        with self._db.write_lock():
+            try:
+                with self._db.transaction() as conn:
+                    self._local.conn = conn
+                    try:
+                        yield conn
+                    finally:
+                        self._local.conn = None
+            except BaseException:
+                self._discard_pending_costs()
+                raise
+            self._after_commit()
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows (by index and by column name) of one query; inside the thread's transaction, after
+        the events its batch holds are inserted."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._flush_events()
+        return self._db.read(sql, params, conn)
+
+    def _reader(self) -> Callable[[str, Sequence[Any]], list[Any]]:
+        """:meth:`_read` for a module this store calls (``payloads``): the database's own reader, so
+        that it never calls the store back."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._flush_events()
+        return functools.partial(self._db.read, conn=conn)
+
+    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows by index and by column name of a query inside a transaction (``conn``)."""
+        return self._db.tx_rows(conn, sql, params)
 
     # -- cost rows, after the commit -------------------------------------------------------------
     @property
@@ -265,45 +201,6 @@ class SqlSessionStore(ABC):
         self._local.written_events = {}
         self._local.event_batch = None
 
-    # -- batched events --------------------------------------------------------------------------
-    @property
-    def _event_batch(self) -> EventBatch | None:
-        return getattr(self._local, "event_batch", None)
-
-    def _flush_events(self) -> None:
-        """Insert the events a batch holds: a backend calls this before any other statement of the
-        transaction (a read, a nested write), so that it sees them."""
-        batch = self._event_batch
-        if batch is not None and batch.rows:
-            self._insert_held(batch.conn, batch.flush())
-
-    def _hold_event(self, batch: EventBatch, session_id: str, event: ContextEvent) -> int:
-        """Hold ``event`` in ``batch`` with its seq and id (read and reserved here, once per session
-        and block of ids); its cost row once the transaction commits, from the row as held."""
-        conn = batch.conn
-        if not batch.knows(session_id):
-            self._lock_session(conn, session_id)
-            batch.start(session_id, self._next_event_seq(conn, session_id))
-        if wanted := batch.ids_wanted():
-            # past what this batch reserved and holds (SQLite's next id counts inserted rows only)
-            batch.give_ids(self._reserve_ids(conn, "context_events", wanted, after=batch.last_id))
-        row = batch.add(session_id, event)
-        if event.kind == "request" and event.usage is not None:
-            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
-            self._pending_cost(session_id, row[0], row)
-        if batch.full:
-            self._insert_held(conn, batch.take())
-        return row[0]
-
-    def _insert_held(self, conn: Any, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        try:
-            self._insert_events(conn, rows)
-        except self._integrity_errors as exc:
-            sessions = sorted({r[1] for r in rows})
-            raise NotFoundError(f"cannot record events for session(s) {sessions} ({exc})") from exc
-
     def _after_commit(self) -> None:
         """Write the cost rows of the request events the committed transaction recorded (one pass
         per session, in their own transaction): pricing is not part of the write it follows."""
@@ -321,7 +218,7 @@ class SqlSessionStore(ABC):
                     for start in range(0, len(event_ids), HELD_ROWS):
                         chunk = event_ids[start : start + HELD_ROWS]
                         record_request_costs(
-                            self,
+                            self._db,  # its marker and reader: the cost writer never calls the store back
                             conn,
                             session_id,
                             chunk,
@@ -329,6 +226,11 @@ class SqlSessionStore(ABC):
                         )
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
+
+    # -- batched events --------------------------------------------------------------------------
+    @property
+    def _event_batch(self) -> EventBatch | None:
+        return getattr(self._local, "event_batch", None)
 
     @contextmanager
     def batched_costs(self) -> Iterator[None]:
@@ -347,9 +249,39 @@ class SqlSessionStore(ABC):
             finally:
                 self._local.event_batch = None
 
-    def tx_rows(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows by index and by column name of a query inside a transaction (``conn``)."""
-        return list(conn.execute(sql, params).fetchall())
+    def _flush_events(self) -> None:
+        """Insert the events a batch holds: run before any other statement of the transaction (a
+        read, a nested write), so that it sees them."""
+        batch = self._event_batch
+        if batch is not None and batch.rows:
+            self._insert_held(batch.conn, batch.flush())
+
+    def _hold_event(self, batch: EventBatch, session_id: str, event: ContextEvent) -> int:
+        """Hold ``event`` in ``batch`` with its seq and id (read and reserved here, once per session
+        and block of ids); its cost row once the transaction commits, from the row as held."""
+        conn = batch.conn
+        if not batch.knows(session_id):
+            self._db.lock_session(conn, session_id)
+            batch.start(session_id, self._next_event_seq(conn, session_id))
+        if wanted := batch.ids_wanted():
+            # past what this batch reserved and holds (SQLite's next id counts inserted rows only)
+            batch.give_ids(self._db.reserve_ids(conn, "context_events", wanted, after=batch.last_id))
+        row = batch.add(session_id, event)
+        if event.kind == "request" and event.usage is not None:
+            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
+            self._pending_cost(session_id, row[0], row)
+        if batch.full:
+            self._insert_held(conn, batch.take())
+        return row[0]
+
+    def _insert_held(self, conn: Any, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        try:
+            self._insert_events(conn, rows)
+        except self._integrity_errors as exc:
+            sessions = sorted({r[1] for r in rows})
+            raise NotFoundError(f"cannot record events for session(s) {sessions} ({exc})") from exc
 
     # -- sessions ------------------------------------------------------------------------
     def create_session(
@@ -446,7 +378,7 @@ class SqlSessionStore(ABC):
         rows: list[StoredMessage] = []
         now = utc_now()
         with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+            self._db.lock_session(conn, session_id)
             last = conn.execute(
                 f"SELECT seq, turn_index FROM messages WHERE session_id = {self.P} ORDER BY seq DESC LIMIT 1",
                 (session_id,),
@@ -457,7 +389,7 @@ class SqlSessionStore(ABC):
             ):
                 raise NotFoundError(f"no session {session_id!r}", path=str(self.path))
             seq, turn = (last[0] + 1, last[1]) if last else (0, 0)
-            ids = self._reserve_ids(conn, "messages", len(messages)) if messages else []
+            ids = self._db.reserve_ids(conn, "messages", len(messages)) if messages else []
             values: list[tuple[Any, ...]] = []
             for message_id, message, usage in zip(ids, messages, usages, strict=True):
                 if seq > 0 and is_user_input(message):
@@ -557,7 +489,7 @@ class SqlSessionStore(ABC):
         if batch is not None:  # inside batched_costs: held and inserted with the others
             return self._hold_event(batch, session_id, event)
         with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+            self._db.lock_session(conn, session_id)
             row = event_row(session_id, self._next_event_seq(conn, session_id), event, utc_now())
             try:
                 cur = conn.execute(
@@ -701,7 +633,7 @@ class SqlSessionStore(ABC):
     ) -> BlobRecord:
         if not isinstance(content, str | bytes | bytearray | memoryview):
             raise StoreError(f"blob content must be bytes or text, got {type(content).__name__}")
-        stats = _blob_stats(blob_pieces(content))
+        stats = blob_stats(blob_pieces(content))
         ref_id = ref_id or f"res_{uuid.uuid4().hex[:16]}"
         if preview is None:
             preview = (
@@ -722,7 +654,7 @@ class SqlSessionStore(ABC):
         )  # fmt: skip
         with self.transaction() as conn:
             try:
-                self._insert_blob(conn, values, content)
+                self._db.insert_blob(conn, values, blob_pieces(content))
             except self._integrity_errors as exc:
                 raise StoreError(
                     f"cannot store blob for session {session_id!r} ({exc})", path=str(self.path)
@@ -816,7 +748,7 @@ class SqlSessionStore(ABC):
     def record_request(self, session_id: str, record: RequestRecord) -> int:
         """Store one model call exactly as sent (parts by content hash, stored once); returns its id."""
         with self.transaction() as conn:
-            self._lock_session(conn, session_id)
+            self._db.lock_session(conn, session_id)
             try:
                 return insert_request(conn, self.P, session_id, record, utc_now())
             except self._integrity_errors as exc:
@@ -826,7 +758,7 @@ class SqlSessionStore(ABC):
         rows = self._read(f"SELECT * FROM model_requests WHERE id = {self.P}", (request_id,))
         if not rows:
             raise NotFoundError(f"no request {request_id}", path=str(self.path))
-        parts = load_parts(self._read, self.P, request_hashes(rows[0])) if with_body else None
+        parts = load_parts(self._reader(), self.P, request_hashes(rows[0])) if with_body else None
         return stored_request(rows[0], parts)
 
     def list_requests(self, session_id: str, *, with_body: bool = False) -> list[StoredRequest]:
@@ -835,7 +767,7 @@ class SqlSessionStore(ABC):
             f"SELECT * FROM model_requests WHERE session_id = {self.P} ORDER BY seq", (session_id,)
         )
         parts = (
-            load_parts(self._read, self.P, [h for r in rows for h in request_hashes(r)])
+            load_parts(self._reader(), self.P, [h for r in rows for h in request_hashes(r)])
             if with_body
             else None
         )

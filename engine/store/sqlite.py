@@ -3,8 +3,9 @@
 Opening a file that is not a ctxdesk database, or one from a newer schema, raises a typed
 error before anything is written. Every write method is one transaction; ``transaction()``
 groups several (the session manager uses it to persist a plan and its event atomically). The
-reads and writes themselves are :class:`engine.store.sql_store.SqlSessionStore`'s; this module is
-what only SQLite has: the file, its checks, WAL, BEGIN IMMEDIATE, incremental blob I/O.
+reads and writes themselves are :class:`engine.store.sql_store.SqlSessionStore`'s, on the
+:class:`SqliteFile` it holds: what only SQLite has (the file, its checks, WAL, BEGIN IMMEDIATE,
+incremental blob I/O), which never calls the store back.
 """
 
 from __future__ import annotations
@@ -16,20 +17,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
+from engine.store.blobs import BLOB_COLUMNS
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
-from engine.store.sql_store import (
-    BLOB_COLUMNS,
-    PREVIEW_CHARS,
-    READ_PAGE_ROWS,
-    SqlSessionStore,
-    blob_pieces,
-    message_kind,
-)
+from engine.store.sql_store import PREVIEW_CHARS, READ_PAGE_ROWS, SqlSessionStore, message_kind
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +37,7 @@ __all__ = [
     "READ_PAGE_ROWS",
     "SQLITE_MAGIC",
     "SessionStore",
+    "SqliteFile",
     "check_database_file",
     "check_database_path",
     "is_sqlite_file",
@@ -167,18 +163,18 @@ def check_database_file(path: Path) -> None:
         )
 
 
-class SessionStore(SqlSessionStore):
-    """The session database in a SQLite file. Thread-safe for use from one process; WAL lets
-    readers run alongside."""
+class SqliteFile:
+    """A session database file (:class:`engine.store.backend.SqlDatabase`): one connection for every
+    thread (WAL lets readers run alongside), its lock held by the thread in a write transaction,
+    BEGIN IMMEDIATE, incremental blob I/O."""
 
     P = "?"
-    _integrity_errors = (sqlite3.IntegrityError,)
+    integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._local = threading.local()
         check_database_path(self.path, for_writing=not read_only)
         if read_only and not self.path.exists():
             raise NotFoundError("database file does not exist", path=str(self.path))
@@ -186,7 +182,7 @@ class SessionStore(SqlSessionStore):
         existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             if read_only:
-                self._conn = _connect_read_only(self.path)
+                self.conn = _connect_read_only(self.path)
             else:
                 try:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,18 +190,18 @@ class SessionStore(SqlSessionStore):
                     raise StoreError(
                         f"cannot create the database's folder ({exc.strerror or exc})", path=str(self.path)
                     ) from exc
-                self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA foreign_keys = ON")
+                self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.conn.execute("PRAGMA foreign_keys = ON")
             if not read_only:
                 if existed:
-                    _check_integrity(self._conn, self.path)
+                    _check_integrity(self.conn, self.path)
                 # Setting the mode takes an exclusive lock and does not wait out busy_timeout: a second
                 # opener of a WAL database (the proxy beside its live exporter) failed 'database is locked'.
-                if str(self._conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                    self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute("PRAGMA synchronous = NORMAL")
-                apply_migrations(self._conn)
+                if str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    self.conn.execute("PRAGMA journal_mode = WAL")
+                self.conn.execute("PRAGMA synchronous = NORMAL")
+                apply_migrations(self.conn)
             else:
                 self._check_tables()
         except sqlite3.DatabaseError as exc:
@@ -218,55 +214,51 @@ class SessionStore(SqlSessionStore):
 
     def table_names(self) -> set[str]:
         """The tables the file holds."""
-        return {r[0] for r in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {r[0] for r in self.read("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
-    # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self.conn.close()
 
-    def __enter__(self) -> SessionStore:
-        return self
-
-    def _write_lock(self) -> threading.RLock:
+    def write_lock(self) -> AbstractContextManager[Any]:
+        """The one connection's lock (reads take it too: they wait for a write in another thread)."""
         return self._lock
 
     @contextmanager
-    def _begin(self) -> Iterator[tuple[sqlite3.Connection, bool]]:
-        """BEGIN IMMEDIATE … COMMIT (the store holds :meth:`_write_lock`); nested calls join the outer one."""
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE), the connection's lock held until it ends."""
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
-        if self._conn.in_transaction:
-            yield self._conn, False
-            return
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
-        try:
-            yield self._conn, True
-        except (sqlite3.Error, UnicodeDecodeError) as exc:
-            self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
-            if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
-                raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
-            raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
-        except BaseException:
-            self._rollback()
-            raise
-        else:
+        with self._lock:
             try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
+            try:
+                yield self.conn
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
+                if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
+                    raise StoreError(_not_utf8(exc), path=str(self.path)) from exc
+                raise StoreError(f"write failed ({exc})", path=str(self.path)) from exc
+            except BaseException:
                 self._rollback()
-                raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
+                raise
+            else:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # e.g. "database or disk is full" surfaces at COMMIT
+                    self._rollback()
+                    raise StoreError(f"write failed at commit ({exc})", path=str(self.path)) from exc
 
     def _rollback(self) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def read(self, sql: str, params: Sequence[Any] = (), conn: Any = None) -> list[sqlite3.Row]:
+        """Rows of one query (the one connection: ``conn`` is it, inside a transaction)."""
         with self._lock:
-            cur = self._conn.cursor()
+            cur = self.conn.cursor()
             cur.row_factory = sqlite3.Row
             try:
                 return cur.execute(sql, params).fetchall()
@@ -282,10 +274,10 @@ class SessionStore(SqlSessionStore):
         cur.row_factory = sqlite3.Row
         return cur.execute(sql, params).fetchall()
 
-    def _lock_session(self, conn: Any, session_id: str) -> None:
+    def lock_session(self, conn: Any, session_id: str) -> None:
         """Nothing to do: BEGIN IMMEDIATE already holds the file's one write lock."""
 
-    def _reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
+    def reserve_ids(self, conn: Any, table: str, n: int, *, after: int = 0) -> list[int]:
         """The next ``n`` ids: BEGIN IMMEDIATE holds the write lock, so none is taken before they
         are inserted; past both the highest id and the highest ever used (AUTOINCREMENT)."""
         first = conn.execute(
@@ -296,20 +288,29 @@ class SessionStore(SqlSessionStore):
         first = max(int(first), after + 1)
         return list(range(first, first + n))
 
-    def _insert_blob(
-        self, conn: Any, values: Sequence[Any], content: str | bytes | bytearray | memoryview
-    ) -> None:
+    def insert_blob(self, conn: Any, values: Sequence[Any], pieces: Iterator[bytes | memoryview]) -> None:
         """Insert ``zeroblob(size)`` (the last column: not materialized, m004), then write the
-        content in pieces through incremental blob I/O: binding the whole value would copy it."""
+        content piece by piece through incremental blob I/O: binding the whole value would copy it."""
         size = values[BLOB_COLUMNS.index("size_bytes")]
         cur = conn.execute(
             f"INSERT INTO tool_result_blobs ({', '.join(BLOB_COLUMNS)}, content)"
-            f" VALUES ({self._marks(len(BLOB_COLUMNS))}, zeroblob(?))",
+            f" VALUES ({', '.join('?' * len(BLOB_COLUMNS))}, zeroblob(?))",
             (*values, size),
         )
         with conn.blobopen("tool_result_blobs", "content", int(cur.lastrowid or 0)) as blob:
-            for piece in blob_pieces(content):
+            for piece in pieces:
                 blob.write(piece)
+
+
+class SessionStore(SqlSessionStore):
+    """The session database in a SQLite file (:class:`SqliteFile`). Thread-safe for use from one
+    process; WAL lets readers run alongside."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        super().__init__(SqliteFile(path, read_only=read_only))
+
+    def __enter__(self) -> SessionStore:
+        return self
 
 
 _NOT_UTF8 = "Could not decode to UTF-8"
