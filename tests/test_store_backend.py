@@ -9,6 +9,7 @@ import pytest
 
 from engine.importers import import_files
 from engine.store import SessionStore, SessionStoreBackend
+from engine.store.backend import SqlDatabase
 from engine.store.costs import stored_request_costs
 from engine.store.factory import open_store
 from engine.store.postgres import PostgresSessionStore
@@ -22,12 +23,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def test_the_sqlite_store_is_a_session_store_backend(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "s.db") as store:
         assert isinstance(store, SessionStoreBackend)
+        # on the database it holds (what only SQLite has), which never calls the store back
+        assert isinstance(store._db, SqlDatabase) and not isinstance(store._db, SqlSessionStore)
 
 
 @needs_server
 def test_the_postgres_store_is_a_session_store_backend() -> None:
     with open_store(fresh_url()) as store:
         assert isinstance(store, SessionStoreBackend) and isinstance(store, PostgresSessionStore)
+        assert isinstance(store._db, SqlDatabase) and not isinstance(store._db, SqlSessionStore)
 
 
 @pytest.mark.parametrize("store_class", [SessionStore, PostgresSessionStore], ids=["sqlite", "postgresql"])

@@ -28,6 +28,7 @@ from engine.proxy.recording.exchange import Exchange, KeptBody, new_exchange
 from engine.proxy.recording.recorder import Hold, Recorder
 from engine.proxy.transport.admission import MAX_BODY_BYTES, admit, body_refusal
 from engine.proxy.transport.answers import RESPONSE_HOP_BY_HOP, fail, refuse_unread
+from engine.proxy.transport.connections import upstream_url
 from engine.proxy.transport.policy_step import apply_policies, upstream_headers
 from engine.proxy.wire import detect_api, error_body, upstream_kind
 
@@ -56,14 +57,6 @@ class Upstreams:
     openai: str = OPENAI_UPSTREAM
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
-
-
-def upstream_url(base: str, path: str, query: str) -> str:
-    """``base`` + the request path (``/v1`` not doubled when the base already ends with it)."""
-    base = base.rstrip("/")
-    if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
-        path = path[3:]
-    return f"{base}{path}" + (f"?{query}" if query else "")
 
 
 def create_app(

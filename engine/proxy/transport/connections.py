@@ -44,6 +44,14 @@ def split_url(url: str) -> tuple[Origin, str]:
     return Origin(scheme, parts.hostname or "", port), target
 
 
+def upstream_url(base: str, path: str, query: str) -> str:
+    """``base`` + the request path (``/v1`` not doubled when the base already ends with it)."""
+    base = base.rstrip("/")
+    if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
+        path = path[3:]
+    return f"{base}{path}" + (f"?{query}" if query else "")
+
+
 @cache
 def uses_env_proxy(origin: Origin) -> bool:
     """Whether ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` applies to ``origin`` (httpx honours them)."""

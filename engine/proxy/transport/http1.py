@@ -74,6 +74,11 @@ class RequestHead:
     def expects_continue(self) -> bool:
         return (self.header(b"expect") or b"").strip().lower() == b"100-continue"
 
+    @property
+    def is_websocket(self) -> bool:
+        """A WebSocket upgrade (RFC 6455: a GET asking ``Upgrade: websocket``)."""
+        return self.method == "GET" and (self.header(b"upgrade") or b"").lower() == b"websocket"
+
 
 class _Head:
     """httptools callbacks collecting one head."""

@@ -30,8 +30,15 @@ from engine.proxy.recording.exchange import Exchange, KeptBody, new_exchange
 from engine.proxy.recording.recorder import Hold, Recorder
 from engine.proxy.transport.admission import MAX_BODY_BYTES
 from engine.proxy.transport.answers import Door, as_http1, record_failure
-from engine.proxy.transport.app import RECORD_RESPONSE_LIMIT, upstream_url
-from engine.proxy.transport.connections import Connection, ConnectionPool, Origin, split_url, uses_env_proxy
+from engine.proxy.transport.app import RECORD_RESPONSE_LIMIT
+from engine.proxy.transport.connections import (
+    Connection,
+    ConnectionPool,
+    Origin,
+    split_url,
+    upstream_url,
+    uses_env_proxy,
+)
 from engine.proxy.transport.handoff import via_app
 from engine.proxy.transport.http1 import (
     CONTINUE_ANSWER,
@@ -54,8 +61,9 @@ from engine.proxy.transport.streams import (
     read_body,
     send,
 )
-from engine.proxy.transport.websocket import is_websocket, relay_websocket
+from engine.proxy.transport.websocket import relay_websocket
 from engine.proxy.wire import detect_api, upstream_kind
+from engine.proxy.wire.api_names import OPENAI_RESPONSES
 
 
 def route(
@@ -157,7 +165,8 @@ class Relay:
         if (answered := await door.answer(head, headers, api, kind, writer)) is not None:
             return answered  # refused, or OPTIONS *: nothing forwarded
         origin, target = split_url(upstream_url(self.bases[kind], head.target.split("?", 1)[0], head.query))
-        if is_websocket(head):  # the Responses API over WebSocket: relayed both ways, each call recorded
+        # the Responses API over WebSocket (its path, upgraded): relayed both ways, each call recorded
+        if head.is_websocket and detect_api("POST", head.path) == OPENAI_RESPONSES:
             await relay_websocket(
                 self.upstream, self.recorder, head, origin, target, self.read_timeout_s, reader, writer, kind
             )

@@ -27,7 +27,7 @@ from engine.proxy.recording.recorder import Recorder
 from engine.proxy.transport.connections import ConnectionPool, Origin
 from engine.proxy.transport.http1 import READ_SIZE, RequestHead
 from engine.proxy.transport.streams import answer_quietly, put
-from engine.proxy.wire import detect_api, error_body
+from engine.proxy.wire import error_body
 from engine.proxy.wire.api_names import OPENAI_RESPONSES
 
 #: Largest message kept for the recorder (bigger ones are relayed, not recorded).
@@ -37,14 +37,6 @@ FINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.inc
 _CLOSE, _TEXT, _CONTINUATION = 0x8, 0x1, 0x0
 #: Request headers not sent upstream on the upgrade (the relay's own host; no compression).
 _DROPPED = frozenset({b"host", b"sec-websocket-extensions", b"proxy-connection", b"proxy-authorization"})
-
-
-def is_websocket(head: RequestHead) -> bool:
-    """A WebSocket upgrade of a path the proxy records (the Responses API)."""
-    upgrade = (head.header(b"upgrade") or b"").lower()
-    return (
-        head.method == "GET" and upgrade == b"websocket" and detect_api("POST", head.path) == OPENAI_RESPONSES
-    )
 
 
 class FrameReader:
