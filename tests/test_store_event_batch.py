@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import engine.store.event_batch as event_batch_module
 import engine.store.sql_store as store_module
 from engine.errors import NotFoundError
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
@@ -94,7 +95,7 @@ def test_events_held_by_a_batch_are_what_a_read_gives_and_a_read_inside_sees_the
         assert [e.seq for e in stored.values()] == [0, 1, 2, 3, 4]
         for row in held:  # as the cost writer gets them: equal to the rows read back
             assert store._event_batch is None
-            built = store_module.stored_event(row)
+            built = store_module.EventBatch(store, None).stored(row)
             assert (
                 built
                 == stored[row[0]]
@@ -133,8 +134,8 @@ def test_a_batch_of_more_rows_than_it_holds_writes_what_event_by_event_recording
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rows are inserted every HELD_ROWS inside the one transaction: memory stays bounded, nothing changes
-    # a call's time is its event's when no message has one (the store stamps held events as it makes their rows)
-    monkeypatch.setattr(store_module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
+    for module in (store_module, event_batch_module):  # a call's time is its event's when no message has one
+        monkeypatch.setattr(module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
     # and each session's cost rows are written HELD_ROWS calls at a time, each chunk continuing the last
     events, messages = HELD_ROWS * 3 + 17, HELD_ROWS + 5
     batched = _record_many(tmp_path / "batched.db", events, messages)
