@@ -108,6 +108,11 @@ class SqlDatabase(Protocol):
 
     def close(self) -> None: ...
     def table_names(self) -> set[str]: ...
+    def write_lock(self) -> AbstractContextManager[Any]:
+        """Held by one thread around its whole write: the transaction and the cost rows written once it
+        commits (SQLite: the connection's lock; a server serialises what needs it by its own locks)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[Any]:
         """One write transaction (BEGIN … COMMIT, rolled back on an error) yielding its connection
         (``execute``, ``executemany``); the store calls it only when its thread has none open."""
