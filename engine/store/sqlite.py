@@ -163,6 +163,21 @@ def check_database_file(path: Path) -> None:
         )
 
 
+def use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (once per database: a database already in it is left alone).
+    Setting the mode takes an exclusive lock and does not wait out busy_timeout: a second opener of
+    the database (the proxy beside its live exporter), above all of a new one still being set up,
+    was told 'database is locked'; it retries until the first has set the mode, within the timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SqliteFile:
     """A session database file (:class:`engine.store.backend.SqlDatabase`): one connection for every
     thread (WAL lets readers run alongside), its lock held by the thread in a write transaction,
@@ -196,10 +211,7 @@ class SqliteFile:
             if not read_only:
                 if existed:
                     _check_integrity(self.conn, self.path)
-                # Setting the mode takes an exclusive lock and does not wait out busy_timeout: a second
-                # opener of a WAL database (the proxy beside its live exporter) failed 'database is locked'.
-                if str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                    self.conn.execute("PRAGMA journal_mode = WAL")
+                use_wal(self.conn)
                 self.conn.execute("PRAGMA synchronous = NORMAL")
                 apply_migrations(self.conn)
             else:
