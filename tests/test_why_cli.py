@@ -286,3 +286,22 @@ def test_a_session_is_named_the_same_way_in_why_report_and_inspect(tmp_path: Pat
     with contextlib.redirect_stderr(err):
         assert run(["why", db, sid, "--db", db])[0] == 2
     assert "name the database once" in err.getvalue()
+
+
+def test_inspect_says_an_imported_session_is_imported_and_how_it_ended(tmp_path: Path) -> None:
+    """An imported transcript's stored status ``active`` only means ctxdesk never closed it: ``inspect``
+    shows it as ``imported`` with the ending ``why`` gives, and a session ctxdesk ran keeps its own status."""
+    db = tmp_path / "imported.db"
+    transcript = CLAUDE / "compact_auto" / "transcripts" / "005e4ed3-208c-4f24-ac39-ceb1cfae1fa5.jsonl"
+    with SessionStore(db) as store:
+        import_file(transcript, store)
+    code, listing = run(["inspect", str(db)])
+    [row] = [line for line in listing.splitlines() if line.startswith("005e4ed3")]
+    assert code == 0 and " imported " in row and " active " not in row
+    code, shown = run(["inspect", str(db), "005e4ed3"])
+    why = run(["why", str(db), "005e4ed3"])[1]
+    ended = next(line.strip() for line in why.splitlines() if line.strip().startswith("ended: "))
+    assert code == 0 and "status imported" in shown
+    assert f"{ended} (details: ctxdesk why)" in shown.splitlines()
+    ran = run(["inspect", str(DEMO), "demo-small-window-final-5aacc716"])[1]
+    assert "status imported" not in ran and "ended: " not in ran

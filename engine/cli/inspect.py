@@ -28,7 +28,7 @@ def _print_session_list(store: Any, out: TextIO) -> None:
         last = requests[-1].components if requests and requests[-1].components else None
         rows.append(
             (
-                s.id, s.title or "", s.model or "", s.status, store.message_count(s.id), len(requests),
+                s.id, s.title or "", s.model or "", shown_status(s), store.message_count(s.id), len(requests),
                 sum(1 for e in events if e.kind == "compaction" and e.outcome == "compacted"),
                 last.total if last else None,
             )
@@ -37,13 +37,34 @@ def _print_session_list(store: Any, out: TextIO) -> None:
     print(format_table(headers, rows), file=out)
 
 
+def is_imported(session: Any) -> bool:
+    """A session read from an agent's transcript (source ``import:<format>``), not run or recorded by ctxdesk."""
+    return str(session.source).startswith("import:")
+
+
+def shown_status(session: Any) -> str:
+    """The status to print: an imported session's stored ``active`` only means ctxdesk never closed it (the
+    transcript cannot say whether the agent still runs), so it reads ``imported``."""
+    return "imported" if is_imported(session) and session.status == "active" else session.status
+
+
+def ended_line(store: Any, session_id: str) -> str:
+    """How an imported session ended, as ``ctxdesk why`` and the "Why did it stop?" page say it."""
+    from engine.explain import explain_store
+
+    ended = explain_store(store, [session_id]).sessions[0].ended
+    return f"ended: {ended.cause} at call {ended.call}: {ended.detail} (details: ctxdesk why)"
+
+
 def _print_session(store: Any, session: Any, out: TextIO, *, show_all: bool = False) -> None:
     print(f"session {session.id}  {session.title or ''}".rstrip(), file=out)
     print(
-        f"model {session.model or '-'}  provider {session.provider or '-'}  status {session.status}  "
+        f"model {session.model or '-'}  provider {session.provider or '-'}  status {shown_status(session)}  "
         f"messages {store.message_count(session.id):,}  tokenizer {session.tokenizer or '-'}",
         file=out,
     )
+    if is_imported(session):
+        print(ended_line(store, session.id), file=out)
     from engine.events import COMPONENTS  # pydantic's import is not paid by every CLI start
     from engine.report import cost_line, event_note, is_routine, messages_sent, session_cost_report
     from engine.store.costs import session_costs
