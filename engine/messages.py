@@ -131,11 +131,16 @@ class Message(BaseModel):
 
     @property
     def tool_use_ids(self) -> list[str]:
-        return [b.id for b in self.blocks if isinstance(b, ToolUseBlock)]
+        # the content itself, not `blocks`: text content holds no calls (and becomes no block)
+        if isinstance(self.content, str):
+            return []
+        return [b.id for b in self.content if isinstance(b, ToolUseBlock)]
 
     @property
     def tool_result_ids(self) -> list[str]:
-        return [b.tool_use_id for b in self.blocks if isinstance(b, ToolResultBlock)]
+        if isinstance(self.content, str):
+            return []
+        return [b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock)]
 
     @property
     def content_hash(self) -> str:

@@ -110,6 +110,11 @@ class RolloutReader:
         self.pending_compaction: dict[str, Any] | None = None  # set between `compacted` and its estimate
         self.children: dict[str, str] = {}  # sub-agent thread id -> the spawn call's id
         self.inheriting = False  # reading the parent history a forked sub-agent starts with
+        # Kept as they grow, so a cut-short turn costs its own messages, not the whole rollout's
+        # (a long rollout cut short often was quadratic): every call id a result answers so far,
+        # and the last message before which every call is answered or provider-run.
+        self.answered: set[str] = set()
+        self.settled: ParsedMessage | None = None
 
     # -- lines ---------------------------------------------------------------------------------
     def read(self, value: Any) -> None:
@@ -260,24 +265,26 @@ class RolloutReader:
         """A turn cut short: Codex answers each of its calls left without an output with the
         output ``aborted`` when it sends the history again (the rollout does not keep it)."""
         self._close_reply()
-        answered = {rid for pm in self.session.messages for rid in pm.message.tool_result_ids}
+        answered = self.answered
         open_calls = []
         for pm in reversed(self.session.messages):
-            if pm.starts_context:
+            if pm.starts_context or pm is self.settled:
                 break
             server_run = set(pm.message.meta.get("server_tool_use_ids") or ())
             open_calls += [u for u in pm.message.tool_use_ids if u not in answered and u not in server_run]
         if not open_calls:
+            # every call so far is answered or provider-run, and no message before the last gets calls
+            self.settled = self.session.messages[-1] if self.session.messages else None
             return
         results = [ToolResultBlock(tool_use_id=u, content="aborted") for u in reversed(open_calls)]
+        answered.update(open_calls)
         meta = {
             "codex_aborted": True,
             "not_in_file": True,
             **({"timestamp": self.timestamp} if self.timestamp else {}),
         }
-        self.session.messages.append(
-            ParsedMessage(build_message("user", results, where="turn_aborted", meta=meta))
-        )
+        self.settled = ParsedMessage(build_message("user", results, where="turn_aborted", meta=meta))
+        self.session.messages.append(self.settled)
 
     def _failed_call(self, error: dict[str, Any]) -> None:
         """A call Codex logs as failed (``task_complete.error``): a request event with
@@ -443,6 +450,7 @@ class RolloutReader:
             self._user([TextBlock(text=text)], where, meta, item)
             return
         result = ToolResultBlock(tool_use_id=str(call_id), content=text)
+        self.answered.add(result.tool_use_id)
         last = self.session.messages[-1] if self.session.messages else None
         if (
             last is not None
