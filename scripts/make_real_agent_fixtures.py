@@ -20,6 +20,8 @@ values are stored once under ``_shapes/<sha256>.json`` and replaced by ``{"$shap
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -421,9 +423,21 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
     }
 
 
+@contextlib.contextmanager
+def scenario_turn(name: str) -> Iterator[None]:
+    """Runs of one scenario take turns on this machine: its scratch folder is fixed, so a second
+    process running it at once (another test session) would overwrite the first one's HOME,
+    transcripts and request log; it waits for the first to finish instead."""
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    with (SCRATCH / f"claude-code-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def scratch_workspace(name: str, setup: Callable[[Path], None]) -> tuple[Path, Path, Path, Path]:
     """A fresh scratch folder for one run: (work, HOME, repository set up and git-initialised,
-    the server's log path). Other fixture scripts (scripts/make_why_fixtures.py) use it too."""
+    the server's log path); call it inside :func:`scenario_turn`. Other fixture scripts
+    (scripts/make_why_fixtures.py) use it too."""
     work = SCRATCH / "claude-code" / name
     shutil.rmtree(work, ignore_errors=True)
     home, repo = work / "home", work / "repo"
@@ -436,6 +450,11 @@ def scratch_workspace(name: str, setup: Callable[[Path], None]) -> tuple[Path, P
 
 def run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float = 300) -> Path:
     """Run one scenario with the real CLI; returns the fixture folder written."""
+    with scenario_turn(scenario.name):
+        return _run_claude_scenario(scenario, out_root, timeout=timeout)
+
+
+def _run_claude_scenario(scenario: Scenario, out_root: Path, *, timeout: float) -> Path:
     work, home, repo, log = scratch_workspace(scenario.name, scenario.setup)
     server = A.install(
         ScriptedServer(*scenario.replies(repo), default=A.text("OK."), log_path=log, name=scenario.name)

@@ -96,14 +96,13 @@ def scenarios() -> dict[str, WhyScenario]:
 
 
 def run(scenario: WhyScenario, out_root: Path = base.FIXTURES) -> Path:
-    work = base.SCRATCH / "claude-code" / f"why-{scenario.name}"
-    shutil.rmtree(work, ignore_errors=True)
-    home, repo = work / "home", work / "repo"
-    home.mkdir(parents=True)
-    repo.mkdir()
-    base._files(repo)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    log = work / "server.jsonl"
+    """Run one scenario with the real CLI (taking its turn on the fixed scratch folder)."""
+    with base.scenario_turn(f"why-{scenario.name}"):
+        return _run(scenario, out_root)
+
+
+def _run(scenario: WhyScenario, out_root: Path) -> Path:
+    work, home, repo, log = base.scratch_workspace(f"why-{scenario.name}", base._files)
     server = A.install(
         ScriptedServer(*scenario.replies(repo), default=A.text("OK."), log_path=log, name=scenario.name)
     )

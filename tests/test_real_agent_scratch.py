@@ -1,14 +1,20 @@
-"""Live runs of one Codex or Gemini CLI scenario take turns: their scratch folder is fixed, and two
-test sessions running the same scenario at once overwrote each other's chats and request log (the
-live Gemini compression test then found 5 calls in the file and 2 of them in the log)."""
+"""Live runs of one Codex, Gemini CLI or Claude Code scenario take turns: their scratch folder is fixed,
+and two test sessions running the same scenario at once overwrote each other's chats and request log
+(the live Gemini compression test then found 5 calls in the file and 2 of them in the log)."""
 
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from scripts.real_agents_codex_gemini import one_run_at_a_time
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @one_run_at_a_time("test-scratch-lock")
@@ -21,10 +27,20 @@ def _run(name: str, journal: Path) -> Path:
     return journal
 
 
-def test_two_processes_running_one_scenario_take_turns(tmp_path: Path) -> None:
+def _claude_code_run(name: str, journal: Path) -> Path:
+    """A Claude Code fixture runner's turn (scripts/make_real_agent_fixtures.py, make_why_fixtures.py)."""
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
+    import make_real_agent_fixtures
+
+    with make_real_agent_fixtures.scenario_turn("test-scratch-lock"):
+        return _run.__wrapped__(name, journal)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("runner", [_run, _claude_code_run], ids=["codex-gemini", "claude-code"])
+def test_two_processes_running_one_scenario_take_turns(tmp_path: Path, runner: Callable[..., Path]) -> None:
     journal = tmp_path / "journal"
     context = multiprocessing.get_context("spawn")
-    runs = [context.Process(target=_run, args=("same", journal)) for _ in range(2)]
+    runs = [context.Process(target=runner, args=("same", journal)) for _ in range(2)]
     for run in runs:
         run.start()
     for run in runs:
