@@ -13,6 +13,7 @@ import functools
 import heapq
 import logging
 import re
+import threading
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -60,10 +61,10 @@ _ANCHORS = (
     re.compile(r"x-(?:goog-)?api-key|authorization|bearer|://"),
 )
 _NAME_REACH = 16
-#: Both anchors in one pattern: on a short text one search that finds nothing is the whole cost (most
-#: stored texts are short and hold no credential; the two-pattern merge below costs ~10 µs per text).
+#: Both anchors in one pattern, to test whether a text holds one (:func:`_has_anchor`: most stored
+#: texts, long tool outputs too, hold none; the two-pattern merge below costs ~10 µs per text and a
+#: regex scan of every character of a long one).
 _ANY_ANCHOR = re.compile("|".join(a.pattern for a in _ANCHORS))
-_SHORT_TEXT = 4_096
 #: A key's first character follows none of these (the lookbehind of _KEYS).
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 #: Lowercases ASCII letters only: the text keeps its length, so spans found in it are the original's.
@@ -79,6 +80,8 @@ def redact_secrets(text: str) -> str:
     if len(text) <= _CACHED_CHARS:  # a model, a kind, a provider: the same few short texts row after row
         redacted = _redact_short(text)
         return text if redacted == text else redacted
+    if text in _clean:
+        return text
     return _redact(text)
 
 
@@ -87,12 +90,16 @@ _CACHED_CHARS = 64
 
 
 def _redact(text: str) -> str:
-    if _has_key(text):
+    has_key = _has_key(text)
+    if has_key:
         text = _KEYS.sub(REDACTED, text)
     lowered = text.lower()
-    if len(lowered) != len(text):  # a few non-ASCII letters lowercase to two characters
+    full = len(lowered) == len(text)
+    if not full:  # a few non-ASCII letters lowercase to two characters
         lowered = text.translate(_ASCII_LOWER)
-    if len(lowered) <= _SHORT_TEXT and not _has_anchor(lowered):
+    if not _has_anchor(lowered):  # most texts, long tool outputs too: substring searches, no regex scan
+        if full and not has_key:  # what _may_need_redaction tests: no key, no anchor
+            _remember_clean(text)
         return text
     out, pos, scanned = [], 0, 0
     anchors = heapq.merge(*(a.finditer(lowered) for a in _ANCHORS), key=lambda m: m.start())
@@ -198,9 +205,42 @@ def holds_no_secret(texts: Iterable[str | None]) -> bool:
 def _scanned_clean(texts: list[str]) -> bool:
     """True when one scan of ``texts`` together shows nothing to redact; False: maybe something (or
     too long to scan twice: see _ROW_SCAN_CHARS)."""
-    return not texts or (
-        sum(map(len, texts)) <= _ROW_SCAN_CHARS and not _may_need_redaction("\n".join(texts))
-    )
+    if not texts:
+        return True
+    if sum(map(len, texts)) > _ROW_SCAN_CHARS:
+        return False
+    joined = "\n".join(texts)
+    if joined in _clean:
+        return True
+    if _may_need_redaction(joined):
+        return False
+    _remember_clean(joined)
+    return True
+
+
+#: Texts at least this long that hold nothing to redact (:func:`_may_need_redaction` is False) are
+#: remembered, by the text itself (exact), up to _CLEAN_MAX_CHARS in all: a history repeats its
+#: texts (an agent's instructions every turn, a resumed session's copied conversation, a tool
+#: output in the message and in the exact request), and a lookup costs a hash, not a scan.
+_CLEAN_MIN_CHARS = 256
+_CLEAN_MAX_CHARS = 16_000_000
+_clean: dict[str, None] = {}
+_clean_chars = 0
+_clean_lock = threading.Lock()
+
+
+def _remember_clean(text: str) -> None:
+    global _clean_chars
+    if len(text) < _CLEAN_MIN_CHARS or len(text) > _CLEAN_MAX_CHARS // 4:
+        return
+    with _clean_lock:
+        if _clean_chars + len(text) > _CLEAN_MAX_CHARS:
+            for old in list(_clean)[: len(_clean) // 2 + 1]:  # the oldest half (insertion order)
+                _clean.pop(old, None)
+            _clean_chars = sum(map(len, _clean))
+        if text not in _clean:
+            _clean[text] = None
+            _clean_chars += len(text)
 
 
 #: A row's texts up to this many characters are scanned together first (:func:`redact_row`); a

@@ -85,3 +85,35 @@ def test_a_row_with_one_secret_among_clean_texts() -> None:
     assert redact_row(row) == [*row[:4], f"export API_KEY={REDACTED}"]
     assert redact_row(row, keys=(4,)) == list(row)  # a key is kept as it is
     assert not holds_no_secret(row[:2] + row[4:]) and holds_no_secret(row[:2])
+
+
+#: A tool output's worth of text without anything to redact, to make a text long enough to be remembered.
+FILLER = "def main():\n    return run(path, tokens=3)  # ctxdesk-real-agents\n" * 5
+
+
+@settings(max_examples=300, deadline=None)
+@given(ascii_texts, st.booleans())
+def test_a_long_text_is_redacted_alike_each_time_it_comes(text: str, first: bool) -> None:
+    """Long texts found clean are remembered (a history repeats them): the second time a text comes,
+    from redact_secrets or inside a row, the answer is the full scan's, secret or not."""
+    long = FILLER + text if first else text + FILLER
+    for _ in range(2):
+        assert redact_secrets(long) == _full_scan(long)
+        assert redact_row([long, "claude-sonnet-4-5"]) == [_full_scan(long), "claude-sonnet-4-5"]
+
+
+def test_only_clean_texts_are_remembered_and_the_memory_is_bounded(monkeypatch) -> None:
+    import engine.redact as redact
+
+    monkeypatch.setattr(redact, "_clean", {})
+    monkeypatch.setattr(redact, "_clean_chars", 0)
+    monkeypatch.setattr(redact, "_CLEAN_MAX_CHARS", 20 * len(FILLER))
+    secret = FILLER + "export API_KEY=abcdefgh12345678"
+    assert redact_secrets(secret) == FILLER + f"export API_KEY={REDACTED}"
+    assert secret not in redact._clean
+    for n in range(100):
+        text = f"{FILLER}{n}"
+        assert redact_secrets(text) is text
+        assert text in redact._clean  # the newest is kept
+        assert redact._clean_chars == sum(map(len, redact._clean)) <= redact._CLEAN_MAX_CHARS
+    assert len(redact._clean) < 20
