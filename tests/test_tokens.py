@@ -38,6 +38,7 @@ from engine.tokens import (
     build_encoding,
     get_encoding,
     get_tokenizer,
+    parse_bpe,
     read_bundled_bpe,
     tokenizer_id_for_model,
     tokenizer_ids,
@@ -128,6 +129,18 @@ def test_corrupt_tiktoken_cache_file_is_not_trusted(empty_tiktoken_cache: Path) 
     (empty_tiktoken_cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(b"garbage")
     encoding = build_encoding("cl100k_base")
     assert encoding.encode_ordinary("hello world") == [15339, 1917]
+
+
+def test_bpe_ranks_are_read_as_tiktoken_reads_them() -> None:
+    import base64
+
+    contents = read_bundled_bpe("cl100k_base")
+    expected = {
+        base64.b64decode(t): int(r) for t, r in (line.split() for line in contents.splitlines() if line)
+    }
+    assert list(parse_bpe(contents).items()) == list(expected.items())
+    with pytest.raises(ValueError):
+        parse_bpe(contents + b"\nQUJD")  # a token without its rank
 
 
 @pytest.mark.parametrize("name", ["p50k_base", "gpt2", "nonsense"])
