@@ -26,6 +26,7 @@ from bench.common import RESULTS_DIR
 from bench.report import Table, ms, ratio, render_markdown, timed
 from dashboard import data
 from engine.store.schema import apply_migrations
+from engine.store.sqlite_rollups import backfill
 
 FULL = (1_000, 200)  # sessions, messages per session
 QUICK = (50, 100)
@@ -114,6 +115,7 @@ def build_store(path: Path, sessions: int, per_session: int, seed: int = 0) -> d
         " sha256, preview, content, tokens, created_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         blob_rows,
     )
+    backfill(conn)  # the per-session totals the store keeps (these inserts bypass its transaction), as m008
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -40,6 +40,7 @@ STRUCTURAL = {
         "session_id", "system_key", "system_hash", "tools_hash", "messages_key", "message_hashes_json",
         "body_keys_json", "cache_control_json", "request_sha256", "started_utc",
     },
+    "_session_rollups": {"session_id"},  # derived totals: the only text is the session id
     "request_costs": {
         "session_id", "call_utc", "day", "priced_as", "price_source", "cache_cause", "cache_explanation",
         "computed_utc",

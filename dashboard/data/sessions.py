@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pandas as pd
 
+from dashboard.data import postgres
 from dashboard.data.connection import (
-    each_db,
     has_databases,
     parse_details,
     query_frame,
@@ -19,7 +19,7 @@ from dashboard.data.connection import (
     table_rows,
 )
 from engine.errors import ValidationError
-from engine.store import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
+from engine.store import LIMIT_BASE, ROLLUP_TABLE, SESSION_TOTALS, rollup_sql, totals_sql
 
 if TYPE_CHECKING:  # annotations only: the findings load in a child process (dashboard.actions)
     from engine.findings import Finding
@@ -51,12 +51,13 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per session across every database, aggregated in SQL (no message content read)."""
     if not has_databases(con):
         return pd.DataFrame(columns=list(SESSION_COLUMNS))
-    # Per-session totals (engine.store.pg_rollups): grouped inside each SQLite file, where indexes
-    # cover them; read from the totals a PostgreSQL server keeps (10,000 rows, not millions).
+    # Per-session totals (engine.store.pg_rollups): read from the totals the store keeps
+    # (_session_rollups: 10,000 rows, not millions), kept by a PostgreSQL server and by the SQLite
+    # store since m008; grouped inside a SQLite file an older ctxdesk wrote, where indexes cover them.
     parts, params = [], []
+    kept = _kept_totals(con)
     for table in SESSION_TOTALS:
-        types = {"session_id": "VARCHAR"} | {c: ROLLUP_TYPES.get(c, "BIGINT") for c in SESSION_TOTALS[table]}
-        sql, p = each_db(con, totals_sql(table), types, postgres_sql=rollup_sql(table))
+        sql, p = _totals_of(con, table, kept)
         parts.append(sql)
         params += p
     m, e, b = parts
@@ -85,6 +86,34 @@ def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         """,
         params,
     )
+
+
+def _kept_totals(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Aliases of the attached databases whose store keeps ``_session_rollups``: a PostgreSQL
+    server, a SQLite file written since migration m008."""
+    kept = set()
+    for alias, path in con.execute("SELECT alias, path FROM databases").fetchall():
+        if (
+            postgres.is_database_url(path)
+            or con.execute(
+                "SELECT count(*) FROM sqlite_query(?, ?)",
+                [alias, f"SELECT 1 FROM sqlite_master WHERE name = '{ROLLUP_TABLE}'"],
+            ).fetchone()[0]
+        ):
+            kept.add(alias)
+    return kept
+
+
+def _totals_of(con: duckdb.DuckDBPyConnection, table: str, kept: set[str]) -> tuple[str, list[Any]]:
+    """The totals of ``table``, one row per session of every database (with its ``db``): the kept
+    rows (:func:`engine.store.rollup_sql`) where there are, else grouped inside the file."""
+    types = {"session_id": "VARCHAR"} | {c: ROLLUP_TYPES.get(c, "BIGINT") for c in SESSION_TOTALS[table]}
+    casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in types.items())
+    parts, params = [], []
+    for db, alias, path in con.execute("SELECT db, alias, path FROM databases ORDER BY alias").fetchall():
+        parts.append(f"SELECT {sql_string(db)} AS db, {casts} FROM {postgres.query_function(path)}(?, ?)")
+        params += [alias, rollup_sql(table) if alias in kept else totals_sql(table)]
+    return "(" + " UNION ALL ".join(parts) + ")", params
 
 
 def resolve_session_link(link: str, overview: pd.DataFrame) -> tuple[str, str] | None:

@@ -17,6 +17,7 @@ _OWNERS: dict[str, str] = {
     "RequestRecord": "engine.store.payloads",
     "StoredRequest": "engine.store.payloads",
     "LIMIT_BASE": "engine.store.pg_rollups",
+    "ROLLUP_TABLE": "engine.store.pg_rollups",
     "SESSION_TOTALS": "engine.store.pg_rollups",
     "rollup_sql": "engine.store.pg_rollups",
     "totals_sql": "engine.store.pg_rollups",
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time these load 
     from engine.store.backend import SessionStoreBackend
     from engine.store.copy import copy_database
     from engine.store.payloads import RequestRecord, StoredRequest
-    from engine.store.pg_rollups import LIMIT_BASE, SESSION_TOTALS, rollup_sql, totals_sql
+    from engine.store.pg_rollups import LIMIT_BASE, ROLLUP_TABLE, SESSION_TOTALS, rollup_sql, totals_sql
     from engine.store.records import (
         BlobRecord,
         ContextState,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time these load 
 
 __all__ = [
     "LIMIT_BASE",
+    "ROLLUP_TABLE",
     "SCHEMA_VERSION",
     "SESSION_TOTALS",
     "TABLE_NAMES",

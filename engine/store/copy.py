@@ -21,12 +21,14 @@ from typing import Any
 
 from engine.errors import NotADatabaseError, StoreError
 from engine.redact import redact_row
+from engine.store.pg_rollups import ROLLUP_TABLE
 from engine.store.sql_store import SqlSessionStore
 from engine.store.sqlite import check_database_file
 
 #: on_progress(done, total, label): called after each session.
 Progress = Callable[[int, int, str], None]
-SKIP_TABLES = frozenset({"_migrations", "sqlite_sequence"})
+#: Not copied: the migrations' own, and derived totals (the destination keeps its own).
+SKIP_TABLES = frozenset({"_migrations", "sqlite_sequence", ROLLUP_TABLE})
 
 
 @dataclass

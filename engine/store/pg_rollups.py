@@ -1,6 +1,7 @@
-"""Per-session totals for the Sessions page, defined once: aggregated on the fly from a SQLite file,
-kept by PostgreSQL itself in ``_session_rollups`` (so a team store's page reads 10,000 rows, not
-2,000,000 messages and 500,000 events).
+"""Per-session totals for the Sessions page, defined once: kept in ``_session_rollups`` by PostgreSQL
+itself and by the SQLite store's write transaction (engine/store/sqlite_rollups.py), aggregated on the
+fly from a file an older ctxdesk wrote (so the page reads 10,000 rows, not 2,000,000 messages and
+500,000 events).
 
 ``_session_rollups`` is derived data, like an index: statement-level triggers on ``messages``,
 ``context_events`` and ``tool_result_blobs`` merge each inserted batch's totals in, and recount the
@@ -13,6 +14,7 @@ here is valid in both SQLite and PostgreSQL.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from engine.limit import LIMIT_SQL
@@ -77,9 +79,11 @@ def rollup_sql(table: str) -> str:
     return f"SELECT session_id, {', '.join(names)} FROM {ROLLUP_TABLE} WHERE {present}"
 
 
-def _merge_sql(table: str, rows: str) -> str:
+def _merge_sql(table: str, rows: str, *, dialect: Callable[[str], str] = str) -> str:
+    """Merge the totals of ``table`` over ``rows`` into ``_session_rollups`` (an upsert by session);
+    ``dialect`` rewrites each merge expression for a database that spells it otherwise (SQLite)."""
     names = list(SESSION_TOTALS[table])
-    merge = ", ".join(f"{name} = {how}" for name, (_, how) in SESSION_TOTALS[table].items())
+    merge = ", ".join(f"{name} = {dialect(how)}" for name, (_, how) in SESSION_TOTALS[table].items())
     return (
         f"INSERT INTO {ROLLUP_TABLE} AS r (session_id, {', '.join(names)}) {totals_sql(table, rows=rows)}"
         f" ON CONFLICT (session_id) DO UPDATE SET {merge}"

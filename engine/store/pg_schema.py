@@ -95,6 +95,11 @@ def m007_messages_excluded(conn: Any) -> None:
     conn.execute(f"ALTER TABLE context_events ADD COLUMN IF NOT EXISTS {column.name} {pg_type(column.type)}")
 
 
+def m008_session_rollups(conn: Any) -> None:
+    """Nothing: a PostgreSQL server keeps ``_session_rollups`` by its own triggers, created and
+    back-filled when a store opens it for writing (engine.store.pg_rollups.ensure_rollups)."""
+
+
 PG_MIGRATIONS: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("m001_initial", m001_initial),
     ("m002_request_payloads", m002_request_payloads),
@@ -103,6 +108,7 @@ PG_MIGRATIONS: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("m005_request_costs_writer_index", m005_request_costs_writer_index),
     ("m006_component_residual", m006_component_residual),
     ("m007_messages_excluded", m007_messages_excluded),
+    ("m008_session_rollups", m008_session_rollups),
 )
 
 

@@ -55,10 +55,10 @@ def postgres_markdown() -> str:
             " every message prints a URL or DSN as `user:***@` / `password=***`.",
             "- Row ids come from identity columns; `ctxdesk migrate` renumbers them and rewrites the"
             " references (`event_id`); sessions keep their ids.",
-            "- `_session_rollups` (one row per session: messages, last_turn, peak_usage_pct, peak_tokens,"
-            " last_limit, compactions, forced_final, skipped_provider, offloaded_bytes, blobs) is derived"
-            " data kept by statement-level triggers for the dashboard's Sessions page"
-            " (`engine/store/pg_rollups.py`); SQLite computes the same totals on the fly.",
+            "- `_session_rollups` (the columns above) is kept by statement-level triggers"
+            " (`engine/store/pg_rollups.py`), created and back-filled when a store opens the server for"
+            " writing (migration `m008_session_rollups` does nothing there); a SQLite file's store keeps"
+            " it in its write transaction (`engine/store/sqlite_rollups.py`).",
             "",
         ]
     )

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.store.sqlite_rollups import backfill
+
 #: ``PRAGMA application_id`` of every ctxdesk database ("CTXD").
 APPLICATION_ID = 0x43545844
 
@@ -566,6 +568,54 @@ def m007_messages_excluded(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE context_events ADD COLUMN {EXCLUDED_COLUMN.name} {EXCLUDED_COLUMN.type}")
 
 
+#: Table of migration m008_session_rollups: the Sessions page's per-session totals, kept by the store
+#: (engine/store/sqlite_rollups.py; a PostgreSQL server keeps the same table: engine/store/pg_rollups.py).
+TABLES_M008 = (
+    Table(
+        "_session_rollups",
+        "Per-session totals the Sessions page reads (derived data, like an index: kept by the store's write "
+        "transaction from the rows it inserts and deletes; each total defined once in "
+        "engine.store.pg_rollups.SESSION_TOTALS). No row for a session with no messages, events or blobs.",
+        (
+            _c(
+                "session_id",
+                "TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE",
+                "The session (its row goes with it).",
+            ),
+            _c("messages", "INTEGER NOT NULL DEFAULT 0", "Messages in the transcript."),
+            _c("last_turn", "INTEGER", "Highest turn_index of its messages (turns = last_turn + 1)."),
+            _c(
+                "peak_usage_pct",
+                "REAL",
+                "Highest projected_tokens * 100 / limit of its request events (limit: engine.limit.LIMIT_SQL).",
+            ),
+            _c("peak_tokens", "INTEGER", "Highest projected_tokens of its request events."),
+            _c(
+                "last_limit",
+                "INTEGER",
+                "seq * 10,000,000,000 + limit of its latest request event with a limit (limit = last_limit % that).",
+            ),
+            _c("compactions", "INTEGER NOT NULL DEFAULT 0", "Compaction events with outcome compacted."),
+            _c("forced_final", "INTEGER NOT NULL DEFAULT 0", "Guard events with outcome forced_final."),
+            _c(
+                "skipped_provider",
+                "INTEGER NOT NULL DEFAULT 0",
+                "Guard events with outcome skipped_provider.",
+            ),
+            _c("offloaded_bytes", "INTEGER NOT NULL DEFAULT 0", "Bytes of its offloaded tool outputs."),
+            _c("blobs", "INTEGER NOT NULL DEFAULT 0", "Offloaded tool outputs (tool_result_blobs rows)."),
+        ),
+    ),
+)
+
+
+def m008_session_rollups(conn: sqlite3.Connection) -> None:
+    """Create _session_rollups and back-fill it from the rows already there."""
+    for table in TABLES_M008:
+        conn.execute(table.create_sql())
+    backfill(conn)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
@@ -575,6 +625,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m005_request_costs_writer_index", m005_request_costs_writer_index),
     ("m006_component_residual", m006_component_residual),
     ("m007_messages_excluded", m007_messages_excluded),
+    ("m008_session_rollups", m008_session_rollups),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

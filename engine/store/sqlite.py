@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
+from engine.store import sqlite_rollups
 from engine.store.blobs import BLOB_COLUMNS
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.store.sql_store import PREVIEW_CHARS, READ_PAGE_ROWS, SqlSessionStore, message_kind
@@ -214,6 +215,7 @@ class SqliteFile:
                 use_wal(self.conn)
                 self.conn.execute("PRAGMA synchronous = NORMAL")
                 apply_migrations(self.conn)
+                sqlite_rollups.watch(self.conn)
             else:
                 self._check_tables()
         except sqlite3.DatabaseError as exc:
@@ -238,7 +240,8 @@ class SqliteFile:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE), the connection's lock held until it ends."""
+        """One write transaction (BEGIN IMMEDIATE), the connection's lock held until it ends; before
+        it commits, the per-session totals of the rows it wrote (:mod:`engine.store.sqlite_rollups`)."""
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
         with self._lock:
@@ -247,7 +250,9 @@ class SqliteFile:
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot start a write transaction ({exc})", path=str(self.path)) from exc
             try:
+                marks = sqlite_rollups.begin(self.conn)
                 yield self.conn
+                sqlite_rollups.merge(self.conn, marks)
             except (sqlite3.Error, UnicodeDecodeError) as exc:
                 self._rollback()  # SQLite may have rolled back already (disk full, I/O error)
                 if isinstance(exc, UnicodeDecodeError) or _NOT_UTF8 in str(exc):  # a read met a damaged page
