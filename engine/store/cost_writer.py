@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 from engine.cache_analysis import (
     PREFIX_RESET_EVENTS,
@@ -65,6 +65,12 @@ LAST_CACHE_WRITER_SQL = last_cache_writer_sql()
 
 def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> int:
     """Insert cost rows (as :func:`engine.rollup.cost_rows` gives them) of one session; rows written."""
+    return insert_cost_values(conn, p, cost_row_values(rows, session_id, now))
+
+
+def cost_row_values(rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> list[list[Any]]:
+    """The ``request_costs`` values (:data:`_COLUMNS` order, redacted) of cost rows of one session;
+    ``now`` (``computed_utc``) last."""
     values = []
     for row in rows:
         value = list(_row_values(row))  # every column but the two added here, in _COLUMNS order
@@ -72,12 +78,121 @@ def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], sessi
         value.insert(1, session_id)
         value.append(now)
         values.append(redact_row(value, keys=_KEPT))
+    return values
+
+
+def insert_cost_values(conn: Any, p: str, values: Sequence[Sequence[Any]]) -> int:
+    """Insert :func:`cost_row_values`; rows written."""
     if values:
         conn.executemany(
             f"INSERT INTO {COST_TABLE} ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",
             values,
         )
     return len(values)
+
+
+#: Where a cost row's ``event_id``, ``call_index`` and ``cache_write_{5m,1h}_tokens`` are in its values.
+VALUE_EVENT_ID, VALUE_CALL_INDEX = _COLUMNS.index("event_id"), _COLUMNS.index("call_index")
+_VALUE_WRITE_5M, _VALUE_WRITE_1H = (
+    _COLUMNS.index("cache_write_5m_tokens"),
+    _COLUMNS.index("cache_write_1h_tokens"),
+)
+
+
+class CostReads(Protocol):
+    """What pricing a session's new calls reads of what is stored before them: the database
+    (:class:`DatabaseReads`), or what a worker pricing part of them was given (engine.store.cost_lanes)."""
+
+    def last_cost(self) -> tuple[int, int] | None:
+        """(event_id, call_index) of the session's last cost row."""
+
+    def request_before(self, seq: int) -> int | None:
+        """The id of the session's last request event with usage before ``seq``."""
+
+    def event(self, event_id: int) -> StoredEvent:
+        """A stored event by id."""
+
+    def resets(self, after_seq: int, before_seq: int, kinds: Sequence[str]) -> list[StoredEvent]:
+        """The session's events of ``kinds`` strictly between two seqs."""
+
+    def message_times(self, seqs: Sequence[int]) -> dict[int, str]:
+        """{seq: the ``timestamp`` its stored meta holds} of messages of the session."""
+
+    def session(self) -> tuple[str | None, str | None] | None:
+        """(model, source) of the session."""
+
+    def last_writer_1h(self) -> bool | None:
+        """Whether the session's last call that wrote the cache wrote 1h tokens; None: none did."""
+
+
+class DatabaseReads:
+    """:class:`CostReads` of a session in a database (a store or the database it holds: ``tx_rows``,
+    ``P``), inside ``conn``'s transaction."""
+
+    def __init__(self, store: Any, conn: Any, session_id: str) -> None:
+        self.store, self.conn, self.session_id, self.p = store, conn, session_id, store.P
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.store.tx_rows(self.conn, sql, params)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        found = self._rows(sql, params)
+        return found[0] if found else None
+
+    def last_cost(self) -> tuple[int, int] | None:
+        last = self._one(
+            f"SELECT event_id, call_index FROM {COST_TABLE} WHERE session_id = {self.p}"
+            " ORDER BY call_index DESC LIMIT 1",
+            (self.session_id,),
+        )
+        return (last["event_id"], last["call_index"]) if last is not None else None
+
+    def request_before(self, seq: int) -> int | None:
+        p = self.p
+        before = self._one(
+            f"SELECT id FROM context_events WHERE session_id = {p} AND seq < {p} AND kind = 'request'"
+            " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
+            (self.session_id, seq),
+        )
+        return before["id"] if before is not None else None
+
+    def event(self, event_id: int) -> StoredEvent:
+        return event_from_row(self._one(f"SELECT * FROM context_events WHERE id = {self.p}", (event_id,)))
+
+    def resets(self, after_seq: int, before_seq: int, kinds: Sequence[str]) -> list[StoredEvent]:
+        p = self.p
+        return list(
+            map(
+                event_from_row,
+                self._rows(
+                    f"SELECT * FROM context_events WHERE session_id = {p} AND seq > {p} AND seq < {p}"
+                    f" AND kind IN ({', '.join([p] * len(kinds))})",
+                    (self.session_id, after_seq, before_seq, *kinds),
+                ),
+            )
+        )
+
+    def message_times(self, seqs: Sequence[int]) -> dict[int, str]:
+        p = self.p
+        times: dict[int, str] = {}
+        for chunk in range(0, len(seqs), _IN_CHUNK):
+            part = seqs[chunk : chunk + _IN_CHUNK]
+            for r in self._rows(
+                f"SELECT seq, meta_json FROM messages WHERE session_id = {p} AND seq IN ({', '.join([p] * len(part))})",
+                (self.session_id, *part),
+            ):
+                meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
+                if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
+                    times[int(r["seq"])] = meta["timestamp"]
+        return times
+
+    def session(self) -> tuple[str | None, str | None] | None:
+        found = self._one(f"SELECT model, source FROM sessions WHERE id = {self.p}", (self.session_id,))
+        return (found["model"], found["source"]) if found is not None else None
+
+    def last_writer_1h(self) -> bool | None:
+        writer = self._one(last_cache_writer_sql(self.p), (self.session_id,))
+        return bool(writer["cache_write_1h_tokens"]) if writer is not None else None
 
 
 def record_request_costs(
@@ -96,79 +211,56 @@ def record_request_costs(
     migration m003), nothing is written and ``refresh_request_costs`` fills the gap. Returns the
     number of rows written. ``written``: events as the store wrote them (not read back)."""
     p = store.P
-
-    def rows(sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return store.tx_rows(conn, sql, params)
-
-    def one(sql: str, params: Sequence[Any] = ()) -> Any:
-        found = rows(sql, params)
-        return found[0] if found else None
-
     if not event_ids:
         return 0
     written = written or {}
     new: list[Any] = [written[i] for i in event_ids if i in written]
     unread = [i for i in event_ids if i not in written]
-    new = [e for e in new if e.kind == "request" and e.usage is not None]
     for chunk in range(0, len(unread), _IN_CHUNK):
         ids = unread[chunk : chunk + _IN_CHUNK]
-        found = rows(f"SELECT * FROM context_events WHERE id IN ({', '.join([p] * len(ids))})", tuple(ids))
-        new += [e for e in map(event_from_row, found) if e.kind == "request" and e.usage is not None]
+        found = store.tx_rows(
+            conn, f"SELECT * FROM context_events WHERE id IN ({', '.join([p] * len(ids))})", tuple(ids)
+        )
+        new += map(event_from_row, found)
+    values = price_new_calls(DatabaseReads(store, conn, session_id), session_id, new, utc_now())
+    return insert_cost_values(conn, p, values)
+
+
+def price_new_calls(reads: CostReads, session_id: str, events: Sequence[Any], now: str) -> list[list[Any]]:
+    """The cost rows' values (:func:`cost_row_values`) of a session's new request events, priced after
+    what ``reads`` says is stored before them; none when earlier calls have no rows."""
+    new = sorted((e for e in events if e.kind == "request" and e.usage is not None), key=lambda e: e.seq)
     if not new:
-        return 0
-    new.sort(key=lambda e: e.seq)
-    last = one(
-        f"SELECT * FROM {COST_TABLE} WHERE session_id = {p} ORDER BY call_index DESC LIMIT 1", (session_id,)
-    )
-    before = one(
-        f"SELECT id FROM context_events WHERE session_id = {p} AND seq < {p} AND kind = 'request'"
-        " AND provider_input_tokens IS NOT NULL ORDER BY seq DESC LIMIT 1",
-        (session_id, new[0].seq),
-    )
-    if (last["event_id"] if last is not None else None) != (before["id"] if before is not None else None):
-        return 0  # earlier calls have no rows (made before m003): refresh_request_costs fills them
+        return []
+    last = reads.last_cost()
+    if (last[0] if last is not None else None) != reads.request_before(new[0].seq):
+        return []  # earlier calls have no rows (made before m003): refresh_request_costs fills them
     # the previous call (when it has a row), then the compactions between calls: a compaction
     # before the session's first call does not mark it
     events = list(new)
     prev = None
     if last is not None:
-        prev = event_from_row(one(f"SELECT * FROM context_events WHERE id = {p}", (last["event_id"],)))
+        prev = reads.event(last[0])
         events.append(prev)
-    kinds = sorted(PREFIX_RESET_EVENTS)
-    events += map(
-        event_from_row,
-        rows(
-            f"SELECT * FROM context_events WHERE session_id = {p} AND seq > {p} AND seq < {p}"
-            f" AND kind IN ({', '.join([p] * len(kinds))})",
-            (session_id, prev.seq if prev is not None else new[0].seq, new[-1].seq, *kinds),
-        ),
+    events += reads.resets(
+        prev.seq if prev is not None else new[0].seq, new[-1].seq, sorted(PREFIX_RESET_EVENTS)
     )
     # the messages' times, for the calls whose event gives no time of its own (call_records' fallback)
     seqs = sorted({
         e.message_seq for e in events
         if e.kind == "request" and e.message_seq is not None and parse_utc((e.details or {}).get("call_utc")) is None
     })  # fmt: skip
-    times: dict[int, str] = {}
-    for chunk in range(0, len(seqs), _IN_CHUNK):
-        part = seqs[chunk : chunk + _IN_CHUNK]
-        for r in rows(
-            f"SELECT seq, meta_json FROM messages WHERE session_id = {p} AND seq IN ({', '.join([p] * len(part))})",
-            (session_id, *part),
-        ):
-            meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
-            if isinstance(meta, dict) and isinstance(meta.get("timestamp"), str):
-                times[int(r["seq"])] = meta["timestamp"]
-    session = one(f"SELECT model, source FROM sessions WHERE id = {p}", (session_id,))
+    times = reads.message_times(seqs) if seqs else {}
+    session = reads.session()
     calls = call_records(
-        events, message_times=times, default_model=session["model"] if session else None,
-        event_time_is_call_time=event_time_is_call_time(session["source"] if session else None),
+        events, message_times=times, default_model=session[0] if session else None,
+        event_time_is_call_time=event_time_is_call_time(session[1] if session else None),
     )  # fmt: skip
-    index = last["call_index"] + 1 if last is not None else 0
+    index = last[1] + 1 if last is not None else 0
     previous = _at_index(calls[0], index - 1) if prev is not None else None
     if prev is not None:
         calls = calls[1:]
-    writer = one(last_cache_writer_sql(p), (session_id,))
-    ttl = TTL_1H_S if writer is not None and writer["cache_write_1h_tokens"] else TTL_5M_S
+    ttl = TTL_1H_S if reads.last_writer_1h() else TTL_5M_S
     currents, classified = [], []
     for offset, call in enumerate(calls):
         current = _at_index(call, index + offset)
@@ -178,7 +270,17 @@ def record_request_costs(
             ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
         previous = current
     cost = cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
-    return insert_cost_rows(conn, p, cost, session_id, utc_now())
+    return cost_row_values(cost, session_id, now)
+
+
+def last_written(values: Sequence[Sequence[Any]]) -> tuple[tuple[int, int] | None, bool | None]:
+    """((event_id, call_index) of the last of cost rows' values, whether the last of them that wrote
+    the cache wrote 1h tokens (None: none did)): what :class:`CostReads` reads once they are stored."""
+    last = (values[-1][VALUE_EVENT_ID], values[-1][VALUE_CALL_INDEX]) if values else None
+    for value in reversed(values):
+        if value[_VALUE_WRITE_5M] + value[_VALUE_WRITE_1H] > 0:
+            return last, bool(value[_VALUE_WRITE_1H])
+    return last, None
 
 
 def _at_index(call: CallRecord, index: int) -> CallRecord:

@@ -31,7 +31,7 @@ from engine.messages import Message, ToolResultBlock, is_tool_result_only, is_us
 from engine.redact import redact_row
 from engine.store.backend import SqlDatabase
 from engine.store.blobs import blob_pieces, blob_stats
-from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, event_row, stored_event
+from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, event_row
 from engine.store.payloads import (
     RequestRecord,
     StoredRequest,
@@ -208,22 +208,15 @@ class SqlSessionStore:
         written, self._local.written_events = self._written_events, {}
         if not pending:
             return
-        from engine.store.cost_writer import record_request_costs  # cost analysis loaded on first use
+        from engine.store.cost_lanes import record_session_costs  # cost analysis loaded on first use
 
         try:
             with self.transaction() as conn:
                 for session_id, event_ids in pending.items():
                     # a chunk at a time (each one continues from the rows of the last): the calls, cost
-                    # rows and verdicts of half a million calls are never all in memory at once
-                    for start in range(0, len(event_ids), HELD_ROWS):
-                        chunk = event_ids[start : start + HELD_ROWS]
-                        record_request_costs(
-                            self._db,  # its marker and reader: the cost writer never calls the store back
-                            conn,
-                            session_id,
-                            chunk,
-                            written={i: stored_event(written.pop(i)) for i in chunk if i in written},
-                        )
+                    # rows and verdicts of half a million calls are never all in memory at once; a big
+                    # session's second half priced in a worker meanwhile (engine.store.cost_lanes)
+                    record_session_costs(self._db, conn, session_id, event_ids, written, chunk=HELD_ROWS)
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
 
