@@ -30,7 +30,7 @@ from engine.importers.formats.codex.items import (
     tool_use_of,
 )
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
-from engine.importers.parsing.readers import as_count, build_message, provider_of
+from engine.importers.parsing.readers import as_count, build_message, message_of, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 Line = tuple[int, Any]
@@ -434,7 +434,9 @@ class RolloutReader:
             meta["item_id"] = item["id"]
         if self.timestamp:
             meta["timestamp"] = self.timestamp
-        self.session.messages.append(ParsedMessage(build_message("user", content, where=where, meta=meta)))
+        self.session.messages.append(
+            ParsedMessage(message_of("user", content, id=None, meta=meta, where=where))
+        )
 
     def _output(self, item: dict[str, Any], where: str) -> None:
         self._close_reply()
@@ -458,11 +460,11 @@ class RolloutReader:
             and last.message.tool_result_ids
             and not last.starts_context
         ):
-            last.message = last.message.with_content([*last.message.blocks, result])
+            last.message = _with_blocks(last.message, [result])
         else:
             meta = {"timestamp": self.timestamp} if self.timestamp else {}
             self.session.messages.append(
-                ParsedMessage(build_message("user", [result], where=where, meta=meta))
+                ParsedMessage(message_of("user", [result], id=None, meta=meta, where=where))
             )
 
     def _tool_use(self, item: dict[str, Any]) -> ToolUseBlock:
@@ -488,14 +490,14 @@ class RolloutReader:
             call = None if replay else CallInfo(model=self.model, context_window=self.window)
             if call is not None and self.timestamp:
                 call.details["call_utc"] = self.timestamp
-            message = build_message("assistant", blocks, where=f"{item.get('type')} item", meta=meta)
+            message = message_of("assistant", blocks, id=None, meta=meta, where=f"{item.get('type')} item")
             self.open_reply = ParsedMessage(message, call=call)
             self.session.messages.append(self.open_reply)
             if call is not None:
                 self.awaiting_usage.append(self.open_reply)
         else:
             reply = self.open_reply
-            reply.message = reply.message.with_content([*reply.message.blocks, *blocks])
+            reply.message = _with_blocks(reply.message, blocks)
         if encrypted:
             meta = dict(self.open_reply.message.meta)
             meta["encrypted_reasoning_chars"] = meta.get("encrypted_reasoning_chars", 0) + len(encrypted)
@@ -530,3 +532,9 @@ class RolloutReader:
                     session.metadata["cwd"] = found.group(1).strip()
                     break
         return session
+
+
+def _with_blocks(message: Any, blocks: list[Any]) -> Any:
+    """``message.with_content`` with ``blocks`` added, not validated again (our own valid blocks:
+    :func:`message_of`): a reply grows block by block, each added line revalidated the whole reply."""
+    return message_of(message.role, [*message.blocks, *blocks], id=message.id, meta=message.meta, where="")
