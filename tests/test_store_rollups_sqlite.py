@@ -4,6 +4,7 @@ path a file written by an older ctxdesk takes), after any mix of the store's wri
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import sqlite3
@@ -221,3 +222,55 @@ def test_merges_are_spelled_for_sqlite_with_nulls_ignored(how: str, sqlite: str)
         for old, new, expected in ((None, 3, 3), (4, None, 4), (4, 3, 4), (None, None, None)):
             row = conn.execute(f"SELECT {sqlite_merge('greatest(r.x, excluded.x)').replace('r.x', '?1').replace('excluded.x', '?2')}", (old, new)).fetchone()  # fmt: skip
             assert row[0] == expected
+
+
+def _proxied(turn: int) -> Any:
+    """A proxied Anthropic call of turn ``turn`` (its history grows by a turn each call)."""
+    from engine.proxy.recording.exchange import new_exchange
+
+    history: list[dict[str, Any]] = []
+    for i in range(turn + 1):
+        history += [{"role": "user", "content": f"step {i}"}] + (
+            [{"role": "assistant", "content": "ok"}] if i < turn else []
+        )
+    body = {"model": "claude-sonnet-4-20250514", "max_tokens": 100, "messages": history}
+    exchange = new_exchange(
+        "anthropic_messages",
+        "POST",
+        "/v1/messages",
+        {"x-ctxdesk-session": "proxied"},
+        json.dumps(body).encode(),
+    )
+    exchange.status, exchange.response_headers = 200, {"content-type": "application/json"}
+    answer = {
+        "id": f"msg_{turn}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1_000 * (3 - turn), "output_tokens": 2},
+    }  # fmt: skip
+    exchange.response_chunks = [json.dumps(answer).encode()]
+    return exchange
+
+
+def test_the_engine_the_dashboard_action_and_the_proxy_writes_keep_the_totals(tmp_path: Path) -> None:
+    """The session manager's writes (guard stops, compactions, offloaded outputs), a compaction the
+    dashboard applies through the engine, and calls the proxy records: both read paths agree."""
+    from dashboard import actions
+    from engine.proxy.recording.sessions import SessionResolver
+    from engine.proxy.recording.writer import ExchangeWriter
+    from tests.dashboard_fixture import write_dashboard_db
+
+    path = tmp_path / "store.db"
+    ids = write_dashboard_db(path)
+    assert actions.apply_compaction(path, ids["refactor"], strategy="truncate") is not None
+    with SessionStore(path) as store:
+        writer = ExchangeWriter(store, SessionResolver())
+        for turn in range(3):
+            writer.write(_proxied(turn))
+    frame = assert_both_paths_agree(path, tmp_path / "old").set_index("session_id")
+    refactor = frame.loc[ids["refactor"]]
+    assert (
+        refactor["compactions"] == 2
+        and refactor["forced_final"] == 1
+        and refactor["offloaded_bytes"] > 40_000
+    )
+    assert (frame["source"] == "proxy").any()
