@@ -29,7 +29,7 @@ from engine.store.cost_writer import (
     price_new_calls,
     record_request_costs,
 )
-from engine.store.event_batch import stored_event
+from engine.store.event_batch import EVENT_COLUMNS, stored_event
 from engine.store.records import StoredEvent, utc_now
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,9 @@ logger = logging.getLogger(__name__)
 #: one costs more than it saves).
 LANE_MIN_CALLS = 16_384
 #: Calls before the second half looked at (newest first) to find the last cache writer the worker
-#: starts from; past them it takes the one stored before the pass (checked afterwards either way).
-WRITER_LOOKBACK = 2_000
+#: starts from (None: all); past them it takes the one stored before the pass (checked afterwards
+#: either way).
+WRITER_LOOKBACK: int | None = None
 
 
 def record_session_costs(
@@ -202,14 +203,19 @@ class _Lane:
 
 #: Where a held event row's ``seq`` is among EVENT_COLUMNS.
 _SEQ = 1
+#: Where a held event row (``id`` then EVENT_COLUMNS) holds the cache tokens its call created.
+_CACHE_CREATION = EVENT_COLUMNS.index("provider_cache_creation_tokens") + 1
 
 
 def _last_writer_1h(first_half: list[int], written: dict[int, tuple[Any, ...]]) -> bool | None:
-    """Whether the first half's last call that writes the cache writes 1h tokens (its last
-    :data:`WRITER_LOOKBACK` calls looked at); None: none of those writes."""
-    for event_id in reversed(first_half[-WRITER_LOOKBACK:]):
-        (call,) = call_records([stored_event(written[event_id])]) or (None,)
-        if call is not None and call.cost.cache_write_5m_tokens + call.cost.cache_write_1h_tokens > 0:
+    """Whether the first half's last call that writes the cache writes 1h tokens (of its last
+    :data:`WRITER_LOOKBACK` calls, all when None); None: none of those writes. A call writes the
+    cache when its usage says it created some (engine.cost.split_cache_writes): only that one is priced."""
+    looked_at = first_half if WRITER_LOOKBACK is None else first_half[-WRITER_LOOKBACK:]
+    for event_id in reversed(looked_at):
+        row = written[event_id]
+        if row[_CACHE_CREATION]:
+            (call,) = call_records([stored_event(row)])
             return bool(call.cost.cache_write_1h_tokens)
     return None
 
