@@ -274,3 +274,28 @@ def test_the_engine_the_dashboard_action_and_the_proxy_writes_keep_the_totals(tm
         and refactor["offloaded_bytes"] > 40_000
     )
     assert (frame["source"] == "proxy").any()
+
+
+def test_imports_and_a_reimport_that_replaces_a_tail_keep_the_totals(tmp_path: Path) -> None:
+    """The real agents' fixtures and a generated Claude Code session imported; then the session's
+    last 100 lines rewritten (other prompts, other usage, 50 lines fewer) and imported again: the
+    replaced tail is deleted and written anew, and both read paths still agree."""
+    from bench.bench_reliability import claude_code_lines
+    from engine.importers import folder_files, import_files
+
+    fixtures = Path(__file__).parent / "fixtures" / "real_agents"
+    source = tmp_path / "lines.jsonl"
+    claude_code_lines(source, 400)
+    path = tmp_path / "store.db"
+    with SessionStore(path) as store:
+        import_files([*folder_files(fixtures), source], store, on_error=lambda p, e: None)
+    before = overview(path).set_index("session_id").loc["s-lines"]
+    lines = source.read_text().splitlines(keepends=True)
+    tail = [line.replace("run the check", "run it again").replace('"input_tokens": 3', '"input_tokens": 9')
+            for line in lines[300:350]]  # fmt: skip
+    source.write_text("".join(lines[:300] + tail))
+    with SessionStore(path) as store:
+        import_files([source], store, on_error=lambda p, e: None)
+    after = assert_both_paths_agree(path, tmp_path / "old").set_index("session_id").loc["s-lines"]
+    assert (before["messages"], after["messages"]) == (400, 350)
+    assert after["peak_tokens"] != before["peak_tokens"]
