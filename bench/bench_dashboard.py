@@ -1,7 +1,8 @@
 """Dashboard queries on a large store: ``python -m bench.bench_dashboard [--quick]``.
 
 Builds a session database in the real schema (1,000 sessions / 200,000 messages; ``--quick``:
-50 / 5,000) with bulk ``executemany``, then times what the dashboard does (attach through DuckDB's
+50 / 5,000) with bulk ``executemany`` (the per-session totals the store keeps back-filled, as
+migration m008 does), then times what the dashboard does (attach through DuckDB's
 sqlite scanner, the Sessions page aggregate, one session's timeline and the messages a turn sent)
 against a baseline measured in the same run: a naive pandas read of every row through sqlite3,
 then the same aggregates in pandas; and the first paint in a real browser (bench/first_paint.py).

@@ -121,9 +121,11 @@ PAGE_SIZES, PAGE_QUICK, PAGE_GOAL_MS = (10_000, 200), (500, 40), 300.0
 
 
 def sessions_page_row(folder: Path, sessions: int, per_session: int) -> list[Any]:
-    """#33: ``sessions_overview`` (the Sessions page's one query) on a store of ``sessions`` x
-    ``per_session`` messages (bench_dashboard.build_store), warm best of 3, beside the baseline of a
-    plain count of the messages per session through the same DuckDB connection (one full scan)."""
+    """#33: ``sessions_overview`` (the Sessions page's one query: the per-session totals the store
+    keeps, ``_session_rollups``) on a store of ``sessions`` x ``per_session`` messages
+    (bench_dashboard.build_store), warm best of 3, beside the baseline of a plain count of the
+    messages per session through the same DuckDB connection (one full scan: about what the page
+    cost when it aggregated the rows itself)."""
     from bench.bench_dashboard import build_store
     from bench.report import timed
     from dashboard import data
