@@ -79,7 +79,7 @@ def rollup_sql(table: str) -> str:
     return f"SELECT session_id, {', '.join(names)} FROM {ROLLUP_TABLE} WHERE {present}"
 
 
-def _merge_sql(table: str, rows: str, *, dialect: Callable[[str], str] = str) -> str:
+def upsert_sql(table: str, rows: str, *, dialect: Callable[[str], str] = str) -> str:
     """Merge the totals of ``table`` over ``rows`` into ``_session_rollups`` (an upsert by session);
     ``dialect`` rewrites each merge expression for a database that spells it otherwise (SQLite)."""
     names = list(SESSION_TOTALS[table])
@@ -106,14 +106,14 @@ def rollup_statements() -> list[str]:
         function = f"{ROLLUP_TABLE}_{table}"
         out += [
             f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$"
-            f" BEGIN {_merge_sql(table, 'new_rows')}; RETURN NULL; END $$",
+            f" BEGIN {upsert_sql(table, 'new_rows')}; RETURN NULL; END $$",
             f"CREATE TRIGGER {function} AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows"
             f" FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
             f"CREATE OR REPLACE FUNCTION {function}_deleted() RETURNS trigger LANGUAGE plpgsql AS $$"
             f" BEGIN {_recount_sql(table)}; RETURN NULL; END $$",
             f"CREATE TRIGGER {function}_deleted AFTER DELETE ON {table} REFERENCING OLD TABLE AS old_rows"
             f" FOR EACH STATEMENT EXECUTE FUNCTION {function}_deleted()",
-            _merge_sql(table, table),  # back-fill the rows already there
+            upsert_sql(table, table),  # back-fill the rows already there
         ]
     return out
 
@@ -127,7 +127,7 @@ def _recount_sql(table: str) -> str:
         for name, (agg, _) in SESSION_TOTALS[table].items()
     )
     left = f"(SELECT * FROM {table} WHERE {touched}) AS left_rows"
-    return f"UPDATE {ROLLUP_TABLE} SET {reset} WHERE {touched}; {_merge_sql(table, left)}"
+    return f"UPDATE {ROLLUP_TABLE} SET {reset} WHERE {touched}; {upsert_sql(table, left)}"
 
 
 def rollup_version() -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from engine.store.pg_rollups import ROLLUP_TABLE, SESSION_TOTALS, _merge_sql
+from engine.store.pg_rollups import ROLLUP_TABLE, SESSION_TOTALS, upsert_sql
 
 #: Source tables whose inserted rows are merged as a delta past the ids noted when the
 #: transaction began (their ids are AUTOINCREMENT).
@@ -38,7 +38,7 @@ def sqlite_merge(how: str) -> str:
 def merge_sql(table: str, rows: str) -> str:
     """Merge the totals of ``table`` over ``rows`` (a table or a parenthesised subquery) into
     ``_session_rollups``, in SQLite."""
-    return _merge_sql(table, rows, dialect=sqlite_merge)
+    return upsert_sql(table, rows, dialect=sqlite_merge)
 
 
 def backfill(conn: sqlite3.Connection) -> None:
