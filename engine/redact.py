@@ -80,7 +80,7 @@ def redact_secrets(text: str) -> str:
     if len(text) <= _CACHED_CHARS:  # a model, a kind, a provider: the same few short texts row after row
         redacted = _redact_short(text)
         return text if redacted == text else redacted
-    if text in _clean:
+    if _known.get(text, _MAYBE) != _MAYBE:
         return text
     return _redact(text)
 
@@ -99,7 +99,7 @@ def _redact(text: str) -> str:
         lowered = text.translate(_ASCII_LOWER)
     if not _has_anchor(lowered):  # most texts, long tool outputs too: substring searches, no regex scan
         if full and not has_key:  # what _may_need_redaction tests: no key, no anchor
-            _remember_clean(text)
+            _remember(text, _NOTHING)
         return text
     out, pos, scanned = [], 0, 0
     anchors = heapq.merge(*(a.finditer(lowered) for a in _ANCHORS), key=lambda m: m.start())
@@ -112,7 +112,11 @@ def _redact(text: str) -> str:
         group = "value" if match.start("value") >= 0 else "password"
         out += [text[pos : match.start(group)], REDACTED]
         pos = scanned = match.end(group)
-    return "".join(out) + text[pos:] if out else text
+    if out:
+        return "".join(out) + text[pos:]
+    if not has_key:
+        _remember(text, _KEPT)
+    return text
 
 
 _redact_short = functools.lru_cache(maxsize=16_384)(_redact)
@@ -210,37 +214,44 @@ def _scanned_clean(texts: list[str]) -> bool:
     if sum(map(len, texts)) > _ROW_SCAN_CHARS:
         return False
     joined = "\n".join(texts)
-    if joined in _clean:
-        return True
+    known = _known.get(joined)
+    if known is not None and known != _KEPT:
+        return known == _NOTHING
     if _may_need_redaction(joined):
+        if known is None:
+            _remember(joined, _MAYBE)
         return False
-    _remember_clean(joined)
+    _remember(joined, _NOTHING)
     return True
 
 
-#: Texts at least this long that hold nothing to redact (:func:`_may_need_redaction` is False) are
-#: remembered, by the text itself (exact), up to _CLEAN_MAX_CHARS in all: a history repeats its
-#: texts (an agent's instructions every turn, a resumed session's copied conversation, a tool
-#: output in the message and in the exact request), and a lookup costs a hash, not a scan.
-_CLEAN_MIN_CHARS = 256
-_CLEAN_MAX_CHARS = 16_000_000
-_clean: dict[str, None] = {}
-_clean_chars = 0
-_clean_lock = threading.Lock()
+#: What is known of a text of at least _KNOWN_MIN_CHARS, by the text itself (exact), up to
+#: _KNOWN_MAX_CHARS in all: a history repeats its texts (tool definitions each session, an agent's
+#: instructions every turn, a resumed session's copied conversation, a tool output in the message
+#: and in the exact request), and a lookup costs a hash, not a scan. _NOTHING: nothing to redact
+#: in it nor in any piece of it (:func:`_may_need_redaction` is False); _KEPT: redact_secrets
+#: leaves it as it is (it names a credential with no value: "the refresh_token: see below");
+#: _MAYBE: a row's texts joined, to be redacted text by text.
+_NOTHING, _KEPT, _MAYBE = 2, 1, 0
+_KNOWN_MIN_CHARS = 256
+_KNOWN_MAX_CHARS = 16_000_000
+_known: dict[str, int] = {}
+_known_chars = 0
+_known_lock = threading.Lock()
 
 
-def _remember_clean(text: str) -> None:
-    global _clean_chars
-    if len(text) < _CLEAN_MIN_CHARS or len(text) > _CLEAN_MAX_CHARS // 4:
+def _remember(text: str, verdict: int) -> None:
+    global _known_chars
+    if len(text) < _KNOWN_MIN_CHARS or len(text) > _KNOWN_MAX_CHARS // 4:
         return
-    with _clean_lock:
-        if _clean_chars + len(text) > _CLEAN_MAX_CHARS:
-            for old in list(_clean)[: len(_clean) // 2 + 1]:  # the oldest half (insertion order)
-                _clean.pop(old, None)
-            _clean_chars = sum(map(len, _clean))
-        if text not in _clean:
-            _clean[text] = None
-            _clean_chars += len(text)
+    with _known_lock:
+        if text not in _known:
+            if _known_chars + len(text) > _KNOWN_MAX_CHARS:
+                for old in list(_known)[: len(_known) // 2 + 1]:  # the oldest half (insertion order)
+                    _known.pop(old, None)
+                _known_chars = sum(map(len, _known))
+            _known_chars += len(text)
+        _known[text] = verdict
 
 
 #: A row's texts up to this many characters are scanned together first (:func:`redact_row`); a

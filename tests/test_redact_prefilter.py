@@ -102,18 +102,25 @@ def test_a_long_text_is_redacted_alike_each_time_it_comes(text: str, first: bool
         assert redact_row([long, "claude-sonnet-4-5"]) == [_full_scan(long), "claude-sonnet-4-5"]
 
 
-def test_only_clean_texts_are_remembered_and_the_memory_is_bounded(monkeypatch) -> None:
+def test_only_texts_left_as_they_are_are_remembered_and_the_memory_is_bounded(monkeypatch) -> None:
     import engine.redact as redact
 
-    monkeypatch.setattr(redact, "_clean", {})
-    monkeypatch.setattr(redact, "_clean_chars", 0)
-    monkeypatch.setattr(redact, "_CLEAN_MAX_CHARS", 20 * len(FILLER))
+    monkeypatch.setattr(redact, "_known", {})
+    monkeypatch.setattr(redact, "_known_chars", 0)
+    monkeypatch.setattr(redact, "_KNOWN_MAX_CHARS", 20 * len(FILLER))
     secret = FILLER + "export API_KEY=abcdefgh12345678"
-    assert redact_secrets(secret) == FILLER + f"export API_KEY={REDACTED}"
-    assert secret not in redact._clean
+    for _ in range(2):
+        assert redact_secrets(secret) == FILLER + f"export API_KEY={REDACTED}"
+        assert redact_row([secret, "x"]) == [FILLER + f"export API_KEY={REDACTED}", "x"]
+    assert redact._known.get(secret) is None
+    named = FILLER + "the refresh_token: see below"  # a credential's name, no value: kept as it is
+    for _ in range(2):
+        assert redact_secrets(named) is named
+        assert redact_row([named, secret]) == [named, FILLER + f"export API_KEY={REDACTED}"]
+    assert redact._known[named] == redact._KEPT
     for n in range(100):
         text = f"{FILLER}{n}"
         assert redact_secrets(text) is text
-        assert text in redact._clean  # the newest is kept
-        assert redact._clean_chars == sum(map(len, redact._clean)) <= redact._CLEAN_MAX_CHARS
-    assert len(redact._clean) < 20
+        assert redact._known[text] == redact._NOTHING  # the newest is kept
+        assert redact._known_chars == sum(map(len, redact._known)) <= redact._KNOWN_MAX_CHARS
+    assert len(redact._known) < 20
