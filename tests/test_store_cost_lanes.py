@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engine.errors import StoreError
 from engine.importers import folder_files, import_files
 from engine.store import cost_lanes, sql_store
 from engine.store.factory import open_store
@@ -163,3 +164,36 @@ def test_refused_lane_is_priced_here(tmp_path: Path, monkeypatch: pytest.MonkeyP
     serial, lanes, spy = both_ways(tmp_path, monkeypatch, [path], root, chunk=16)
     assert lanes == serial
     assert spy.refusals == ["cost lane of s-lanes not used: its start differs; priced here"]
+
+
+def test_a_failing_first_half_ends_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's error still surfaces (the events stay, their cost rows are left to a refresh),
+    and the worker pricing the second half is ended, not left waiting to send its rows."""
+    root = tmp_path / "fx"
+    root.mkdir()
+    path = root / "s.jsonl"
+    session_lines(path, 3_000, writes_1h_until=10)  # the second half's rows fill the pipe: its sender waits
+    monkeypatch.setattr(sql_store, "HELD_ROWS", 256)
+    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 2)
+    lanes: list[Any] = []
+    start = cost_lanes._Lane.start.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        cost_lanes._Lane, "start", classmethod(lambda cls, *a: lanes.append(start(cls, *a)) or lanes[-1])
+    )
+    calls = 0
+    price_here = cost_lanes._price_here
+
+    def failing(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise StoreError("disk full")
+        price_here(*args)
+
+    monkeypatch.setattr(cost_lanes, "_price_here", failing)
+    with open_store(tmp_path / "out.db") as store:
+        import_files([path], store)
+        assert len(store.list_events(store.list_sessions()[0].id, kind="request")) == 3_000
+    assert len(lanes) == 1 and lanes[0] is not None
+    assert not lanes[0].process.is_alive()
+    assert lanes[0].process.exitcode is not None

@@ -59,8 +59,13 @@ def record_session_costs(
     lanes (the module's docstring); the rows are the same."""
     chunks = [list(event_ids[s : s + chunk]) for s in range(0, len(event_ids), chunk)]
     lane = _Lane.start(db, conn, session_id, chunks, written) if len(event_ids) >= LANE_MIN_CALLS else None
-    for part in chunks if lane is None else chunks[: lane.first]:
-        _price_here(db, conn, session_id, part, written)
+    try:
+        for part in chunks if lane is None else chunks[: lane.first]:
+            _price_here(db, conn, session_id, part, written)
+    except BaseException:
+        if lane is not None:
+            lane.stop()  # not left waiting to send what nobody reads
+        raise
     if lane is None:
         return
     values = lane.result()
@@ -189,6 +194,12 @@ class _Lane:
         process.start()
         sender.close()
         return cls(first, (last, bool(writer_1h)), process, receiver)
+
+    def stop(self) -> None:
+        """End the worker unread."""
+        self.pipe.close()
+        self.process.terminate()
+        self.process.join()
 
     def result(self) -> list[list[list[Any]]] | None:
         """The worker's values, chunk by chunk; None when it gave up or failed."""
