@@ -15,8 +15,12 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.store.records import WriteMarks
 
 from engine.errors import ContextDeskError
 
@@ -145,9 +149,25 @@ def _do_why(db_path: str, session_ids: list[str] | None, detail: bool) -> Any:
         return explain_store(store, session_ids, detail=detail)
 
 
-def _do_endings(db_paths: list[str]) -> Any:
-    """How every session of each database ended (no compaction detail), in one worker for all of them."""
-    return {path: _do_why(path, None, False) for path in db_paths}
+def _do_endings(asks: dict[str, EndingsAsk]) -> dict[str, EndingsReply]:
+    """How the sessions of each database ended (no compaction detail), in one worker for all of them:
+    those the asker has not read, those written since its marks, and those it names as stale."""
+    from dashboard.actions import EndingsReply as Reply  # by its module's name: this one runs as __main__
+    from engine.explain import explain_store
+    from engine.store.factory import open_store
+
+    replies = {}
+    for path, ask in asks.items():
+        with open_store(path, read_only=True) as store:
+            marks, written = store.written_since(ask.marks)  # first: a later write is seen next time
+            ids = tuple(s.id for s in store.list_sessions())
+            # Ids are never used twice: marks that fell mean the newest rows went (or another file is there).
+            fell = ask.marks is not None and not ask.marks <= marks
+            known = frozenset() if fell else ask.known
+            wanted = [sid for sid in ids if sid not in known or sid in written or sid in ask.stale]
+            report = explain_store(store, wanted, detail=False)
+        replies[path] = Reply(marks, ids, {s.session_id: s for s in report.sessions})
+    return replies
 
 
 def _do_replay(db_path: str, session_id: str, variants: list[Any], resolved: Any) -> Any:
@@ -201,9 +221,29 @@ def why(db_path: str | os.PathLike[str], session_ids: list[str] | None = None, *
     return _run("why", str(db_path), session_ids, detail)
 
 
-def endings(db_paths: list[str | os.PathLike[str]]) -> Any:
-    """{database path: engine.explain.WhyReport without detail} for every session, in one worker."""
-    return _run("endings", [str(p) for p in db_paths])
+@dataclass(frozen=True)
+class EndingsAsk:
+    """What the dashboard already knows of one database's endings: the write marks it read them at
+    (None: nothing yet), the sessions it holds explanations of, and those it knows are stale."""
+
+    marks: WriteMarks | None = None
+    known: frozenset[str] = frozenset()
+    stale: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class EndingsReply:
+    """One database's answer: its write marks (read before anything else), every session id in the
+    store's order, and the explanations (without detail) of the sessions that needed one."""
+
+    marks: WriteMarks
+    session_ids: tuple[str, ...]
+    explained: dict[str, Any]  # session id -> engine.explain.SessionExplanation
+
+
+def endings(asks: dict[str, EndingsAsk]) -> dict[str, EndingsReply]:
+    """How the sessions of each database (by path) ended, read again only where needed, in one worker."""
+    return _run("endings", {str(p): ask for p, ask in asks.items()})
 
 
 def replay(

@@ -52,13 +52,13 @@ _DONE = threading.Event()
 WAIT_S = 60.0
 
 
-def session_endings(db_paths: Mapping[str, str | Path]) -> pd.DataFrame:
+def session_endings(db_paths: Mapping[str, str | Path], overview: pd.DataFrame) -> pd.DataFrame:
     """``dashboard.data.why.ended``, one read at a time in this process: a run that asks while another
-    (a second browser tab) reads them waits, then finds them cached, rather than starting a second worker."""
+    (a second browser tab) reads them waits, then finds them read, rather than starting a second worker."""
     from dashboard.data import why as why_data
 
     with _ENDINGS_LOCK:
-        return why_data.ended(db_paths)
+        return why_data.ended(db_paths, overview)
 
 
 def expect_warm_up() -> None:

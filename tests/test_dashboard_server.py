@@ -162,7 +162,7 @@ def test_the_warm_up_reads_the_overview_and_starts_no_worker(tmp_path: Path) -> 
         "    raise SystemExit('a worker process was started')\n"
         "subprocess.run = no_worker\n"
         "failed = warm.warm_up()\n"
-        "print(failed, why_data._endings.cache_info().currsize, len(state.overview()))\n"
+        "print(failed, len(why_data._READ), len(state.overview()))\n"
     )
     failed, cached, sessions = _python(code, data).rsplit(" ", 2)
     assert failed == "[]"

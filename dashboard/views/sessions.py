@@ -173,7 +173,7 @@ if ended_how or len(df) <= why_view.ENDED_UP_FRONT:
             _caption(df, shown, kept)
             _table(shown)
     with st.spinner("Reading how each session ended…"):
-        df = why_view.with_ended(df, warm.session_endings(state.database_paths()))
+        df = why_view.with_ended(df, warm.session_endings(state.database_paths(), df))
     st.session_state[ENDINGS_READ_KEY] = True
     preview.empty()
 else:

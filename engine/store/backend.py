@@ -24,6 +24,7 @@ from engine.store.records import (
     StoredEvent,
     StoredMessage,
     ToolRecord,
+    WriteMarks,
 )
 from engine.tokens import Tokenizer
 
@@ -46,6 +47,7 @@ class SessionStoreBackend(Protocol):
     def get_session(self, session_id: str) -> SessionRecord: ...
     def list_sessions(self) -> list[SessionRecord]: ...
     def delete_session(self, session_id: str) -> None: ...
+    def written_since(self, marks: WriteMarks | None) -> tuple[WriteMarks, frozenset[str]]: ...
 
     def append_messages(
         self,
@@ -106,6 +108,9 @@ class SqlDatabase(Protocol):
     #: The driver's integrity violation (a missing session, a duplicate key).
     integrity_errors: tuple[type[BaseException], ...]
 
+    #: Whether a row committed later always has a higher id than every row committed before it
+    #: (SQLite: one writer at a time; PostgreSQL: transactions draw ids, then commit in any order).
+    ids_in_commit_order: bool
     def close(self) -> None: ...
     def table_names(self) -> set[str]: ...
     def write_lock(self) -> AbstractContextManager[Any]:

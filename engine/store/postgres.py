@@ -99,6 +99,7 @@ class PgServer:
 
     P = "%s"
     integrity_errors: tuple[type[BaseException], ...] = (psycopg.errors.IntegrityError,)
+    ids_in_commit_order = False
 
     def __init__(self, url: str, read_only: bool, max_size: int, timeout: float) -> None:
         """Connect (``timeout`` seconds at most), check the schema and migrate it unless ``read_only``;

@@ -235,6 +235,19 @@ class ToolRecord(_Row):
     definition: dict[str, Any] = {}
 
 
+class WriteMarks(_Row):
+    """Where a store's rows ended when read: its highest message id and highest event id."""
+
+    messages: int
+    events: int
+
+    def __le__(self, later: object) -> bool:
+        """True when ``later`` is where the same store's rows end after these (ids only grow)."""
+        if not isinstance(later, WriteMarks):
+            return NotImplemented
+        return self.messages <= later.messages and self.events <= later.events
+
+
 # -- row converters shared by the stores ---------------------------------------------------------
 
 

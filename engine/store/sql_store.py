@@ -48,6 +48,7 @@ from engine.store.records import (
     StoredEvent,
     StoredMessage,
     ToolRecord,
+    WriteMarks,
     constructed,
     content_from_json,
     event_from_row,
@@ -353,6 +354,27 @@ class SqlSessionStore:
     def delete_session(self, session_id: str) -> None:
         with self.transaction() as conn:
             conn.execute(f"DELETE FROM sessions WHERE id = {self.P}", (session_id,))
+
+    def written_since(self, marks: WriteMarks | None) -> tuple[WriteMarks, frozenset[str]]:
+        """Where the rows written so far end (the highest message and event ids: ids are never
+        reused, so on SQLite rows past them are exactly the rows written since), and the sessions
+        that have message or event rows past ``marks`` (none asked for when ``marks`` is None).
+        Where ids are not drawn in commit order (PostgreSQL) a row committed later can hide under
+        the marks: every session is reported."""
+        rows = self._read(
+            "SELECT (SELECT coalesce(max(id), 0) FROM messages), (SELECT coalesce(max(id), 0) FROM context_events)"
+        )
+        now = WriteMarks(messages=int(rows[0][0]), events=int(rows[0][1]))
+        if marks is None or (marks == now and self._db.ids_in_commit_order):
+            return now, frozenset()
+        if not self._db.ids_in_commit_order:
+            return now, frozenset(str(r[0]) for r in self._read("SELECT id FROM sessions"))
+        touched = self._read(
+            f"SELECT DISTINCT session_id FROM messages WHERE id > {self.P}"
+            f" UNION SELECT DISTINCT session_id FROM context_events WHERE id > {self.P}",
+            (marks.messages, marks.events),
+        )
+        return now, frozenset(str(r[0]) for r in touched)
 
     # -- transcript ----------------------------------------------------------------------
     def append_messages(

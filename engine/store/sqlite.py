@@ -186,6 +186,7 @@ class SqliteFile:
 
     P = "?"
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
+    ids_in_commit_order = True
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
