@@ -293,7 +293,7 @@ def history_import(quick: bool = False, megabytes: float | None = None) -> Table
     """#33: the cold import of a heavy user's history (bench.user_history: real transcripts copied
     with fresh ids, Claude Code, Codex and others) by ``ctxdesk import`` in a fresh process, beside a
     plain JSON parse of the same files and ccusage's cold report over its Claude Code + Codex part."""
-    from bench.user_history import build_history
+    from bench.user_history import build_history, distinct_sources, repeated_text_share
     from engine.importers import pool_size
 
     megabytes = megabytes or (QUICK_HISTORY_MB if quick else HISTORY_MB)
@@ -363,6 +363,13 @@ def history_import(quick: bool = False, megabytes: float | None = None) -> Table
             + "; ctxdesk counts exactly (tiktoken) and writes every message, call, cost row and exact request; "
             "ccusage sums the usage lines. 2 cores shared with other work: wall-clock figures vary with load"
         )  # fmt: skip
+        table.notes.append(
+            f"repetition: {repeated_text_share(files):.0%} of the characters of the history's long strings (256+ "
+            f"characters, JSON values) repeat an earlier one (its files are copies), "
+            f"{repeated_text_share(distinct_sources()):.0%} in the distinct real transcripts it is grown from "
+            "(system prompts, tool definitions and Codex's instructions come back session after session): the "
+            "importer's memories of texts (token counts, redaction verdicts) find more here than in a real history"
+        )
         table.notes.append(
             "peak RSS: the importing process's own VmHWM; worker peak: the largest parsing process's (forked from "
             "it, so pages it shares with the parent count in both); CPU s: user + system of the importing process and "

@@ -169,6 +169,55 @@ def _codex_copy(source: Path, sessions: Path, fresh: _Fresh, copy_no: int, long_
     return target
 
 
+def distinct_sources() -> list[Path]:
+    """The real transcripts the history is grown from, each once (distinct sessions)."""
+    return [path for paths in _sources().values() for path in paths]
+
+
+def repeated_text_share(paths: list[Path], *, min_chars: int = 256, max_bytes: int = 500 * MB) -> float:
+    """The share of the characters of the long strings (``min_chars`` or more) in these files' JSON
+    that repeat an earlier string of the files: what the importer's memories of texts (token counts,
+    redaction verdicts) find again. Read up to ``max_bytes`` of the files, in their order."""
+    seen: set[int] = set()
+    repeated = total = read = 0
+
+    def walk(value: object) -> None:
+        nonlocal repeated, total
+        if isinstance(value, str):
+            if len(value) >= min_chars:
+                total += len(value)
+                key = hash(value)
+                if key in seen:
+                    repeated += len(value)
+                seen.add(key)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in (f for p in paths for f in [p, *_companions(p)]):
+        if read >= max_bytes:
+            break
+        data = path.read_bytes()
+        read += len(data)
+        try:
+            walk(json.loads(data))
+        except ValueError:  # JSON Lines (or not JSON: skipped)
+            for line in data.splitlines():
+                try:
+                    walk(json.loads(line))
+                except ValueError:
+                    continue
+    return repeated / total if total else 0.0
+
+
+def _companions(path: Path) -> list[Path]:
+    folder = path.with_suffix("")
+    return sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []
+
+
 def _plain_copy(source: Path, folder: Path, fresh: _Fresh) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / source.name

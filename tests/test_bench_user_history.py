@@ -82,3 +82,19 @@ def test_a_long_codex_rollout_repeats_its_turns_with_fresh_call_ids(tmp_path: Pa
         and line["payload"].get("type") == "function_call"
     ]  # fmt: skip
     assert calls and len(calls) == len(set(calls))
+
+
+def test_the_repeated_share_counts_long_strings_seen_before(tmp_path: Path) -> None:
+    from bench.user_history import repeated_text_share
+
+    long = "a" * 300
+    (tmp_path / "one.jsonl").write_text(
+        json.dumps({"text": long, "short": "x" * 10}) + "\n" + json.dumps({"more": [long]}) + "\n"
+    )
+    (tmp_path / "two.json").write_text(json.dumps({"deep": {"list": [long, "c" * 300]}}))
+    files = [tmp_path / "one.jsonl", tmp_path / "two.json"]
+    # 4 long strings of 300 characters, 2 seen before; short ones left out
+    assert repeated_text_share(files) == 600 / 1200
+    assert repeated_text_share(files, min_chars=100) == 600 / 1200
+    assert repeated_text_share(files[:1]) == 300 / 600
+    assert repeated_text_share(files, min_chars=400) == 0.0
