@@ -42,5 +42,6 @@ PAGES = [
 ]
 
 pg = st.navigation(PAGES)
+state.pin_signature()
 state.sidebar()
 pg.run()

@@ -118,6 +118,17 @@ def signature() -> tuple[Any, ...]:
     return data.files_signature(paths())
 
 
+#: The databases' signature this run reads them at (app.py pins it before the sidebar).
+RUN_SIGNATURE_KEY = "_run_signature"
+
+
+def pin_signature() -> None:
+    """Read the databases' signature once for this run: the sidebar and the page then read one version
+    of the data (with an import committing beside the page, the sidebar said 211 sessions and the
+    page's metric 215)."""
+    st.session_state[RUN_SIGNATURE_KEY] = signature()
+
+
 def connection() -> duckdb.DuckDBPyConnection:
     """The shared connection for the current file versions; shows st.error and stops on failure."""
     try:
@@ -149,9 +160,10 @@ def query(
     function: Callable[Concatenate[duckdb.DuckDBPyConnection, P], T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
     """``function(cursor, *args)`` (a query of dashboard.data, e.g. ``query(data.timeline, db,
-    session_id)``), cached until a database file changes."""
+    session_id)``), cached until a database file changes (as of the run's pinned signature)."""
     name = f"{function.__module__}.{function.__qualname__}"
-    return _query(connection(), signature(), name, args, tuple(sorted(kwargs.items())), function)
+    pinned = st.session_state.get(RUN_SIGNATURE_KEY) or signature()
+    return _query(connection(), pinned, name, args, tuple(sorted(kwargs.items())), function)
 
 
 def overview() -> pd.DataFrame:
