@@ -216,7 +216,10 @@ def write_session(
             tokenizer=tokenizer.id, tokens_exact=tokenizer.exact, source=source, source_path=source_path,
             parent_session_id=parent_id, metadata=metadata,
         )  # fmt: skip
-    added = store.append_messages(session_id, messages[start:], tokenizer=tokenizer, usages=usages[start:])
+    added = store.append_messages(
+        session_id, messages[start:], tokenizer=tokenizer, usages=usages[start:],
+        counts=[pm.counted_parts(tokenizer.id) for pm in parsed.messages[start:]],
+    )  # fmt: skip
     rows = [*kept, *added]
     with store.batched_costs():  # the calls' request_costs rows in one pass, not one per event
         estimates = record_requests(

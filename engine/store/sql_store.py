@@ -384,12 +384,16 @@ class SqlSessionStore:
         *,
         tokenizer: Tokenizer,
         usages: Sequence[ProviderUsage | None] | None = None,
+        counts: Sequence[tuple[int, int] | None] | None = None,
     ) -> list[StoredMessage]:
-        """Append messages to the transcript, counting their tokens; returns the stored rows."""
+        """Append messages to the transcript, counting their tokens; returns the stored rows.
+        ``counts``: each message's (conversation, tool-result) tokens by ``tokenizer``
+        (``Tokenizer.count_message_parts``) where the caller counted it already (None: counted here)."""
         messages = list(messages)
         usages = list(usages) if usages is not None else [None] * len(messages)
-        if len(usages) != len(messages):
-            raise StoreError("usages must match messages one to one")
+        counted = list(counts) if counts is not None else [None] * len(messages)
+        if len(usages) != len(messages) or len(counted) != len(messages):
+            raise StoreError("usages and counts must match messages one to one")
         rows: list[StoredMessage] = []
         now = utc_now()
         with self.transaction() as conn:
@@ -406,10 +410,11 @@ class SqlSessionStore:
             seq, turn = (last[0] + 1, last[1]) if last else (0, 0)
             ids = self._db.reserve_ids(conn, "messages", len(messages)) if messages else []
             values: list[tuple[Any, ...]] = []
-            for message_id, message, usage in zip(ids, messages, usages, strict=True):
+            for message_id, message, usage, parts in zip(ids, messages, usages, counted, strict=True):
                 if seq > 0 and is_user_input(message):
                     turn += 1
-                talk, result_tokens = tokenizer.count_message_parts(message)  # one cached count
+                # the parse's count, else one cached count (a cache smaller than the session forgot the parse's)
+                talk, result_tokens = parts if parts is not None else tokenizer.count_message_parts(message)
                 tokens = talk + result_tokens
                 if message.role == "tool":  # the whole content is a result there; the column counts blocks
                     blocks = () if isinstance(message.content, str) else message.content

@@ -96,6 +96,17 @@ class ParsedMessage:
     pending_calls: list[CallInfo] = field(default_factory=list)
     starts_context: bool = False
     compaction: dict[str, Any] | None = None
+    #: (the message counted, the tokenizer's id, conversation tokens, tool-result tokens): the parse's
+    #: count of it (``Tokenizer.count_message_parts``), handed to the writer (:meth:`counted_parts`).
+    counted: tuple[Message, str, int, int] | None = None
+
+    def counted_parts(self, tokenizer_id: str) -> tuple[int, int] | None:
+        """The parse's (conversation, tool-result) tokens of this message by tokenizer
+        ``tokenizer_id``; None when it counted another (replaced since, or by another tokenizer)."""
+        counted = self.counted
+        if counted is None or counted[0] is not self.message or counted[1] != tokenizer_id:
+            return None
+        return counted[2], counted[3]
 
 
 @dataclass

@@ -252,6 +252,8 @@ def rebuild_calls(
     measured before it is carried after it (a context with no usage takes the last one measured)."""
     plan = context_plan(thread)
     counts = _Counts([pm.message for pm in thread.messages], tokenizer)
+    for pm, conversation, results in zip(thread.messages, counts.conv, counts.results, strict=True):
+        pm.counted = (pm.message, tokenizer.id, conversation, results)  # the writer's count of it
     starts = [i for i, pm in enumerate(thread.messages) if pm.starts_context]
     prefixes: dict[int, int] = {}
     contexts: list[int] = []
