@@ -40,6 +40,7 @@ BENCHMARKS = (
     ("proxy", "bench.bench_proxy"),
     ("otel", "bench.bench_otel"),
     ("import", "bench.bench_import"),
+    ("import", "bench.bench_from_all"),
     ("store_pg", "bench.bench_store_pg"),
     ("run_turn", "bench.bench_run_turn"),
     ("reliability", "bench.bench_reliability"),

@@ -117,15 +117,7 @@ def _paint(
         start_new_session=True,
     )
     try:
-        while True:
-            if proc.poll() is not None or time.monotonic() - start > START_TIMEOUT_S:
-                raise RuntimeError(f"the dashboard did not start: {' '.join(command)}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.02)
-        healthy = time.monotonic() - start
+        healthy = wait_healthy(proc, command, port, start)
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_selector("[data-testid='stMetric']", timeout=START_TIMEOUT_S * 1000)
         metric = time.monotonic() - start
@@ -137,6 +129,18 @@ def _paint(
     finally:
         page.close()
         _stop_group(proc)
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], command: list[str], port: int, start: float) -> float:
+    """Seconds from ``start`` until the server ``command`` started answers its health check."""
+    while True:
+        if proc.poll() is not None or time.monotonic() - start > START_TIMEOUT_S:
+            raise RuntimeError(f"the dashboard did not start: {' '.join(command)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1):
+                return time.monotonic() - start
+        except OSError:
+            time.sleep(0.02)
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
