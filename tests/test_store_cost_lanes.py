@@ -14,8 +14,10 @@ import pytest
 from engine.errors import StoreError
 from engine.importers import folder_files, import_files
 from engine.store import cost_lanes, sql_store
+from engine.store.cost_writer import _COLUMNS as COST_COLUMNS
 from engine.store.factory import open_store
 from tests.import_rows import table_rows
+from tests.pg_server import PG_MISSING_REASON, SKIP_UNLESS_PG, fresh_url
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -197,3 +199,26 @@ def test_a_failing_first_half_ends_the_worker(tmp_path: Path, monkeypatch: pytes
     assert len(lanes) == 1 and lanes[0] is not None
     assert not lanes[0].process.is_alive()
     assert lanes[0].process.exitcode is not None
+
+
+@pytest.mark.skipif(SKIP_UNLESS_PG, reason=PG_MISSING_REASON)
+def test_postgresql_session_priced_in_two_lanes_gives_the_same_cost_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    session_lines(path, 200, writes_1h_until=10, writes_5m_from=150)
+    monkeypatch.setattr(sql_store, "HELD_ROWS", 16)
+    rows: dict[bool, list[Any]] = {}
+    for lanes in (False, True):
+        monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 2 if lanes else 10**9)
+        spy = LaneSpy(monkeypatch)
+        with open_store(fresh_url()) as store:
+            import_files([path], store)
+            with store.transaction() as conn:
+                columns = [c for c in COST_COLUMNS if c not in ("computed_utc", "event_id")]
+                rows[lanes] = conn.execute(
+                    f"SELECT {', '.join(columns)} FROM request_costs ORDER BY call_index"
+                ).fetchall()
+        assert (spy.started, spy.kept) == ((1, 1) if lanes else (0, 0))
+    assert len(rows[True]) == 200
+    assert rows[True] == rows[False]
