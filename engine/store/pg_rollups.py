@@ -14,7 +14,7 @@ here is valid in both SQLite and PostgreSQL.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from engine.limit import LIMIT_SQL
@@ -79,11 +79,15 @@ def rollup_sql(table: str) -> str:
     return f"SELECT session_id, {', '.join(names)} FROM {ROLLUP_TABLE} WHERE {present}"
 
 
-def upsert_sql(table: str, rows: str, *, dialect: Callable[[str], str] = str) -> str:
+def upsert_sql(table: str, rows: str, *, merges: Mapping[str, str] | None = None) -> str:
     """Merge the totals of ``table`` over ``rows`` into ``_session_rollups`` (an upsert by session);
-    ``dialect`` rewrites each merge expression for a database that spells it otherwise (SQLite)."""
+    ``merges``: each column's merge expression as another database spells it (SQLite), else
+    :data:`SESSION_TOTALS`' own."""
     names = list(SESSION_TOTALS[table])
-    merge = ", ".join(f"{name} = {dialect(how)}" for name, (_, how) in SESSION_TOTALS[table].items())
+    spelled = (
+        merges if merges is not None else {name: how for name, (_, how) in SESSION_TOTALS[table].items()}
+    )
+    merge = ", ".join(f"{name} = {spelled[name]}" for name in names)
     return (
         f"INSERT INTO {ROLLUP_TABLE} AS r (session_id, {', '.join(names)}) {totals_sql(table, rows=rows)}"
         f" ON CONFLICT (session_id) DO UPDATE SET {merge}"

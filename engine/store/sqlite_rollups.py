@@ -39,7 +39,8 @@ def sqlite_merge(how: str) -> str:
 def merge_sql(table: str, rows: str) -> str:
     """Merge the totals of ``table`` over ``rows`` (a table or a parenthesised subquery) into
     ``_session_rollups``, in SQLite."""
-    return upsert_sql(table, rows, dialect=sqlite_merge)
+    merges = {name: sqlite_merge(how) for name, (_, how) in SESSION_TOTALS[table].items()}
+    return upsert_sql(table, rows, merges=merges)
 
 
 def backfill(conn: sqlite3.Connection) -> None:
