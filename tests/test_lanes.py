@@ -50,7 +50,9 @@ FIXED_SCRATCH_RUNNERS = {
 def test_the_scripts_with_a_fixed_scratch_folder_are_the_listed_ones() -> None:
     scripts = TESTS.parent / "scripts"
     fixed = {
-        p.name for p in scripts.glob("*.py") if re.search(r"\bSCRATCH\s*/", p.read_text(encoding="utf-8"))
+        p.name
+        for p in scripts.glob("*.py")
+        if re.search(r"\bSCRATCH\s*/|\bscratch_workspace\(", p.read_text(encoding="utf-8"))
     }
     assert fixed == set(FIXED_SCRATCH_RUNNERS)
 

@@ -28,7 +28,7 @@ def _run(name: str, journal: Path) -> Path:
 
 
 def _claude_code_run(name: str, journal: Path) -> Path:
-    """A Claude Code fixture runner's turn (scripts/make_real_agent_fixtures.py, make_why_fixtures.py)."""
+    """A Claude Code fixture runner's turn (scenario_turn, which every Claude Code fixture script takes)."""
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
     import make_real_agent_fixtures
 
