@@ -63,7 +63,12 @@ def _run(name: str, *args: Any, **kwargs: Any) -> Any:
         tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise ActionError(f"the worker process failed during {name}: {tail[0]}")
     # The payload comes from our own child process, never from the database or the network.
-    status, payload = pickle.loads(done.stdout)
+    return reply_of(pickle.loads(done.stdout))
+
+
+def reply_of(reply: tuple[str, Any]) -> Any:
+    """A worker's ``(status, payload)``: the payload, or its error raised as an ActionError."""
+    status, payload = reply
     if status == "error":
         kind, message = payload
         raise ActionError(message, kind=kind)
@@ -152,7 +157,6 @@ def _do_why(db_path: str, session_ids: list[str] | None, detail: bool) -> Any:
 def _do_endings(asks: dict[str, EndingsAsk]) -> dict[str, EndingsReply]:
     """How the sessions of each database ended (no compaction detail), in one worker for all of them:
     those the asker has not read, those written since its marks, and those it names as stale."""
-    from dashboard.actions import EndingsReply as Reply  # by its module's name: this one runs as __main__
     from engine.explain import explain_store
     from engine.store.factory import open_store
 
@@ -166,7 +170,7 @@ def _do_endings(asks: dict[str, EndingsAsk]) -> dict[str, EndingsReply]:
             known = frozenset() if fell else ask.known
             wanted = [sid for sid in ids if sid not in known or sid in written or sid in ask.stale]
             report = explain_store(store, wanted, detail=False)
-        replies[path] = Reply(marks, ids, {s.session_id: s for s in report.sessions})
+        replies[path] = EndingsReply(marks, ids, {s.session_id: s for s in report.sessions})
     return replies
 
 
@@ -239,11 +243,6 @@ class EndingsReply:
     marks: WriteMarks
     session_ids: tuple[str, ...]
     explained: dict[str, Any]  # session id -> engine.explain.SessionExplanation
-
-
-def endings(asks: dict[str, EndingsAsk]) -> dict[str, EndingsReply]:
-    """How the sessions of each database (by path) ended, read again only where needed, in one worker."""
-    return _run("endings", {str(p): ask for p, ask in asks.items()})
 
 
 def replay(

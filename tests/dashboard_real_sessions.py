@@ -51,6 +51,21 @@ def real_inputs() -> list[Path]:
     return inputs
 
 
+def import_claude_code_scenarios(db: Path, *scenarios: str, also: tuple[Path, ...] = ()) -> Path:
+    """``db`` with the transcripts of the real Claude Code fixture ``scenarios`` (then ``also``) imported."""
+    from engine.importers import import_file
+    from engine.store import SessionStore
+
+    claude_code = FIXTURES / "real_agents" / "claude-code"
+    with SessionStore(db) as store:
+        for scenario in scenarios:
+            for transcript in sorted((claude_code / scenario / "transcripts").glob("*.jsonl")):
+                import_file(transcript, store)
+        for path in also:
+            import_file(path, store)
+    return db
+
+
 def import_real_sessions(db: Path) -> Path:
     """Every real-agent fixture imported into ``db`` by the ``ctxdesk import`` command."""
     from engine.cli import main as ctxdesk

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboard import actions, data
+from dashboard import actions, data, resident
 from dashboard.analysis import why as why_view
 from dashboard.data import why as why_data
 from engine.events import ContextEvent
@@ -36,14 +36,14 @@ def _transcripts(scenario: str) -> list[Path]:
 def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, set[str]]]]:
     """Each worker call's sessions explained, by database path (the real worker runs)."""
     calls: list[dict[str, set[str]]] = []
-    real = actions.endings
+    real = resident.endings
 
     def spy(asks: dict[str, actions.EndingsAsk]) -> dict[str, actions.EndingsReply]:
         replies = real(asks)
         calls.append({path: set(reply.explained) for path, reply in replies.items()})
         return replies
 
-    monkeypatch.setattr(actions, "endings", spy)
+    monkeypatch.setattr(resident, "endings", spy)
     why_data._READ.clear()
     why_data._FRAMES.clear()
     yield calls

@@ -11,9 +11,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from dashboard.data import DB_PATHS_ENV_VAR
-from engine.importers import import_file
 from engine.settings import SETTINGS_ENV_VAR
 from engine.store import SessionStore
+from tests.dashboard_real_sessions import import_claude_code_scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "dashboard" / "app.py"
@@ -29,12 +29,9 @@ TIMEOUT = 90
 @pytest.fixture(scope="module")
 def agents_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("why") / "agents.db"
-    with SessionStore(path) as store:
-        for scenario in ("compact_reactive", "compact_auto", "interrupt"):
-            for transcript in sorted((CLAUDE / scenario / "transcripts").glob("*.jsonl")):
-                import_file(transcript, store)
-        import_file(CODEX_COMPACTED, store)
-    return path
+    return import_claude_code_scenarios(
+        path, "compact_reactive", "compact_auto", "interrupt", also=(CODEX_COMPACTED,)
+    )
 
 
 @pytest.fixture

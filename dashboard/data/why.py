@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard import actions
+from dashboard import actions, resident
 from dashboard.analysis import why as why_view
 from dashboard.data.files import files_signature
 from engine.explain.explanations import SessionExplanation, WhyReport
@@ -67,7 +67,7 @@ def ended(db_paths: Mapping[str, str | Path], overview: pd.DataFrame) -> pd.Data
         sessions = known.sessions if known else {}
         stale = frozenset(sid for sid, (n, _) in sessions.items() if counts.get((db, sid)) != n)
         asks[path] = actions.EndingsAsk(known.marks if known else None, frozenset(sessions), stale)
-    replies = actions.endings(asks)
+    replies = resident.endings(asks)
     reports = {}
     for db, path in paths.items():
         reply, before = replies[path], _READ.get(path)

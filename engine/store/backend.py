@@ -108,10 +108,10 @@ class SqlDatabase(Protocol):
     read_only: bool
     #: The driver's integrity violation (a missing session, a duplicate key).
     integrity_errors: tuple[type[BaseException], ...]
-
     #: Whether a row committed later always has a higher id than every row committed before it
     #: (SQLite: one writer at a time; PostgreSQL: transactions draw ids, then commit in any order).
     ids_in_commit_order: bool
+
     def close(self) -> None: ...
     def table_names(self) -> set[str]: ...
     def write_lock(self) -> AbstractContextManager[Any]:
