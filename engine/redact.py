@@ -13,7 +13,6 @@ import functools
 import heapq
 import logging
 import re
-import threading
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -237,21 +236,21 @@ _KNOWN_MIN_CHARS = 256
 _KNOWN_MAX_CHARS = 16_000_000
 _known: dict[str, int] = {}
 _known_chars = 0
-_known_lock = threading.Lock()
 
 
 def _remember(text: str, verdict: int) -> None:
+    # No lock (a process forked while another thread held one would wait on it forever): each dict
+    # operation is atomic; threads racing here can only misadd _known_chars, recounted at eviction.
     global _known_chars
     if len(text) < _KNOWN_MIN_CHARS or len(text) > _KNOWN_MAX_CHARS // 4:
         return
-    with _known_lock:
-        if text not in _known:
-            if _known_chars + len(text) > _KNOWN_MAX_CHARS:
-                for old in list(_known)[: len(_known) // 2 + 1]:  # the oldest half (insertion order)
-                    _known.pop(old, None)
-                _known_chars = sum(map(len, _known))
-            _known_chars += len(text)
-        _known[text] = verdict
+    if text not in _known:
+        if _known_chars + len(text) > _KNOWN_MAX_CHARS:
+            for old in list(_known)[: len(_known) // 2 + 1]:  # the oldest half (insertion order)
+                _known.pop(old, None)
+            _known_chars = sum(map(len, _known))
+        _known_chars += len(text)
+    _known[text] = verdict
 
 
 #: A row's texts up to this many characters are scanned together first (:func:`redact_row`); a
