@@ -73,11 +73,18 @@ def begin(conn: sqlite3.Connection) -> tuple[int, ...]:
     return tuple(int(v) for v in row)
 
 
+def delta_rows(table: str, mark: int) -> str:
+    """The rows of ``table`` past ``mark``, read by their id range. NOT INDEXED: grouped by session,
+    SQLite otherwise walked the whole (session, turn) covering index to find them (1.7 s at every
+    commit into a store of 2,000,000 messages, 0.1 ms by the range)."""
+    return f"(SELECT * FROM {table} NOT INDEXED WHERE id > {int(mark)})"
+
+
 def merge(conn: sqlite3.Connection, marks: tuple[int, ...]) -> None:
     """Before the transaction that began at ``marks`` commits: merge the rows it inserted, then
     recount the sessions it touched (rows deleted, blobs inserted) from the rows they have."""
     for table, mark in zip(DELTA_TABLES, marks, strict=True):
-        conn.execute(merge_sql(table, f"(SELECT * FROM {table} WHERE id > {int(mark)})"))
+        conn.execute(merge_sql(table, delta_rows(table, mark)))
     if conn.execute(f"SELECT 1 FROM temp.{TOUCHED} LIMIT 1").fetchone() is None:
         return
     touched = f"session_id IN (SELECT session_id FROM temp.{TOUCHED})"
