@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.importers.lines import (
     MAX_LINE_BYTES,
+    READ_BUFFER_BYTES,
     LineRead,
     first_character,
     read_lines,
@@ -89,7 +90,7 @@ class LineCache:
         if cached is None:
             return None
         try:
-            with path.open("rb") as fh:
+            with path.open("rb", buffering=READ_BUFFER_BYTES) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < cached.size:
                     return None
@@ -152,7 +153,7 @@ def read_document(
         if appended is not None:
             return appended
     try:
-        with path.open("rb") as fh:
+        with path.open("rb", buffering=READ_BUFFER_BYTES) as fh:
             size = os.fstat(fh.fileno()).st_size
             first = first_character(fh, max_line_bytes=max_line_bytes)
             if first is None:

@@ -21,6 +21,9 @@ from engine.importers.parsing.parsed import SourceProblem
 #: The most one line (or one JSON document) of a transcript may hold: far above any real line
 #: (a Claude Code line with a large image is a few MB), far below what would exhaust memory.
 MAX_LINE_BYTES = 128 * 1024 * 1024
+#: The buffer a transcript is read through: a long line (a tool output, a Codex turn) is taken in
+#: a few reads, not one per 8 KB (the default), and the line reads cost half the CPU.
+READ_BUFFER_BYTES = 1 << 20
 _BOM = b"\xef\xbb\xbf"
 
 #: A JSON escape of half a UTF-16 surrogate pair (valid JSON, not storable text).
