@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.events import ProviderUsage
-from engine.importers.parsing.readers import as_count, as_json_text, openai_text, tool_arguments
+from engine.importers.parsing.readers import as_count, as_json_text, openai_text, text_block, tool_arguments
 from engine.messages import TextBlock, ToolUseBlock
 
 
@@ -30,13 +30,13 @@ def tool_use_of(item: dict[str, Any], *, fallback_id: str) -> ToolUseBlock:
 def message_content(raw: Any, where: str) -> Any:
     """Message parts as sent: one text block per part (not joined), images and others kept."""
     if isinstance(raw, list) and len(raw) > 1:
-        return [
-            TextBlock(text=str(p.get("text") or ""))
-            if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
-            else b
-            for p in raw
-            for b in _blocks_of(openai_text([p], where=where))
-        ]
+        blocks: list[Any] = []
+        for part in raw:
+            if isinstance(part, dict) and part.get("type") in ("input_text", "output_text", "text"):
+                blocks.append(text_block(str(part.get("text") or "")))  # a text part, read once
+            else:
+                blocks.extend(_blocks_of(openai_text([part], where=where)))
+        return blocks
     return openai_text(raw, where=where)
 
 
