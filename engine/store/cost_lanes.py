@@ -16,6 +16,8 @@ import bisect
 import itertools
 import logging
 import multiprocessing
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 #: Calls of one session from which its cost pass is split over two processes (below, starting
 #: one costs more than it saves).
 LANE_MIN_CALLS = 16_384
+#: Longest the worker's answer is waited for once this process has priced its half (seconds).
+LANE_WAIT_S = 300.0
 #: Calls before the second half looked at (newest first) to find the last cache writer the worker
 #: starts from (None: all); past them it takes the one stored before the pass (checked afterwards
 #: either way).
@@ -163,6 +167,8 @@ class _Lane:
     ) -> _Lane | None:
         if "fork" not in multiprocessing.get_all_start_methods() or len(chunks) < 2:
             return None
+        if threading.active_count() > 1:
+            return None  # a fork copies the locks other threads hold (logging's...): its child could wait forever
         ids = [i for part in chunks for i in part]
         if any(i not in written for i in ids):
             return None  # recorded one by one, not held: read back from the database
@@ -202,8 +208,14 @@ class _Lane:
         self.process.join()
 
     def result(self) -> list[list[list[Any]]] | None:
-        """The worker's values, chunk by chunk; None when it gave up or failed."""
+        """The worker's values, chunk by chunk; None when it gave up, failed, died or did not answer
+        within :data:`LANE_WAIT_S` of this process's half (then it is stopped)."""
+        deadline = time.monotonic() + LANE_WAIT_S
         try:
+            while not self.pipe.poll(0.5):
+                if not self.process.is_alive() or time.monotonic() > deadline:
+                    self.process.kill()
+                    return None
             return self.pipe.recv()
         except (EOFError, OSError):
             return None
