@@ -109,6 +109,12 @@ def _stored_start(db: Any, conn: Any, session_id: str) -> tuple[tuple[int, int] 
     return reads.last_cost(), bool(reads.last_writer_1h())
 
 
+def forkable() -> bool:
+    """Whether this process may fork a lane: not while other threads run (a fork copies the locks they
+    hold, logging's among them: the child could wait on one forever)."""
+    return threading.active_count() == 1
+
+
 class _GiveUp(Exception):
     """The worker lacks something the pass would read from the database: this process prices it."""
 
@@ -167,8 +173,8 @@ class _Lane:
     ) -> _Lane | None:
         if "fork" not in multiprocessing.get_all_start_methods() or len(chunks) < 2:
             return None
-        if threading.active_count() > 1:
-            return None  # a fork copies the locks other threads hold (logging's...): its child could wait forever
+        if not forkable():
+            return None
         ids = [i for part in chunks for i in part]
         if any(i not in written for i in ids):
             return None  # recorded one by one, not held: read back from the database
