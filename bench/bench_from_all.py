@@ -200,7 +200,8 @@ def _table(
             f"Longest time the page's metric stayed below a count the database had reached: {ours.worst_lag_s:.1f} s"
             " (the page reruns once a second when a database changed, after the run in progress);"
             f" samples where the sidebar and the metric disagreed: {ours.disagreements} of {len(ours.samples)}"
-            " (each run reads one version of the data: should be 0)."
+            " (each run reads one version of the data; a read made while a run has redrawn the sidebar but not yet"
+            " the metric below it sees one new and one old value)."
         ],
     )
     for seconds, shown, side, stored in ours.samples:
