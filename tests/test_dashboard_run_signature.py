@@ -4,6 +4,7 @@ when it ran). Real DuckDB over a real SQLite file, a real writer process, Stream
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,11 @@ def test_a_run_reads_the_overview_once_whatever_is_committed_meanwhile(served: P
     at = AppTest.from_function(_page, args=(pinned,), default_timeout=60)
     at.session_state["writer"] = WRITE_ONE_SESSION
     at.session_state["root"] = str(ROOT)
-    at.run()
+    main = sys.modules["__main__"]
+    try:
+        at.run()
+    finally:  # AppTest leaves its script as __main__: a later spawned process would run it again
+        sys.modules["__main__"] = main
     assert not at.exception, [e.value for e in at.exception]
     before, after = at.text[0].value.split()
     assert (before == after) is pinned, (before, after)  # unpinned: the second read sees the new session
