@@ -131,6 +131,11 @@ def test_ctxdesk_dashboard_with_ctxdesk_db_keeps_the_password_out_of_proc(tmp_pa
             time.sleep(0.05)
         assert child is not None, "the dashboard started no child"
         cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        for _ in range(400):  # a child just forked still shows its parent's argv until it execs
+            if b"dashboard/server.py" in cmdline:
+                break
+            time.sleep(0.05)
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         # the dashboard's server (dashboard/server.py runs Streamlit), its argv without the password
         assert b"dashboard/server.py" in cmdline and b"s3cretpw" not in cmdline
         assert f"CTXDESK_DB_URLS={url}".encode() in Path(f"/proc/{child}/environ").read_bytes()
