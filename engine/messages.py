@@ -147,12 +147,18 @@ class Message(BaseModel):
         """sha256 of role + content: the key of the per-message token cache."""
         # The private dict read directly: pydantic's __getattr__ for a private attribute costs more than
         # the check itself, on a path every token count takes.
-        cached = (self.__pydantic_private__ or {}).get("_hash")
+        private = self.__pydantic_private__
+        cached = private.get("_hash") if private is not None else None
         if cached is not None and cached[0] == self.role and cached[1] is self.content:
             return cached[2]
         payload = hashed_json(self.role, self.content)
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-        self._hash = (self.role, self.content, digest)
+        if (
+            private is None
+        ):  # a parser's message holds no private dict until it is hashed (readers.message_of)
+            object.__setattr__(self, "__pydantic_private__", {"_hash": (self.role, self.content, digest)})
+        else:
+            private["_hash"] = (self.role, self.content, digest)
         return digest
 
     def with_content(self, content: str | list[Any]) -> Message:

@@ -157,13 +157,16 @@ class Tokenizer:
         """Tokens a provider bills for one message, including its framing overhead."""
         return self._message_counts(message)[0]
 
-    def count_message_parts(self, message: Message) -> tuple[int, int]:
+    def count_message_parts(self, message: Message, *, cached: bool = True) -> tuple[int, int]:
         """(conversation, tool_results) tokens of one message; they add up to ``count_message``.
 
         Tool-result blocks (and the whole content of a ``tool`` role message) are tool results;
-        everything else, framing overhead included, is conversation. Cached with the total.
+        everything else, framing overhead included, is conversation. Cached with the total, by
+        the message's content hash; ``cached=False``: counted without hashing it nor keeping the
+        count (a parse that counts each message once and hands the count on: the hash and the
+        cache entry would cost more than the count).
         """
-        total, results = self._message_counts(message)
+        total, results = self._message_counts(message) if cached else self._count_parts(message)
         return total - results, results
 
     def _message_counts(self, message: Message) -> tuple[int, int]:

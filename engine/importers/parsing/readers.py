@@ -94,7 +94,7 @@ def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str) -> Me
         for block in fields["content"] if type(content) is list else ():
             if block.__pydantic_fields_set__ is not _TEXT_GIVEN:  # text_block's are shared already
                 share_fields_set(block)
-        return _made(Message, fields, _GIVEN, {"_hash": None})
+        return _made(Message, fields, _GIVEN, None)  # no private dict until hashed (content_hash)
     return build_message(role, content, where=where, id=id, meta=meta)
 
 

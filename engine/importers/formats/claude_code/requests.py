@@ -163,12 +163,12 @@ class _Counts:
         self.summary = [bool(m.meta.get("isCompactSummary")) for m in messages]
         self.user_inputs = [i for i, m in enumerate(messages) if is_user_input(m)]
         self.user_input_set = set(self.user_inputs)
-        for i, message in enumerate(messages):
-            self.conv[i], self.results[i] = tokenizer.count_message_parts(message)
+        for i, message in enumerate(messages):  # each counted once, its count handed on: not cached
+            self.conv[i], self.results[i] = tokenizer.count_message_parts(message, cached=False)
             slim = without_thinking(message) if message.role == "assistant" else message
             self.has_thinking[i] = slim is not message
             self.conv_slim[i] = (
-                tokenizer.count_message_parts(slim)[0] if slim is not message else self.conv[i]
+                tokenizer.count_message_parts(slim, cached=False)[0] if slim is not message else self.conv[i]
             )
         self.p_conv = list(itertools.accumulate(self.conv, initial=0))
         self.p_slim = list(itertools.accumulate(self.conv_slim, initial=0))
