@@ -21,14 +21,17 @@ from typing import Any
 
 from engine.importers.formats.claude_code.attachments import render_attachment, with_attachment
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, SourceProblem
-from engine.importers.parsing.readers import anthropic_content, anthropic_usage, message_of
+from engine.importers.parsing.readers import anthropic_content, anthropic_usage, message_of, text_block
 from engine.messages import Message, TextBlock, ToolResultBlock
 
 Line = tuple[int, dict[str, Any]]
 
 SYNTHETIC_MODEL = "<synthetic>"
 _KEPT_LINE_FIELDS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "agentId")
-_META_LINE_FIELDS = ("uuid", "timestamp", *_KEPT_LINE_FIELDS)
+_META_LINE_FIELDS = ("timestamp", *_KEPT_LINE_FIELDS)  # after the uuid
+#: Strings shorter than this are copied when a parsed message keeps them (:func:`_own`).
+_OWN_MAX_CHARS = 256
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 #: compactMetadata.trigger -> the compaction event's trigger (engine.events vocabulary).
 COMPACTION_TRIGGERS = {"auto": "compact_threshold", "manual": "manual"}
 
@@ -176,9 +179,10 @@ def build_thread(lines: Sequence[Line]) -> Thread:
     by_message_id: dict[str, int] = {}
     waiting: list[TextBlock] = []  # attachment text for the next user message
     open_compaction: Compaction | None = None
+    shared: dict[Any, Any] = {}  # values most lines repeat (model, stop reason): one copy kept
     for n, obj in lines:
         kind = obj.get("type")
-        uid = obj.get("uuid")
+        uid = _own(obj.get("uuid"))
         if kind == "system" and obj.get("subtype") == "compact_boundary":
             meta = obj.get("compactMetadata") or {}
             preserved = (meta.get("preservedMessages") or {}).get("uuids") or []
@@ -210,37 +214,36 @@ def build_thread(lines: Sequence[Line]) -> Thread:
         if not isinstance(raw, dict):
             raise SourceProblem(f"{kind} line has no message object", line=n)
         try:
-            content = anthropic_content(raw.get("content"), where=f"line {n}")
+            content = _content(raw.get("content"), n)
         except SourceProblem as exc:
             raise SourceProblem(str(exc), line=n) from exc
         if not content:
             continue
         if kind == "assistant":
-            message_id = raw.get("id")
+            message_id = _own(raw.get("id"))
             existing = by_message_id.get(message_id) if message_id else None
             if existing is not None:
                 pm = messages[existing]
                 pm.message = _extended(pm.message, _as_blocks(content), uid)
-                usage = anthropic_usage(raw.get("usage"))
+                usage = _usage(raw.get("usage"))
                 if pm.call is not None and usage is not None:
                     pm.call.usage = usage
                     pm.call.details.update(cache_write_split(raw.get("usage")))
                 thread.uuid_index[str(uid)] = existing
                 continue
-            model = raw.get("model")
-            request_id = obj.get("requestId")
-            meta = _meta(
-                obj, {"request_id": request_id, "model": model, "stop_reason": raw.get("stop_reason")}
-            )
+            model = _shared(shared, raw.get("model"))
+            request_id = _own(obj.get("requestId"))
+            stop_reason = _shared(shared, raw.get("stop_reason"))
+            meta = _meta(obj, uid, {"request_id": request_id, "model": model, "stop_reason": stop_reason})
             message = _message("assistant", content, n, id=message_id or uid, meta=meta)
             call = None
             if model != SYNTHETIC_MODEL:
                 details = {"message_id": message_id, "request_id": request_id}
                 if isinstance(obj.get("requestRef"), str):
-                    details["request_ref"] = obj["requestRef"]
+                    details["request_ref"] = _own(obj["requestRef"])
                 usage = raw.get("usage")
                 details.update(cache_write_split(usage))
-                call = CallInfo(usage=anthropic_usage(usage), model=model, details=details)
+                call = CallInfo(usage=_usage(usage), model=model, details=details)
                 if model:
                     thread.models[model] += 1
             if message_id:
@@ -248,7 +251,7 @@ def build_thread(lines: Sequence[Line]) -> Thread:
             thread.uuid_index[str(uid)] = len(messages)
             messages.append(ParsedMessage(message, call=call))
             continue
-        message = _message("user", content, n, id=uid, meta=_meta(obj, {}))
+        message = _message("user", content, n, id=uid, meta=_meta(obj, uid, {}))
         if waiting:
             message = message.with_content([*waiting, *message.blocks])
             waiting = []
@@ -296,7 +299,7 @@ def cache_write_split(usage: Any) -> dict[str, int]:
     ):
         value = split.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
-            out[name] = value
+            out[name] = _own(value)
     return out if sum(out.values()) else {}
 
 
@@ -323,17 +326,57 @@ def _message(role: str, content: Any, line: int, *, id: Any, meta: dict[str, Any
         raise SourceProblem(str(exc), line=line) from exc
 
 
-def _meta(obj: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """The line's uuid, time and kept fields, then ``extra``: every one that is not None."""
-    meta: dict[str, Any] = {}
+def _meta(obj: dict[str, Any], uid: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    """The line's uuid (``uid``: its own copy), time and kept fields, then ``extra``: every one
+    that is not None."""
+    meta: dict[str, Any] = {} if uid is None else {"uuid": uid}
     for key in _META_LINE_FIELDS:  # one read each: a missing field reads as None, and None is left out
         value = obj.get(key)
         if value is not None:
-            meta[key] = value
+            meta[key] = _own(value)
     origin = obj.get("origin")
     if isinstance(origin, dict) and origin.get("kind"):
-        meta["origin"] = origin["kind"]
+        meta["origin"] = _own(origin["kind"])
     for key, value in extra.items():
         if value is not None:
             meta[key] = value
     return meta
+
+
+def _own(value: Any) -> Any:
+    """A short string or an int as a new object, for a parsed message to keep: the decoder's own
+    would pin the memory of its whole line (pymalloc frees a pool only once every object in it is
+    gone: a 100k-line session that kept 3 strings a line held all its lines' 160 MB after the parse)."""
+    kind = type(value)
+    if kind is str:
+        return "".join((value, "")) if len(value) < _OWN_MAX_CHARS else value
+    return value + 0 if kind is int else value
+
+
+def _shared(memo: dict[Any, Any], value: Any) -> Any:
+    """``value``, one copy of it per thread (:func:`_own`) for a value most lines repeat."""
+    if type(value) is not str:
+        return value
+    kept = memo.get(value)
+    if kept is None:
+        kept = memo[value] = _own(value)
+    return kept
+
+
+def _content(raw: Any, line: int) -> str | list[Any]:
+    """A line's message content (:func:`~engine.importers.parsing.readers.anthropic_content`), its
+    texts copied (:func:`_own`): text alone or text blocks, the most lines, read directly."""
+    if type(raw) is str:
+        return _own(raw)
+    if type(raw) is list and all(
+        type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str for b in raw
+    ):
+        return [text_block(_own(b["text"])) for b in raw]
+    return anthropic_content(raw, where=f"line {line}")
+
+
+def _usage(raw: Any) -> Any:
+    """The line's usage (:func:`~engine.importers.parsing.readers.anthropic_usage`), its counts copied."""
+    if not isinstance(raw, dict):
+        return anthropic_usage(raw)
+    return anthropic_usage({key: _own(raw.get(key)) for key in _USAGE_KEYS})
