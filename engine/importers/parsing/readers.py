@@ -75,10 +75,10 @@ def text_block(text: str) -> TextBlock:
     return _made(TextBlock, {"type": "text", "text": text}, _TEXT_GIVEN, None)
 
 
-def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str) -> Message:
-    """:func:`build_message` (``id`` and ``meta`` given), not validated when the pieces are valid as
-    they are (a role, text or our own blocks, a text or None id, a meta dict with text keys): the
-    same message in a third of the time; anything else is validated (and refused) by build_message."""
+def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str, owned: bool = False) -> Message:
+    """:func:`build_message` (``id`` and ``meta`` given), not validated when the pieces are valid (a
+    role, text or our blocks, a text or None id, a dict of text keys: a third of the time; ``owned``:
+    the caller's new list and dict, kept, not copied); anything else validated by build_message."""
     if (
         role in ("user", "assistant", "tool")
         and (id is None or type(id) is str)
@@ -89,8 +89,8 @@ def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str) -> Me
         )
     ):
         # what validation makes of valid pieces: a new list of the same blocks, a new meta dict
-        fields = {"role": role, "content": content if type(content) is str else list(content)}
-        fields.update(id=id, pinned=False, meta=dict(meta))
+        fields = {"role": role, "content": content if owned or type(content) is str else list(content)}
+        fields.update(id=id, pinned=False, meta=meta if owned else dict(meta))
         for block in fields["content"] if type(content) is list else ():
             if block.__pydantic_fields_set__ is not _TEXT_GIVEN:  # text_block's are shared already
                 share_fields_set(block)

@@ -316,12 +316,13 @@ def _extended(message: Message, blocks: list[Any], uuid: Any) -> Message:
     if uuid is not None:
         meta["uuids"] = [*meta.get("uuids", [meta.get("uuid")]), uuid]
     content = [*_as_blocks(message.content), *blocks]
-    return message_of(message.role, content, id=message.id, meta=meta, where="")
+    return message_of(message.role, content, id=message.id, meta=meta, where="", owned=True)
 
 
 def _message(role: str, content: Any, line: int, *, id: Any, meta: dict[str, Any]) -> Message:
+    """The line's message, of its content and meta as this module made them (new: kept, not copied)."""
     try:
-        return message_of(role, content, id=id, meta=meta, where=f"line {line}")
+        return message_of(role, content, id=id, meta=meta, where=f"line {line}", owned=True)
     except SourceProblem as exc:
         raise SourceProblem(str(exc), line=line) from exc
 
