@@ -45,9 +45,11 @@ def failed_calls(
     the replays' when recorded). A call the provider refused to answer (``stop_reason``
     "refusal": Claude Code writes a notice or an API-error line instead of the answer) is no
     failure: it is kept as a call with that stop reason."""
-    answered = {
-        str(o["requestRef"]) for _, o in lines if o.get("type") == "assistant" and o.get("requestRef")
-    }
+    answered: set[str] = set()  # only a file with recorded requests (replays) refers to them
+    if replays:
+        answered = {
+            str(o["requestRef"]) for _, o in lines if o.get("type") == "assistant" and o.get("requestRef")
+        }
     errors = [(n, o) for n, o in lines if _is_api_error(o)]
     used_errors: set[int] = set()
     out: list[FailedCall] = []

@@ -76,10 +76,16 @@ def parse_claude_code(
     main_lines: list[Line] = []
     side_lines: list[Line] = []
     main_has_messages = False
+    recorded = False  # the file has api-request lines (Claude Code 2.1.3xx)
+    summaries: list[str] = []
     for line in lines:  # one pass: a session's lines are many, each pass over them counts
         n, obj = line
         kind = obj.get("type")
         message_line = kind in ("user", "assistant")
+        if kind == "api-request":
+            recorded = True
+        elif kind == "summary" and obj.get("summary"):
+            summaries.append(str(obj["summary"]))
         if message_line:
             if not isinstance(obj.get("message"), dict):
                 raise SourceProblem(f"{obj['type']} line has no message object", line=n)
@@ -104,12 +110,13 @@ def parse_claude_code(
     sessions: list[ParsedSession] = []
     main: ParsedSession | None = None
     if main_has_messages:
-        main = thread_session(main_id, main_lines, version=version, replays=replay_requests(lines))
+        replays = replay_requests(lines) if recorded else {}
+        main = thread_session(main_id, main_lines, version=version, replays=replays)
         main.notes[:0] = notes
-        main.metadata.update(_session_meta(first, lines, version))
+        main.metadata.update(_session_meta(first, summaries, version))
         set_title(main, lines)
         main.lineage_key = str(first["uuid"]) if isinstance(first.get("uuid"), str) else None
-        copied = drop_copied_calls(main, lines)
+        copied = drop_copied_calls(main, lines) if recorded else 0
         if copied:
             main.forked = True
             main.metadata["forked_calls_copied"] = copied
@@ -118,7 +125,7 @@ def parse_claude_code(
             )
         sessions.append(main)
 
-    tasks = task_calls(main) if main else {}
+    tasks = task_calls(main) if main and (subagents or side_lines) else {}
     for agent in subagents:
         sub = thread_session(
             f"{main_id}:agent-{agent.agent_id}",
@@ -303,8 +310,7 @@ def _record_compactions(
         }
 
 
-def _session_meta(first: dict[str, Any], lines: Sequence[Line], version: str | None) -> dict[str, Any]:
-    summaries = [str(o["summary"]) for _, o in lines if o.get("type") == "summary" and o.get("summary")]
+def _session_meta(first: dict[str, Any], summaries: list[str], version: str | None) -> dict[str, Any]:
     meta = {
         "claude_session_id": first.get("sessionId"),
         "cwd": first.get("cwd"),
