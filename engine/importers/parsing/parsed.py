@@ -52,6 +52,8 @@ class Sent:
         return [i for i in (*self.head, *range(self.start, self.end)) if i not in self.excluded]
 
     def __len__(self) -> int:
+        if not self.excluded:  # most calls
+            return len(self.head) + max(0, self.end - self.start)
         gone = sum(1 for i in self.excluded if i in self.head or self.start <= i < self.end)
         return len(self.head) + max(0, self.end - self.start) - gone
 

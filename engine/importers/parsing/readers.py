@@ -60,7 +60,7 @@ _GIVEN = share_fields_set(Message(role="user", content="", id=None, meta={})).__
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _made(cls: Any, fields: dict[str, Any], given: set[str], private: dict[str, Any] | None) -> Any:
+def unvalidated(cls: Any, fields: dict[str, Any], given: set[str], private: dict[str, Any] | None) -> Any:
     """``cls`` with these valid values in field order, as validation makes it, without validating."""
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", fields)
@@ -72,7 +72,7 @@ def _made(cls: Any, fields: dict[str, Any], given: set[str], private: dict[str, 
 
 def text_block(text: str) -> TextBlock:
     """``TextBlock(text=text)`` of a ``str`` (always valid), not validated: most blocks are text."""
-    return _made(TextBlock, {"type": "text", "text": text}, _TEXT_GIVEN, None)
+    return unvalidated(TextBlock, {"type": "text", "text": text}, _TEXT_GIVEN, None)
 
 
 def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str, owned: bool = False) -> Message:
@@ -94,7 +94,7 @@ def message_of(role: str, content: Any, *, id: Any, meta: Any, where: str, owned
         for block in fields["content"] if type(content) is list else ():
             if block.__pydantic_fields_set__ is not _TEXT_GIVEN:  # text_block's are shared already
                 share_fields_set(block)
-        return _made(Message, fields, _GIVEN, None)  # no private dict until hashed (content_hash)
+        return unvalidated(Message, fields, _GIVEN, None)  # no private dict until hashed (content_hash)
     return build_message(role, content, where=where, id=id, meta=meta)
 
 

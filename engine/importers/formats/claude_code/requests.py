@@ -21,6 +21,7 @@ from typing import Any
 from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.thread import Thread
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
+from engine.importers.parsing.readers import unvalidated
 from engine.messages import Message, ThinkingBlock, is_user_input
 from engine.store.records import share_fields_set
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
@@ -160,16 +161,21 @@ class _Counts:
         self.conv_slim = [0] * n  # conversation tokens with the message's thinking dropped
         self.results = [0] * n
         self.has_thinking = [False] * n
-        self.summary = [bool(m.meta.get("isCompactSummary")) for m in messages]
-        self.user_inputs = [i for i, m in enumerate(messages) if is_user_input(m)]
-        self.user_input_set = set(self.user_inputs)
+        self.summary = [False] * n
+        self.user_inputs: list[int] = []
         for i, message in enumerate(messages):  # each counted once, its count handed on: not cached
             self.conv[i], self.results[i] = tokenizer.count_message_parts(message, cached=False)
-            slim = without_thinking(message) if message.role == "assistant" else message
-            self.has_thinking[i] = slim is not message
-            self.conv_slim[i] = (
-                tokenizer.count_message_parts(slim, cached=False)[0] if slim is not message else self.conv[i]
-            )
+            self.summary[i] = bool(message.meta.get("isCompactSummary"))
+            if message.role == "assistant":
+                slim = without_thinking(message)
+                if slim is not message:
+                    self.has_thinking[i] = True
+                    self.conv_slim[i] = tokenizer.count_message_parts(slim, cached=False)[0]
+                    continue
+            elif is_user_input(message):
+                self.user_inputs.append(i)
+            self.conv_slim[i] = self.conv[i]
+        self.user_input_set = set(self.user_inputs)
         self.p_conv = list(itertools.accumulate(self.conv, initial=0))
         self.p_slim = list(itertools.accumulate(self.conv_slim, initial=0))
         self.p_results = list(itertools.accumulate(self.results, initial=0))
@@ -283,15 +289,27 @@ def rebuild_calls(
         prefix = prefixes.get(context)
         # each call's components made once, the harness prefix in them (held with the call until written)
         if prefix:
-            call.components = share_fields_set(
-                ComponentTokens(
-                    system=prefix, summary=summary, conversation=conversation, tool_results=results
-                )
+            call.components = _components(
+                system=prefix, summary=summary, conversation=conversation, tool_results=results
             )
             call.details["harness_prefix_tokens"] = prefix
             call.details["system_is_harness_prefix"] = True
         else:
-            call.components = share_fields_set(
-                ComponentTokens(summary=summary, conversation=conversation, tool_results=results)
-            )
+            call.components = _components(summary=summary, conversation=conversation, tool_results=results)
     return plan, prefixes[min(prefixes)] if prefixes else None
+
+
+_ZERO_COMPONENTS = dict.fromkeys(ComponentTokens.model_fields, 0)
+_GIVEN_COMPONENTS: dict[frozenset[str], set[str]] = {}
+
+
+def _components(**given: int) -> ComponentTokens:
+    """``ComponentTokens(**given)``, its set of given fields shared (``share_fields_set``), made
+    without validating counts that are non-negative ints (validation keeps them as they are)."""
+    if not all(type(v) is int and v >= 0 for v in given.values()):
+        return share_fields_set(ComponentTokens(**given))
+    key = frozenset(given)
+    names = _GIVEN_COMPONENTS.get(key)
+    if names is None:
+        names = _GIVEN_COMPONENTS[key] = share_fields_set(ComponentTokens(**given)).__pydantic_fields_set__
+    return unvalidated(ComponentTokens, {**_ZERO_COMPONENTS, **given}, names, None)
