@@ -41,3 +41,10 @@ def format_table(
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def article(number: int) -> str:
+    """``a`` or ``an`` before ``number`` read aloud (an 8,700-token limit, an 11-step plan, a 111,360-token
+    limit): ``an`` when its leading group of digits is read from "eight", "eleven" or "eighteen"."""
+    lead = f"{abs(number):,}".split(",")[0]
+    return "an" if lead.startswith("8") or lead in ("11", "18") else "a"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sqlite3
 import sys
 from dataclasses import dataclass, replace
@@ -244,6 +245,7 @@ def run_opencode(
         raise RuntimeError(f"{app.name} {name}: {len(leftover)} scripted replies were never asked for")
     target = fresh_target(out / app.name / name)
     keep_database(workspace, target, app)
+    keep_config(settings, target, app)
     keep_server_side(server, workspace, target)
     return target
 
@@ -255,6 +257,16 @@ def _session_id(stdout: str) -> str:
             if found:
                 return found
     raise RuntimeError(f"opencode run printed no sessionID: {stdout[-500:]}")
+
+
+def keep_config(settings: Path, target: Path, app: App) -> Path:
+    """The app's config as the run used it, beside its database as XDG folders sit side by side
+    (``<target>/config/<app>/`` by ``<target>/data/<app>/``: where the importer looks for a copied
+    database's model limits, engine.importers.formats.opencode.config)."""
+    kept = target / "config" / app.name / app.config_name
+    kept.parent.mkdir(parents=True)
+    shutil.copyfile(settings, kept)
+    return kept
 
 
 def keep_database(workspace: Workspace, target: Path, app: App) -> Path:

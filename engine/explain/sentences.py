@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from engine.explain.explanations import CompactionExplanation, Ending, FailedCall
 from engine.store import StoredEvent
+from engine.textfmt import article
 
 
 def compaction_sentence(c: CompactionExplanation, agent_label: str, event: StoredEvent) -> str:
@@ -32,7 +33,7 @@ def compaction_sentence(c: CompactionExplanation, agent_label: str, event: Store
             elif c.tokens_before < c.threshold_tokens and (counted is None or counted < c.threshold_tokens):
                 head += "; that is below the default point, so a lower auto-compact setting not recorded in the file was in force"
             return head
-        limit = f" of a {c.limit_tokens:,}-token limit" if c.limit_tokens else ""
+        limit = f" of {article(c.limit_tokens)} {c.limit_tokens:,}-token limit" if c.limit_tokens else ""
         rule = f" ({c.threshold_rule})" if c.threshold_rule else ""
         return f"{agent_label} compacted itself {at}: its context reached {c.tokens_before:,} tokens{limit}{rule}"
     if c.trigger == "manual":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations, write_ahead_log
 from engine.importers.formats.opencode import app_of, data_roots, databases_under, parse
+from engine.importers.formats.opencode.config import is_config_file
 
 
 def sniff(doc: Document) -> bool:
@@ -22,4 +23,5 @@ FORMAT = ImportFormat(
     files="`~/.local/share/kilo/kilo.db` (SQLite)",
     locations=Locations(roots=data_roots("kilo"), files_under=databases_under),
     companions=write_ahead_log,
+    accompanies=lambda path: is_config_file(path, "kilo"),
 )

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations, write_ahead_log
-from engine.importers.formats.opencode.database import app_of, read_database
+from engine.importers.formats.opencode.config import is_config_file, model_limits, session_models
+from engine.importers.formats.opencode.database import Rows, app_of, read_database
 from engine.importers.formats.opencode.history import parse_rows
 from engine.importers.parsing.parsed import ParsedSession, SourceProblem
 
@@ -32,12 +33,36 @@ def sniff(doc: Document) -> bool:
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
     app = app_of(doc.path) or "opencode"
-    sessions = parse_rows(read_database(doc.path), app)
+    rows = read_database(doc.path)
+    sessions = parse_rows(rows, app)
     if not sessions:
         raise SourceProblem(
             f"an {'OpenCode' if app == 'opencode' else 'Kilo CLI'} database with no session messages"
         )
+    apply_config_limits(sessions, rows, doc.path, app)
     return sessions
+
+
+def apply_config_limits(sessions: list[ParsedSession], rows: Rows, database: Path, app: str) -> None:
+    """Each session's window as the app's config sets it for the model it used (its automatic
+    compaction's point is the limit: :mod:`engine.importers.formats.opencode.config`); sessions of
+    models the config gives no limit keep the model table's."""
+    folders = [str(r["directory"]) for r in rows.sessions if r.get("directory")]
+    limits = model_limits(database, app, folders)
+    if not limits:
+        return
+    used = session_models(rows.messages)
+    for session in sessions:
+        limit = limits.get(used.get(session.key, ("", "")))
+        usable = limit.usable_tokens() if limit is not None else 0
+        if limit is None or not usable:
+            continue
+        session.context_window = limit.context
+        session.output_reserve = limit.context - usable  # the limit is the point it compacts at
+        session.notes.append(
+            f"window from {limit.path}: {limit.context:,} tokens, output {limit.output:,}; "
+            f"{'OpenCode' if app == 'opencode' else 'Kilo CLI'} compacts at {usable:,}"
+        )
 
 
 def data_roots(app: str) -> Callable[[Mapping[str, str], Path], list[Path]]:
@@ -64,4 +89,5 @@ FORMAT = ImportFormat(
     files="`~/.local/share/opencode/opencode.db` (SQLite)",
     locations=Locations(roots=data_roots("opencode"), files_under=databases_under),
     companions=write_ahead_log,
+    accompanies=lambda path: is_config_file(path, "opencode"),
 )
