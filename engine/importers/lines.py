@@ -103,9 +103,7 @@ def read_lines(
                 batch.flush()
                 raise SourceProblem(f"not UTF-8 text (byte {offset + exc.start})", line=number) from exc
             if text and not text.isspace():  # text.strip() without its copy of the line
-                if has_lone_surrogate(text):
-                    text, out.rewritten = without_lone_surrogates(text), True
-                batch.add(number, text)
+                batch.add(number, text)  # its lone surrogates replaced with its batch's (_Batch.flush)
             offset += len(raw)
             out.end, out.physical = offset, number
             continue
@@ -199,7 +197,13 @@ class _Batch:
     def flush(self) -> None:
         if not self.texts:
             return
-        values = _decoded_together(self.texts)
+        joined = _SEPARATOR.join(self.texts)
+        if _SURROGATE_ESCAPE.search(joined) is not None:  # one scan a batch (no separator has one)
+            for k, text in enumerate(self.texts):
+                if has_lone_surrogate(text):
+                    self.texts[k], self.out.rewritten = without_lone_surrogates(text), True
+            joined = _SEPARATOR.join(self.texts)
+        values = _decoded_together(self.texts, joined)
         if values is not None:
             self.out.lines.extend(zip(self.numbers, values, strict=True))
         else:
@@ -209,12 +213,13 @@ class _Batch:
         self.numbers, self.texts, self.chars = [], [], 0
 
 
-def _decoded_together(texts: list[str]) -> list[dict[str, Any]] | None:
-    """Each text's object, decoded as one array; None unless each text is exactly one object."""
+def _decoded_together(texts: list[str], joined: str) -> list[dict[str, Any]] | None:
+    """Each text's object, decoded as one array (``joined``: the texts, each two apart by the
+    separator); None unless each text is exactly one object."""
     if len(texts) == 1:
         return None
     try:
-        values = _loads("[" + _SEPARATOR.join(texts) + "]")
+        values = _loads("[" + joined + "]")
     except (ValueError, RecursionError):
         return None
     if len(values) != 2 * len(texts) - 1:
