@@ -146,3 +146,24 @@ def test_a_real_compaction_happens_at_the_limit_the_apps_config_set(
     with SessionStore(tmp_path / "alone.db") as store:
         import_file(alone, store)
     assert {w for _, w in _limits_of(tmp_path / "alone.db")["request"]} == {128_000}
+
+
+@pytest.mark.parametrize(
+    ("app", "scenario", "far_below"),
+    [("opencode", "overflow", True), ("kilo", "overflow", True), ("opencode", "compact", False)],
+)
+def test_the_why_of_a_compaction_far_below_the_limit_says_the_window_was_smaller(
+    tmp_path: Path, app: str, scenario: str, far_below: bool
+) -> None:
+    """The overflow runs' provider refused ~8,600 tokens (its window: 8,000) while the model table holds
+    111,360: the compaction's sentence says the window in force was smaller; the compact run, whose
+    window the app's config gives, came to its limit and says nothing of the kind."""
+    from engine.explain import explain_store
+
+    with SessionStore(tmp_path / "s.db") as store:
+        import_file(REAL / app / scenario / "data" / app / f"{app}.db", store)
+        (session,) = store.list_sessions()
+        (compaction,) = explain_store(store, [session.id]).sessions[0].compactions
+    assert ("smaller window than that" in compaction.sentence) is far_below, compaction.sentence
+    if far_below:
+        assert "of the 111,360-token limit held for this model" in compaction.sentence

@@ -15,7 +15,7 @@ def compaction_sentence(c: CompactionExplanation, agent_label: str, event: Store
     if c.trigger == "reactive":
         after = f" after call {c.after_failed_call} was refused as too long" if c.after_failed_call else ""
         who = {"agent": agent_label, "ctxdesk": "ctxdesk", "proxy": "The proxy", "user": "The user"}[c.by]
-        return f"{who} compacted reactively{after}{sizes}"
+        return f"{who} compacted reactively{after}{sizes}{_far_below(c, 'the provider')}"
     if c.by == "agent" and c.trigger == "auto":
         if c.tokens_before is None:
             return f"{agent_label} compacted itself {at}{sizes}"
@@ -35,7 +35,10 @@ def compaction_sentence(c: CompactionExplanation, agent_label: str, event: Store
             return head
         limit = f" of {article(c.limit_tokens)} {c.limit_tokens:,}-token limit" if c.limit_tokens else ""
         rule = f" ({c.threshold_rule})" if c.threshold_rule else ""
-        return f"{agent_label} compacted itself {at}: its context reached {c.tokens_before:,} tokens{limit}{rule}"
+        return (
+            f"{agent_label} compacted itself {at}: its context reached {c.tokens_before:,} tokens{limit}{rule}"
+            f"{_far_below(c, agent_label)}"
+        )
     if c.trigger == "manual":
         if c.by == "agent" and agent_label == "ctxdesk":
             who, how = "The model", "called compact_context"
@@ -92,3 +95,21 @@ def _sizes(c: CompactionExplanation) -> str:
 def _clip(text: str, limit: int = 120) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Below this share of the limit, a compaction forced by the window says the limit held is not the one
+#: in force (agents compact at 75-95% of theirs; a provider refuses only past its own).
+FAR_BELOW_SHARE = 0.5
+
+
+def _far_below(c: CompactionExplanation, whose: str) -> str:
+    """What a compaction forced far below the limit held for the call says of that limit: it is not
+    the window ``whose`` (the agent, the provider) worked with, e.g. a window set in the agent's own
+    config or a model served with a smaller one. "" when it came near the limit."""
+    share = c.share
+    if share is None or share >= FAR_BELOW_SHARE or c.limit_tokens is None:
+        return ""
+    return (
+        f" — {share:.0%} of the {c.limit_tokens:,}-token limit held for this model, so {whose} worked with a"
+        " smaller window than that (give it in Model settings)"
+    )
