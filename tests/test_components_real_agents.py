@@ -81,3 +81,27 @@ def test_every_counted_call_adds_up_and_nothing_is_carried_across_a_compaction(
     assert bool(calls.after_compaction) is (agent in COMPACTING), calls.after_compaction
     for sid, provider, measured in calls.after_compaction:
         assert measured <= provider * (1 + OVERSHOOT), (sid, provider, measured)
+
+
+@pytest.mark.parametrize("agent", ["opencode", "kilo"])
+def test_a_summarizer_call_does_not_set_the_framing_of_the_calls_after_it(agent: str, tmp_path: Path) -> None:
+    """OpenCode's summarizer sends another system prompt and no tools (~700 tokens of framing against
+    ~8,400): measured at it, the framing of the calls after the compaction left ~90% of each one
+    "unattributed". Each call's unlogged framing is now its own segment's, the summarizer's its own."""
+    with SessionStore(tmp_path / "s.db") as store:
+        results = import_files(
+            folder_files(REAL_AGENTS / agent / "compact"), store, on_error=lambda _path, _error: None
+        )
+        (sid,) = [sid for r in results for sid in r.session_ids]
+        events = store.list_events(sid, kind="request")
+    summarizers = [e for e in events if e.details.get("compaction_call")]
+    after = [e for e in events if e.details["segment"] == 1 and not e.details.get("compaction_call")]
+    assert summarizers and after
+    framing = after[0].details["unlogged_prefix_tokens"]
+    for event in summarizers:  # its own framing: what the provider counted beyond its messages
+        assert event.components.system == event.details["unlogged_prefix_tokens"] < framing / 5, (
+            event.components
+        )
+    for event in after:
+        assert event.components.unattributed <= 0.01 * event.usage.prompt_tokens, event.components
+        assert event.components.system > 0.9 * event.usage.prompt_tokens, event.components

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from bench.bench_reliability import claude_code_lines
 from engine.importers import folder_files, import_files
-from engine.importers.request_events import rebuilt_utc_text, utc_text
+from engine.importers.utc_times import rebuilt_utc_text, utc_text
 from engine.store.factory import open_store
 from tests.import_rows import table_digests
 

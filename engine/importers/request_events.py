@@ -13,18 +13,16 @@ engine.call_failures) is recorded with its outcome and no usage.
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
 from typing import Any
 
 from engine.call_failures import failure_of
 from engine.components import HistoryTotals, measure_request, reconcile_call
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.importers.parsing.parsed import CallInfo, ParsedSession
+from engine.importers.utc_times import utc_text
 from engine.limit import Limit
 from engine.settings import Settings, limit_for_model
 from engine.store import SessionStore, StoredMessage
@@ -37,12 +35,14 @@ FAILURE_OUTCOMES = {"prompt_too_long": "context_length_exceeded", "interrupted":
 @dataclass(frozen=True)
 class CallMeasure:
     """What the walk measured for one call: our estimate, the provider's usage, the context
-    segment it belongs to (segments are separated by the agent's compactions) and its limit."""
+    segment it belongs to (segments are separated by the agent's compactions), its limit, and
+    whether it is a compaction's summarizer call (it sends its own framing, often without the tools)."""
 
     estimate: int
     usage: ProviderUsage | None
     segment: int
     limit_tokens: int | None = None
+    compaction_call: bool = False
 
     @property
     def prompt_tokens(self) -> int:
@@ -70,26 +70,31 @@ def record_requests(
     Codex's tool definitions, Gemini CLI's system instruction and tools), that part is the
     provider's count minus ours at the first call with usage of each context segment (measured
     again after every compaction, never carried across one), added to that component of the
-    segment's calls and named in their details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``)."""
+    segment's calls and named in their details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``).
+    A compaction's summarizer call sends a framing of its own (OpenCode's: another system prompt and
+    no tools): its part is its own difference, and it does not set its segment's."""
     walk = _Walk(store, session_id, parsed, rows, tokenizer, source, settings)
     prefixes: dict[int, int] = {}
+    own: dict[int, int] = {}
     if parsed.unlogged_prefix_in:
-        prefixes = unlogged_prefixes(walk.run(first_new=len(rows) + 1, prefixes={}))
+        measured = walk.run(first_new=len(rows) + 1, prefixes={})
+        prefixes, own = unlogged_prefixes(measured), summarizer_prefixes(measured)
         if prefixes:
             shown = ", ".join(f"{p:,}" for p in dict.fromkeys(prefixes.values()))
             parsed.notes.append(
                 f"{shown} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
                 "measured at the first call with usage after each compaction"
             )
-    return walk.run(first_new=first_new, prefixes=prefixes)
+    return walk.run(first_new=first_new, prefixes=prefixes, own=own)
 
 
 def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
-    """{segment: the provider's count minus our measure at its first call with usage}; a segment
-    with no such call takes the last one measured before it (an estimate: nothing better is known)."""
+    """{segment: the provider's count minus our measure at its first call with usage, a summarizer's
+    left aside}; a segment with no such call takes the last one measured before it (an estimate:
+    nothing better is known)."""
     out: dict[int, int] = {}
     for m in measures:
-        if m.segment not in out and m.usage is not None and m.usage.prompt_tokens:
+        if m.segment not in out and not m.compaction_call and m.usage is not None and m.usage.prompt_tokens:
             out[m.segment] = max(0, m.usage.prompt_tokens - m.estimate)
     last = None
     for segment in range(max((m.segment for m in measures), default=-1) + 1):
@@ -98,6 +103,15 @@ def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
         elif last is not None:
             out[segment] = last
     return out
+
+
+def summarizer_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
+    """{index of a compaction's summarizer call with usage: the provider's count minus our measure}."""
+    return {
+        i: max(0, m.usage.prompt_tokens - m.estimate)
+        for i, m in enumerate(measures)
+        if m.compaction_call and m.usage is not None and m.usage.prompt_tokens
+    }
 
 
 class _Walk:
@@ -123,7 +137,12 @@ class _Walk:
             str, int | None
         ] = {}  # the limit recorded on the last call (and a compaction's)
 
-    def run(self, *, first_new: int, prefixes: dict[int, int]) -> list[CallMeasure]:
+    def run(
+        self, *, first_new: int, prefixes: dict[int, int], own: dict[int, int] | None = None
+    ) -> list[CallMeasure]:
+        """Every call's measure, recording those at messages from ``first_new`` on; ``prefixes``: each
+        segment's unlogged part, ``own``: a summarizer call's own, by the call's index."""
+        own = own or {}
         out: list[CallMeasure] = []
         history = HistoryTotals(self.tokenizer)
         failed_events: dict[str, int] = {}  # request ref of a failed call -> its event id
@@ -142,10 +161,12 @@ class _Walk:
                 segment += 1
             prefix = prefixes.get(segment, 0)
             if pm.call is not None:
-                out.append(self.call(pm.call, row, i, history, segment, prefix, record, failed_events))
+                part = own.get(len(out), prefix)
+                out.append(self.call(pm.call, row, i, history, segment, part, record, failed_events))
             history.extend((row.message,))
             for call in pm.pending_calls:
-                out.append(self.call(call, row, i + 1, history, segment, prefix, record, failed_events))
+                part = own.get(len(out), prefix)
+                out.append(self.call(call, row, i + 1, history, segment, part, record, failed_events))
         return out
 
     def call(
@@ -180,8 +201,9 @@ class _Walk:
         model = call.model or parsed.model
         limit = self.limit(model, call.context_window or parsed.context_window)
         limit_tokens = call.limit_tokens if call.limit_tokens is not None else limit.tokens if limit else None
+        summarizer = bool(call.details.get("compaction_call"))
         if not record:
-            return CallMeasure(estimate, usage, segment, limit_tokens)
+            return CallMeasure(estimate, usage, segment, limit_tokens, summarizer)
         # a request rebuilt byte for byte saw all the provider got: a shortfall is only our count's
         # error, spread over what was sent; otherwise it may be harness text the file did not keep
         exact_bytes = call.exact_request is not None
@@ -229,7 +251,7 @@ class _Walk:
         exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
         if exact is not None:
             self.store.record_request(self.session_id, exact.model_copy(update={"event_id": event_id}))
-        return CallMeasure(estimate, usage, segment, limit_tokens)
+        return CallMeasure(estimate, usage, segment, limit_tokens, summarizer)
 
     def limit(self, model: str | None, file_window: int | None) -> Limit | None:
         key = (model, file_window)
@@ -330,49 +352,6 @@ def call_time(call: CallInfo, row: StoredMessage) -> str | None:
     no times (the event's own ``created_utc`` is the import's)."""
     started = call.exact_request.started_utc if call.exact_request is not None else None
     return utc_text(started or row.message.meta.get("timestamp"))
-
-
-#: A time already in the form :func:`utc_text` writes (milliseconds, ``Z``).
-_CANONICAL_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_date(text: str) -> bool:
-    """``YYYY-MM-DD`` names a day (a session's messages share a few days: checked once each)."""
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
-
-
-def utc_text(value: Any) -> str | None:
-    """A source's timestamp as ISO 8601 UTC text (``...Z``); epoch seconds or milliseconds too."""
-    if isinstance(value, str) and _CANONICAL_UTC.fullmatch(value) is not None:
-        # already as written here (most sources: JavaScript's toISOString): checked, not rebuilt
-        valid = (
-            value[11:13] <= "23" and value[14:16] <= "59" and value[17:19] <= "59" and _is_date(value[:10])
-        )
-        return value if valid else None
-    return rebuilt_utc_text(value)
-
-
-def rebuilt_utc_text(value: Any) -> str | None:
-    """:func:`utc_text` by parsing and formatting ``value`` again, whatever its form."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        if isinstance(value, int | float):
-            seconds = value / 1000 if value > 10**11 else value
-            moment = datetime.fromtimestamp(seconds, tz=UTC)
-        elif isinstance(value, str) and value.strip():
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-        else:
-            return None
-    except (ValueError, OverflowError, OSError):
-        return None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _memo(

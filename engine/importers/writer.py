@@ -18,7 +18,8 @@ from engine.errors import NotFoundError
 from engine.events import ProviderUsage
 from engine.importers.parsing.parsed import ImportedSession, ParsedMessage, ParsedSession
 from engine.importers.parsing.readers import title_of, tool_category
-from engine.importers.request_events import record_requests, utc_text
+from engine.importers.request_events import record_requests
+from engine.importers.utc_times import utc_text
 from engine.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, is_tool_result_only
 from engine.settings import Settings
 from engine.store import SessionStore, ToolRecord
