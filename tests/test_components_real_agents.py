@@ -105,3 +105,20 @@ def test_a_summarizer_call_does_not_set_the_framing_of_the_calls_after_it(agent:
     for event in after:
         assert event.components.unattributed <= 0.01 * event.usage.prompt_tokens, event.components
         assert event.components.system > 0.9 * event.usage.prompt_tokens, event.components
+
+
+def test_qwen_codes_first_call_after_a_compression_is_framed_apart(tmp_path: Path) -> None:
+    """Qwen Code sends its first call after a compression without the <system-reminder> texts (skills,
+    tools) that its later calls carry again (~2,400 tokens here, requests 3 and 4 of the server's log):
+    measured at that call, every later call left them "unattributed". That call's framing is its own."""
+    with SessionStore(tmp_path / "s.db") as store:
+        results = import_files(
+            folder_files(REAL_AGENTS / "qwen" / "compress"), store, on_error=lambda _path, _error: None
+        )
+        (sid,) = [sid for r in results for sid in r.session_ids]
+        after = [e for e in store.list_events(sid, kind="request") if e.details["segment"] == 1]
+    first, *later = after
+    assert first.details.get("own_framing") and later
+    assert first.details["unlogged_prefix_tokens"] + 2_000 < later[0].details["unlogged_prefix_tokens"]
+    for event in [first, *later]:
+        assert event.components.unattributed <= 0.01 * event.usage.prompt_tokens, event.components

@@ -36,13 +36,15 @@ FAILURE_OUTCOMES = {"prompt_too_long": "context_length_exceeded", "interrupted":
 class CallMeasure:
     """What the walk measured for one call: our estimate, the provider's usage, the context
     segment it belongs to (segments are separated by the agent's compactions), its limit, and
-    whether it is a compaction's summarizer call (it sends its own framing, often without the tools)."""
+    whether the part of its request the source does not keep is its own, not its segment's (a
+    compaction's summarizer: another framing, often without the tools; a call the parser marks
+    ``own_framing``: Qwen Code's first after a compression, sent without its reminders)."""
 
     estimate: int
     usage: ProviderUsage | None
     segment: int
     limit_tokens: int | None = None
-    compaction_call: bool = False
+    own_framing: bool = False
 
     @property
     def prompt_tokens(self) -> int:
@@ -72,13 +74,14 @@ def record_requests(
     again after every compaction, never carried across one), added to that component of the
     segment's calls and named in their details (``unlogged_prefix_tokens``, ``unlogged_prefix_in``).
     A compaction's summarizer call sends a framing of its own (OpenCode's: another system prompt and
-    no tools): its part is its own difference, and it does not set its segment's."""
+    no tools), as does a call a parser marks ``own_framing``: its part is its own difference, and it
+    does not set its segment's."""
     walk = _Walk(store, session_id, parsed, rows, tokenizer, source, settings)
     prefixes: dict[int, int] = {}
     own: dict[int, int] = {}
     if parsed.unlogged_prefix_in:
         measured = walk.run(first_new=len(rows) + 1, prefixes={})
-        prefixes, own = unlogged_prefixes(measured), summarizer_prefixes(measured)
+        prefixes, own = unlogged_prefixes(measured), own_prefixes(measured)
         if prefixes:
             shown = ", ".join(f"{p:,}" for p in dict.fromkeys(prefixes.values()))
             parsed.notes.append(
@@ -89,12 +92,12 @@ def record_requests(
 
 
 def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
-    """{segment: the provider's count minus our measure at its first call with usage, a summarizer's
-    left aside}; a segment with no such call takes the last one measured before it (an estimate:
+    """{segment: the provider's count minus our measure at its first call with usage, one with its own
+    framing left aside}; a segment with no such call takes the last one measured before it (an estimate:
     nothing better is known)."""
     out: dict[int, int] = {}
     for m in measures:
-        if m.segment not in out and not m.compaction_call and m.usage is not None and m.usage.prompt_tokens:
+        if m.segment not in out and not m.own_framing and m.usage is not None and m.usage.prompt_tokens:
             out[m.segment] = max(0, m.usage.prompt_tokens - m.estimate)
     last = None
     for segment in range(max((m.segment for m in measures), default=-1) + 1):
@@ -105,12 +108,12 @@ def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
     return out
 
 
-def summarizer_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
-    """{index of a compaction's summarizer call with usage: the provider's count minus our measure}."""
+def own_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
+    """{index of a call with its own framing and usage: the provider's count minus our measure}."""
     return {
         i: max(0, m.usage.prompt_tokens - m.estimate)
         for i, m in enumerate(measures)
-        if m.compaction_call and m.usage is not None and m.usage.prompt_tokens
+        if m.own_framing and m.usage is not None and m.usage.prompt_tokens
     }
 
 
@@ -141,7 +144,7 @@ class _Walk:
         self, *, first_new: int, prefixes: dict[int, int], own: dict[int, int] | None = None
     ) -> list[CallMeasure]:
         """Every call's measure, recording those at messages from ``first_new`` on; ``prefixes``: each
-        segment's unlogged part, ``own``: a summarizer call's own, by the call's index."""
+        segment's unlogged part, ``own``: a call's own (:func:`own_prefixes`), by the call's index."""
         own = own or {}
         out: list[CallMeasure] = []
         history = HistoryTotals(self.tokenizer)
@@ -201,9 +204,9 @@ class _Walk:
         model = call.model or parsed.model
         limit = self.limit(model, call.context_window or parsed.context_window)
         limit_tokens = call.limit_tokens if call.limit_tokens is not None else limit.tokens if limit else None
-        summarizer = bool(call.details.get("compaction_call"))
+        own_framing = bool(call.details.get("compaction_call") or call.details.get("own_framing"))
         if not record:
-            return CallMeasure(estimate, usage, segment, limit_tokens, summarizer)
+            return CallMeasure(estimate, usage, segment, limit_tokens, own_framing)
         # a request rebuilt byte for byte saw all the provider got: a shortfall is only our count's
         # error, spread over what was sent; otherwise it may be harness text the file did not keep
         exact_bytes = call.exact_request is not None
@@ -251,7 +254,7 @@ class _Walk:
         exact = call.exact_request  # a RequestRecord the parser rebuilt (Claude Code 2.1.3xx)
         if exact is not None:
             self.store.record_request(self.session_id, exact.model_copy(update={"event_id": event_id}))
-        return CallMeasure(estimate, usage, segment, limit_tokens, summarizer)
+        return CallMeasure(estimate, usage, segment, limit_tokens, own_framing)
 
     def limit(self, model: str | None, file_window: int | None) -> Limit | None:
         key = (model, file_window)

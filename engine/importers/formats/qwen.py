@@ -70,6 +70,7 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
     models: dict[str, int] = {}
     paid: CallInfo | None = None  # a sub-agent's file writes a call's usage and its reply on two lines
     answered: list[dict[str, Any]] = []  # the main agent's calls since its last reply line (telemetry)
+    compressed = False  # the next call is the first after a compression
     for number, line in lines:
         kind = line.get("type")
         parts = [p for p in (line.get("message") or {}).get("parts") or [] if isinstance(p, dict)]
@@ -92,6 +93,9 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
                 call = CallInfo(
                     usage=usage, model=model, context_window=_count(line.get("contextWindowSize")) or None
                 )
+                if compressed:  # sent without the <system-reminder> texts later calls carry again
+                    call.details["own_framing"] = True
+                    compressed = False
                 if thoughts:
                     call.details["reasoning_tokens"] = thoughts
                 if line.get("timestamp"):
@@ -115,6 +119,7 @@ def parse_lines(lines: list[tuple[int, dict[str, Any]]], *, key: str) -> ParsedS
                 session.messages[-1].pending_calls.extend(summaries)
             session.messages.extend(compressed_history(payload, where))
             answered.clear()
+            compressed = True
         elif kind == "tool_result":
             results = [
                 _result(p["functionResponse"]) for p in parts if isinstance(p.get("functionResponse"), dict)
