@@ -726,3 +726,21 @@ def test_an_api_error_line_of_an_older_claude_code_file_is_a_failed_call(
         "cause": "prompt_too_long", "status": 400, "message": error, "next": "next prompt",
         "prompt_tokens": 212_301, "maximum_tokens": 200_000,
     }  # fmt: skip
+
+
+def test_an_openhands_file_without_its_system_prompt_measures_it_from_the_providers_count(
+    store: SessionStore,
+) -> None:
+    """An older OpenHands trajectory keeps no SystemMessageAction, though every call sent the system
+    prompt and tools (3,339 of the first call's 3,439 tokens): they are measured from the provider's
+    count as the system prompt, not left "unattributed"."""
+    (result,) = import_files([OH_GUI], store)
+    (session_id,) = result.session_ids
+    calls = [e for e in store.list_events(session_id, kind="request") if e.usage is not None]
+    assert calls
+    first = calls[0]
+    assert (
+        first.components.system == first.details["unlogged_prefix_tokens"] > 0.9 * first.usage.prompt_tokens
+    )
+    for event in calls:
+        assert event.components.unattributed <= 0.01 * event.usage.prompt_tokens, event.components

@@ -123,6 +123,12 @@ def parse_openhands_events(
         key=key, messages=messages, model=model, provider=provider, system_prompt=system_prompt, tools=tools
     )
     session.notes.extend(f"skipped {n} {kind!r} event(s)" for kind, n in sorted(skipped.items()))
+    if system_prompt is None:  # an older file: no SystemMessageAction, though every call sent one
+        session.unlogged_prefix_in = "system"
+        session.notes.append(
+            "no system prompt or tool definitions in the file (older OpenHands): their size is measured "
+            "from the provider's count"
+        )
     return session
 
 
