@@ -501,6 +501,20 @@ def test_agent_thresholds_without_a_window_say_so() -> None:
     assert (
         gemini is not None and gemini.tokens == 524_288 and "default compressionThreshold 0.5" in gemini.rule
     )
+    small = agent_threshold("qwen", window=32_768)  # less than the reserve and buffer: 0.85 of it
+    assert small is not None and small.tokens == 27_852, small
+    mid = agent_threshold("qwen", window=131_072)  # the window less the reserve and buffer, below 0.85 of it
+    assert (
+        mid is not None and mid.tokens == 98_072 and mid.rule.startswith("window 131,072 − 20,000 − 13,000")
+    )
+    large = agent_threshold("qwen", window=1_000_000)  # 0.85 of it is below the window less 33,000
+    assert large is not None and large.tokens == 850_000 and "default autoCompactThreshold 0.85" in large.rule
+    set_low = agent_threshold("qwen", window=131_072, setting={"autoCompactThreshold": 0.5})
+    assert (
+        set_low is not None
+        and set_low.tokens == 65_536
+        and set_low.rule.startswith("autoCompactThreshold 0.5")
+    )
 
 
 # -- what a compaction kept and dropped ------------------------------------------------------------

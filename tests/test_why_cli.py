@@ -121,6 +121,8 @@ OTHER_AGENTS = {
     ),  # a 400, then overloaded at the end
     "codex/goal-websearch": ("interrupted", []),  # <turn_aborted>
     "gemini/compression": ("finished", [("agent", "auto", 1_048)]),  # model.compressionThreshold 0.001
+    # Qwen Code 0.24: min(0.85 x 131,072, 131,072 - 20,000 - 13,000); it compacted after a 99,886-token call
+    "qwen/compress": ("finished", [("agent", "auto", 98_072)]),
 }
 
 

@@ -1,6 +1,6 @@
 """Who ran a session, and each agent's own compaction rule: Claude Code's auto-compact point,
-Codex's ``model_auto_compact_token_limit``, Gemini CLI's ``compressionThreshold``, ctxdesk's
-``compact_threshold``.
+Codex's ``model_auto_compact_token_limit``, Gemini CLI's ``compressionThreshold``, Qwen Code's
+``context.autoCompactThreshold``, ctxdesk's ``compact_threshold``.
 
 The rules are the agents' published defaults; a setting recorded with the compaction
 (``details.agent_setting``) overrides them, and a compaction below the default point says that
@@ -34,6 +34,11 @@ _LABELS_OF_OUR_OWN: dict[str, str] = {
 CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
 #: Gemini CLI compresses the chat when it reaches this share of the model's window.
 GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
+#: Qwen Code (0.24) compacts at ``context.autoCompactThreshold`` (this default) of the window, capped
+#: at the window less its summary's output reserve and a buffer (its ``computeThresholds``).
+QWEN_DEFAULT_AUTO_COMPACT_THRESHOLD = 0.85
+QWEN_SUMMARY_RESERVE = 20_000
+QWEN_AUTOCOMPACT_BUFFER = 13_000
 
 
 @functools.cache
@@ -92,7 +97,8 @@ def agent_threshold(
 ) -> AgentThreshold | None:
     """The agent's own compaction point for a model ``window``, under ``setting`` (what the file or
     importer recorded: Claude Code ``autocompact_pct_override`` / ``auto_compact_window``, Codex
-    ``model_auto_compact_token_limit``, Gemini CLI ``compressionThreshold``); None for an agent
+    ``model_auto_compact_token_limit``, Gemini CLI ``compressionThreshold``, Qwen Code
+    ``autoCompactThreshold``); None for an agent
     without a rule of its own."""
     setting = dict(setting or {})
     if agent == "claude-code":
@@ -114,7 +120,26 @@ def agent_threshold(
             tokens = math.floor(window * rule_share)
             return AgentThreshold(tokens, f"{name} {rule_share:g} × window {window:,}", setting)
         return AgentThreshold(None, f"{name} {rule_share:g} of a window not recorded", setting)
+    if agent == "qwen":
+        return _qwen(window, setting)
     return None
+
+
+def _qwen(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
+    share = _share(setting.get("autoCompactThreshold"))
+    rule_share = share if share is not None else QWEN_DEFAULT_AUTO_COMPACT_THRESHOLD
+    name = "autoCompactThreshold" if share is not None else "default autoCompactThreshold"
+    if not window:
+        return AgentThreshold(None, f"{name} {rule_share:g} of a window not recorded", setting)
+    ceiling = window - QWEN_SUMMARY_RESERVE - QWEN_AUTOCOMPACT_BUFFER
+    proportional = math.floor(window * rule_share)
+    if 0 < ceiling < proportional:
+        rule = (
+            f"window {window:,} − {QWEN_SUMMARY_RESERVE:,} − {QWEN_AUTOCOMPACT_BUFFER:,}, below {name} "
+            f"{rule_share:g} × window"
+        )
+        return AgentThreshold(ceiling, rule, setting)
+    return AgentThreshold(proportional, f"{name} {rule_share:g} × window {window:,}", setting)
 
 
 def _claude_code(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
