@@ -258,14 +258,21 @@ def rebuild_calls(
     measured before it is carried after it (a context with no usage takes the last one measured)."""
     plan = context_plan(thread)
     counts = _Counts([pm.message for pm in thread.messages], tokenizer)
+    tokenizer_id = tokenizer.id
     for pm, conversation, results in zip(thread.messages, counts.conv, counts.results, strict=True):
-        pm.counted = (pm.message, tokenizer.id, conversation, results)  # the writer's count of it
+        pm.counted = (pm.message, tokenizer_id, conversation, results)  # the writer's count of it
     starts = [i for i, pm in enumerate(thread.messages) if pm.starts_context]
     prefixes: dict[int, int] = {}
     contexts: list[int] = []
     parts: list[tuple[int, int, int]] = []
+    rules: dict[str | None, ThinkingRule] = {}  # by the model a call asked: the thread's version for all
     for at, sent, call in plan:
-        rule = thinking_rule(call.model or model, version=version)
+        asked = call.model or model
+        rule = rules.get(asked) if asked is None or type(asked) is str else None
+        if rule is None:
+            rule = thinking_rule(asked, version=version)
+            if asked is None or type(asked) is str:
+                rules[asked] = rule
         measured, dropped, slimmed = counts.components(sent, rule)
         if slimmed:
             call.details["thinking_stripped_tokens"] = dropped

@@ -33,7 +33,7 @@ from engine.importers.formats.claude_code.subagents import link_subagent, side_t
 from engine.importers.formats.claude_code.thread import Line, Thread, build_thread, live_lines
 from engine.importers.formats.claude_code.titles import is_real_prompt as is_real_prompt
 from engine.importers.formats.claude_code.titles import prompt_text, set_title
-from engine.importers.parsing.parsed import ParsedSession, SourceProblem
+from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.tokens import Tokenizer, get_tokenizer
 
 #: Tokenizer when a thread names no model (the writer's fallback too).
@@ -168,10 +168,19 @@ def drop_copied_calls(session: ParsedSession, lines: Sequence[Line]) -> int:
             pm.call = None
             copied += 1
     if copied:
-        session.calls = [
-            c for pm in session.messages for c in ([pm.call] if pm.call else []) + pm.pending_calls
-        ]
+        session.calls = _calls(session.messages)
     return copied
+
+
+def _calls(messages: Sequence[ParsedMessage]) -> list[CallInfo]:
+    """Every call of ``messages`` in order: each message's own, then those made right after it."""
+    calls: list[CallInfo] = []
+    for pm in messages:
+        if pm.call is not None:
+            calls.append(pm.call)
+        if pm.pending_calls:
+            calls.extend(pm.pending_calls)
+    return calls
 
 
 def thread_session(
@@ -218,10 +227,10 @@ def thread_session(
     failed = _place_failed_calls(thread, lines, replays or {}, model, tokenizer)
     _record_compactions(session, thread, lines, failed)
     point = session.metadata.get("harness_compaction_tokens")
-    session.calls = [c for pm in thread.messages for c in ([pm.call] if pm.call else []) + pm.pending_calls]
-    for call in session.calls:
-        if point:  # where Claude Code itself compacted: a threshold it reached, not its limit
-            call.details["harness_compaction_tokens"] = point
+    session.calls = _calls(thread.messages)
+    for call in session.calls if point else ():
+        # where Claude Code itself compacted: a threshold it reached, not its limit
+        call.details["harness_compaction_tokens"] = point
     session.output_reserve = SUMMARY_RESERVE  # below the model's window, Claude Code's own
     return session
 
