@@ -270,6 +270,14 @@ def test_an_auto_compaction_is_recorded_and_later_calls_send_only_what_followed_
         assert imported_atoms(sent) == request_atoms(request["body"]["messages"])
     assert compaction.details["trigger_kind"] == "auto" and compaction.details["by"] == "agent"
     assert transcript[compaction.message_seq].text.startswith("What did we do so far?")
+    # the summary the session went on from: the summarizer's reply (the scripted server's "OK.")
+    (snapshot,) = store.list_snapshots(session.session_id)
+    assert (
+        compaction.details["summary"]
+        == snapshot.summary
+        == transcript[compaction.message_seq + 1].text
+        == "OK."
+    )
 
 
 def test_a_session_growing_in_the_write_ahead_log_is_imported_before_any_checkpoint(

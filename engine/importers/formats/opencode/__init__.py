@@ -14,6 +14,7 @@ the provider's count. A session started by the ``task`` tool is a child of its p
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -40,7 +41,20 @@ def parse(doc: Document, key: str) -> list[ParsedSession]:
             f"an {'OpenCode' if app == 'opencode' else 'Kilo CLI'} database with no session messages"
         )
     apply_config_limits(sessions, rows, doc.path, app)
+    for session in sessions:
+        attach_summaries(session)
     return sessions
+
+
+def attach_summaries(session: ParsedSession) -> None:
+    """Each compaction's summary: the text of the summarizer's reply right after its marker (what the
+    session went on from, beside the marker, in the compaction's snapshot)."""
+    for marker, reply in itertools.pairwise(session.messages):
+        call = reply.call
+        if marker.compaction is not None and call is not None and call.details.get("compaction_call"):
+            text = reply.message.text.strip()
+            if text:
+                marker.compaction.setdefault("summary", text)
 
 
 def apply_config_limits(sessions: list[ParsedSession], rows: Rows, database: Path, app: str) -> None:
