@@ -122,3 +122,16 @@ def test_qwen_codes_first_call_after_a_compression_is_framed_apart(tmp_path: Pat
     assert first.details["unlogged_prefix_tokens"] + 2_000 < later[0].details["unlogged_prefix_tokens"]
     for event in [first, *later]:
         assert event.components.unattributed <= 0.01 * event.usage.prompt_tokens, event.components
+
+
+@pytest.mark.parametrize("agent", sorted(COMPACTING))
+def test_every_agents_compaction_keeps_the_summary_it_went_on_from(agent: str, tmp_path: Path) -> None:
+    """The snapshot an agent's compaction leaves holds its summary (Claude Code's summary line, Codex's
+    and Gemini CLI's compacted item, Copilot CLI's summaryContent, Qwen Code's state snapshot turn,
+    OpenCode's and Kilo CLI's summarizer reply): the Compaction page and "what it kept and dropped"
+    read it. Copilot's and Qwen's, OpenCode's and Kilo's were empty."""
+    with SessionStore(tmp_path / "s.db") as store:
+        results = import_files(folder_files(REAL_AGENTS / agent), store, on_error=lambda _path, _error: None)
+        snapshots = [n for r in results for sid in r.session_ids for n in store.list_snapshots(sid)]
+    assert snapshots, agent
+    assert all(n.summary.strip() for n in snapshots), [(n.session_id, n.summary) for n in snapshots]

@@ -247,6 +247,8 @@ def apply_compaction(
         "threshold_tokens": _count(data.get("tokenLimit")) or None,
         "summary_tokens_estimate": _count(data.get("postCompactionTokens")) or None,
     }
+    if data.get("summaryContent"):  # the summary the history goes on from
+        compaction["summary"] = str(data["summaryContent"])
     if when:
         compaction["when_utc"] = when
     kept = [ParsedMessage(m.message.model_copy()) for m in session.messages[cut:]]

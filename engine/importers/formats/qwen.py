@@ -195,6 +195,8 @@ def compressed_history(payload: dict[str, Any], where: str) -> list[ParsedMessag
             texts = [TextBlock(text=str(p["text"])) for p in parts if "text" in p]
             message = build_message("user", texts or "", where=where)
         first = not parsed
+        if first and message.role == "user" and message.text.strip():
+            compaction["summary"] = message.text.strip()  # the summary turn the chat goes on from
         parsed.append(ParsedMessage(message, starts_context=first, compaction=compaction if first else None))
     return parsed
 
