@@ -33,6 +33,23 @@ def test_lines_read_together_share_their_keys() -> None:
     assert first is second
 
 
+def test_lines_read_together_share_their_repeated_short_values() -> None:
+    # a session's lines repeat their session id, version, type, model...: one copy for the batch
+    lines = [
+        json.dumps({"sessionId": "s-1", "uuid": f"u{i}", "message": {"model": "m-1", "text": f"t{i}"}})
+        for i in range(5)
+    ]
+    read = [obj for _, obj in _read("\n".join(lines) + "\n")]
+    assert read == [json.loads(line) for line in lines]
+    assert all(obj["sessionId"] is read[0]["sessionId"] for obj in read)
+    assert all(obj["message"]["model"] is read[0]["message"]["model"] for obj in read)
+    assert len({id(obj["uuid"]) for obj in read}) == len({id(obj["message"]["text"]) for obj in read}) == 5
+    long = "x" * 200  # a long value is left alone (hashing it would cost more than it saves)
+    read = [obj for _, obj in _read(f'{{"body": "{long}"}}\n' * 3)]
+    assert read[0]["body"] == read[1]["body"] == long
+    assert read[0]["body"] is not read[1]["body"]
+
+
 @pytest.mark.parametrize(
     ("bad", "error"),
     [
