@@ -27,6 +27,7 @@ from engine.importers.lines import (
     too_long,
 )
 from engine.importers.parsing.parsed import SourceProblem
+from engine.textfmt import article
 
 #: Text formats recognised by how they start (before any JSON parsing).
 AIDER_HEAD = "# aider chat started at"
@@ -166,7 +167,7 @@ def read_document(
                         raise
                     if size > max_line_bytes:  # maybe a pretty-printed object: too long to read whole
                         raise SourceProblem(
-                            too_long(f"a {size:,}-byte document", max_line_bytes), line=1
+                            too_long(f"{article(size)} {size:,}-byte document", max_line_bytes), line=1
                         ) from exc
                     return _whole(path, fh, size, max_line_bytes, not_json=exc)  # a pretty-printed object
                 if len(read.lines) == 1 and read.complete:

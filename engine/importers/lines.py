@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from engine.importers.parsing.parsed import SourceProblem
+from engine.textfmt import article
 
 #: The most one line (or one JSON document) of a transcript may hold: far above any real line
 #: (a Claude Code line with a large image is a few MB), far below what would exhaust memory.
@@ -321,7 +322,7 @@ def read_whole(fh: BinaryIO, size: int, *, max_line_bytes: int = MAX_LINE_BYTES)
     """The whole file as text (a JSON document, an Aider log), refused past the cap before it is
     read; (text, a lone surrogate was replaced)."""
     if size > max_line_bytes:
-        raise SourceProblem(too_long(f"a {size:,}-byte document", max_line_bytes), line=1)
+        raise SourceProblem(too_long(f"{article(size)} {size:,}-byte document", max_line_bytes), line=1)
     fh.seek(0)
     raw = fh.read(max_line_bytes + 1)
     if len(raw) > max_line_bytes:  # grew since it was measured
