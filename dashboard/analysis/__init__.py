@@ -19,7 +19,7 @@ from dashboard.analysis.comparison import (
     peak_request,
     session_figures,
 )
-from dashboard.analysis.downsample import MAX_STEPS, peak_steps
+from dashboard.analysis.downsample import MAX_STEPS, hides_a_larger_call, peak_steps
 from dashboard.analysis.edits import edit_diff, edit_savings, part_text
 from dashboard.analysis.findings import (
     FINDING_COLUMNS,
@@ -91,6 +91,7 @@ __all__ = [
     "findings_frame",
     "findings_markers",
     "findings_per_call",
+    "hides_a_larger_call",
     "min_limit_for",
     "money_text",
     "part_text",

@@ -12,11 +12,24 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-__all__ = ["MAX_STEPS", "peak_steps"]
+__all__ = ["HIDDEN_CALL_SHARE", "MAX_STEPS", "hides_a_larger_call", "peak_steps"]
 
 #: Steps drawn at most (plus the kept ones).
 MAX_STEPS = 2_000
 _TOTAL = ("system", "skills", "tools", "summary", "conversation", "tool_results")
+#: A turn drawn by its last call hides a larger one when its largest is this much bigger (a compaction
+#: or a cleared result within the turn; calls of a turn otherwise only grow).
+HIDDEN_CALL_SHARE = 1.1
+
+
+def hides_a_larger_call(turns: pd.DataFrame) -> bool:
+    """Whether the timeline by turn (each turn drawn by its last call: ``projected_tokens``; its
+    largest: ``peak_projected``) hides a call larger than the one drawn: the session's peak would
+    not be on the chart (Qwen Code's compress fixture: 99,769 tokens in turn 0, drawn as 20,856)."""
+    if turns.empty or "peak_projected" not in turns.columns:
+        return False
+    drawn = turns["projected_tokens"].fillna(0)
+    return bool((turns["peak_projected"].fillna(0) > drawn * HIDDEN_CALL_SHARE).any())
 
 
 def peak_steps(

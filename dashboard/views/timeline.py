@@ -111,7 +111,9 @@ def timeline_panel() -> None:
         st.session_state["_timeline_step_for"] = ref.key
         if "timeline_step" not in st.session_state or st.session_state.get("_timeline_step_auto"):
             few_turns = int(row["turns"] or 0) <= FEW_TURNS
-            st.session_state["timeline_step"] = "model call" if few_turns else "turn"
+            # by call too when a turn holds a call larger than its last (a compaction within it)
+            hidden = analysis.hides_a_larger_call(state.query(data.timeline, ref.db, ref.session_id))
+            st.session_state["timeline_step"] = "model call" if few_turns or hidden else "turn"
             st.session_state["_timeline_step_auto"] = True
     step = st.radio(
         "Step", ["turn", "model call"], horizontal=True, key="timeline_step", on_change=_step_picked
