@@ -129,7 +129,8 @@ def test_a_real_compaction_happens_at_the_limit_the_apps_config_set(
     tmp_path: Path, app: str, limit: int, window: int
 ) -> None:
     """The compact fixture's run set a small window in the app's config: every call's limit is its point
-    (the call it compacted after passed it, the one before did not), not the model table's 111,360."""
+    (the call it compacted after passed it, the one before did not), not the 111,616 OpenCode would
+    take from the model table."""
     source = REAL / app / "compact"
     with SessionStore(tmp_path / "kept.db") as store:
         import_file(source / "data" / app / f"{app}.db", store)
@@ -145,7 +146,28 @@ def test_a_real_compaction_happens_at_the_limit_the_apps_config_set(
     shutil.copyfile(source / "data" / app / f"{app}.db", alone)
     with SessionStore(tmp_path / "alone.db") as store:
         import_file(alone, store)
-    assert {w for _, w in _limits_of(tmp_path / "alone.db")["request"]} == {128_000}
+    # OpenCode's own point from the model table's gpt-4o: 128,000 - min(16,384, 32,000)
+    assert _limits_of(tmp_path / "alone.db")["request"] == {(111_616, 128_000)}
+
+
+def test_without_a_config_limit_the_point_is_opencodes_rule_on_the_model_tables_window(
+    tmp_path: Path,
+) -> None:
+    """A Claude model that may write 64,000 tokens: OpenCode keeps at most 32,000 below its 200,000-token
+    window (168,000), where the table's own reserve would make the limit 135,744."""
+    from engine.importers.formats.opencode import apply_config_limits
+    from engine.importers.formats.opencode.database import Rows
+    from engine.importers.parsing.parsed import ParsedSession
+    from engine.settings import limit_for_model
+
+    session = ParsedSession(key="ses_1", messages=[], model="claude-sonnet-4-5")
+    apply_config_limits(
+        [session], Rows([], [], [], []), tmp_path / "x" / "opencode" / "opencode.db", "opencode"
+    )
+    assert session.context_window is None and session.output_reserve == 32_000
+    limit = limit_for_model(session.model, file_output_reserve=session.output_reserve)
+    assert limit is not None and limit.tokens == 168_000
+    assert limit_for_model(session.model).tokens == 135_744  # the table's own reserve, as before
 
 
 @pytest.mark.parametrize(
@@ -155,9 +177,9 @@ def test_a_real_compaction_happens_at_the_limit_the_apps_config_set(
 def test_the_why_of_a_compaction_far_below_the_limit_says_the_window_was_smaller(
     tmp_path: Path, app: str, scenario: str, far_below: bool
 ) -> None:
-    """The overflow runs' provider refused ~8,600 tokens (its window: 8,000) while the model table holds
-    111,360: the compaction's sentence says the window in force was smaller; the compact run, whose
-    window the app's config gives, came to its limit and says nothing of the kind."""
+    """The overflow runs' provider refused ~8,600 tokens (its window: 8,000) while OpenCode's rule on the
+    model table gives 111,616: the compaction's sentence says the window in force was smaller; the
+    compact run, whose window the app's config gives, came to its limit and says nothing of the kind."""
     from engine.explain import explain_store
 
     with SessionStore(tmp_path / "s.db") as store:
@@ -166,4 +188,4 @@ def test_the_why_of_a_compaction_far_below_the_limit_says_the_window_was_smaller
         (compaction,) = explain_store(store, [session.id]).sessions[0].compactions
     assert ("smaller window than that" in compaction.sentence) is far_below, compaction.sentence
     if far_below:
-        assert "of the 111,360-token limit held for this model" in compaction.sentence
+        assert "of the 111,616-token limit held for this model" in compaction.sentence

@@ -20,10 +20,16 @@ from pathlib import Path
 
 from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations, write_ahead_log
-from engine.importers.formats.opencode.config import is_config_file, model_limits, session_models
+from engine.importers.formats.opencode.config import (
+    OUTPUT_TOKEN_MAX,
+    is_config_file,
+    model_limits,
+    session_models,
+)
 from engine.importers.formats.opencode.database import Rows, app_of, read_database
 from engine.importers.formats.opencode.history import parse_rows
 from engine.importers.parsing.parsed import ParsedSession, SourceProblem
+from engine.model_table import load_model_table
 
 
 def sniff(doc: Document) -> bool:
@@ -60,16 +66,20 @@ def attach_summaries(session: ParsedSession) -> None:
 def apply_config_limits(sessions: list[ParsedSession], rows: Rows, database: Path, app: str) -> None:
     """Each session's window as the app's config sets it for the model it used (its automatic
     compaction's point is the limit: :mod:`engine.importers.formats.opencode.config`); sessions of
-    models the config gives no limit keep the model table's."""
+    models the config gives no limit keep the model table's window, less the reserve OpenCode keeps
+    below it (the model's output limit, at most 32,000: 168,000 for a 200,000-token Claude model
+    that may write 64,000, where the table's own reserve made it 135,744)."""
     folders = [str(r["directory"]) for r in rows.sessions if r.get("directory")]
     limits = model_limits(database, app, folders)
-    if not limits:
-        return
     used = session_models(rows.messages)
+    table = load_model_table()
     for session in sessions:
         limit = limits.get(used.get(session.key, ("", "")))
         usable = limit.usable_tokens() if limit is not None else 0
         if limit is None or not usable:
+            known = table.lookup(session.model) if session.model else None
+            if known is not None:
+                session.output_reserve = min(known.max_output_tokens or OUTPUT_TOKEN_MAX, OUTPUT_TOKEN_MAX)
             continue
         session.context_window = limit.context
         session.output_reserve = limit.context - usable  # the limit is the point it compacts at
