@@ -135,3 +135,18 @@ def test_every_agents_compaction_keeps_the_summary_it_went_on_from(agent: str, t
         snapshots = [n for r in results for sid in r.session_ids for n in store.list_snapshots(sid)]
     assert snapshots, agent
     assert all(n.summary.strip() for n in snapshots), [(n.session_id, n.summary) for n in snapshots]
+
+
+def test_a_gemini_prompt_may_use_the_whole_window(tmp_path: Path) -> None:
+    """Gemini models count their output apart from their input window (gemini-3.1-pro: 1,048,576 in,
+    65,536 out) and Gemini CLI lets a prompt use all of the window (its tokenLimit): no reply reserve
+    comes off a Gemini CLI session's limit, which was 982,784."""
+    with SessionStore(tmp_path / "s.db") as store:
+        results = import_files(
+            folder_files(REAL_AGENTS / "gemini"), store, on_error=lambda _path, _error: None
+        )
+        events = [e for r in results for sid in r.session_ids for e in store.list_events(sid, kind="request")]
+    assert events
+    assert {(e.limit_tokens, e.context_window, e.max_output_tokens) for e in events} == {
+        (1_048_576, 1_048_576, 0)
+    }

@@ -127,6 +127,9 @@ def session_of(log: ChatLog, *, key: str, settings: dict[str, Any] | None = None
     session.model = max(models, key=lambda m: models[m]) if models else None
     session.provider = provider_of(session.model) or "gemini"
     session.unlogged_prefix_in = "system"  # the system instruction and tool declarations
+    # A Gemini model's output limit is apart from its input window: Gemini CLI lets a prompt use the
+    # whole window (its tokenLimit), so no reply reserve comes off it.
+    session.output_reserve = 0
     meta = {
         "gemini_session_id": session_id,
         "project_hash": header.get("projectHash"),
