@@ -20,7 +20,7 @@ FORMAT = ImportFormat(
     sniff=sniff,
     parse=parse,
     reads=frozenset({"database"}),
-    files="`~/.local/share/kilo/kilo.db` (SQLite)",
+    files="`~/.local/share/kilo/kilo.db` (SQLite; model limits from `~/.config/kilo/kilo.json`)",
     locations=Locations(roots=data_roots("kilo"), files_under=databases_under),
     companions=write_ahead_log,
     accompanies=lambda path: is_config_file(path, "kilo"),

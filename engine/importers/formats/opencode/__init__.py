@@ -110,7 +110,7 @@ FORMAT = ImportFormat(
     sniff=sniff,
     parse=parse,
     reads=frozenset({"database"}),
-    files="`~/.local/share/opencode/opencode.db` (SQLite)",
+    files="`~/.local/share/opencode/opencode.db` (SQLite; model limits from `~/.config/opencode/opencode.json`)",
     locations=Locations(roots=data_roots("opencode"), files_under=databases_under),
     companions=write_ahead_log,
     accompanies=lambda path: is_config_file(path, "opencode"),
