@@ -86,7 +86,7 @@ def import_files_parallel(
                 path = next(submitted, None)
                 if path is None:
                     return
-                pending.append((path, pool.submit(_parse, path, model, live)))
+                pending.append((path, pool.submit(_parse_in_worker, path, model, live)))
 
         refill()
         for done, (path, state, unchanged) in enumerate(plan, start=1):
@@ -134,7 +134,6 @@ def _next_parsed(
 def _parse(path: Path, model: str | None, live: bool) -> _Parsed:
     """A worker's job: parse one file and hash its messages. Its ImportFormatError comes back as
     plain values (an exception with keyword arguments does not survive pickling)."""
-    gc.collect()  # the cycles the last file left (the collector is off in a worker: _worker_start)
     try:
         fmt, sessions = parse_file(path, model=model, live=live)
     except ImportFormatError as exc:
@@ -149,6 +148,13 @@ def _parse(path: Path, model: str | None, live: bool) -> _Parsed:
     return fmt, sessions
 
 
+def _parse_in_worker(path: Path, model: str | None, live: bool) -> _Parsed:
+    """:func:`_parse` in a worker, after one collection of the cycles the last file left there (the
+    collector is off in a worker: :func:`_worker_start`). Not in this process, whose collector runs."""
+    gc.collect()
+    return _parse(path, model, live)
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
     """The parsing processes, forked once the exact encodings are built here: each would otherwise
     build its own (seconds of CPU apiece), and forked they share this process's copy's pages."""
@@ -161,7 +167,7 @@ def _worker_start() -> None:
     """A worker runs without the cyclic collector: between parsing a file and handing it over (hashing
     its messages, pickling them) its millions of live objects were walked by collections that found
     nothing to free. Each parse starts with one collection instead, over the little the worker still
-    holds (:func:`_parse`); what it inherited from this process is frozen, never walked (and so
+    holds (:func:`_parse_in_worker`); what it inherited from this process is frozen, never walked (and so
     never copied page by page by the collector's writes)."""
     gc.disable()
     gc.freeze()

@@ -47,6 +47,14 @@ class CallMeasure:
     own_framing: bool = False
 
     @property
+    def unlogged_tokens(self) -> int | None:
+        """What the provider counted beyond our measure (what the source did not keep), None without
+        the provider's count."""
+        if self.usage is None or not self.usage.prompt_tokens:
+            return None
+        return max(0, self.usage.prompt_tokens - self.estimate)
+
+    @property
     def prompt_tokens(self) -> int:
         """The call's prompt: the provider's count when it gave one, else our estimate."""
         return (
@@ -97,8 +105,9 @@ def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
     nothing better is known)."""
     out: dict[int, int] = {}
     for m in measures:
-        if m.segment not in out and not m.own_framing and m.usage is not None and m.usage.prompt_tokens:
-            out[m.segment] = max(0, m.usage.prompt_tokens - m.estimate)
+        unlogged = m.unlogged_tokens
+        if m.segment not in out and not m.own_framing and unlogged is not None:
+            out[m.segment] = unlogged
     last = None
     for segment in range(max((m.segment for m in measures), default=-1) + 1):
         if segment in out:
@@ -111,9 +120,9 @@ def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
 def own_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
     """{index of a call with its own framing and usage: the provider's count minus our measure}."""
     return {
-        i: max(0, m.usage.prompt_tokens - m.estimate)
+        i: m.unlogged_tokens
         for i, m in enumerate(measures)
-        if m.own_framing and m.usage is not None and m.usage.prompt_tokens
+        if m.own_framing and m.unlogged_tokens is not None
     }
 
 

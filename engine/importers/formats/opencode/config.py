@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.importers.parsing.readers import as_count
+
 #: OpenCode's cap on the output it reserves (``OUTPUT_TOKEN_MAX``), and the reserve below an
 #: ``input`` limit when the config sets no ``compaction.reserved`` (``COMPACTION_BUFFER``).
 OUTPUT_TOKEN_MAX = 32_000
@@ -237,8 +239,11 @@ def _project_file(folder: Path, app: str) -> Path | None:
 
 
 def _count(value: Any) -> int | None:
+    """A number of tokens the config sets (capped as every count from a source is), None when it sets none."""
     return (
-        int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+        as_count(value)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+        else None
     )
 
 
