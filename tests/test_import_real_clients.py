@@ -307,8 +307,9 @@ def test_codex_sub_agent_rollout_given_alone_imports_naming_its_parent_thread(
 
 
 def test_codex_auto_compaction_records_its_limit_tokens_and_summary_call(store: SessionStore) -> None:
-    """model_auto_compact_token_limit (config.toml beside sessions/: the rollout does not record
-    it); before = what Codex counted at the last call (input + output), after = its estimate."""
+    """model_auto_compact_token_limit and model_context_window (config.toml beside sessions/: the
+    rollout does not record them; the point is Codex's rule over them, engine.explain.agents);
+    before = what Codex counted at the last call (input + output), after = its estimate."""
     folder = REAL / "codex" / "auto-compact"
     (session,) = import_file(next(folder.rglob("rollout-*.jsonl")), store).sessions
     (compaction,) = store.list_events(session.session_id, kind="compaction")
@@ -316,9 +317,7 @@ def test_codex_auto_compaction_records_its_limit_tokens_and_summary_call(store: 
     d = compaction.details
     first = requests[0].usage
     assert d["by"] == "agent" and d["trigger_kind"] == "auto"
-    assert (
-        d["agent_setting"] == {"model_auto_compact_token_limit": 20_000} and d["threshold_tokens"] == 20_000
-    )
+    assert d["agent_setting"] == {"model_auto_compact_token_limit": 20_000, "model_context_window": 64_000}
     assert d["before_tokens"] == first.prompt_tokens + first.output_tokens > 20_000
     assert 0 < d["after_tokens"] < 20_000
     assert [bool(e.details.get("compaction_call")) for e in requests] == [

@@ -517,6 +517,34 @@ def test_agent_thresholds_without_a_window_say_so() -> None:
     )
 
 
+def test_codex_compacts_at_the_lesser_of_its_setting_and_nine_tenths_of_the_window() -> None:
+    """Codex's ModelInfo::auto_compact_token_limit: min(model_auto_compact_token_limit, window × 9/10),
+    of the model's whole window; a rollout records 95% of it (gpt-5.5: 258,400 of 272,000)."""
+    default = agent_threshold("codex", window=258_400)
+    assert default is not None and default.tokens == 244_800, default
+    assert default.rule == "Codex's default: 90% of the window 272,000 (the file records 95% of it, 258,400)"
+    configured = agent_threshold("codex", window=60_800, setting={"model_context_window": 64_000})
+    assert (
+        configured is not None
+        and configured.tokens == 57_600
+        and "model_context_window 64,000" in configured.rule
+    )
+    lower = agent_threshold(
+        "codex",
+        window=60_800,
+        setting={"model_auto_compact_token_limit": 20_000, "model_context_window": 64_000},
+    )
+    assert lower is not None and (lower.tokens, lower.rule) == (
+        20_000,
+        "model_auto_compact_token_limit = 20,000",
+    )
+    higher = agent_threshold("codex", window=258_400, setting={"model_auto_compact_token_limit": 250_000})
+    assert higher is not None and higher.tokens == 244_800
+    assert higher.rule.endswith("below model_auto_compact_token_limit = 250,000"), higher.rule
+    unknown = agent_threshold("codex", window=None)
+    assert unknown is not None and unknown.tokens is None and "does not record" in unknown.rule
+
+
 # -- what a compaction kept and dropped ------------------------------------------------------------
 
 CAVEAT = (

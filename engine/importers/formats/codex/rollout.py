@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.call_failures import FailureCause, classify_failure, failure_details
+from engine.importers.formats.codex.family import SETTING_KEYS
 from engine.importers.formats.codex.items import (
     agent_message_text,
     codex_usage,
@@ -326,10 +327,10 @@ class RolloutReader:
         if summarizer is not None and summarizer.call is not None:
             summarizer.call.details["compaction_call"] = True
             details["before_tokens"] = self.last_counted_before(summarizer, reactive=self._reactive())
-        limit = self.settings.get("model_auto_compact_token_limit")
-        if isinstance(limit, int) and limit > 0:
-            details["agent_setting"] = {"model_auto_compact_token_limit": limit}
-            details["threshold_tokens"] = limit
+        # the point itself is Codex's rule over these and the window (engine.explain.agents)
+        setting = {k: v for k in SETTING_KEYS if isinstance(v := self.settings.get(k), int) and v > 0}
+        if setting:
+            details["agent_setting"] = setting
         if self._reactive():
             # the provider refused the last call as too long: Codex counted its window full and
             # compacted before the next turn
