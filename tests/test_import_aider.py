@@ -19,6 +19,7 @@ from engine.importers import import_file
 from engine.importers.detect import read_document
 from engine.importers.formats.aider import parse
 from engine.importers.formats.aider.llm_history import as_logged, parse_llm_history
+from engine.importers.utc_times import local_utc_text
 from engine.store import SessionStore
 from tests.chat_requests import chat_requests, run_fixture_script
 
@@ -139,6 +140,41 @@ def test_without_the_llm_history_the_chat_log_alone_is_read(tmp_path: Path, stor
     assert any(
         "not logged by Aider" in n for n in store.get_session(first.session_id).metadata["import_notes"]
     )
+
+
+def test_sessions_say_when_they_ran_in_utc(tmp_path: Path, store: SessionStore) -> None:
+    """Aider writes local times without a zone (its ``datetime.now()``): each call's time is its
+    ``TO LLM`` line's, the session's start its chat log header's, read in this machine's zone."""
+    text = (FIXTURE / ".aider.llm.history").read_text()
+    sent = [local_utc_text(c.sent_at.isoformat()) for c in parse_llm_history(text)]
+    headers = [line.removeprefix("# aider chat started at ") for line in CHAT_LOG.read_text().splitlines()]
+    starts = [local_utc_text(h) for h in headers if h[:2] == "20"]
+    assert len(starts) == 2 and None not in sent
+    sessions = import_file(CHAT_LOG, store).sessions
+    calls = [
+        e.details.get("call_utc") for s in sessions for e in store.list_events(s.session_id, kind="request")
+    ]
+    assert calls == sent
+    metadata = [store.get_session(s.session_id).metadata for s in sessions]
+    assert [m["started_utc"] for m in metadata] == starts
+    first_calls = [c for c in calls if c is not None and c >= starts[1]]
+    assert metadata[0]["ended_utc"] == max(c for c in calls if c < starts[1])
+    assert metadata[1]["ended_utc"] == max(first_calls)
+    shutil.copy(CHAT_LOG, tmp_path / CHAT_LOG.name)  # the chat log alone: only when each session started
+    alone = SessionStore(tmp_path / "alone.db")
+    with alone:
+        logged = import_file(tmp_path / CHAT_LOG.name, alone).sessions
+        assert [alone.get_session(s.session_id).metadata["ended_utc"] for s in logged] == starts
+
+
+def test_a_local_time_is_read_in_this_machines_zone() -> None:
+    from datetime import UTC, datetime
+
+    naive = "2026-11-28 05:58:23"
+    expected = datetime.fromisoformat(naive).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    assert local_utc_text(naive) == local_utc_text("2026-11-28T05:58:23") == expected
+    assert local_utc_text("2026-11-28T05:58:23+02:00") == "2026-11-28T03:58:23.000Z"  # a zone it names wins
+    assert local_utc_text("not a time") is None and local_utc_text("") is None
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,10 @@ as tool messages in the order asked, the ``--resume`` run's prompt), with the us
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,26 @@ def test_results_are_tool_messages_in_the_order_asked(store: SessionStore) -> No
 )
 def test_a_tool_state_sends_its_output_text(state: dict[str, object], sent: str) -> None:
     assert result_text(state) == sent
+
+
+def test_a_session_started_when_its_list_entry_says(tmp_path: Path, store: SessionStore) -> None:
+    """The session file keeps no time; ``sessions.json`` beside it has ``dateCreated`` (epoch ms),
+    written once when Continue first saved the session. Without the list: no time, no error."""
+    index = json.loads((FIXTURE / "sessions" / "sessions.json").read_text())
+    (session,) = import_file(next(FIXTURE.glob("sessions/*-*.json")), store).sessions
+    created = datetime.fromtimestamp(int(index[0]["dateCreated"]) / 1000, tz=UTC)
+    metadata = store.get_session(session.session_id).metadata
+    assert metadata["started_utc"] == created.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    alone = tmp_path / "sessions"
+    alone.mkdir()
+    shutil.copy(next(FIXTURE.glob("sessions/*-*.json")), alone)
+    with SessionStore(tmp_path / "alone.db") as other:
+        (without,) = import_file(next(alone.glob("*.json")), other).sessions
+        assert "started_utc" not in other.get_session(without.session_id).metadata
+    (alone / "sessions.json").write_text("[{broken")
+    with SessionStore(tmp_path / "broken.db") as other:
+        (broken,) = import_file(next(alone.glob("*-*.json")), other).sessions
+        assert "started_utc" not in other.get_session(broken.session_id).metadata
 
 
 def test_import_from_continue_finds_its_sessions_not_their_index(tmp_path: Path) -> None:

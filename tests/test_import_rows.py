@@ -11,6 +11,9 @@ import json
 import os
 import shutil
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
 
@@ -50,9 +53,25 @@ def imported_digests(folder: Path, name: str) -> dict[str, str]:
         claude_code_lines(root / "lines.jsonl", LINES)
         paths = [root / "lines.jsonl"]
     db = folder / f"{name}.db"
-    with open_store(db) as store:
+    with open_store(db) as store, local_zone("UTC"):  # Aider's local times read alike on every machine
         import_files(paths, store, on_error=lambda p, e: None)
     return table_digests(db, root)
+
+
+@contextmanager
+def local_zone(name: str) -> Iterator[None]:
+    """This process's local time zone ``name`` (``TZ``) while the block runs; the one before after it."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = name
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
 
 
 @pytest.mark.parametrize("name", INPUTS)

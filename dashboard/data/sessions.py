@@ -37,7 +37,8 @@ SESSION_COLUMNS = (
 )  # fmt: skip
 
 #: When a session was last active, as UTC text of one width (sorts as it reads): the last message's
-#: time in the agent's own transcript (``ended_utc``, which an importer records in the metadata);
+#: time in the agent's own transcript (``ended_utc``, which an importer records in the metadata; the
+#: session's start where that is the transcript's only time: Aider's chat log, Continue CLI);
 #: for a session ctxdesk ran or recorded, its last update. An imported session whose transcript
 #: carries no times has none (NULL, listed last): its ``updated_utc`` is only the time of the import.
 LAST_ACTIVE_SQL = """strftime(coalesce(

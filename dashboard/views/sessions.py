@@ -153,7 +153,8 @@ def _table(view: pd.DataFrame, **selection: object) -> object:
             "source": st.column_config.TextColumn("Source"),
             "last_active_utc": st.column_config.TextColumn(
                 "Last active (UTC)",
-                help="the last message's time in the agent's transcript, else the last update",
+                help="the last time the agent's transcript gives (a message's or a call's; an Aider chat log without "
+                "its LLM history, and Continue CLI, give only when a session started), else the last update",
             ),
         },
     )

@@ -48,3 +48,17 @@ def rebuilt_utc_text(value: Any) -> str | None:
     except (ValueError, OverflowError, OSError):
         return None
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def local_utc_text(value: str) -> str | None:
+    """A time a source wrote in its machine's local zone without saying which (Aider's
+    ``datetime.now()``), as :func:`utc_text`: read in this machine's zone, where the agent most likely
+    ran. None when it is no time."""
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except (ValueError, AttributeError):
+        return None
+    try:
+        return utc_text(moment.astimezone(UTC).isoformat())  # a naive time: this machine's local zone
+    except (OverflowError, OSError):
+        return None

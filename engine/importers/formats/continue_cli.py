@@ -24,6 +24,7 @@ from engine.importers.documents import Document
 from engine.importers.formats import ImportFormat, Locations
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import as_count, build_message, provider_of
+from engine.importers.utc_times import utc_text
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 INDEX = "sessions.json"
@@ -159,7 +160,27 @@ def sniff(doc: Document) -> bool:
 
 
 def parse(doc: Document, key: str) -> list[ParsedSession]:
-    return [parse_continue_session(doc.value, key=key)]
+    session = parse_continue_session(doc.value, key=key)
+    created = date_created(doc.path.parent / INDEX, doc.value["sessionId"])
+    if created is not None:  # the session file keeps no time: when it started, from the list beside it
+        session.messages[0].message.meta.setdefault("timestamp", created)
+    return [session]
+
+
+def date_created(index: Path, session_id: str) -> str | None:
+    """The session's ``dateCreated`` in ``sessions.json`` (epoch milliseconds, written once when the
+    session is first saved), as UTC text; None when the list is missing, unreadable or lacks it."""
+    try:
+        entries = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("sessionId") == session_id:
+            value = entry.get("dateCreated")
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            return utc_text(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
 
 
 def accompanies(path: Path) -> bool:

@@ -25,6 +25,7 @@ from engine.importers.formats.aider.llm_history import (
 )
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession
 from engine.importers.parsing.readers import build_message
+from engine.importers.utc_times import local_utc_text
 from engine.messages import Message
 
 #: Where this importer looks for the LLM history, beside the chat log.
@@ -84,6 +85,9 @@ def exact_session(session: ParsedSession, calls: list[LoggedCall], source: str) 
         conversation = list(sent)
         info = counted[number] if number < len(counted) else CallInfo(model=session.model)
         info.model = info.model or session.model
+        sent_utc = local_utc_text(call.sent_at.isoformat())
+        if sent_utc is not None:
+            info.details["call_utc"] = sent_utc
         info.system_prompt = "\n\n".join(content for _, content in framing)
         if call.reply is None:  # no reply logged (an error, an interrupt): the call happened
             if messages:
@@ -96,6 +100,9 @@ def exact_session(session: ParsedSession, calls: list[LoggedCall], source: str) 
             )
         )
         conversation.append(("assistant", call.reply))
+    started_utc = local_utc_text(str(session.metadata.get("started") or ""))  # the chat log's header
+    if started_utc is not None and messages:
+        messages[0].message.meta.setdefault("timestamp", started_utc)
     rebuilt = ParsedSession(
         key=session.key,
         messages=messages,

@@ -20,6 +20,7 @@ from pathlib import Path
 from engine.events import ProviderUsage
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import build_message, provider_of
+from engine.importers.utc_times import local_utc_text
 
 HEAD = "# aider chat started at"
 _HEAD_LINE = re.compile(rf"^{re.escape(HEAD)}", re.MULTILINE)
@@ -45,6 +46,9 @@ def parse_aider(text: str, *, key: str, path: Path) -> list[ParsedSession]:
         started, _, body = chunk.partition("\n")
         session = _session(body, key=key if number == 1 else f"{key}-{number}")
         session.metadata["started"] = started.strip()
+        started_utc = local_utc_text(started)  # the log's one time of a session: when it started
+        if started_utc is not None and session.messages:
+            session.messages[0].message.meta.setdefault("timestamp", started_utc)
         session.metadata["cwd"] = str(path.resolve().parent)
         if session.messages:
             sessions.append(session)
