@@ -750,17 +750,21 @@ def test_a_session_being_written_follows_on_screen(served: dict[str, object], pa
         .filter(has_text="Messages")
         .locator("[data-testid='stMetricValue']")
     )
-    before = int(metric.inner_text().replace(",", ""))
-    with SessionStore(served["db"]) as store:  # a writer beside the dashboard, as an agent would be
-        store.append_messages(
-            "sess-small", [user("live?"), assistant("yes")], tokenizer=get_tokenizer("gpt-4o")
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if int(metric.inner_text().replace(",", "")) == before + 2:
-            break
-        page.wait_for_timeout(500)
-    assert int(metric.inner_text().replace(",", "")) == before + 2
+    for arrived in ("opened", "from the sidebar"):  # its link opened, then clicked to from another page
+        if arrived != "opened":
+            _nav(page, "Context timeline")
+            _nav(page, "Sessions")
+        before = int(metric.inner_text().replace(",", ""))
+        with SessionStore(served["db"]) as store:  # a writer beside the dashboard, as an agent would be
+            store.append_messages(
+                "sess-small", [user("live?"), assistant("yes")], tokenizer=get_tokenizer("gpt-4o")
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if int(metric.inner_text().replace(",", "")) == before + 2:
+                break
+            page.wait_for_timeout(500)
+        assert int(metric.inner_text().replace(",", "")) == before + 2, arrived
 
 
 def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(

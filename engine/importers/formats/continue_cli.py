@@ -203,7 +203,7 @@ FORMAT = ImportFormat(
     sniff=sniff,
     parse=parse,
     reads=frozenset({"json"}),
-    files="`~/.continue/sessions/<session>.json`",
+    files="`~/.continue/sessions/<session>.json` (+ `sessions.json`: when each started)",
     locations=Locations(roots=_roots, files_under=_sessions),
     accompanies=accompanies,
 )
