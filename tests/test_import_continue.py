@@ -96,10 +96,11 @@ def test_a_session_started_when_its_list_entry_says(tmp_path: Path, store: Sessi
     with SessionStore(tmp_path / "alone.db") as other:
         (without,) = import_file(next(alone.glob("*.json")), other).sessions
         assert "started_utc" not in other.get_session(without.session_id).metadata
-    (alone / "sessions.json").write_text("[{broken")
-    with SessionStore(tmp_path / "broken.db") as other:
-        (broken,) = import_file(next(alone.glob("*-*.json")), other).sessions
-        assert "started_utc" not in other.get_session(broken.session_id).metadata
+    for number, hostile in enumerate(("[{broken", "[" * 200_000)):  # not JSON; nested past the parser
+        (alone / "sessions.json").write_text(hostile)
+        with SessionStore(tmp_path / f"broken-{number}.db") as other:
+            (broken,) = import_file(next(alone.glob("*-*.json")), other).sessions
+            assert "started_utc" not in other.get_session(broken.session_id).metadata
 
 
 def test_import_from_continue_finds_its_sessions_not_their_index(tmp_path: Path) -> None:

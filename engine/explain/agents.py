@@ -34,14 +34,14 @@ _LABELS_OF_OUR_OWN: dict[str, str] = {
 CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
 #: Gemini CLI compresses the chat when it reaches this share of the model's window.
 GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
-#: Qwen Code (0.24) compacts at ``context.autoCompactThreshold`` (this default) of the window, capped
-#: at the window less its summary's output reserve and a buffer (its ``computeThresholds``).
 #: Codex compacts at 9/10 of the model's window, or at ``model_auto_compact_token_limit`` when that is
 #: lower (its ``ModelInfo::auto_compact_token_limit``); a rollout records as the window
 #: (``model_context_window``) the share of it a prompt may use, ``effective_context_window_percent``
 #: (95 by default).
 CODEX_AUTO_COMPACT_SHARE = (9, 10)
 CODEX_EFFECTIVE_WINDOW_PERCENT = 95
+#: Qwen Code (0.24) compacts at ``context.autoCompactThreshold`` (this default) of the window, capped
+#: at the window less its summary's output reserve and a buffer (its ``computeThresholds``).
 QWEN_DEFAULT_AUTO_COMPACT_THRESHOLD = 0.85
 QWEN_SUMMARY_RESERVE = 20_000
 QWEN_AUTOCOMPACT_BUFFER = 13_000

@@ -14,6 +14,7 @@ tool definitions are kept: their size is measured from the provider's count.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -171,16 +172,32 @@ def date_created(index: Path, session_id: str) -> str | None:
     """The session's ``dateCreated`` in ``sessions.json`` (epoch milliseconds, written once when the
     session is first saved), as UTC text; None when the list is missing, unreadable or lacks it."""
     try:
-        entries = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        stat = index.stat()
+    except OSError:
         return None
+    return _dates_created(str(index), stat.st_mtime_ns, stat.st_size).get(session_id)
+
+
+@functools.lru_cache(maxsize=8)
+def _dates_created(index: str, mtime_ns: int, size: int) -> dict[str, str]:
+    """{session id: dateCreated as UTC text} of one version of a ``sessions.json`` (read once for all
+    the sessions beside it)."""
+    del mtime_ns, size  # the version's key
+    try:
+        entries = json.loads(Path(index).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    found: dict[str, str] = {}
     for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and entry.get("sessionId") == session_id:
-            value = entry.get("dateCreated")
-            if isinstance(value, str) and value.isdigit():
-                value = int(value)
-            return utc_text(value) if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
+        if not isinstance(entry, dict) or not isinstance(entry.get("sessionId"), str):
+            continue
+        value = entry.get("dateCreated")
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        when = utc_text(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        if when is not None:
+            found.setdefault(entry["sessionId"], when)
+    return found
 
 
 def accompanies(path: Path) -> bool:
