@@ -385,10 +385,58 @@ def run(quick: bool = False) -> list[Table]:
     try:
         speed = import_speed(quick)
         return [
-            history_import(quick), speed, residuals([p for p in corpus(folder, quick=True)[1:]]), hostile(quick),
+            history_import(quick), speed, long_session(quick), residuals([p for p in corpus(folder, quick=True)[1:]]),
+            hostile(quick),
         ]  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: Calls of the long sessions (a quarter of it is the baseline): a Claude Code session of 1,000 calls
+#: took 52 CPU seconds before its requests' shared history was written out once (quadratic).
+LONG_SESSION_CALLS = 1_000
+QUICK_LONG_SESSION_CALLS = 400
+
+
+def long_session(quick: bool = False) -> Table:
+    """``ctxdesk import`` of a long Claude Code 2.1.3xx session (each call's exact request, the history
+    sent again every call) beside one a quarter as long: how the cost grows with the calls."""
+    from bench.child_peak import run_python
+    from bench.long_claude_session import long_claude_session
+
+    calls = QUICK_LONG_SESSION_CALLS if quick else LONG_SESSION_CALLS
+    table = Table(
+        title="A long Claude Code session with every call's exact request (2.1.3xx api-request lines)",
+        columns=["calls", "MB", "import s", "CPU s", "peak RSS MB", "CPU ÷ baseline's", "calls ÷ baseline's"],
+        baseline=f"the same session cut to {calls // 4:,} calls, imported in the same run",
+        notes=[
+            "Linear growth: CPU ÷ baseline's close to calls ÷ baseline's (4); the square of it would be 16."
+        ],
+    )
+    folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-long-"))
+    try:
+        measured = []
+        for n in (calls // 4, calls):
+            path = folder / f"long-{n}.jsonl"
+            long_claude_session(path, n)
+            code = (
+                "import sys, time, resource; from engine.cli import main; t = time.perf_counter(); "
+                f"rc = main(['import', {str(path)!r}, '--db', {str(folder / f'long-{n}.db')!r}]); "
+                "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_utime, file=sys.stderr)"
+            )
+            run = run_python("-c", code)
+            rc, seconds, cpu = run.stderr.strip().splitlines()[-1].split()
+            if rc != "0":
+                raise RuntimeError(f"import of the long session failed: {run.stderr[-1000:]}")
+            seconds, cpu = float(seconds), float(cpu)
+            measured.append((n, path.stat().st_size / 1e6, seconds, cpu, run.peak))
+        base_cpu = measured[0][3]
+        for n, mb, seconds, cpu, peak in measured:
+            table.add(n, round(mb, 1), round(seconds, 2), round(cpu, 2), round(peak / 1e6), round(cpu / base_cpu, 2),
+                      n // measured[0][0])  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return table
 
 
 def import_speed(quick: bool = False) -> Table:

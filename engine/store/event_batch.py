@@ -52,6 +52,10 @@ class EventBatch:
         self._ids: list[int] = []
         self.last_id = 0
         self._block = 0
+        #: What this transaction's requests stored of a value, by its identity (kept with it): its part
+        #: and its cache markers (:func:`engine.store.payloads.insert_request`). An import's requests send
+        #: their history again, the same objects: each is written out, hashed and walked once.
+        self.parts: dict[Any, tuple[Any, Any]] = {}
 
     def knows(self, session_id: str) -> bool:
         """Whether the session's next seq is known (else: :meth:`start` it)."""

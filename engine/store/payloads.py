@@ -102,25 +102,59 @@ def safe_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
     return {k: v for k, v in headers.items() if not is_secret_header(k)}
 
 
-def cache_control_positions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every cache_control marker in a body, as {"path", "ttl", "type"} in document order."""
+def cache_control_positions(
+    body: Mapping[str, Any], *, known: dict[Any, tuple[Any, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Every cache_control marker in a body, as {"path", "ttl", "type"} in document order.
+    ``known``: the markers found in a value before, by its identity (kept with it): an import's
+    requests send their history and tool definitions again, the same objects, walked once."""
     found: list[dict[str, Any]] = []
 
-    def walk(value: Any, path: str) -> None:
+    def walk(value: Any, steps: tuple[Any, ...], out: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
         if isinstance(value, dict):
             marker = value.get("cache_control")
             if isinstance(marker, dict):
-                found.append(
-                    {"path": path or "$", "type": marker.get("type"), "ttl": marker.get("ttl", "5m")}
-                )
+                out.append((steps, {"type": marker.get("type"), "ttl": marker.get("ttl", "5m")}))
             for key, item in value.items():
                 if key != "cache_control" and isinstance(item, dict | list):
-                    walk(item, f"{path}.{key}" if path else key)
+                    walk(item, (*steps, key), out)
         elif isinstance(value, list):
             for i, item in enumerate(value):
-                walk(item, f"{path}[{i}]")
+                walk(item, (*steps, [i]), out)
 
-    walk(dict(body), "")
+    def add(path: str, inside: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
+        for steps, marker in inside:
+            where = path
+            for step in steps:  # a key after a dot (none first), an index in brackets
+                where = (
+                    f"{where}[{step[0]}]" if isinstance(step, list) else f"{where}.{step}" if where else step
+                )
+            found.append({"path": where or "$", **marker})
+
+    def shared(value: Any, path: str) -> None:
+        if known is None:
+            inside: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+            walk(value, (), inside)
+        else:
+            hit = known.get(("markers", id(value)))
+            if hit is None or hit[0] is not value:
+                hit = known[("markers", id(value))] = (value, [])
+                walk(value, (), hit[1])
+            inside = hit[1]
+        add(path, inside)
+
+    marker = body.get("cache_control")
+    if isinstance(marker, dict):
+        found.append({"path": "$", "type": marker.get("type"), "ttl": marker.get("ttl", "5m")})
+    for key, item in body.items():
+        if key == "cache_control" or not isinstance(item, dict | list):
+            continue
+        if isinstance(item, list):
+            for i, element in enumerate(item):
+                if isinstance(element, dict | list):
+                    shared(element, f"{key}[{i}]")
+        else:
+            shared(item, key)
     return found
 
 
@@ -199,19 +233,42 @@ def _put_part(conn: Any, p: str, kind: str, value: Any, now: str) -> str:
     return digest
 
 
-def insert_request(conn: Any, p: str, session_id: str, record: RequestRecord, now: str) -> int:
+def _stored_part(
+    conn: Any, p: str, kind: str, value: Any, now: str, stored: dict[Any, tuple[Any, Any]] | None
+) -> str:
+    """:func:`_put_part`, once per value this transaction stores (``stored``; None: every time)."""
+    if stored is None:
+        return _put_part(conn, p, kind, value, now)
+    known = stored.get(("part", id(value)))
+    if known is None or known[0] is not value:
+        known = stored[("part", id(value))] = (value, _put_part(conn, p, kind, value, now))
+    return str(known[1])
+
+
+def insert_request(
+    conn: Any,
+    p: str,
+    session_id: str,
+    record: RequestRecord,
+    now: str,
+    *,
+    stored: dict[Any, tuple[Any, Any]] | None = None,
+) -> int:
     """Write one request and its new parts (inside the caller's transaction, whose driver marks
-    parameters with ``p``); returns its id. A missing session raises the driver's integrity error."""
+    parameters with ``p``); returns its id. A missing session raises the driver's integrity error.
+    ``stored``: the parts this transaction stored already, by the identity of their value (an
+    import's requests send the same history objects again; without it each request wrote out and
+    hashed its whole history again, and a session's import grew with the square of its calls)."""
     body = record.body
     split = split_body(body) if body is not None else None
     system_hash = tools_hash = None
     message_hashes: list[str] | None = None
     if split is not None:
         if split["system_key"]:
-            system_hash = _put_part(conn, p, "system", split["system"], now)
+            system_hash = _stored_part(conn, p, "system", split["system"], now, stored)
         if split["tools"] is not None:
-            tools_hash = _put_part(conn, p, "tools", split["tools"], now)
-        message_hashes = [_put_part(conn, p, "message", m, now) for m in split["messages"]]
+            tools_hash = _stored_part(conn, p, "tools", split["tools"], now, stored)
+        message_hashes = [_stored_part(conn, p, "message", m, now, stored) for m in split["messages"]]
     seq = conn.execute(
         f"SELECT coalesce(max(seq), -1) + 1 FROM model_requests WHERE session_id = {p}", (session_id,)
     ).fetchone()[0]
@@ -237,7 +294,7 @@ def insert_request(conn: Any, p: str, session_id: str, record: RequestRecord, no
             _dumps(split["keys"]) if split else None, _dumps(split["params"]) if split else None,
             _first(b, MAX_TOKENS_KEYS) if isinstance(_first(b, MAX_TOKENS_KEYS), int) else None,
             _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
-            _dumps(cache_control_positions(b)) if split else None,
+            _dumps(cache_control_positions(b, known=stored)) if split else None,
             record.request_bytes, record.request_sha256,
             redact_bytes(record.raw_body) if record.raw_body is not None and split is None else None,
             record.status_code, record.error_type, record.error_message, _dumps(record.response),

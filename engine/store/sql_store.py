@@ -767,10 +767,18 @@ class SqlSessionStore:
     # -- exact requests (model_requests, payload_parts) -----------------------------------
     def record_request(self, session_id: str, record: RequestRecord) -> int:
         """Store one model call exactly as sent (parts by content hash, stored once); returns its id."""
+        batch = self._event_batch  # an import's write: its parts already stored are known by identity
         with self.transaction() as conn:
             self._db.lock_session(conn, session_id)
             try:
-                return insert_request(conn, self.P, session_id, record, utc_now())
+                return insert_request(
+                    conn,
+                    self.P,
+                    session_id,
+                    record,
+                    utc_now(),
+                    stored=batch.parts if batch is not None else None,
+                )
             except self._integrity_errors as exc:
                 raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc
 

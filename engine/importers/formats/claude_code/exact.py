@@ -31,6 +31,7 @@ def apply_replays(
     found: list[tuple[int, ReplayedRequest]] = []
     linked: set[str] = set()
     shape_counts: dict[str, ComponentTokens] = {}
+    converted: dict[int, Any] = {}  # each sent message's dict -> its message, and a message -> its slim copy
     digests: dict[int, str] = {}  # by the id of a body's system/tools list, alive while the replays are
     for k, call in enumerate(calls):
         replay = replays.get(str(call.details.get("request_ref")))
@@ -42,8 +43,9 @@ def apply_replays(
         found.append((k, replay))
         rule = thinking_rule(call.model, context_management=(replay.body or {}).get("context_management"))
         components = exact_components(
-            replay, tokenizer, where=f"api-request line {replay.line}", rule=rule, shape_counts=shape_counts
-        )
+            replay, tokenizer, where=f"api-request line {replay.line}", rule=rule, shape_counts=shape_counts,
+            converted=converted,
+        )  # fmt: skip
         offloaded = call.components.offloaded_bytes if call.components is not None else 0
         call.components = components.model_copy(update={"offloaded_bytes": offloaded})
         call.exact_request = request_record(call, replay)
@@ -57,7 +59,7 @@ def apply_replays(
         if call.exact_request is not None:
             continue
         _, near = min(found, key=lambda f: (abs(f[0] - k), f[0] > k))
-        fixed = exact_components(near, tokenizer, shape_counts=shape_counts)
+        fixed = exact_components(near, tokenizer, shape_counts=shape_counts, converted=converted)
         old = call.components or ComponentTokens()
         call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):

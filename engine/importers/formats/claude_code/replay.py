@@ -30,7 +30,7 @@ from engine.events import ComponentTokens
 from engine.importers.formats.claude_code.requests import ThinkingRule, sent_messages
 from engine.importers.parsing.parsed import SourceProblem
 from engine.importers.parsing.readers import anthropic_message
-from engine.messages import TextBlock
+from engine.messages import Message, TextBlock
 from engine.tokens import Tokenizer
 
 Line = tuple[int, dict[str, Any]]
@@ -58,7 +58,6 @@ class ReplayedRequest:
     timestamp: str | None = None
     version: str | None = None
     shape_hash: str | None = None
-    message_hashes: tuple[str, ...] = ()
     #: The rebuilt body hashes to the line's ``requestDigest`` (None: the line has no digest).
     verified: bool | None = None
     #: Texts of Claude Code's compaction summaries in the file (counted as the summary component).
@@ -104,11 +103,12 @@ def replay_requests(lines: Sequence[Line]) -> dict[str, ReplayedRequest]:
             blobs[str(obj.get("hash"))] = obj["message"]
     runs, summaries = _transcript_runs(lines)
     sent: dict[str, list[dict[str, Any]]] = {}  # request id -> messages (no cache_control)
+    pieces: dict[int, Any] = {}  # the digests' JSON of the messages and shapes requests share
     out: dict[str, ReplayedRequest] = {}
     for n, obj in lines:
         if obj.get("type") != "api-request" or not isinstance(obj.get("id"), str):
             continue
-        request = _rebuild(n, obj, shapes, blobs, runs, sent, summaries)
+        request = _rebuild(n, obj, shapes, blobs, runs, sent, summaries, pieces)
         out[request.request_id] = request
     return out
 
@@ -121,6 +121,7 @@ def _rebuild(
     runs: dict[str, dict[str, Any]],
     sent: dict[str, list[dict[str, Any]]],
     summaries: frozenset[str],
+    pieces: dict[int, Any] | None = None,
 ) -> ReplayedRequest:
     request_id = obj["id"]
     params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
@@ -172,21 +173,22 @@ def _rebuild(
             return ReplayedRequest(body=None, problem=problem, **common)
     betas = params.get("betas")
     headers = {"anthropic-beta": ",".join(map(str, betas))} if isinstance(betas, list) and betas else {}
-    hashes = tuple(message_hash(m) for m in messages)
     digest = obj.get("requestDigest")
-    verified = request_digest(body, betas) == digest if isinstance(digest, str) else None
+    verified = request_digest(body, betas, pieces=pieces) == digest if isinstance(digest, str) else None
     return ReplayedRequest(
         body=body,
         headers=headers,
-        message_hashes=hashes,
         verified=verified,
         summary_texts=summaries,
         **common,
     )
 
 
-def request_digest(body: dict[str, Any], betas: Any = None) -> str:
-    """Claude Code's ``requestDigest`` of a request body (and its betas)."""
+def request_digest(body: dict[str, Any], betas: Any = None, *, pieces: dict[int, Any] | None = None) -> str:
+    """Claude Code's ``requestDigest`` of a request body (and its betas). ``pieces``: the JSON of
+    values already written, by their identity (kept with them): a request sends its history and
+    shape again, the same objects, and writing them again for each request made a session's import
+    grow with the square of its calls. The text is the one ``canonical_json`` writes of the whole."""
     value = {k: v for k, v in body.items() if k not in _UNDIGESTED}
     if isinstance(betas, list):
         value["betas"] = betas
@@ -198,7 +200,27 @@ def request_digest(body: dict[str, Any], betas: Any = None) -> str:
             else m
             for m in messages
         ]
-    return _sha256(canonical_json(value, omit_cache_control=False))
+    if pieces is None:
+        return _sha256(canonical_json(value, omit_cache_control=False))
+
+    def piece(item: Any) -> str:
+        if not isinstance(item, dict | list):
+            return canonical_json(item, omit_cache_control=False)
+        known = pieces.get(id(item))
+        if known is None or known[0] is not item:
+            known = pieces[id(item)] = (item, canonical_json(item, omit_cache_control=False))
+        return str(known[1])
+
+    parts = []
+    for key in sorted(value):  # canonical_json's sort_keys, its separators: the same text, in pieces
+        item = value[key]
+        text = (
+            "[" + ",".join(map(piece, item)) + "]"
+            if key == "messages" and isinstance(item, list)
+            else piece(item)
+        )
+        parts.append(f"{json.dumps(key, ensure_ascii=False)}:{text}")
+    return _sha256("{" + ",".join(parts) + "}")
 
 
 def exact_components(
@@ -208,25 +230,35 @@ def exact_components(
     where: str = "api-request",
     rule: ThinkingRule | None = None,
     shape_counts: dict[str, ComponentTokens] | None = None,
+    converted: dict[int, tuple[Any, Message | None]] | None = None,
 ) -> ComponentTokens:
     """The component breakdown of a rebuilt request, by the one measure every source uses
     (:func:`engine.components.measure_request`): its real system blocks and tool definitions, the
     compaction summary and skill listing Claude Code sends as text blocks, conversation and tool
     results as billed (earlier turns' thinking left out where ``rule`` says the API strips it).
-    ``shape_counts`` memoizes the system and tools part by shape hash (the same ~100 KB every call)."""
+    ``shape_counts`` memoizes the system and tools part by shape hash (the same ~100 KB every call);
+    ``converted``, each sent message (by the identity of its dict, which it holds) as a message: each
+    request sends its history again, the same dicts (:func:`_rebuild`), and converting and counting
+    them again for every request made a session's import grow with the square of its calls."""
     body = request.body or {}
     memo = shape_counts if shape_counts is not None else {}
     key = str(request.shape_hash)
     if key not in memo:
         memo[key] = measure_request(tokenizer, system=_system_blocks(body), tools=_tools(body), messages=())
+    seen = converted if converted is not None else {}
     messages = []
     for i, raw in enumerate(body.get("messages") or []):
-        try:
-            messages.append(anthropic_message(raw, where=f"{where} message {i}"))
-        except SourceProblem:
-            continue
+        known = seen.get(id(raw))
+        if known is None or known[0] is not raw:
+            try:
+                message: Message | None = anthropic_message(raw, where=f"{where} message {i}")
+            except SourceProblem:
+                message = None
+            known = seen[id(raw)] = (raw, message)
+        if known[1] is not None:
+            messages.append(known[1])
     if rule is not None:
-        messages = sent_messages(messages, rule)[0]
+        messages = sent_messages(messages, rule, slimmed=seen)[0]
     texts = [b.text for m in messages for b in m.blocks if isinstance(b, TextBlock)]
     summary = next((t for t in texts if t.strip() in request.summary_texts), None)
     skills = [t for t in texts if t.startswith(SKILL_LISTING)]

@@ -86,8 +86,12 @@ def without_thinking(message: Message) -> Message:
     return message.with_content([b for b in content if not isinstance(b, ThinkingBlock)])
 
 
-def sent_messages(messages: list[Message], rule: ThinkingRule) -> tuple[list[Message], int]:
-    """``messages`` as billed under ``rule``; returns them and how many had thinking dropped."""
+def sent_messages(
+    messages: list[Message], rule: ThinkingRule, *, slimmed: dict[int, Any] | None = None
+) -> tuple[list[Message], int]:
+    """``messages`` as billed under ``rule``; returns them and how many had thinking dropped.
+    ``slimmed``: each message's copy without thinking, by the message's identity (kept with it), for
+    callers that bill the same messages again request after request."""
     if rule.keeps_all:
         return messages, 0
     starts = [i for i, m in enumerate(messages) if is_user_input(m)]
@@ -96,7 +100,13 @@ def sent_messages(messages: list[Message], rule: ThinkingRule) -> tuple[list[Mes
     stripped = 0
     for i, message in enumerate(messages):
         if i < cut and message.role == "assistant":
-            slim = without_thinking(message)
+            known = slimmed.get(id(message)) if slimmed is not None else None
+            if known is not None and known[0] is message:
+                slim = known[1]
+            else:
+                slim = without_thinking(message)
+                if slimmed is not None:
+                    slimmed[id(message)] = (message, slim)
             stripped += slim is not message
             message = slim
         out.append(message)
