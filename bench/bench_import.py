@@ -407,12 +407,17 @@ def long_session(quick: bool = False) -> Table:
     calls = QUICK_LONG_SESSION_CALLS if quick else LONG_SESSION_CALLS
     table = Table(
         title="A long Claude Code session with every call's exact request (2.1.3xx api-request lines)",
-        columns=["calls", "MB", "import s", "CPU s", "peak RSS MB", "CPU ÷ baseline's", "calls ÷ baseline's"],
+        columns=[
+            "calls", "MB", "import s", "CPU s", "peak RSS MB", "database MB", "CPU ÷ baseline's",
+            "database ÷ baseline's", "calls ÷ baseline's",
+        ],
         baseline=f"the same session cut to {calls // 4:,} calls, imported in the same run",
         notes=[
-            "Linear growth: CPU ÷ baseline's close to calls ÷ baseline's (4); the square of it would be 16."
+            "Linear growth: a ratio close to calls ÷ baseline's (4); the square of it would be 16.",
+            "The database holds each request's list of message hashes (model_requests.message_hashes_json): it grows"
+            " with the square of the calls.",
         ],
-    )
+    )  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="ctxdesk-bench-import-long-"))
     try:
         measured = []
@@ -429,11 +434,14 @@ def long_session(quick: bool = False) -> Table:
             if rc != "0":
                 raise RuntimeError(f"import of the long session failed: {run.stderr[-1000:]}")
             seconds, cpu = float(seconds), float(cpu)
-            measured.append((n, path.stat().st_size / 1e6, seconds, cpu, run.peak))
-        base_cpu = measured[0][3]
-        for n, mb, seconds, cpu, peak in measured:
-            table.add(n, round(mb, 1), round(seconds, 2), round(cpu, 2), round(peak / 1e6), round(cpu / base_cpu, 2),
-                      n // measured[0][0])  # fmt: skip
+            database = (folder / f"long-{n}.db").stat().st_size / 1e6
+            measured.append((n, path.stat().st_size / 1e6, seconds, cpu, run.peak, database))
+        base_cpu, base_db = measured[0][3], measured[0][5]
+        for n, mb, seconds, cpu, peak, database in measured:
+            table.add(
+                n, round(mb, 1), round(seconds, 2), round(cpu, 2), round(peak / 1e6), round(database, 1),
+                round(cpu / base_cpu, 2), round(database / base_db, 2), n // measured[0][0],
+            )  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return table
