@@ -20,7 +20,6 @@ from typing import Any
 
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.redact import redact_row
-from engine.store.payloads import StoredObjects
 from engine.store.records import StoredEvent, constructed, json_text, utc_now
 
 #: context_events' columns as the store's ``record_event`` writes them (all but ``id``).
@@ -56,7 +55,7 @@ class EventBatch:
         #: What this transaction's requests stored of a value, by its identity (kept with it): its part
         #: and its cache markers (:func:`engine.store.payloads.insert_request`). An import's requests send
         #: their history again, the same objects: each is written out, hashed and walked once.
-        self.request_objects = StoredObjects()
+        self.parts: dict[Any, tuple[Any, Any]] = {}
 
     def knows(self, session_id: str) -> bool:
         """Whether the session's next seq is known (else: :meth:`start` it)."""

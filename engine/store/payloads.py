@@ -12,13 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import StoreError
-from engine.per_object import PerObject, once_per_object
 from engine.redact import redact_bytes, redact_row, redact_secrets
 
 #: Body keys that hold the system prompt, the message list and the tools, by API.
@@ -105,7 +103,7 @@ def safe_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
 
 
 def cache_control_positions(
-    body: Mapping[str, Any], *, known: PerObject | None = None
+    body: Mapping[str, Any], *, known: dict[Any, tuple[Any, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """Every cache_control marker in a body, as {"path", "ttl", "type"} in document order.
     ``known``: the markers found in a value before, by its identity (kept with it): an import's
@@ -134,12 +132,16 @@ def cache_control_positions(
             found.append({"path": where or "$", **marker})
 
     def shared(value: Any, path: str) -> None:
-        add(path, markers(value) if known is None else once_per_object(known, value, markers, value))
-
-    def markers(value: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-        inside: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-        walk(value, (), inside)
-        return inside
+        if known is None:
+            inside: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+            walk(value, (), inside)
+        else:
+            hit = known.get(("markers", id(value)))
+            if hit is None or hit[0] is not value:
+                hit = known[("markers", id(value))] = (value, [])
+                walk(value, (), hit[1])
+            inside = hit[1]
+        add(path, inside)
 
     marker = body.get("cache_control")
     if isinstance(marker, dict):
@@ -231,21 +233,16 @@ def _put_part(conn: Any, p: str, kind: str, value: Any, now: str) -> str:
     return digest
 
 
-@dataclass
-class StoredObjects:
-    """What one transaction's requests stored of an object, by its identity (:mod:`engine.per_object`):
-    its part's hash and the cache markers in it. An import's requests send their history again, the
-    same objects: each is written out, hashed and walked once."""
-
-    parts: PerObject = field(default_factory=dict)
-    markers: PerObject = field(default_factory=dict)
-
-
-def _stored_part(conn: Any, p: str, kind: str, value: Any, now: str, stored: PerObject | None) -> str:
+def _stored_part(
+    conn: Any, p: str, kind: str, value: Any, now: str, stored: dict[Any, tuple[Any, Any]] | None
+) -> str:
     """:func:`_put_part`, once per value this transaction stores (``stored``; None: every time)."""
     if stored is None:
         return _put_part(conn, p, kind, value, now)
-    return once_per_object(stored, value, _put_part, conn, p, kind, value, now)
+    known = stored.get(("part", id(value)))
+    if known is None or known[0] is not value:
+        known = stored[("part", id(value))] = (value, _put_part(conn, p, kind, value, now))
+    return str(known[1])
 
 
 def insert_request(
@@ -255,7 +252,7 @@ def insert_request(
     record: RequestRecord,
     now: str,
     *,
-    stored: StoredObjects | None = None,
+    stored: dict[Any, tuple[Any, Any]] | None = None,
 ) -> int:
     """Write one request and its new parts (inside the caller's transaction, whose driver marks
     parameters with ``p``); returns its id. A missing session raises the driver's integrity error.
@@ -264,15 +261,14 @@ def insert_request(
     hashed its whole history again, and a session's import grew with the square of its calls)."""
     body = record.body
     split = split_body(body) if body is not None else None
-    parts, marked = (stored.parts, stored.markers) if stored is not None else (None, None)
     system_hash = tools_hash = None
     message_hashes: list[str] | None = None
     if split is not None:
         if split["system_key"]:
-            system_hash = _stored_part(conn, p, "system", split["system"], now, parts)
+            system_hash = _stored_part(conn, p, "system", split["system"], now, stored)
         if split["tools"] is not None:
-            tools_hash = _stored_part(conn, p, "tools", split["tools"], now, parts)
-        message_hashes = [_stored_part(conn, p, "message", m, now, parts) for m in split["messages"]]
+            tools_hash = _stored_part(conn, p, "tools", split["tools"], now, stored)
+        message_hashes = [_stored_part(conn, p, "message", m, now, stored) for m in split["messages"]]
     seq = conn.execute(
         f"SELECT coalesce(max(seq), -1) + 1 FROM model_requests WHERE session_id = {p}", (session_id,)
     ).fetchone()[0]
@@ -298,7 +294,7 @@ def insert_request(
             _dumps(split["keys"]) if split else None, _dumps(split["params"]) if split else None,
             _first(b, MAX_TOKENS_KEYS) if isinstance(_first(b, MAX_TOKENS_KEYS), int) else None,
             _dumps(_first(b, THINKING_KEYS)), _dumps(b.get("context_management")),
-            _dumps(cache_control_positions(b, known=marked)) if split else None,
+            _dumps(cache_control_positions(b, known=stored)) if split else None,
             record.request_bytes, record.request_sha256,
             redact_bytes(record.raw_body) if record.raw_body is not None and split is None else None,
             record.status_code, record.error_type, record.error_message, _dumps(record.response),

@@ -777,7 +777,7 @@ class SqlSessionStore:
                     session_id,
                     record,
                     utc_now(),
-                    stored=batch.request_objects if batch is not None else None,
+                    stored=batch.parts if batch is not None else None,
                 )
             except self._integrity_errors as exc:
                 raise NotFoundError(f"cannot record request for session {session_id!r} ({exc})") from exc

@@ -15,7 +15,6 @@ from engine.importers.formats.claude_code.replay import (
 )
 from engine.importers.formats.claude_code.requests import thinking_rule
 from engine.importers.parsing.parsed import CallInfo, ParsedSession
-from engine.per_object import PerObject, once_per_object
 from engine.store.payloads import RequestRecord
 from engine.tokens import Tokenizer
 
@@ -32,9 +31,8 @@ def apply_replays(
     found: list[tuple[int, ReplayedRequest]] = []
     linked: set[str] = set()
     shape_counts: dict[str, ComponentTokens] = {}
-    converted: PerObject = {}  # each sent message's dict -> its message
-    slimmed: PerObject = {}  # a message -> its copy without thinking
-    digests: PerObject = {}  # a body's system and tools lists' hashes (the same lists every request)
+    converted: dict[int, Any] = {}  # each sent message's dict -> its message, and a message -> its slim copy
+    digests: dict[int, str] = {}  # by the id of a body's system/tools list, alive while the replays are
     for k, call in enumerate(calls):
         replay = replays.get(str(call.details.get("request_ref")))
         if replay is None or replay.body is None:
@@ -47,7 +45,6 @@ def apply_replays(
         components = exact_components(
             replay, tokenizer, where=f"api-request line {replay.line}", rule=rule, shape_counts=shape_counts,
             converted=converted,
-            slimmed=slimmed,
         )  # fmt: skip
         offloaded = call.components.offloaded_bytes if call.components is not None else 0
         call.components = components.model_copy(update={"offloaded_bytes": offloaded})
@@ -62,9 +59,7 @@ def apply_replays(
         if call.exact_request is not None:
             continue
         _, near = min(found, key=lambda f: (abs(f[0] - k), f[0] > k))
-        fixed = exact_components(
-            near, tokenizer, shape_counts=shape_counts, converted=converted, slimmed=slimmed
-        )
+        fixed = exact_components(near, tokenizer, shape_counts=shape_counts, converted=converted)
         old = call.components or ComponentTokens()
         call.components = old.model_copy(update={"system": fixed.system, "tools": fixed.tools})
         for key in ("harness_prefix_tokens", "system_is_harness_prefix"):
@@ -83,7 +78,7 @@ def apply_replays(
     return len(found)
 
 
-def _exact_details(replay: ReplayedRequest, digests: PerObject | None = None) -> dict[str, Any]:
+def _exact_details(replay: ReplayedRequest, digests: dict[int, str] | None = None) -> dict[str, Any]:
     """What a rebuilt request says of itself; ``digests`` memoizes the system and tools hashes by
     object (rebuilt requests share their ~100 KB system and tools lists: hashed once, not per call)."""
     body = replay.body or {}
@@ -139,10 +134,12 @@ def request_record(
     )
 
 
-def _digest(value: Any, digests: PerObject | None) -> str:
+def _digest(value: Any, digests: dict[int, str] | None) -> str:
     if digests is None:
         return _sha256_json(value)
-    return once_per_object(digests, value, _sha256_json, value)
+    if id(value) not in digests:
+        digests[id(value)] = _sha256_json(value)
+    return digests[id(value)]
 
 
 def _sha256_json(value: Any) -> str:

@@ -31,7 +31,6 @@ from engine.importers.formats.claude_code.requests import ThinkingRule, sent_mes
 from engine.importers.parsing.parsed import SourceProblem
 from engine.importers.parsing.readers import anthropic_message
 from engine.messages import Message, TextBlock
-from engine.per_object import PerObject, once_per_object
 from engine.tokens import Tokenizer
 
 Line = tuple[int, dict[str, Any]]
@@ -104,7 +103,7 @@ def replay_requests(lines: Sequence[Line]) -> dict[str, ReplayedRequest]:
             blobs[str(obj.get("hash"))] = obj["message"]
     runs, summaries = _transcript_runs(lines)
     sent: dict[str, list[dict[str, Any]]] = {}  # request id -> messages (no cache_control)
-    pieces: PerObject = {}  # the digests' JSON of the messages and shapes requests share
+    pieces: dict[int, Any] = {}  # the digests' JSON of the messages and shapes requests share
     out: dict[str, ReplayedRequest] = {}
     for n, obj in lines:
         if obj.get("type") != "api-request" or not isinstance(obj.get("id"), str):
@@ -122,7 +121,7 @@ def _rebuild(
     runs: dict[str, dict[str, Any]],
     sent: dict[str, list[dict[str, Any]]],
     summaries: frozenset[str],
-    pieces: PerObject | None = None,
+    pieces: dict[int, Any] | None = None,
 ) -> ReplayedRequest:
     request_id = obj["id"]
     params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
@@ -185,7 +184,7 @@ def _rebuild(
     )
 
 
-def request_digest(body: dict[str, Any], betas: Any = None, *, pieces: PerObject | None = None) -> str:
+def request_digest(body: dict[str, Any], betas: Any = None, *, pieces: dict[int, Any] | None = None) -> str:
     """Claude Code's ``requestDigest`` of a request body (and its betas). ``pieces``: the JSON of
     values already written, by their identity (kept with them): a request sends its history and
     shape again, the same objects, and writing them again for each request made a session's import
@@ -207,7 +206,10 @@ def request_digest(body: dict[str, Any], betas: Any = None, *, pieces: PerObject
     def piece(item: Any) -> str:
         if not isinstance(item, dict | list):
             return canonical_json(item, omit_cache_control=False)
-        return once_per_object(pieces, item, _digest_json, item)
+        known = pieces.get(id(item))
+        if known is None or known[0] is not item:
+            known = pieces[id(item)] = (item, canonical_json(item, omit_cache_control=False))
+        return str(known[1])
 
     parts = []
     for key in sorted(value):  # canonical_json's sort_keys, its separators: the same text, in pieces
@@ -228,49 +230,41 @@ def exact_components(
     where: str = "api-request",
     rule: ThinkingRule | None = None,
     shape_counts: dict[str, ComponentTokens] | None = None,
-    converted: PerObject | None = None,
-    slimmed: PerObject | None = None,
+    converted: dict[int, tuple[Any, Message | None]] | None = None,
 ) -> ComponentTokens:
     """The component breakdown of a rebuilt request, by the one measure every source uses
     (:func:`engine.components.measure_request`): its real system blocks and tool definitions, the
     compaction summary and skill listing Claude Code sends as text blocks, conversation and tool
     results as billed (earlier turns' thinking left out where ``rule`` says the API strips it).
     ``shape_counts`` memoizes the system and tools part by shape hash (the same ~100 KB every call);
-    ``converted``, each sent message (by the identity of its dict) as a message, and ``slimmed``, a
-    message without its thinking (:mod:`engine.per_object`): each request sends its history again, the
-    same dicts (:func:`_rebuild`), and converting and counting them again for every request made a
-    session's import grow with the square of its calls."""
+    ``converted``, each sent message (by the identity of its dict, which it holds) as a message: each
+    request sends its history again, the same dicts (:func:`_rebuild`), and converting and counting
+    them again for every request made a session's import grow with the square of its calls."""
     body = request.body or {}
     memo = shape_counts if shape_counts is not None else {}
     key = str(request.shape_hash)
     if key not in memo:
         memo[key] = measure_request(tokenizer, system=_system_blocks(body), tools=_tools(body), messages=())
-    seen: PerObject = converted if converted is not None else {}
+    seen = converted if converted is not None else {}
     messages = []
     for i, raw in enumerate(body.get("messages") or []):
-        message = once_per_object(seen, raw, _message_or_none, raw, where, i)
-        if message is not None:
-            messages.append(message)
+        known = seen.get(id(raw))
+        if known is None or known[0] is not raw:
+            try:
+                message: Message | None = anthropic_message(raw, where=f"{where} message {i}")
+            except SourceProblem:
+                message = None
+            known = seen[id(raw)] = (raw, message)
+        if known[1] is not None:
+            messages.append(known[1])
     if rule is not None:
-        messages = sent_messages(messages, rule, slimmed=slimmed)[0]
+        messages = sent_messages(messages, rule, slimmed=seen)[0]
     texts = [b.text for m in messages for b in m.blocks if isinstance(b, TextBlock)]
     summary = next((t for t in texts if t.strip() in request.summary_texts), None)
     skills = [t for t in texts if t.startswith(SKILL_LISTING)]
     sent = measure_request(tokenizer, system=(), tools=(), messages=messages, summary=summary, skills=skills)
     fixed = memo[key]
     return sent.model_copy(update={"system": fixed.system, "tools": fixed.tools})
-
-
-def _digest_json(value: Any) -> str:
-    return canonical_json(value, omit_cache_control=False)
-
-
-def _message_or_none(raw: Any, where: str, index: int) -> Message | None:
-    """A sent message as a message; None for one this reader cannot read (left out of the count)."""
-    try:
-        return anthropic_message(raw, where=f"{where} message {index}")
-    except SourceProblem:
-        return None
 
 
 def _system_blocks(body: dict[str, Any]) -> list[str]:

@@ -23,7 +23,6 @@ from engine.importers.formats.claude_code.thread import Thread
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, Sent, ThinkingRule
 from engine.importers.parsing.readers import unvalidated
 from engine.messages import Message, ThinkingBlock, is_user_input
-from engine.per_object import PerObject, once_per_object
 from engine.store.records import share_fields_set
 from engine.tokens import REPLY_PRIMING_TOKENS, Tokenizer
 
@@ -88,10 +87,10 @@ def without_thinking(message: Message) -> Message:
 
 
 def sent_messages(
-    messages: list[Message], rule: ThinkingRule, *, slimmed: PerObject | None = None
+    messages: list[Message], rule: ThinkingRule, *, slimmed: dict[int, Any] | None = None
 ) -> tuple[list[Message], int]:
     """``messages`` as billed under ``rule``; returns them and how many had thinking dropped.
-    ``slimmed``: each message's copy without thinking, by the message's identity (:mod:`engine.per_object`), for
+    ``slimmed``: each message's copy without thinking, by the message's identity (kept with it), for
     callers that bill the same messages again request after request."""
     if rule.keeps_all:
         return messages, 0
@@ -101,11 +100,13 @@ def sent_messages(
     stripped = 0
     for i, message in enumerate(messages):
         if i < cut and message.role == "assistant":
-            slim = (
-                without_thinking(message)
-                if slimmed is None
-                else once_per_object(slimmed, message, without_thinking, message)
-            )
+            known = slimmed.get(id(message)) if slimmed is not None else None
+            if known is not None and known[0] is message:
+                slim = known[1]
+            else:
+                slim = without_thinking(message)
+                if slimmed is not None:
+                    slimmed[id(message)] = (message, slim)
             stripped += slim is not message
             message = slim
         out.append(message)
