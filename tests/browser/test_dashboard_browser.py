@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import expect
 
 from dashboard.data import DB_PATHS_ENV_VAR
 from engine.settings import SETTINGS_ENV_VAR, load_settings
@@ -427,7 +428,8 @@ def test_sessions_and_timeline_render_charts(served: dict[str, object], page: ob
     _shot(page, "timeline")
     _nav(page, "Why did it stop?")
     page.get_by_text("What would have avoided it").first.wait_for()
-    assert page.get_by_text(re.compile("context_window ≥")).count() >= 1
+    # The page streams its elements one by one: the heading can show before the lines under it.
+    page.get_by_text(re.compile("context_window ≥")).first.wait_for()
     _shot(page, "why_stop")
     for title, name in (("Tools", "tools"), ("Offloaded results", "offloaded")):
         _nav(page, title)
@@ -796,7 +798,9 @@ def test_findings_are_marked_on_the_timeline_with_their_titles_on_hover(
     turn.press("Enter")
     _settle(page)
     page.get_by_text("Findings at turn 3").wait_for()
-    assert page.get_by_text(re.compile("^Fix: clear_tool_results keep=3")).count() == 1
+    expect(page.get_by_text(re.compile("^Fix: clear_tool_results keep=3"))).to_have_count(
+        1, timeout=UI_TIMEOUT_MS
+    )
     _shot_whole_page(page, "timeline_findings_panel")
     assert not page.dialogs
 
@@ -998,7 +1002,7 @@ def test_why_did_it_stop_and_the_what_if_agree_with_what_the_demo_did(
     with _serve([data_dir], base, settings=settings) as server:
         _open(page, f"{server['url']}/why_stop?session=demo-guard-limits::{sid}")
         page.get_by_text("What would have avoided it").first.wait_for()
-        assert page.get_by_text(re.compile("context_window ≥")).count() >= 1
+        page.get_by_text(re.compile("context_window ≥")).first.wait_for()  # drawn after its heading
         _shot_whole_page(page, "demo-why_stop")
         _nav(page, "Model settings")
         # The 16k window the session ran with, from the demo's settings file; the what-if under
