@@ -9,6 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from dashboard import data
@@ -481,3 +482,51 @@ def test_the_dashboard_reads_its_databases_when_home_does_not_exist(
     monkeypatch.setenv("HOME", str(tmp_path / "no-such-home"))
     con = data.connect([db])
     assert con.execute("SELECT count(*) FROM sessions").fetchone()[0] > 0
+
+
+REAL = Path(__file__).parent / "fixtures" / "real_agents"
+
+
+def test_an_imported_compaction_is_shown_when_the_agent_made_it_not_when_it_was_imported(
+    tmp_path: Path,
+) -> None:
+    """The rows an import writes are stamped with the import's time: the Compaction page's "When" of an
+    agent's own compaction is the time its transcript gives (real Claude Code and Kilo runs)."""
+    import json
+
+    from engine.importers import import_file
+
+    claude = (
+        REAL / "claude-code" / "compact_auto" / "transcripts" / "005e4ed3-208c-4f24-ac39-ceb1cfae1fa5.jsonl"
+    )
+    store = SessionStore(tmp_path / "real.db")
+    (cc,) = import_file(claude, store).sessions
+    (kilo,) = import_file(REAL / "kilo" / "compact" / "data" / "kilo" / "kilo.db", store).sessions
+    store.close()
+    con = data.connect([tmp_path / "real.db"])
+    lines = [json.loads(line) for line in claude.read_text(encoding="utf-8").splitlines()]
+    compacted = {
+        pd.Timestamp(o["timestamp"])
+        for o in lines
+        if o.get("isCompactSummary") or o.get("subtype") == "compact_boundary"
+    }
+    for table in (data.compactions(con, "real", cc.session_id), data.snapshots(con, "real", cc.session_id)):
+        assert len(table) == 1 and pd.Timestamp(table["when_utc"].iloc[0]) in compacted
+        last_line = max(pd.Timestamp(o["timestamp"]) for o in lines if "timestamp" in o)
+        assert pd.Timestamp(table["created_utc"].iloc[0]) > last_line  # the import's time
+    # Kilo's compaction message keeps no time: the start of the call it preceded, inside the session's calls
+    calls = sorted(
+        pd.Timestamp(d["call_utc"])
+        for d in data.events(con, "real", kilo.session_id, ["request"])["details"]
+        if d.get("call_utc")
+    )
+    for table in (
+        data.compactions(con, "real", kilo.session_id),
+        data.snapshots(con, "real", kilo.session_id),
+    ):
+        when = pd.Timestamp(table["when_utc"].iloc[0])
+        assert calls[0] < when <= calls[-1] and when in calls
+    # ctxdesk's own compaction was made when its rows were written
+    fixture = data.connect([copy_dashboard_db(tmp_path, tmp_path / "fixture.db")])
+    comp = data.compactions(fixture, "fixture", "sess-refactor")
+    assert list(comp["when_utc"]) == list(comp["created_utc"])

@@ -8,17 +8,76 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from dashboard.data.connection import query_frame, session_rows, sql_string, table_rows
+from dashboard.data.connection import parse_details, query_frame, session_rows, sql_string, table_rows
 from dashboard.data.history import events
 from engine.errors import NotFoundError
 
 
 def compactions(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
-    """Compaction events with their before/after component dicts parsed."""
+    """Compaction events with their details parsed and ``when_utc``: when it happened
+    (:func:`happened_utc`)."""
     df = events(con, db, session_id, ["compaction"])
-    return df[["seq", "turn_index", "trigger", "outcome", "reason", "created_utc", "details"]].reset_index(
-        drop=True
-    )
+    df = df[["seq", "turn_index", "trigger", "outcome", "reason", "created_utc", "details", "message_seq"]]
+    df = df.reset_index(drop=True)
+    imported = [str(d.get("source") or "").startswith("import") for d in df["details"]]
+    seqs = {
+        int(m) for m, i in zip(df["message_seq"], imported, strict=True) if i and m == m and m is not None
+    }
+    times = transcript_times(con, db, session_id, seqs)
+    df["when_utc"] = [
+        happened_utc(created, times.get(int(m)) if m == m and m is not None else None, is_imported)
+        for created, m, is_imported in zip(df["created_utc"], df["message_seq"], imported, strict=True)
+    ]
+    return df.drop(columns=["message_seq"])
+
+
+def happened_utc(created_utc: Any, transcript_utc: str | None, imported: bool) -> str | None:
+    """When a compaction (or the snapshot it wrote) happened: for one an import recorded, the time the
+    agent's transcript tells (the row's own ``created_utc`` is the import's); else when it was written."""
+    if imported:
+        return transcript_utc
+    return str(created_utc) if created_utc == created_utc and created_utc is not None else None
+
+
+def transcript_times(
+    con: duckdb.DuckDBPyConnection, db: str, session_id: str, message_seqs: set[int]
+) -> dict[int, str]:
+    """The time the transcript gives each of ``message_seqs`` (an imported compaction's message): the
+    ``timestamp`` its message keeps, else the start of the first call made at or after it (the call
+    the compaction preceded, ``details.call_utc``); a seq the source gave no time is left out."""
+    if not message_seqs:
+        return {}
+    wanted = ", ".join(str(int(s)) for s in sorted(message_seqs))
+    src, params = session_rows(con, db, "messages", session_id, f"seq IN ({wanted})", ["seq", "meta_json"])
+    times: dict[int, str] = {}
+    for seq, meta_json in con.execute(f"SELECT seq, meta_json FROM {src}", params).fetchall():
+        stamp = _utc(parse_details(meta_json).get("timestamp"))
+        if stamp is not None:
+            times[int(seq)] = stamp
+    for seq in sorted(message_seqs - set(times)):
+        src, params = session_rows(
+            con, db, "context_events", session_id,
+            f"kind = 'request' AND message_seq >= {int(seq)}", ["seq", "message_seq", "details_json"],
+        )  # fmt: skip
+        first = con.execute(
+            f"SELECT details_json FROM {src} ORDER BY message_seq, seq LIMIT 1", params
+        ).fetchone()
+        stamp = _utc(parse_details(first[0]).get("call_utc")) if first else None
+        if stamp is not None:
+            times[seq] = stamp
+    return times
+
+
+def _utc(value: Any) -> str | None:
+    """An ISO 8601 time as UTC text (``2026-01-02T03:04:05.678Z``), None when ``value`` is none."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = pd.Timestamp(value)
+    except ValueError:
+        return None
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
 def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.DataFrame:
@@ -31,13 +90,29 @@ def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Da
     # The event is shown by its number within the session (``seq``), as every other page does.
     ids = sorted({int(i) for i in snaps["event_id"].dropna()})
     seqs: dict[int, int] = {}
+    message_seqs: dict[int, int | None] = {}
     if ids:
         ev, ev_params = session_rows(
-            con, db, "context_events", session_id, f"id IN ({', '.join(map(str, ids))})", ["id", "seq"]
+            con,
+            db,
+            "context_events",
+            session_id,
+            f"id IN ({', '.join(map(str, ids))})",
+            ["id", "seq", "message_seq"],
         )
-        seqs = dict(con.execute(f"SELECT id, seq FROM {ev}", ev_params).fetchall())
+        found = con.execute(f"SELECT id, seq, message_seq FROM {ev}", ev_params).fetchall()
+        seqs = {int(i): seq for i, seq, _ in found}
+        message_seqs = {int(i): (int(m) if m is not None else None) for i, _, m in found}
     snaps["event"] = [seqs.get(int(i)) if i == i and i is not None else None for i in snaps["event_id"]]
     snaps["event"] = snaps["event"].astype("float64")
+    # an agent's own compaction (imported, strategy "harness:<agent>"): when the agent made it
+    imported = {int(i): m for i, m in message_seqs.items()}
+    times = transcript_times(con, db, session_id, {m for m in imported.values() if m is not None})
+    snaps["when_utc"] = [
+        happened_utc(created, times.get(imported.get(int(e), -1)) if e == e and e is not None else None,
+                     str(strategy).startswith("harness:"))
+        for created, e, strategy in zip(snaps["created_utc"], snaps["event_id"], snaps["strategy"], strict=True)
+    ]  # fmt: skip
     return snaps
 
 

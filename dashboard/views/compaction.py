@@ -24,6 +24,10 @@ COMPACTION_TOKENS_HELP = (
     "ctxdesk's compactions: tokens of the conversation's messages (the system prompt and tools stay as they "
     "are); an agent's own: the agent's count of its prompt, where its transcript records one"
 )
+#: "When", by who compacted: an import writes its rows long after the agent compacted.
+WHEN_HELP = (
+    "An agent's own: when its transcript says it compacted (else the next call's start). Others: when made."
+)
 
 ref, row = state.require_session()
 st.title("Compaction")
@@ -121,7 +125,7 @@ def snapshot_label(snap: Any) -> str:
     return (
         f"Snapshot #{int(snap.id)} · {what} · {display.number(snap.message_count, '?')} messages, "
         f"{display.number(snap.tokens, '?')} tokens · through message {display.number(snap.through_seq, '?')}"
-        f" · {display.text(snap.created_utc)[:19]}"
+        f" · {display.text(snap.when_utc, 'time not recorded')[:19]}"
     )
 
 
@@ -246,7 +250,7 @@ else:
     )
     st.dataframe(
         display.for_table(snaps), hide_index=True, placeholder=display.MISSING,
-        column_order=["id", "event", "strategy", "through_seq", "message_count", "tokens", "summary", "created_utc"],
+        column_order=["id", "event", "when_utc", "strategy", "through_seq", "message_count", "tokens", "summary", "created_utc"],
         column_config={
             **table_columns.readable(snaps),
             "id": st.column_config.NumberColumn("Snapshot", format="#%d", width=80),
@@ -255,7 +259,8 @@ else:
             "message_count": st.column_config.NumberColumn("Messages", width=80),
             "tokens": st.column_config.NumberColumn("Tokens", format="localized", width=80),
             "summary": st.column_config.TextColumn("Summary", width="large"),
-            "created_utc": st.column_config.TextColumn("Created (UTC)"),
+            "when_utc": st.column_config.TextColumn("When (UTC)", help=WHEN_HELP),
+            "created_utc": st.column_config.TextColumn("Stored (UTC)", help="When the database got it (an import's time)"),
         },
     )  # fmt: skip
     labels = {int(r.id): snapshot_label(r) for r in snaps.itertuples()}
@@ -298,7 +303,7 @@ else:
     }
     table = pd.DataFrame(
         {
-            "event": past["seq"], "turn": past["turn_index"],
+            "event": past["seq"], "turn": past["turn_index"], "when": past["when_utc"],
             # who compacted, and the agent's own trigger (auto, reactive, manual) where an agent did
             "by": [d.get("by") for d in past["details"]],
             "trigger": [
@@ -317,7 +322,6 @@ else:
                 dtype="float64",
             ),
             "reason": past["reason"],
-            "when": past["created_utc"],
         }
     )  # fmt: skip
     st.dataframe(
@@ -332,6 +336,7 @@ else:
             "removed": st.column_config.NumberColumn("Removed", help="Messages removed or summarized"),
             "cleared": st.column_config.NumberColumn("Cleared", help="Messages still in the context, their tool results cleared to a placeholder"),
             "reason": st.column_config.TextColumn("Reason", width="large"),
+            "when": st.column_config.TextColumn("When (UTC)", help=WHEN_HELP),
         },
     )  # fmt: skip
     if table[["before_tokens", "after_tokens", "snapshot"]].isna().to_numpy().any():
