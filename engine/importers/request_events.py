@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.call_failures import failure_of
-from engine.components import HistoryTotals, measure_request, reconcile_call
+from engine.components import HistoryTotals, components_with, measure_request, reconcile_call
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.importers.parsing.parsed import CallInfo, ParsedSession
 from engine.importers.utc_times import utc_text
@@ -202,12 +202,12 @@ class _Walk:
                 self.fixed, (system, id(tools)),
                 lambda: measure_request(self.tokenizer, system=system or "", tools=tools or [], messages=()),
             )  # fmt: skip
-            measured = fixed.model_copy(
-                update={"conversation": history.conversation, "tool_results": history.tool_results}
+            measured = components_with(
+                fixed, {"conversation": history.conversation, "tool_results": history.tool_results}
             )
         where = parsed.unlogged_prefix_in
         if prefix and where:
-            measured = measured.model_copy(update={where: getattr(measured, where) + prefix})
+            measured = components_with(measured, {where: getattr(measured, where) + prefix})
         usage = call.usage
         estimate = measured.total
         model = call.model or parsed.model

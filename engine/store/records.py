@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -19,21 +20,40 @@ from engine.redact import holds_no_secret, redact_row, redact_secrets
 
 _content_adapter: TypeAdapter[str | list[Block]] = TypeAdapter(str | list[Block])
 _blocks_adapter: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
-#: ``json.dumps(value, ensure_ascii=False[, default=str])``'s encoder, made once (dumps makes one per call).
-_JSON = json.JSONEncoder(ensure_ascii=False)
-_JSON_ANY = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def _encoder(default: Callable[[Any], Any] | None) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=False, default=default).encode``, without the Python layers
+    (encode, iterencode) it runs before the C encoder each call: 3.9 -> 3.4 µs for a request event's
+    details, an import writes three such texts per call (about 1% of its CPU). The C encoder is
+    still made per value, with its own markers: a circular value fails as in ``json.dumps``."""
+    encoder = json.JSONEncoder(ensure_ascii=False, **({} if default is None else {"default": default}))
+    make = json.encoder.c_make_encoder
+    if make is None:  # no C accelerator: the encoder's own path
+        return encoder.encode
+    args = (encoder.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+    def encode(value: Any) -> str:
+        return "".join(make({}, *args)(value, 0))
+
+    return encode
+
+
+#: ``json.dumps(value, ensure_ascii=False[, default=str])`` (:func:`_encoder`).
+_JSON = _encoder(None)
+_JSON_ANY = _encoder(str)
 
 
 def content_to_json(message: Message) -> str:
     if isinstance(message.content, str):
-        return _JSON.encode(message.content)
+        return _JSON(message.content)
     # each block as its model_dump(mode="json", exclude_none=True), the list dumped in one call
-    return _JSON.encode(_blocks_adapter.dump_python(message.content, mode="json", exclude_none=True))
+    return _JSON(_blocks_adapter.dump_python(message.content, mode="json", exclude_none=True))
 
 
 def json_text(value: Any) -> str | None:
     """A JSON column's text: ``json.dumps(value, ensure_ascii=False, default=str)``; None stays NULL."""
-    return None if value is None else _JSON_ANY.encode(value)
+    return None if value is None else _JSON_ANY(value)
 
 
 def stored_form(message: Message) -> tuple[Message, str]:
@@ -67,7 +87,7 @@ def stored_row_texts(message: Message, preview_chars: int) -> tuple[Message, tup
     once and the five are scanned for credentials together (:func:`engine.redact.holds_no_secret`):
     only a row that holds one is redacted text by text."""
     content_json = content_to_json(message)
-    meta_json = _JSON_ANY.encode(message.meta) if message.meta else None
+    meta_json = _JSON_ANY(message.meta) if message.meta else None
     texts = (message.id, content_json, message.text[:preview_chars], _tool_names(message), meta_json)
     if holds_no_secret(texts):
         return message, texts
