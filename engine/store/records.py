@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from engine.components import trusted
 from engine.errors import StoreError
 from engine.events import ComponentTokens, ProviderUsage
 from engine.limit import recorded_limit
@@ -342,15 +343,10 @@ def constructed(cls: type[_M], values: dict[str, Any]) -> _M:
     field order (values this store just made from a valid model), without its per-field loop:
     an import's cost pass holds three such models per call (its set of given fields shared, as
     :func:`share_fields_set` makes it)."""
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", values)
     given = _CONSTRUCTED_SETS.get(cls)
     if given is None:
         given = _CONSTRUCTED_SETS[cls] = _FIELDS_SETS.setdefault((cls, frozenset(values)), set(values))
-    object.__setattr__(model, "__pydantic_fields_set__", given)
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
-    return model
+    return trusted(cls, values, given)
 
 
 #: Each class's shared set of given fields (:func:`constructed`: every field given).
