@@ -327,7 +327,18 @@ def one_run_at_a_time(agent: str) -> Callable[[Callable[..., Path]], Callable[..
 
 
 @one_run_at_a_time("codex")
-def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
+def run_codex(
+    name: str,
+    runs: list[tuple[str, list[Any]]],
+    out: Path,
+    *,
+    model: str = "gpt-5.5",
+    codex: Path | None = None,
+    config: str | None = None,
+) -> Path:
+    """Run ``runs`` with ``codex`` (the installed one by default) and keep what it wrote under
+    ``out/codex/name``; ``config``: the scenario's own config.toml lines (default: CODEX_CONFIG's)."""
+    config = CODEX_CONFIG.get(name) if config is None else config
     root = scratch_root(f"codex-{name}")
     home, codex_home = root / "home", root / "codex"
     home.mkdir()
@@ -337,9 +348,9 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
     server = openai_responses.install(ScriptedServer(log_path=log))
     with server:
         (codex_home / "config.toml").write_text(
-            'model = "gpt-5.5"\nmodel_provider = "local"\napproval_policy = "never"\n'
+            f'model = "{model}"\nmodel_provider = "local"\napproval_policy = "never"\n'
             'sandbox_mode = "danger-full-access"\n'
-            + CODEX_CONFIG.get(name, "")
+            + (config or "")
             + '\n[model_providers.local]\nname = "local"\n'
             f'base_url = "{server.base_url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n'
             + CODEX_PROVIDER_CONFIG.get(name, ""),
@@ -358,7 +369,7 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
                 else ["exec", "--json", "resume", session_id, prompt]
             )
             failing = (name, n) in CODEX_FAILING_RUNS
-            stdout = _run([str(AGENTS_BIN / "codex"), *args], cwd=repo, env=env, check=not failing)
+            stdout = _run([str(codex or AGENTS_BIN / "codex"), *args], cwd=repo, env=env, check=not failing)
             for line in stdout.splitlines():
                 if line.startswith("{") and json.loads(line).get("type") == "thread.started":
                     session_id = json.loads(line)["thread_id"]
@@ -375,9 +386,7 @@ def run_codex(name: str, runs: list[tuple[str, list[Any]]], out: Path) -> Path:
         (target / relative).write_text(_scrub(rollout.read_text(encoding="utf-8"), root), encoding="utf-8")
     store_request_log(list(read_log(log)), target)  # tool definitions kept once, in ../_shapes
     _write_answers(target, answers)
-    if (
-        name in CODEX_CONFIG or name in CODEX_PROVIDER_CONFIG
-    ):  # the agent's own settings (the rollout does not record them)
+    if config or name in CODEX_PROVIDER_CONFIG:  # the agent's own settings (the rollout does not record them)
         (target / "config.toml").write_text(
             re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", config), encoding="utf-8"
         )

@@ -39,7 +39,7 @@ def real_inputs() -> list[Path]:
     shapes, no transcript) are left out. New fixtures are picked up as they land."""
     real = FIXTURES / "real_agents"
     inputs = sorted(real.glob("claude-code/*/transcripts"))
-    inputs += sorted(real.glob("codex/*/sessions"))
+    inputs += sorted(real.glob("codex/*/sessions")) + sorted(real.glob("codex/releases/*/sessions"))
     inputs += sorted(p for p in real.glob("gemini/*") if p.is_dir() and p.name != "_shapes")
     for agent in sorted(p for p in real.iterdir() if p.is_dir()):
         if agent.name in {"claude-code", "codex", "gemini"}:

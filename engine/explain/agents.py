@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.explain.codex_point import codex_point
 from engine.store import SessionRecord
 
 # The importers (their registry, Claude Code's summary reserve) load on first use only: explaining
@@ -34,12 +35,6 @@ _LABELS_OF_OUR_OWN: dict[str, str] = {
 CLAUDE_CODE_AUTOCOMPACT_BUFFER = 13_000
 #: Gemini CLI compresses the chat when it reaches this share of the model's window.
 GEMINI_DEFAULT_COMPRESSION_THRESHOLD = 0.5
-#: Codex compacts at 9/10 of the model's window, or at ``model_auto_compact_token_limit`` when that is
-#: lower (its ``ModelInfo::auto_compact_token_limit``); a rollout records as the window
-#: (``model_context_window``) the share of it a prompt may use, ``effective_context_window_percent``
-#: (95 by default).
-CODEX_AUTO_COMPACT_SHARE = (9, 10)
-CODEX_EFFECTIVE_WINDOW_PERCENT = 95
 #: Qwen Code (0.24) compacts at ``context.autoCompactThreshold`` (this default) of the window, capped
 #: at the window less its summary's output reserve and a buffer (its ``computeThresholds``).
 QWEN_DEFAULT_AUTO_COMPACT_THRESHOLD = 0.85
@@ -99,18 +94,19 @@ class AgentThreshold:
 
 
 def agent_threshold(
-    agent: str, *, window: int | None, setting: Mapping[str, Any] | None = None
+    agent: str, *, window: int | None, setting: Mapping[str, Any] | None = None, version: str | None = None
 ) -> AgentThreshold | None:
     """The agent's own compaction point for a model ``window``, under ``setting`` (what the file or
     importer recorded: Claude Code ``autocompact_pct_override`` / ``auto_compact_window``, Codex
     ``model_auto_compact_token_limit``, Gemini CLI ``compressionThreshold``, Qwen Code
-    ``autoCompactThreshold``); None for an agent
-    without a rule of its own."""
+    ``autoCompactThreshold``), by the agent's ``version`` where its rule changed (Codex:
+    :mod:`engine.explain.codex_point`); None for an agent without a rule of its own."""
     setting = dict(setting or {})
     if agent == "claude-code":
         return _claude_code(window, setting)
     if agent == "codex":
-        return _codex(window, setting)
+        point = codex_point(window, setting, version)
+        return AgentThreshold(point.tokens, point.rule, setting)
     if agent == "gemini":
         share = _share(setting.get("compressionThreshold"))
         rule_share = share if share is not None else GEMINI_DEFAULT_COMPRESSION_THRESHOLD
@@ -122,34 +118,6 @@ def agent_threshold(
     if agent == "qwen":
         return _qwen(window, setting)
     return None
-
-
-def _codex(window: int | None, setting: dict[str, Any]) -> AgentThreshold:
-    """Codex's point: the lesser of ``model_auto_compact_token_limit`` and 9/10 of the model's window
-    (``model_context_window`` of its config, else the rollout's window, 95% of it, scaled back)."""
-    limit = _int(setting.get("model_auto_compact_token_limit"))
-    configured = _int(setting.get("model_context_window"))
-    full = configured or (math.ceil(window * 100 / CODEX_EFFECTIVE_WINDOW_PERCENT) if window else None)
-    share_of, out_of = CODEX_AUTO_COMPACT_SHARE
-    if full is None:
-        if limit:
-            return AgentThreshold(limit, f"model_auto_compact_token_limit = {limit:,}", setting)
-        return AgentThreshold(
-            None, "Codex's default: 90% of a model window the file does not record", setting
-        )
-    default = full * share_of // out_of
-    where = (
-        f"model_context_window {full:,}"
-        if configured
-        else f"window {full:,} (the file records {CODEX_EFFECTIVE_WINDOW_PERCENT}% of it, {window:,})"
-    )
-    if limit and limit <= default:
-        return AgentThreshold(limit, f"model_auto_compact_token_limit = {limit:,}", setting)
-    if limit:
-        return AgentThreshold(
-            default, f"90% of the {where}, below model_auto_compact_token_limit = {limit:,}", setting
-        )
-    return AgentThreshold(default, f"Codex's default: 90% of the {where}", setting)
 
 
 def _qwen(window: int | None, setting: dict[str, Any]) -> AgentThreshold:

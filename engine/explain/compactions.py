@@ -201,8 +201,12 @@ def _threshold(
     session: SessionRecord,
 ) -> tuple[int | None, str | None]:
     recorded = _int(event.details.get("threshold_tokens"))
+    version = session.metadata.get("cli_version")  # the agent's, where its rule changed (Codex)
+    version = version if isinstance(version, str) else None
     if recorded:
-        rule = agent_threshold(agent, window=window, setting=setting) if by == "agent" else None
+        rule = (
+            agent_threshold(agent, window=window, setting=setting, version=version) if by == "agent" else None
+        )
         return (
             recorded,
             rule.rule if rule is not None and rule.tokens == recorded else "recorded with the compaction",
@@ -213,7 +217,7 @@ def _threshold(
         share = _float(session.settings.get(name)) or default
         return math.floor(limit * share), f"{name} {share:g} × limit {limit:,}"
     if by == "agent" and trigger in ("auto", "reactive"):
-        rule = agent_threshold(agent, window=window, setting=setting)
+        rule = agent_threshold(agent, window=window, setting=setting, version=version)
         if rule is not None:
             return rule.tokens, rule.rule
     return None, None

@@ -30,6 +30,7 @@ from engine.importers.formats.codex.items import (
     output_text,
     tool_use_of,
 )
+from engine.importers.formats.codex.versions import counts_before_items
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import as_count, build_message, message_of, provider_of
 from engine.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -102,6 +103,9 @@ class RolloutReader:
         self.open_reply: ParsedMessage | None = None  # the assistant message of the call in progress
         self.awaiting_usage: list[ParsedMessage] = []
         self.last_totals: Any = None
+        self.counts_first = False  # Codex before 0.66 writes a call's usage before its reply
+        self.early_count: dict[str, Any] | None = None  # such a usage, until its reply is read
+        self.counted_reply: ParsedMessage | None = None  # the reply it went to, until the next input
         self.timestamp: str | None = None
         self.line = 0
         self.unnamed = 0  # calls without an id so far (each gets its own)
@@ -204,6 +208,7 @@ class RolloutReader:
             "agent_nickname": payload.get("agent_nickname"),
         }
         self.session.metadata.update({k: v for k, v in meta.items() if v})
+        self.counts_first = counts_before_items(payload.get("cli_version"))
         if isinstance(payload.get("model"), str):
             self.model = self.session.model = payload["model"]
         self._window(payload.get("context_window"))
@@ -253,14 +258,22 @@ class RolloutReader:
             return  # the same count reported twice
         self.last_totals = totals
         self.calls_since_failure += 1
-        if self.awaiting_usage:
-            call = self.awaiting_usage[-1].call
-            assert call is not None
-            call.usage, reasoning = codex_usage(last)
-            if reasoning:
-                call.details["reasoning_tokens"] = reasoning
-            call.context_window = self.window
-            self.awaiting_usage.clear()  # older replies without a count keep none
+        if self.counts_first or not self.awaiting_usage:
+            # the reply it counts comes next (Codex before 0.66), or none does: a summarizing call,
+            # whose only line is `compacted`
+            self.early_count = last
+        else:
+            self._counted(self.awaiting_usage[-1], last)
+        self.awaiting_usage.clear()  # older replies without a count keep none
+
+    def _counted(self, reply: ParsedMessage, last: dict[str, Any]) -> None:
+        """``reply``'s call gets the usage ``last`` (a ``token_count``'s ``last_token_usage``)."""
+        call = reply.call
+        assert call is not None
+        call.usage, reasoning = codex_usage(last)
+        if reasoning:
+            call.details["reasoning_tokens"] = reasoning
+        call.context_window = self.window
 
     def _aborted(self) -> None:
         """A turn cut short: Codex answers each of its calls left without an output with the
@@ -316,6 +329,17 @@ class RolloutReader:
     def _compacted(self, payload: dict[str, Any]) -> None:
         self._close_reply()
         summary = payload.get("message")
+        self.counted_reply = None
+        if self.early_count is not None and isinstance(summary, str) and summary:
+            # no reply item for the summarizing call (Codex before 0.100): its usage, then this line
+            counted, self.early_count = self.early_count, None
+            self._reply_blocks(
+                [TextBlock(text=summary)], {"type": "compacted"}, replay=False, not_in_file=True
+            )
+            assert self.open_reply is not None
+            self._counted(self.open_reply, counted)
+            self.awaiting_usage.clear()
+            self._close_reply()
         history = payload.get("replacement_history")
         details: dict[str, Any] = {
             "summary": summary if isinstance(summary, str) else None,
@@ -431,6 +455,7 @@ class RolloutReader:
 
     def _user(self, content: Any, where: str, meta: dict[str, Any], item: dict[str, Any]) -> None:
         self._close_reply()
+        self.counted_reply = None  # the next reply is another response's
         if item.get("id"):
             meta["item_id"] = item["id"]
         if self.timestamp:
@@ -482,10 +507,20 @@ class RolloutReader:
         reply.message = reply.message.model_copy(update={"meta": meta})
 
     def _reply_blocks(
-        self, blocks: list[Any], item: dict[str, Any], replay: bool, encrypted: str | None = None
+        self,
+        blocks: list[Any],
+        item: dict[str, Any],
+        replay: bool,
+        encrypted: str | None = None,
+        *,
+        not_in_file: bool = False,
     ) -> None:
+        if self.open_reply is None and not replay and self.counts_first and self.early_count is None:
+            # Codex 0.40-0.50 writes a reply's parallel calls each with its output: a call after an
+            # output, with no usage between, is the same reply's (its one count came before it)
+            self.open_reply = self.counted_reply
         if self.open_reply is None:
-            meta: dict[str, Any] = {}
+            meta: dict[str, Any] = {"not_in_file": True} if not_in_file else {}
             if self.timestamp:
                 meta["timestamp"] = self.timestamp
             call = None if replay else CallInfo(model=self.model, context_window=self.window)
@@ -494,8 +529,13 @@ class RolloutReader:
             message = message_of("assistant", blocks, id=None, meta=meta, where=f"{item.get('type')} item")
             self.open_reply = ParsedMessage(message, call=call)
             self.session.messages.append(self.open_reply)
-            if call is not None:
+            if call is not None and self.counts_first and self.early_count is not None:
+                self._counted(self.open_reply, self.early_count)
+                self.counted_reply = self.open_reply
+            elif call is not None:
                 self.awaiting_usage.append(self.open_reply)
+            if call is not None:
+                self.early_count = None  # counted, or no summarizing call's
         else:
             reply = self.open_reply
             reply.message = _with_blocks(reply.message, blocks)
