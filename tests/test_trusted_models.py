@@ -1,19 +1,21 @@
 """The models the import's cost pass builds without validation (engine.components.trusted: a call's
 cost, its cache verdict, a copy of its components) are the models validation builds from the same
-values: equal values of the same types, in field order, with the same set of given fields."""
+values: equal values of the same types, in field order, with the same set of given fields; its call
+records (built without their frozen ``__init__``) are the records that ``__init__`` builds."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from engine.cache_analysis import CallRecord, analyze_cache, classify_call
+from engine.cache_analysis import CallRecord, analyze_cache, call_records, classify_call
 from engine.components import components_with, reconcile
 from engine.cost import price_call, prices_for
-from engine.events import ComponentTokens, ProviderUsage
+from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 
 T0 = dt.datetime(2025, 9, 3, tzinfo=dt.UTC)
 
@@ -107,3 +109,22 @@ def test_a_components_copy_is_pydantics_copy() -> None:
         assert copy.model_fields_set is not measured.model_fields_set
     assert_as_validated(reconcile(measured, 211))
     assert_as_validated(reconcile(measured, 9_000))
+
+
+def test_a_call_record_is_the_one_its_init_builds() -> None:
+    usage = ProviderUsage(input_tokens=5, cache_creation_input_tokens=900)
+    events = [
+        ContextEvent(kind="request", model="claude-sonnet-4-5", usage=usage, message_seq=1, turn_index=0),
+        ContextEvent(kind="compaction", trigger="compact_threshold", outcome="compacted"),
+        ContextEvent(
+            kind="request", usage=usage, components=ComponentTokens(tools=12),
+            details={"call_utc": "2026-01-01T00:00:03Z", "tool_names": ["Bash"], "system_sha256": "s"},
+        ),
+    ]  # fmt: skip
+    stored = [e.model_copy(update={"seq": i}) for i, e in enumerate(events)]
+    for record in call_records(stored, default_model="gpt-4o"):
+        again = CallRecord(**{f.name: getattr(record, f.name) for f in dataclasses.fields(CallRecord)})
+        assert record == again
+        assert vars(record) == vars(again) and list(vars(record)) == list(vars(again))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.index = 3  # type: ignore[misc]

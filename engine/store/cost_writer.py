@@ -27,25 +27,23 @@ from engine.cache_analysis import (
     summarize,
 )
 from engine.redact import redact_row
-from engine.rollup import cost_rows
+from engine.rollup import COST_ROW_KEYS, cost_row_tuples
 from engine.store.records import StoredEvent, event_from_row, utc_now
 
 COST_TABLE = "request_costs"
-_COLUMNS = (
-    "event_id", "session_id", "call_index", "call_utc", "day", "model", "priced_as", "price_source",
-    "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_5m_tokens",
-    "cache_write_1h_tokens", "ttl_split_known", "input_usd", "output_usd", "cache_read_usd",
-    "cache_write_5m_usd", "cache_write_1h_usd", "total_usd", "uncached_usd", "cache_cause", "rebuilt_tokens",
-    "lost_usd", "gap_s", "cache_explanation", "computed_utc",
-)  # fmt: skip
+#: A cost row's values (engine.rollup.COST_ROW_KEYS but the call's turn and fix), in column order.
+_ROW_KEYS = tuple(k for k in COST_ROW_KEYS if k not in ("turn_index", "fix"))
+#: The table's columns: those values, the session's id second and ``computed_utc`` last.
+_COLUMNS = (_ROW_KEYS[0], "session_id", *_ROW_KEYS[1:], "computed_utc")
 
 
 #: A row's values kept as they are: the session id (a key) and ``computed_utc`` (a time this writer
 #: made), so that a time unique to each pass is not scanned for secrets row after row.
 _KEPT = frozenset({_COLUMNS.index("session_id"), _COLUMNS.index("computed_utc")})
-#: A cost row's values but ``session_id`` (second) and ``computed_utc`` (last), read in one call.
-_row_values = itemgetter(*(c for c in _COLUMNS if c not in ("session_id", "computed_utc")))
-_TTL_KNOWN = _COLUMNS.index("ttl_split_known") - 1
+#: A cost row's values, read in one call: of a row (a dict), of a :func:`engine.rollup.cost_row_tuples` row.
+_row_values = itemgetter(*_ROW_KEYS)
+_tuple_values = itemgetter(*map(COST_ROW_KEYS.index, _ROW_KEYS))
+_TTL_KNOWN = _ROW_KEYS.index("ttl_split_known")
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 variables; PostgreSQL more).
 _IN_CHUNK = 500
 
@@ -71,9 +69,14 @@ def insert_cost_rows(conn: Any, p: str, rows: Iterable[Mapping[str, Any]], sessi
 def cost_row_values(rows: Iterable[Mapping[str, Any]], session_id: str, now: str) -> list[list[Any]]:
     """The ``request_costs`` values (:data:`_COLUMNS` order, redacted) of cost rows of one session;
     ``now`` (``computed_utc``) last."""
+    return _values(map(_row_values, rows), session_id, now)
+
+
+def _values(picked: Iterable[Sequence[Any]], session_id: str, now: str) -> list[list[Any]]:
+    """:func:`cost_row_values` of rows' values picked in :data:`_COLUMNS` order (but the two added here)."""
     values = []
-    for row in rows:
-        value = list(_row_values(row))  # every column but the two added here, in _COLUMNS order
+    for row in picked:
+        value = list(row)
         value[_TTL_KNOWN] = int(bool(value[_TTL_KNOWN]))
         value.insert(1, session_id)
         value.append(now)
@@ -269,8 +272,8 @@ def price_new_calls(reads: CostReads, session_id: str, events: Sequence[Any], no
         if current.cost.cache_write_5m_tokens + current.cost.cache_write_1h_tokens > 0:
             ttl = TTL_1H_S if current.cost.cache_write_1h_tokens else TTL_5M_S
         previous = current
-    cost = cost_rows(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
-    return cost_row_values(cost, session_id, now)
+    cost = cost_row_tuples(currents, summarize(classified, sum(c.cost.total_usd for c in currents)))
+    return _values(map(_tuple_values, cost), session_id, now)
 
 
 def last_written(values: Sequence[Sequence[Any]]) -> tuple[tuple[int, int] | None, bool | None]:
