@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -647,7 +648,7 @@ def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer
     components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
     fig = figures.context_now_bar(
         components, context_window=16_000, max_output_tokens=4_096, buffer_tokens=256, limit=11_648,
-        compact_threshold=0.95,
+        compact_at=int(11_648 * 0.95),
     )  # fmt: skip
     parts = {t.name: t.x[0] for t in fig.data}
     assert sum(parts.values()) == 16_000
@@ -657,7 +658,7 @@ def test_the_now_bar_fills_the_window_with_components_free_space_headroom_buffer
     assert fig.layout.title.text == "9,000 of the 11,648-token limit (77.3%) · window 16,000"
     unknown = figures.context_now_bar(
         components, context_window=None, max_output_tokens=None, buffer_tokens=None, limit=None,
-        compact_threshold=0.95,
+        compact_at=None,
     )  # fmt: skip
     assert "no limit recorded" in unknown.layout.title.text
     assert {t.name for t in unknown.data} == {COMPONENT_LABELS[c] for c in components}
@@ -679,7 +680,7 @@ def test_the_now_bar_says_the_share_of_the_one_limit_every_page_shows(
     components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
     fig = figures.context_now_bar(
         components, context_window=window, max_output_tokens=reserve, buffer_tokens=buffer, limit=limit,
-        compact_threshold=0.8,
+        compact_at=int(limit * 0.8),
     )  # fmt: skip
     parts = {t.name: t.x[0] for t in fig.data}
     assert fig.layout.title.text == title and sum(parts.values()) == total
@@ -801,3 +802,35 @@ def test_a_call_compared_is_measured_against_the_limit_the_timeline_shows() -> N
             "buffer_tokens": 2_000, "projected_tokens": 1_000}  # fmt: skip
     assert analysis.call_figures(call, None)["limit_tokens"] == 190_000
     assert analysis.call_figures({**call, "limit_tokens": 50_000}, None)["limit_tokens"] == 50_000
+
+
+def test_a_call_without_an_auto_compact_point_has_free_space_up_to_its_limit() -> None:
+    """Codex before 0.49 had no point of its own (dashboard.analysis.compaction_point gives None)."""
+    components = {"system": 1_000, "tools": 2_000, "conversation": 5_000, "tool_results": 1_000}
+    fig = figures.context_now_bar(
+        components, context_window=272_000, max_output_tokens=None, buffer_tokens=None, limit=272_000,
+        compact_at=None,
+    )  # fmt: skip
+    parts = {t.name: t.x[0] for t in fig.data}
+    assert parts["Free space"] == 272_000 - 9_000 and "Auto-compact headroom" not in parts
+
+
+@pytest.mark.parametrize(
+    ("agent", "window", "limit", "tokens", "rule"),
+    [
+        ({"source": "import:codex", "cli_version": "0.40.0"}, 272_000, 272_000, None,
+         "Codex's own: Codex 0.40.0 compacts only at model_auto_compact_token_limit (not set)"),
+        ({"source": "import:codex", "cli_version": "0.169.0"}, 258_400, 258_400, 244_800,
+         "Codex's own: Codex's default: 90% of the window 272,000 (the file records 95% of it, 258,400)"),
+        ({"source": "import:codex", "cli_version": "0.169.0", "agent_settings": {"model_auto_compact_token_limit": 20_000}},
+         60_800, 60_800, 20_000, "Codex's own: model_auto_compact_token_limit = 20,000"),
+        ({"source": "engine"}, 200_000, 180_000, 171_000, "ctxdesk's compact_threshold 0.95 × limit 180,000"),
+        ({"source": "import:aider"}, 128_000, 128_000, 121_600,
+         "Aider has no rule ctxdesk knows; ctxdesk's compact_threshold 0.95 × limit 128,000"),
+    ],
+)  # fmt: skip
+def test_the_compaction_point_is_the_agents_own_else_ctxdesks(
+    agent: dict[str, Any], window: int, limit: int, tokens: int | None, rule: str
+) -> None:
+    point = analysis.compaction_point(agent, window=window, limit=limit, compact_threshold=0.95)
+    assert (point.tokens, point.rule) == (tokens, rule)

@@ -2,12 +2,13 @@
 ``stops`` (why a session stopped, and the settings that would have avoided it), ``projection``
 (the timeline re-projected under edited settings, beside what was recorded), ``findings``
 (findings as frames and markers), ``comparison`` (two sessions or two calls side by side),
-``edits`` (what a proxy policy changed in a call), ``downsample`` (a long timeline's drawn steps)
+``edits`` (what a proxy policy changed in a call), ``compaction_point`` (where a call's context is compacted), ``downsample`` (a long timeline's drawn steps)
 and ``rows`` (numbers read from a recorded row).
 
 Inputs are plain dicts/frames from dashboard.data; outputs are frozen values the pages render.
 """
 
+from dashboard.analysis.compaction_point import CompactionPoint, compaction_point
 from dashboard.analysis.comparison import (
     CALL_METRICS,
     SESSION_METRICS,
@@ -73,6 +74,7 @@ __all__ = [
     "SESSION_METRICS",
     "THRESHOLD_SETTINGS",
     "THRESHOLD_TRIGGERS",
+    "CompactionPoint",
     "Comparison",
     "Growth",
     "LimitLine",
@@ -81,6 +83,7 @@ __all__ = [
     "StopExplanation",
     "call_figures",
     "call_label",
+    "compaction_point",
     "compare",
     "compare_components",
     "components_list",

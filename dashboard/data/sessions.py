@@ -137,6 +137,25 @@ def session_settings(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -
     return parse_details(row[0]) if row is not None else {}
 
 
+def agent_context(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> dict[str, Any]:
+    """What names an imported agent's own compaction rule: the session's ``source``, the settings its
+    importer read beside the transcript (``agent_settings``) and the agent's version (``cli_version``)."""
+    src, params = table_rows(
+        con, db, "sessions", f"id = {sql_string(session_id)}", ["source", "metadata_json"]
+    )
+    row = con.execute(f"SELECT source, metadata_json FROM {src}", params).fetchone()
+    if row is None:
+        return {}
+    metadata = parse_details(row[1])
+    settings = metadata.get("agent_settings")
+    version = metadata.get("cli_version")
+    return {
+        "source": row[0],
+        "agent_settings": settings if isinstance(settings, dict) else {},
+        "cli_version": version if isinstance(version, str) else None,
+    }
+
+
 def session_findings(
     db_path: str | os.PathLike[str], session_id: str, settings_file: str | os.PathLike[str] | None = None
 ) -> list[Finding]:

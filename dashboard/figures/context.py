@@ -3,8 +3,6 @@ sessions side by side) and the whole window as one bar, as Claude Code's ``/cont
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 
 from dashboard.display import escape
@@ -48,10 +46,11 @@ def context_now_bar(
     max_output_tokens: int | None,
     buffer_tokens: int | None,
     limit: int | None,
-    compact_threshold: float,
+    compact_at: int | None,
 ) -> go.Figure:
     """One horizontal bar for one model call, as Claude Code's ``/context`` draws it: each
-    component, the free space up to the auto-compact point, the headroom from there to ``limit``
+    component, the free space up to the auto-compact point ``compact_at`` (dashboard.analysis.
+    compaction_point; None: there is none), the headroom from there to ``limit``
     (the call's limit by engine.limit's rule, as every page shows it), and, where the window is
     recorded, what a context budget leaves out, the safety buffer and the output reserve: together
     they fill the window. Its title is the share of the limit, the number every page shows.
@@ -65,8 +64,8 @@ def context_now_bar(
     ]
     total = max(used, 1)
     if limit:
-        compact_at = math.floor(limit * compact_threshold)  # engine.limit's threshold: floored
-        room = {"free": max(compact_at - used, 0), "headroom": max(limit - max(used, compact_at), 0)}
+        point = min(compact_at, limit) if compact_at is not None else limit
+        room = {"free": max(point - used, 0), "headroom": max(limit - max(used, point), 0)}
         total = max(limit, used)
         if context_window:
             reserve, buffer = int(max_output_tokens or 0), int(buffer_tokens or 0)

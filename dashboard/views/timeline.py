@@ -211,12 +211,22 @@ def timeline_panel() -> None:
         state.query(data.session_settings, ref.db, ref.session_id), display.value_or_none(r.get("model"))
     )
     window = {f: _whole(r.get(f)) for f in ("context_window", "max_output_tokens", "buffer_tokens")}
+    point = analysis.compaction_point(
+        state.query(data.agent_context, ref.db, ref.session_id), window=window["context_window"],
+        limit=_whole(r.get("limit_tokens")),
+        compact_threshold=float(recorded.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
+    )  # fmt: skip
     st.plotly_chart(
         figures.context_now_bar(
             {c: int(r[c]) for c in COMPONENT_LABELS}, **window, limit=_whole(r.get("limit_tokens")),
-            compact_threshold=float(recorded.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
+            compact_at=point.tokens,
         ),
         key=f"timeline_now_{unit}",
+    )  # fmt: skip
+    # the same point and words as the "Why did it stop?" page's for this agent's compactions
+    st.caption(
+        f"Auto-compact point: {point.tokens:,} ({display.md(point.rule)})" if point.tokens is not None
+        else f"No auto-compact point: {display.md(point.rule)}"
     )  # fmt: skip
     call_cost_panel(ref, int(r["event_seq"]) if by_call else None, turn)
     sent = state.query(data.sent_messages, ref.db, ref.session_id, turn, int(r["event_seq"]))

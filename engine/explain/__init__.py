@@ -22,6 +22,7 @@ _OWNERS: dict[str, str] = {
     "AgentThreshold": "engine.explain.agents",
     "agent_label": "engine.explain.agents",
     "agent_of": "engine.explain.agents",
+    "agent_of_source": "engine.explain.agents",
     "agent_threshold": "engine.explain.agents",
     "Call": "engine.explain.calls",
     "Calls": "engine.explain.calls",
@@ -56,7 +57,14 @@ _OWNERS: dict[str, str] = {
 __getattr__, __dir__ = lazy_exports(__name__, _OWNERS, globals())
 
 if TYPE_CHECKING:
-    from engine.explain.agents import AGENT_LABELS, AgentThreshold, agent_label, agent_of, agent_threshold
+    from engine.explain.agents import (
+        AGENT_LABELS,
+        AgentThreshold,
+        agent_label,
+        agent_of,
+        agent_of_source,
+        agent_threshold,
+    )
     from engine.explain.calls import Call, Calls, is_failed_request
     from engine.explain.compactions import explain_compactions
     from engine.explain.ending import FINAL_TOOLS, STOP_REASONS, explain_ending
@@ -103,6 +111,7 @@ __all__ = [
     "WhyReport",
     "agent_label",
     "agent_of",
+    "agent_of_source",
     "agent_threshold",
     "checked_json",
     "ended_how",

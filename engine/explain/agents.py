@@ -70,7 +70,12 @@ def __getattr__(name: str) -> Any:
 def agent_of(session: SessionRecord) -> str:
     """The agent's key: the import format (``claude-code``, ``codex``, ...), ``ctxdesk`` for the
     session manager, ``proxy`` for traffic recorded by ``ctxdesk proxy``."""
-    source = session.source or "engine"
+    return agent_of_source(session.source)
+
+
+def agent_of_source(source: str | None) -> str:
+    """:func:`agent_of` a session whose ``sessions.source`` is ``source``."""
+    source = source or "engine"
     if source.startswith("import:"):
         return source.removeprefix("import:")
     if source == "engine":
