@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engine.errors", "engine.messages", "engine.events", "engine.debug", "engine.textfmt",
             "engine.redact", "engine.locations", "engine.tokenizer_names", "engine.model_table",
             "engine.convert", "engine.sent", "engine.policy_settings", "engine.limit",
-            "engine.call_failures", "engine.lazy",
+            "engine.call_failures", "engine.lazy", "engine.agent_versions",
         ),
     ),
     (

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.importers.formats.codex.versions import codex_release
+from engine.agent_versions import release
 
 #: Codex compacts at 9/10 of the model's window by default (its ``ModelInfo::auto_compact_token_limit``).
 CODEX_AUTO_COMPACT_SHARE = (9, 10)
@@ -48,19 +48,19 @@ def codex_point(window: int | None, setting: dict[str, Any], version: str | None
     """Codex's point for a rollout whose window is ``window`` (as recorded), under ``setting``
     (``model_auto_compact_token_limit``, ``model_context_window`` of its config.toml), written by
     Codex ``version`` (None or unreadable: the current rule)."""
-    release = codex_release(version)
+    found = release(version)
     limit = _positive(setting.get("model_auto_compact_token_limit"))
     configured = _positive(setting.get("model_context_window"))
     named = f"model_auto_compact_token_limit = {limit:,}" if limit else None
-    if release is not None and release < EFFECTIVE_WINDOW_FROM:
+    if found is not None and found < EFFECTIVE_WINDOW_FROM:
         if named:
             return CodexPoint(tokens=limit, rule=named)
         return CodexPoint(
             tokens=None, rule=f"Codex {version} compacts only at model_auto_compact_token_limit (not set)"
         )
-    if release is not None and release < CONFIGURED_WINDOW_FROM and named:
+    if found is not None and found < CONFIGURED_WINDOW_FROM and named:
         return CodexPoint(tokens=limit, rule=named)
-    if release is not None and release < CONFIGURED_WINDOW_FROM and configured:
+    if found is not None and found < CONFIGURED_WINDOW_FROM and configured:
         return CodexPoint(
             tokens=None,
             rule=f"Codex {version}'s default: 90% of the model's own window (not recorded: the file records the "
@@ -78,7 +78,7 @@ def codex_point(window: int | None, setting: dict[str, Any], version: str | None
         if configured
         else f"window {full:,} (the file records {CODEX_EFFECTIVE_WINDOW_PERCENT}% of it, {window:,})"
     )
-    overrides = release is not None and release < LESSER_FROM  # the setting, even above 9/10
+    overrides = found is not None and found < LESSER_FROM  # the setting, even above 9/10
     if named and (overrides or limit <= default):  # type: ignore[operator]
         return CodexPoint(tokens=limit, rule=named)
     if named:
