@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 
 
-def release(version: object) -> tuple[int, int] | None:
-    """(major, minor) of a version ("0.47.0", "0.100.0-alpha.3", "v1.2"); None when unreadable."""
-    found = re.match(r"\s*v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
-    return (int(found[1]), int(found[2])) if found else None
+def release(version: object) -> tuple[int, ...] | None:
+    """(major, minor[, patch]) of a version ("0.47.0", "1.0.102", "0.100.0-alpha.3", "v1.2"); None when
+    unreadable. Compared with a shorter boundary, (0, 66, 0) < (0, 66) is False: 0.66.0 is from 0.66 on."""
+    found = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", version) if isinstance(version, str) else None
+    if not found:
+        return None
+    return tuple(int(n) for n in found.groups() if n is not None)
 
 
 __all__ = ["release"]

@@ -67,6 +67,32 @@ def test_every_call_is_the_request_copilot_sent_with_the_usage_it_was_answered(s
     check_every_call(FIXTURE, store)
 
 
+def test_an_older_copilot_keeps_no_usage_per_call_and_its_runs_totals_are_said(store: SessionStore) -> None:
+    """Copilot CLI 1.0.34 (scripts/real_agents_copilot.py run with it) writes no session.usage_record and
+    names its model only in session.model_change: each call is what it sent, with no provider count
+    (none invented), and the runs' totals from session.shutdown add up to what the server answered."""
+    folder = FIXTURE.parent / "releases" / "1.0.34-tools-resume"
+    (session,) = import_file(events_file(folder), store).sessions
+    requests, answers = chat_requests(folder), load_answers(folder)
+    events = store.list_events(session.session_id, kind="request")
+    transcript = store.load_transcript(session.session_id)
+    assert len(events) == len(requests) == 5
+    for event, request in zip(events, requests, strict=True):
+        assert imported_atoms(transcript[: event.details["messages_sent"]]) == request_atoms(
+            request["body"]["messages"]
+        )
+        assert event.usage is None and event.model == request["body"]["model"] == "gpt-4o"
+    stored = store.get_session(session.session_id)
+    runs = stored.metadata["provider_run_totals"]
+    assert sum(r["requests"] for r in runs) == 5
+    assert sum(r["inputTokens"] for r in runs) == sum(a["prompt_tokens"] for a in answers.values())
+    assert sum(r["outputTokens"] for r in runs) == sum(a["completion_tokens"] for a in answers.values())
+    cached = sum(a["prompt_tokens_details"]["cached_tokens"] for a in answers.values())
+    assert sum(r["cacheReadTokens"] for r in runs) == cached
+    notes = stored.metadata["import_notes"]
+    assert any(n.startswith("Copilot CLI 1.0.34 keeps no usage per call") for n in notes), notes
+
+
 def test_results_follow_the_order_of_the_calls_not_of_their_completion(store: SessionStore) -> None:
     """The view finished before the shell command; the request sends them in the order asked."""
     lines = [json.loads(line) for line in events_file(FIXTURE).read_text(encoding="utf-8").splitlines()]

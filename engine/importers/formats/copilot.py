@@ -24,6 +24,7 @@ from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
+from engine.importers.formats.copilot_runs import chosen_model, keep_run_totals, results_by_completion
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
@@ -89,6 +90,8 @@ def agent_of_events(events: list[tuple[int, dict[str, Any]]]) -> list[str]:
 def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[ParsedSession]:
     """The session, then one child session per sub-agent (its calls are in the same file)."""
     start = next((e["data"] for _, e in events if e.get("type") == "session.start"), {})
+    selected = chosen_model(start, events)
+    by_completion = results_by_completion(start.get("copilotVersion"))
     session_key = str(start.get("sessionId") or key)
     results: dict[str, ToolResultBlock] = {}
     started: dict[str, dict[str, Any]] = {}
@@ -129,16 +132,14 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             if session.title is None and isinstance(data.get("content"), str):
                 session.title = data["content"][:120]  # what the user typed, without Copilot's date
         elif kind == "session.error":
-            failed = failed_call(data, model=start.get("selectedModel"), when=event.get("timestamp"))
+            failed = failed_call(data, model=selected, when=event.get("timestamp"))
             if failed is not None and session.messages:
                 session.messages[-1].pending_calls.append(failed)
         elif kind == "session.compaction_start":
             compacting[owner] = (len(session.messages), data)
         elif kind == "session.compaction_complete":
             begun = compacting.pop(owner, (len(session.messages), {}))
-            apply_compaction(
-                session, data, begun, model=start.get("selectedModel"), when=event.get("timestamp")
-            )
+            apply_compaction(session, data, begun, model=selected, when=event.get("timestamp"))
         elif kind == "session.usage_record":
             raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             usage[str(raw.get("interactionType"))] = copilot_usage(raw)
@@ -152,20 +153,35 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             limit = limits.pop(slot, None)
             session.messages.extend(
                 _reply(
-                    data, paid, results, model=model, limit=limit, where=where, when=event.get("timestamp")
+                    data,
+                    paid,
+                    results,
+                    model=model,
+                    limit=limit,
+                    where=where,
+                    when=event.get("timestamp"),
+                    by_completion=by_completion,
                 )
             )
     if MAIN not in sessions or not sessions[MAIN].messages:
         raise SourceProblem("a Copilot CLI session with no messages")
+    counted_calls = any(e.get("type") == "session.usage_record" for _, e in events)
+    if not counted_calls:
+        keep_run_totals(sessions[MAIN], events)
     for owner, session in sessions.items():
         counted = models.get(owner) or {}
-        session.model = max(counted, key=lambda m: counted[m]) if counted else start.get("selectedModel")
+        session.model = max(counted, key=lambda m: counted[m]) if counted else selected
         session.provider = provider_of(session.model)
         session.unlogged_prefix_in = "tools"  # the tool definitions are not in the events
         _share_agent_limit(session)
         session.metadata.update(_metadata(start, started.get(owner)))
         session.notes.append(
-            "Copilot CLI does not keep the tool definitions it sent (their size is measured from the provider's count)"
+            "Copilot CLI does not keep the tool definitions it sent ("
+            + (
+                "their size is measured from the provider's count)"
+                if counted_calls
+                else "not measured: no call's count)"
+            )
         )
     return [s for s in sessions.values() if s.messages]
 
@@ -308,6 +324,7 @@ def _reply(
     limit: int | None,
     where: str,
     when: Any,
+    by_completion: bool = False,
 ) -> list[ParsedMessage]:
     blocks: list[Any] = []
     if data.get("content"):
@@ -332,6 +349,9 @@ def _reply(
     meta = {"id": data.get("messageId")} if data.get("messageId") else {}
     parsed = [ParsedMessage(build_message("assistant", blocks or "", where=where, meta=meta), call=call)]
     answered = [results[str(r.get("toolCallId"))] for r in uses if str(r.get("toolCallId")) in results]
+    if by_completion:  # ``results`` holds them in the order the tools completed
+        order = {use_id: n for n, use_id in enumerate(results)}
+        answered.sort(key=lambda block: order[block.tool_use_id])
     if answered:
         parsed.append(
             ParsedMessage(build_message("user", answered, where=where, meta={"from_tool_calls": True}))
