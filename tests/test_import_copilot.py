@@ -91,6 +91,15 @@ def test_an_older_copilot_keeps_no_usage_per_call_and_its_runs_totals_are_said(s
     assert sum(r["cacheReadTokens"] for r in runs) == cached
     notes = stored.metadata["import_notes"]
     assert any(n.startswith("Copilot CLI 1.0.34 keeps no usage per call") for n in notes), notes
+    # what the file does not keep (the tool definitions) is each run's total less our count of its calls,
+    # shared among them: every run adds up to its total, and each call comes within 1% of its own count
+    prompts = [answers[r["seq"]]["prompt_tokens"] for r in requests]
+    projected = [e.projected_tokens for e in events]
+    assert [sum(projected[:3]), sum(projected[3:])] == [r["inputTokens"] for r in runs]
+    assert all(abs(ours - theirs) <= theirs / 100 for ours, theirs in zip(projected, prompts, strict=True))
+    assert all(
+        e.details["unlogged_prefix_tokens"] > 6_000 and e.components_basis == "estimate" for e in events
+    )
 
 
 def test_results_follow_the_order_of_the_calls_not_of_their_completion(store: SessionStore) -> None:

@@ -22,6 +22,7 @@ from engine.call_failures import failure_of
 from engine.components import HistoryTotals, components_with, measure_request, reconcile_call
 from engine.events import ComponentTokens, ContextEvent, ProviderUsage
 from engine.importers.parsing.parsed import CallInfo, ParsedSession
+from engine.importers.unlogged import own_prefixes, run_total_prefixes, unlogged_prefixes
 from engine.importers.utc_times import utc_text
 from engine.limit import Limit
 from engine.settings import Settings, limit_for_model
@@ -96,34 +97,14 @@ def record_requests(
                 f"{shown} tokens every call sent are not in the file ({parsed.unlogged_prefix_in}): "
                 "measured at the first call with usage after each compaction"
             )
+        elif shares := run_total_prefixes(measured, parsed.metadata.get("provider_run_totals")):
+            own = shares
+            parsed.notes.append(
+                f"about {sum(shares.values()) // len(shares):,} tokens a call sent are not in the file "
+                f"({parsed.unlogged_prefix_in}): what each run's provider total leaves over ctxdesk's "
+                "count of its calls, shared among them"
+            )
     return walk.run(first_new=first_new, prefixes=prefixes, own=own)
-
-
-def unlogged_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
-    """{segment: the provider's count minus our measure at its first call with usage, one with its own
-    framing left aside}; a segment with no such call takes the last one measured before it (an estimate:
-    nothing better is known)."""
-    out: dict[int, int] = {}
-    for m in measures:
-        unlogged = m.unlogged_tokens
-        if m.segment not in out and not m.own_framing and unlogged is not None:
-            out[m.segment] = unlogged
-    last = None
-    for segment in range(max((m.segment for m in measures), default=-1) + 1):
-        if segment in out:
-            last = out[segment]
-        elif last is not None:
-            out[segment] = last
-    return out
-
-
-def own_prefixes(measures: Sequence[CallMeasure]) -> dict[int, int]:
-    """{index of a call with its own framing and usage: the provider's count minus our measure}."""
-    return {
-        i: m.unlogged_tokens
-        for i, m in enumerate(measures)
-        if m.own_framing and m.unlogged_tokens is not None
-    }
 
 
 class _Walk:

@@ -179,8 +179,8 @@ def parse_events(events: list[tuple[int, dict[str, Any]]], *, key: str) -> list[
             "Copilot CLI does not keep the tool definitions it sent ("
             + (
                 "their size is measured from the provider's count)"
-                if counted_calls
-                else "not measured: no call's count)"
+                if counted_calls or session.metadata.get("provider_run_totals")
+                else "not measured: no count of the provider's)"
             )
         )
     return [s for s in sessions.values() if s.messages]

@@ -38,15 +38,16 @@ def keep_run_totals(session: ParsedSession, events: list[tuple[int, dict[str, An
     each run's totals by model (``session.shutdown``'s ``modelMetrics``) are all it keeps, kept in
     the metadata (``provider_run_totals``) and said in a note."""
     runs = []
-    for _, event in events:
-        data = event.get("data") or {}
-        metrics = data.get("modelMetrics") if event.get("type") == "session.shutdown" else None
-        for model, metric in (metrics or {}).items():
+    shutdowns = (e.get("data") or {} for _, e in events if e.get("type") == "session.shutdown")
+    for run, data in enumerate(shutdowns):
+        metrics = data.get("modelMetrics")
+        for model, metric in (metrics if isinstance(metrics, dict) else {}).items():
             usage = metric.get("usage") if isinstance(metric, dict) else None
             if isinstance(usage, dict):
                 count = (metric.get("requests") or {}).get("count")
                 runs.append(
                     {
+                        "run": run,
                         "model": str(model),
                         "requests": as_count(count),
                         **{k: as_count(usage.get(k)) for k in _TOTALS},
