@@ -6,6 +6,7 @@ Save that writes only what the user edited and refuses to overwrite a file chang
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,31 @@ def apply_edits(onto: dict[str, Any], edits: dict[FlatKey, Any]) -> dict[str, An
     flat = flatten(onto)
     flat.update(edits)
     return unflatten(flat)
+
+
+def field_key(generation: int, level: str, name: str | None, field: str) -> str:
+    """The Model settings page's widget key of ``field`` (a new ``generation`` makes the fields anew)."""
+    return f"ms_{generation}_{level}_{name}_{field}"
+
+
+def with_typed(
+    draft: dict[str, Any], shown: Mapping[str, Any], generation: int, level: str, name: str | None
+) -> dict[str, Any]:
+    """``draft`` with what the page's fields hold (``shown``: its widget values): a value typed in the
+    run that also finds the file changed on disk, where the fields are made anew before they are read,
+    would be lost. An entry that does not parse leaves the draft as it is."""
+    if level != "defaults" and not name:
+        return draft
+    typed: dict[str, Any] = {}
+    for field in EDITABLE_FIELDS:
+        key = field_key(generation, level, name, field)
+        if key not in shown:
+            return draft  # not drawn in this generation: nothing typed
+        try:
+            typed[field] = (shown[key] or None) if field == "tokenizer" else parse_field(field, shown[key])
+        except ConfigError:
+            return draft
+    return with_level(draft, level, name, typed)
 
 
 def rebase(draft: dict[str, Any], old_base: dict[str, Any], new_base: dict[str, Any]) -> dict[str, Any]:

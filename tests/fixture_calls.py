@@ -33,14 +33,21 @@ _CHAT_ORDER = {"reasoning": 0, "text": 1, "call": 2}
 
 
 def scenario_folders(root: Path = REAL_AGENTS) -> list[Path]:
-    """Every ``<agent>/<scenario>`` folder on disk (shared shapes excluded)."""
-    return sorted(
-        scenario
-        for agent in root.iterdir()
-        if agent.is_dir()
-        for scenario in agent.iterdir()
-        if scenario.is_dir() and scenario.name != SHAPES_DIR
-    )
+    """Every ``<agent>/<scenario>`` folder on disk (shared shapes excluded), and each
+    ``<agent>/releases/<release>-<scenario>`` run by an older release that kept its request log (the
+    Codex ones keep only the usage answered: tests/test_import_codex_releases checks them)."""
+    found = []
+    for agent in (a for a in root.iterdir() if a.is_dir()):
+        for scenario in (s for s in agent.iterdir() if s.is_dir() and s.name != SHAPES_DIR):
+            if scenario.name != RELEASES_DIR:
+                found.append(scenario)
+                continue
+            found += [r for r in scenario.iterdir() if r.is_dir() and (r / "requests.jsonl").is_file()]
+    return sorted(found)
+
+
+#: An agent's folder of scenarios run by its older releases.
+RELEASES_DIR = "releases"
 
 
 def transcript_files(scenario: Path) -> list[Path]:

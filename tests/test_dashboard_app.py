@@ -297,6 +297,28 @@ def test_model_settings_validates_as_you_type_saves_and_reprojects_the_timeline(
     assert "would compact" in at.get("plotly_chart")[0].proto.spec
 
 
+def test_a_value_typed_in_the_run_that_finds_the_file_changed_on_disk_is_kept(
+    db: Path, tmp_path: Path
+) -> None:
+    """The fields are made anew when the file changes on disk (to show it): a value typed in the same run
+    was read from the old fields after that and lost, and Save wrote the file without it (the browser
+    test of following the file failed so in a fresh-clone CI, its file written while the page read it)."""
+    settings = tmp_path / "config" / "settings.toml"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text('[models."gpt-4o"]\ncontext_window = 128000\n')
+    at = _app(page="model_settings")
+    _field(at, "max_output_tokens").input("8000")
+    settings.write_text('[models."gpt-4o"]\ncontext_window = 64000\n')  # before the run that reads the 8000
+    at.run()
+    _ok(at)
+    assert _field(at, "max_output_tokens").value == "8000"
+    at.button[-1].click().run()
+    _ok(at)
+    saved = load_settings(settings)
+    assert saved.models["claude-sonnet-4-20250514"].max_output_tokens == 8_000
+    assert saved.models["gpt-4o"].context_window == 64_000
+
+
 def test_a_bad_database_path_shows_an_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,7 +49,8 @@ KNOWN_DEFECTS: dict[str, str] = {}
 
 
 def _scenario_id(scenario: Path) -> str:
-    return f"{scenario.parent.name}/{scenario.name}"
+    under = scenario.parent.parent.name + "/" if scenario.parent.name == "releases" else ""
+    return f"{under}{scenario.parent.name}/{scenario.name}"
 
 
 FOLDERS = scenario_folders()

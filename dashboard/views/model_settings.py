@@ -66,8 +66,17 @@ if loaded is None or loaded.path != path:
     st.session_state[DRAFT_KEY] = now.draft
     _reset_widgets()
 elif now is not loaded:
-    # Changed on disk: the new file, with what was edited here and not saved kept on top.
-    st.session_state[DRAFT_KEY] = settings_form.rebase(st.session_state[DRAFT_KEY], loaded.draft, now.draft)
+    # Changed on disk: the new file, with what was edited here and not saved (typed this run too) on top.
+    level_now = st.session_state.get("ms_level", "models")
+    name_now = None if level_now == "defaults" else st.session_state.get(f"ms_{level_now.removesuffix('s')}")
+    typed = settings_form.with_typed(
+        st.session_state[DRAFT_KEY],
+        st.session_state,
+        st.session_state.get(GENERATION_KEY, 0),
+        level_now,
+        name_now,
+    )
+    st.session_state[DRAFT_KEY] = settings_form.rebase(typed, loaded.draft, now.draft)
     st.session_state[FILE_KEY] = now
     if state.pending_action("save_settings"):
         # Save was clicked on the file as it was before: never write over what was not seen.
@@ -134,7 +143,7 @@ cols = st.columns(3)
 for i, field in enumerate(settings_form.EDITABLE_FIELDS):
     info = ModelSettings.model_fields[field]
     col = cols[i % 3]
-    key = f"ms_{generation}_{level}_{name}_{field}"
+    key = settings_form.field_key(generation, level, name, field)
     if field == "tokenizer":
         options = ["", *tokenizer_ids()]
         now_value = values.get(field) or ""

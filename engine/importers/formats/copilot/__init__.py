@@ -24,7 +24,7 @@ from engine.call_failures import classify_failure, failure_details
 from engine.events import ProviderUsage
 from engine.importers.documents import Document
 from engine.importers.formats import SNIFF_LINES, ImportFormat, Locations
-from engine.importers.formats.copilot_runs import chosen_model, keep_run_totals, results_by_completion
+from engine.importers.formats.copilot.runs import chosen_model, keep_run_totals, results_by_completion
 from engine.importers.parsing.parsed import CallInfo, ParsedMessage, ParsedSession, SourceProblem
 from engine.importers.parsing.readers import build_message, provider_of
 from engine.messages import TextBlock, ToolResultBlock, ToolUseBlock
