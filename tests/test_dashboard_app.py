@@ -319,6 +319,33 @@ def test_a_value_typed_in_the_run_that_finds_the_file_changed_on_disk_is_kept(
     assert saved.models["gpt-4o"].context_window == 64_000
 
 
+def test_the_timeline_says_what_the_import_noted_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An old Copilot CLI's file keeps no usage per call (tests/fixtures/real_agents/copilot/releases): the
+    timeline's numbers are then ctxdesk's own count, and the page says so in the importer's words."""
+    from engine.importers import import_file
+    from engine.store import SessionStore
+
+    releases = Path(__file__).resolve().parent / "fixtures" / "real_agents" / "copilot" / "releases"
+    events = next(releases.glob("*/session-state/*/events.jsonl"))
+    with SessionStore(tmp_path / "old.db") as store:
+        (session,) = import_file(events, store).sessions
+        notes = store.get_session(session.session_id).metadata["import_notes"]
+    monkeypatch.setenv(DB_PATHS_ENV_VAR, str(tmp_path / "old.db"))
+    monkeypatch.setenv(SETTINGS_ENV_VAR, str(tmp_path / "settings.toml"))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    at.session_state["selected_session"] = f"old::{session.session_id}"
+    at.switch_page("views/timeline.py").run()
+    _ok(at)
+    (noted,) = [e for e in at.expander if e.label.startswith("What the import noted")]
+    assert noted.label == f"What the import noted ({len(notes)})"
+    shown = [t.value for t in noted.text]
+    assert shown == ["• " + n for n in notes] and any("keeps no usage per call" in n for n in shown)
+
+
 def test_a_bad_database_path_shows_an_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

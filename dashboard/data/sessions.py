@@ -139,7 +139,9 @@ def session_settings(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -
 
 def agent_context(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> dict[str, Any]:
     """What names an imported agent's own compaction rule: the session's ``source``, the settings its
-    importer read beside the transcript (``agent_settings``) and the agent's version (``cli_version``)."""
+    importer read beside the transcript (``agent_settings``) and the agent's version (``cli_version``);
+    and what the importer noted of the file (``import_notes``: what it does not keep, what was measured
+    how)."""
     src, params = table_rows(
         con, db, "sessions", f"id = {sql_string(session_id)}", ["source", "metadata_json"]
     )
@@ -149,10 +151,12 @@ def agent_context(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> d
     metadata = parse_details(row[1])
     settings = metadata.get("agent_settings")
     version = metadata.get("cli_version")
+    notes = metadata.get("import_notes")
     return {
         "source": row[0],
         "agent_settings": settings if isinstance(settings, dict) else {},
         "cli_version": version if isinstance(version, str) else None,
+        "import_notes": [str(n) for n in notes] if isinstance(notes, list) else [],
     }
 
 

@@ -26,6 +26,11 @@ FEW_TURNS = 2
 ref, row = state.require_session()
 st.title("Context timeline")
 st.text(display.session_line(row["title"], ref.session_id, row["model"], ref.db))
+agent = state.query(data.agent_context, ref.db, ref.session_id)
+if agent.get("import_notes"):  # what the file does not keep, and how it was measured: the numbers' caveats
+    with st.expander(f"What the import noted ({len(agent['import_notes'])})", icon=":material/info:"):
+        for note in agent["import_notes"]:
+            st.text("• " + note)  # recorded words (paths, ids): text, never markdown
 
 
 def show_findings(found: list[Finding], turn: int) -> None:
@@ -212,7 +217,7 @@ def timeline_panel() -> None:
     )
     window = {f: _whole(r.get(f)) for f in ("context_window", "max_output_tokens", "buffer_tokens")}
     point = analysis.compaction_point(
-        state.query(data.agent_context, ref.db, ref.session_id), window=window["context_window"],
+        agent, window=window["context_window"],
         limit=_whole(r.get("limit_tokens")),
         compact_threshold=float(recorded.get("compact_threshold") or DEFAULT_COMPACT_THRESHOLD),
     )  # fmt: skip
