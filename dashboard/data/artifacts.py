@@ -106,10 +106,9 @@ def snapshots(con: duckdb.DuckDBPyConnection, db: str, session_id: str) -> pd.Da
     snaps["event"] = [seqs.get(int(i)) if i == i and i is not None else None for i in snaps["event_id"]]
     snaps["event"] = snaps["event"].astype("float64")
     # an agent's own compaction (imported, strategy "harness:<agent>"): when the agent made it
-    imported = {int(i): m for i, m in message_seqs.items()}
-    times = transcript_times(con, db, session_id, {m for m in imported.values() if m is not None})
+    times = transcript_times(con, db, session_id, {m for m in message_seqs.values() if m is not None})
     snaps["when_utc"] = [
-        happened_utc(created, times.get(imported.get(int(e), -1)) if e == e and e is not None else None,
+        happened_utc(created, times.get(message_seqs.get(int(e))) if e == e and e is not None else None,
                      str(strategy).startswith("harness:"))
         for created, e, strategy in zip(snaps["created_utc"], snaps["event_id"], snaps["strategy"], strict=True)
     ]  # fmt: skip
