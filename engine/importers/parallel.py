@@ -8,6 +8,7 @@ parsed files wait for the writer at once, so memory stays bounded by those files
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -31,6 +32,9 @@ from engine.tokens import get_encoding
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 #: Parsed files waiting for the writer, per worker (bounds the memory they hold).
 QUEUED_PER_WORKER = 2
+#: From this many bytes to read, the calls are priced in a worker process while this one writes
+#: (the store's ``cost_worker``); below, forking it costs more than it saves.
+COST_WORKER_MIN_BYTES = 8 * 1024 * 1024
 
 #: (format, sessions) of a parsed file, or the message and line of the ImportFormatError it raised.
 _Parsed = tuple[str, list[ParsedSession]] | tuple[None, tuple[str, int | None]]
@@ -56,11 +60,13 @@ def import_files_parallel(
     live: bool = False,
     settings: Settings | None = None,
     min_bytes: int = PARALLEL_MIN_BYTES,
+    cost_worker_bytes: int = COST_WORKER_MIN_BYTES,
 ) -> list[ImportResult]:
     """:func:`engine.importers.import_files` with ``workers`` parsing processes; the same results.
 
     An unchanged file costs a stat here and is never sent to a worker. A batch with less than
-    ``min_bytes`` to read is parsed in this process.
+    ``min_bytes`` to read is parsed in this process; from ``cost_worker_bytes`` the calls are priced
+    in a worker process meanwhile.
     """
     lineages = Lineages(store)
     results: list[ImportResult] = []
@@ -76,7 +82,43 @@ def import_files_parallel(
         plan.append((path, state, unchanged))
     to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
     volume = sum(s["bytes"] for _, s, done in plan if done is None and isinstance(s, dict))
-    pool = _pool(workers) if workers > 1 and len(to_read) > 1 and volume >= min_bytes else None
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and volume >= cost_worker_bytes:
+            # forked first, while this process runs no thread (the pool starts some)
+            stack.enter_context(store.cost_worker())
+        pool = _pool(workers) if workers > 1 and len(to_read) > 1 and volume >= min_bytes else None
+        _write_all(
+            plan,
+            pool,
+            store,
+            results,
+            workers=workers,
+            on_progress=on_progress,
+            on_error=on_error,
+            model=model,
+            live=live,
+            settings=settings,
+            lineages=lineages,
+        )
+    return results
+
+
+def _write_all(
+    plan: list[tuple[Path, dict[str, Any] | ImportFormatError, ImportResult | None]],
+    pool: ProcessPoolExecutor | None,
+    store: SessionStore,
+    results: list[ImportResult],
+    *,
+    workers: int,
+    on_progress: ProgressCallback | None,
+    on_error: Callable[[Path, ImportFormatError], None] | None,
+    model: str | None,
+    live: bool,
+    settings: Settings | None,
+    lineages: Lineages,
+) -> None:
+    """Write the planned files in order (appending to ``results``), each parsed by ``pool`` when given."""
+    to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
     try:
         pending: deque[tuple[Path, Future[_Parsed]]] = deque()
         submitted = iter(to_read)
@@ -114,7 +156,6 @@ def import_files_parallel(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-    return results
 
 
 def _next_parsed(

@@ -201,25 +201,65 @@ class SqlSessionStore:
         self._local.pending_costs = {}
         self._local.written_events = {}
         self._local.event_batch = None
+        if (feed := self._cost_feed) is not None:
+            feed.end_transaction()
+
+    @property
+    def _cost_feed(self) -> Any:
+        return getattr(self._local, "cost_feed", None)
+
+    @contextmanager
+    def cost_worker(self) -> Iterator[bool]:
+        """Until the block ends, this thread's request events are priced in a worker process while it
+        goes on writing (:mod:`engine.store.cost_feed`; the rows are the same); yields whether one
+        started (not where this process may not fork). For an import: a worker costs a fork."""
+        from engine.store.cost_feed import CostFeed
+
+        if self._cost_feed is not None:  # nested: the outer one prices
+            yield True
+            return
+        feed = self._local.cost_feed = CostFeed.start(chunk=HELD_ROWS)
+        try:
+            yield feed is not None
+        except BaseException:
+            if feed is not None:
+                feed.abandon()  # not waited for
+            raise
+        finally:
+            self._local.cost_feed = None
+            if feed is not None:
+                feed.close()
 
     def _after_commit(self) -> None:
         """Write the cost rows of the request events the committed transaction recorded (one pass
         per session, in their own transaction): pricing is not part of the write it follows."""
         pending, self._local.pending_costs = self._pending_costs, {}
         written, self._local.written_events = self._written_events, {}
+        feed = self._cost_feed
         if not pending:
+            if feed is not None:
+                feed.end_transaction()
             return
         from engine.store.cost_lanes import record_session_costs  # cost analysis loaded on first use
+        from engine.store.cost_writer import insert_cost_values
 
         try:
             with self.transaction() as conn:
                 for session_id, event_ids in pending.items():
+                    # priced by the cost worker while the transaction wrote (engine.store.cost_feed)
+                    values = feed.take(self._db, conn, session_id, event_ids) if feed is not None else None
+                    if values is not None:
+                        insert_cost_values(conn, self.P, values)
+                        continue
                     # a chunk at a time (each one continues from the rows of the last): the calls, cost
                     # rows and verdicts of half a million calls are never all in memory at once; a big
                     # session's second half priced in a worker meanwhile (engine.store.cost_lanes)
                     record_session_costs(self._db, conn, session_id, event_ids, written, chunk=HELD_ROWS)
         except StoreError as exc:  # the events are in: `ctxdesk costs DB --refresh` prices them later
             logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
+        finally:
+            if feed is not None:
+                feed.end_transaction()
 
     # -- batched events --------------------------------------------------------------------------
     @property
@@ -276,6 +316,8 @@ class SqlSessionStore:
         except self._integrity_errors as exc:
             sessions = sorted({r[1] for r in rows})
             raise NotFoundError(f"cannot record events for session(s) {sessions} ({exc})") from exc
+        if (feed := self._cost_feed) is not None:
+            feed.send(self._db, conn, rows)
 
     # -- sessions ------------------------------------------------------------------------
     def create_session(
