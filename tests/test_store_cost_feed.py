@@ -5,6 +5,7 @@ them refused when the database no longer reads as the worker assumed, or when th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -292,3 +293,31 @@ def test_a_failed_import_stops_the_worker_at_once(tmp_path: Path, monkeypatch: p
     with pytest.raises(KeyboardInterrupt), open_store(tmp_path / "out.db") as store, store.cost_worker():
         raise KeyboardInterrupt
     assert feeds[0].broken and not feeds[0].process.is_alive()
+
+
+def test_a_session_written_again_before_its_rows_are_in_is_priced_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's rows of a transaction are written at a later commit; a session written again
+    before then is not fed (the worker would start from rows not in yet): its earlier rows are
+    written first, then its new calls priced here, as the serial pass prices them."""
+    root = tmp_path / "fx"
+    root.mkdir()
+    path = root / "s.jsonl"
+    monkeypatch.setattr(sql_store, "HELD_ROWS", 16)
+    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 10**9)
+    spy = FeedSpy(monkeypatch)
+    results = {}
+    for way in ("serial", "fed"):
+        (tmp_path / way).mkdir()
+        db = tmp_path / way / "out.db"
+        with open_store(db) as store, store.cost_worker() if way == "fed" else contextlib.nullcontext():
+            for calls in (100, 140, 180):  # the file grows between imports of one block
+                rebuilt_after_a_pause(path, calls)
+                import_files([path], store)
+        results[way] = table_rows(db, root)
+    assert results["fed"] == results["serial"]
+    assert len(results["serial"]["request_costs"]) - 1 == 180
+    # the first import's and the third's from the worker; the second's priced here (the first's were
+    # not in when it wrote)
+    assert (spy.taken, spy.refused) == (2, 0)

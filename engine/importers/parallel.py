@@ -32,6 +32,10 @@ from engine.tokens import get_encoding
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 #: Parsed files waiting for the writer, per worker (bounds the memory they hold).
 QUEUED_PER_WORKER = 2
+#: Files ahead of the writer may be parsed while they add up to at most this many bytes (a big file
+#: is parsed before the writer reaches it), at most MAX_QUEUED of them.
+LOOKAHEAD_BYTES = 32 * 1024 * 1024
+MAX_QUEUED = 64
 #: From this many bytes to read, the calls are priced in a worker process while this one writes
 #: (the store's ``cost_worker``); below, forking it costs more than it saves.
 COST_WORKER_MIN_BYTES = 8 * 1024 * 1024
@@ -121,13 +125,19 @@ def _write_all(
     to_read = [p for p, s, done in plan if done is None and isinstance(s, dict)]
     try:
         pending: deque[tuple[Path, Future[_Parsed]]] = deque()
-        submitted = iter(to_read)
+
+        sizes = {p: s["bytes"] for p, s, done in plan if done is None and isinstance(s, dict)}
+        ahead = list(reversed(to_read))
 
         def refill() -> None:
-            while pool is not None and len(pending) < workers * QUEUED_PER_WORKER:
-                path = next(submitted, None)
-                if path is None:
+            # a few files ahead, more while they are small: a big file is parsed before the writer needs it
+            while pool is not None and ahead:
+                queued = sum(sizes[p] for p, _ in pending)
+                if len(pending) >= workers * QUEUED_PER_WORKER and (
+                    len(pending) >= MAX_QUEUED or queued + sizes[ahead[-1]] > LOOKAHEAD_BYTES
+                ):
                     return
+                path = ahead.pop()
                 pending.append((path, pool.submit(_parse_in_worker, path, model, live)))
 
         refill()

@@ -6,10 +6,12 @@ inserts is sent to the worker (the request events and the compactions between th
 first time a transaction inserts a session's events, what the pass would read of the database
 before them (:class:`_Before`). The worker prices each chunk of a session's calls the moment it
 fills, as the serial pass would chunk them, while this process parses and writes on. Once the
-transaction commits, the store takes the worker's rows of a session (:meth:`CostFeed.take`) only
-when the database still reads as the worker assumed and the worker priced exactly the calls that
-are pending; otherwise (it gave up, died, was slow, or something else wrote) the store prices them
-itself (engine.store.cost_lanes). Either way the rows are those of the serial pass.
+transaction commits, the store asks for a session's rows (:meth:`CostFeed.finish`) and goes on; it
+writes them once answered (:meth:`CostFeed.settled`: at a later commit, at the latest before the
+session is priced again or the feed ends), and only when the database still reads as the worker
+assumed and the worker priced exactly the calls that were pending; otherwise (it gave up, died, was
+slow, or something else wrote) the store prices them itself (engine.store.cost_lanes). Either way
+the rows are those of the serial pass.
 
 The sending goes through a queue whose thread pickles and writes in the background: the writer is
 never held up by a busy worker.
@@ -22,7 +24,8 @@ import gc
 import logging
 import multiprocessing
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +87,11 @@ class CostFeed:
         #: Per session fed this transaction: (first seq, what was read before it), None when not fed.
         self._fed: dict[str, tuple[int, tuple[Any, ...]] | None] = {}
         self.broken = False
+        #: Sessions asked for, in order: (id, (first seq, what was read), event ids, their rows).
+        self._awaiting: deque[
+            tuple[str, tuple[int, tuple[Any, ...]], list[int], dict[int, tuple[Any, ...]]]
+        ] = deque()
+        self._awaited: dict[str, int] = {}  # how many of each session's are in _awaiting
         #: Sessions whose rows were taken from the worker, and those priced here instead (a log line).
         self.taken = self.refused = 0
 
@@ -111,6 +119,8 @@ class CostFeed:
             if row[_KIND] in _FED_KINDS:
                 by_session.setdefault(row[_SESSION], []).append(row)
         for session_id, part in by_session.items():
+            if session_id in self._awaited:  # its last rows not in yet: priced here, after them
+                self._fed.setdefault(session_id, None)
             if session_id not in self._fed:
                 first_seq = part[0][_SEQ]
                 try:
@@ -124,30 +134,49 @@ class CostFeed:
             if self._fed[session_id] is not None:
                 self.inbox.put(("rows", session_id, part))
 
-    def take(self, db: Any, conn: Any, session_id: str, event_ids: list[int]) -> list[list[Any]] | None:
-        """The cost rows' values of ``event_ids`` (a committed transaction's pending calls of one
-        session, in order) as the worker priced them, ``computed_utc`` now; None when they must be
-        priced here (the module's docstring says when)."""
+    def finish(self, session_id: str, event_ids: list[int], rows: dict[int, tuple[Any, ...]]) -> bool:
+        """Ask the worker for the cost rows of ``event_ids`` (a committed transaction's pending calls
+        of one session, in order; ``rows``: their held rows, to price them here if need be); False
+        when it was not fed them (the store prices them now). The answer is read by :meth:`settled`."""
         fed = self._fed.pop(session_id, None)
         if fed is None or self.broken:
-            return None
-        first_seq, assumed = fed
+            return False
         self.inbox.put(("finish", session_id, event_ids))
-        values = self._answer(session_id)
-        if values is not None and read_before(db, conn, session_id, first_seq).key() != assumed:
-            values = None  # something else wrote the session meanwhile
-        if values is None:
-            self.refused += 1
-            return None
-        self.taken += 1
-        now = utc_now()
-        for value in values:
-            value[-1] = now  # computed_utc: when this process writes it
-        return values
+        self._awaiting.append((session_id, fed, event_ids, rows))
+        self._awaited[session_id] = self._awaited.get(session_id, 0) + 1
+        return True
+
+    def settled(
+        self, db: Any, conn: Any, wait_for: Collection[str] | None
+    ) -> Iterator[tuple[str, list[int], dict[int, tuple[Any, ...]], list[list[Any]] | None]]:
+        """(session id, event ids, their rows, the worker's values or None: price them here) of the
+        sessions asked for, in the order asked: those answered already, and all of those in ``wait_for``
+        (None: every one) waited for. Values are taken only when the database still reads as the
+        worker assumed (``computed_utc`` now)."""
+        while self._awaiting:
+            session_id, (first_seq, assumed), event_ids, rows = self._awaiting[0]
+            must = wait_for is None or any(s in wait_for for s in self._awaited)
+            if not self.broken and not must and not self.answers.poll(0):
+                return
+            self._awaiting.popleft()
+            self._awaited[session_id] -= 1
+            if not self._awaited[session_id]:
+                del self._awaited[session_id]
+            values = None if self.broken else self._answer(session_id)
+            if values is not None and read_before(db, conn, session_id, first_seq).key() != assumed:
+                values = None  # something else wrote the session meanwhile
+            if values is None:
+                self.refused += 1
+            else:
+                self.taken += 1
+                now = utc_now()
+                for value in values:
+                    value[-1] = now  # computed_utc: when this process writes it
+            yield session_id, event_ids, rows, values
 
     def _answer(self, session_id: str) -> list[list[Any]] | None:
-        """The worker's values for the session just finished (None: it gave up); breaks the feed when
-        the worker died or did not answer within :data:`TAKE_WAIT_S`."""
+        """The worker's values for the next session asked for (None: it gave up); breaks the feed
+        when the worker died or did not answer within :data:`TAKE_WAIT_S`."""
         deadline = time.monotonic() + TAKE_WAIT_S
         try:
             while not self.answers.poll(0.5):

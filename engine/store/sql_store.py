@@ -69,6 +69,10 @@ logger = logging.getLogger(__name__)
 PREVIEW_CHARS = 200
 
 
+def _rows_of(event_ids: Sequence[int], written: dict[int, tuple[Any, ...]]) -> dict[int, tuple[Any, ...]]:
+    return {i: written[i] for i in event_ids if i in written}
+
+
 def message_kind(message: Message) -> str:
     if message.role == "assistant":
         return "tool_use" if message.tool_use_ids else "assistant"
@@ -221,10 +225,17 @@ class SqlSessionStore:
         feed = self._local.cost_feed = CostFeed.start(chunk=HELD_ROWS)
         try:
             yield feed is not None
+        except Exception:
+            if feed is not None:  # what was committed before the error gets its rows
+                self._settle_all(feed)
+            raise
         except BaseException:
             if feed is not None:
-                feed.abandon()  # not waited for
+                feed.abandon()  # interrupted: not waited for (`ctxdesk costs --refresh` prices them)
             raise
+        else:
+            if feed is not None:
+                self._settle_all(feed)
         finally:
             self._local.cost_feed = None
             if feed is not None:
@@ -241,15 +252,14 @@ class SqlSessionStore:
                 feed.end_transaction()
             return
         from engine.store.cost_lanes import record_session_costs  # cost analysis loaded on first use
-        from engine.store.cost_writer import insert_cost_values
 
         try:
             with self.transaction() as conn:
+                if feed is not None:  # what the cost worker priced meanwhile; all earlier ones of these
+                    self._settle(feed, conn, wait_for=pending)
                 for session_id, event_ids in pending.items():
                     # priced by the cost worker while the transaction wrote (engine.store.cost_feed)
-                    values = feed.take(self._db, conn, session_id, event_ids) if feed is not None else None
-                    if values is not None:
-                        insert_cost_values(conn, self.P, values)
+                    if feed is not None and feed.finish(session_id, event_ids, _rows_of(event_ids, written)):
                         continue
                     # a chunk at a time (each one continues from the rows of the last): the calls, cost
                     # rows and verdicts of half a million calls are never all in memory at once; a big
@@ -260,6 +270,25 @@ class SqlSessionStore:
         finally:
             if feed is not None:
                 feed.end_transaction()
+
+    def _settle_all(self, feed: Any) -> None:
+        try:
+            with self.transaction() as conn:
+                self._settle(feed, conn, wait_for=None)
+        except StoreError as exc:  # the events are in
+            logger.warning("cost rows not written (%s); `ctxdesk costs --refresh` writes them", exc)
+
+    def _settle(self, feed: Any, conn: Any, *, wait_for: Any) -> None:
+        """Write the cost rows of the sessions the cost worker was asked for: those answered, and all
+        of those in ``wait_for`` (None: every one); each one it did not price, priced here."""
+        from engine.store.cost_lanes import record_session_costs
+        from engine.store.cost_writer import insert_cost_values
+
+        for session_id, event_ids, rows, values in feed.settled(self._db, conn, wait_for):
+            if values is not None:
+                insert_cost_values(conn, self.P, values)
+            else:
+                record_session_costs(self._db, conn, session_id, event_ids, rows, chunk=HELD_ROWS)
 
     # -- batched events --------------------------------------------------------------------------
     @property
