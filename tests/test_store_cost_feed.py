@@ -161,6 +161,7 @@ def test_generated_session_priced_by_the_worker_gives_the_same_rows(
     assert fed == serial
     assert len(serial["request_costs"]) - 1 == 200
     assert (spy.taken, spy.refused) == ((1, 0) if taken else (0, 1))
+    assert not Path(spy.feeds[0].spool).exists()  # the chunks it spilled to disk, removed with it
 
 
 def test_the_ttl_in_force_is_carried_from_chunk_to_chunk(

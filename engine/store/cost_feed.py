@@ -21,8 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import logging
 import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
 import time
 from collections import deque
 from collections.abc import Collection, Iterator, Sequence
@@ -82,8 +87,8 @@ def read_before(db: Any, conn: Any, session_id: str, first_seq: int) -> _Before:
 class CostFeed:
     """The worker pricing the calls a store inserts, and what this process sent it this transaction."""
 
-    def __init__(self, process: Any, inbox: Any, answers: Any) -> None:
-        self.process, self.inbox, self.answers = process, inbox, answers
+    def __init__(self, process: Any, inbox: Any, answers: Any, spool: str) -> None:
+        self.process, self.inbox, self.answers, self.spool = process, inbox, answers, spool
         #: Per session fed this transaction: (first seq, what was read before it), None when not fed.
         self._fed: dict[str, tuple[int, tuple[Any, ...]] | None] = {}
         self.broken = False
@@ -104,10 +109,11 @@ class CostFeed:
         context = multiprocessing.get_context("fork")
         inbox = context.Queue()
         answers, sender = context.Pipe(duplex=False)
-        process = context.Process(target=_serve, args=(inbox, sender, chunk), daemon=True)
+        spool = tempfile.mkdtemp(prefix="ctxdesk-cost-feed-")
+        process = context.Process(target=_serve, args=(inbox, sender, chunk, spool), daemon=True)
         process.start()
         sender.close()
-        return cls(process, inbox, answers)
+        return cls(process, inbox, answers, spool)
 
     def send(self, db: Any, conn: Any, rows: Sequence[tuple[Any, ...]]) -> None:
         """Send the worker the calls and compactions of ``rows`` (held rows just inserted in
@@ -148,11 +154,11 @@ class CostFeed:
 
     def settled(
         self, db: Any, conn: Any, wait_for: Collection[str] | None
-    ) -> Iterator[tuple[str, list[int], dict[int, tuple[Any, ...]], list[list[Any]] | None]]:
-        """(session id, event ids, their rows, the worker's values or None: price them here) of the
-        sessions asked for, in the order asked: those answered already, and all of those in ``wait_for``
-        (None: every one) waited for. Values are taken only when the database still reads as the
-        worker assumed (``computed_utc`` now)."""
+    ) -> Iterator[tuple[str, list[int], dict[int, tuple[Any, ...]], Iterator[list[list[Any]]] | None]]:
+        """(session id, event ids, their rows, the worker's values a chunk at a time or None: price them
+        here) of the sessions asked for, in the order asked: those answered already, and all of those
+        in ``wait_for`` (None: every one) waited for. Values are taken only when the database still
+        reads as the worker assumed (``computed_utc`` now)."""
         while self._awaiting:
             session_id, (first_seq, assumed), event_ids, rows = self._awaiting[0]
             must = wait_for is None or any(s in wait_for for s in self._awaited)
@@ -162,19 +168,18 @@ class CostFeed:
             self._awaited[session_id] -= 1
             if not self._awaited[session_id]:
                 del self._awaited[session_id]
-            values = None if self.broken else self._answer(session_id)
-            if values is not None and read_before(db, conn, session_id, first_seq).key() != assumed:
-                values = None  # something else wrote the session meanwhile
-            if values is None:
+            answer = None if self.broken else self._answer(session_id)
+            if answer is not None and read_before(db, conn, session_id, first_seq).key() != assumed:
+                _forget(answer)  # something else wrote the session meanwhile
+                answer = None
+            if answer is None:
                 self.refused += 1
+                yield session_id, event_ids, rows, None
             else:
                 self.taken += 1
-                now = utc_now()
-                for value in values:
-                    value[-1] = now  # computed_utc: when this process writes it
-            yield session_id, event_ids, rows, values
+                yield session_id, event_ids, rows, _chunks(answer)
 
-    def _answer(self, session_id: str) -> list[list[Any]] | None:
+    def _answer(self, session_id: str) -> _Answer | None:
         """The worker's values for the next session asked for (None: it gave up); breaks the feed
         when the worker died or did not answer within :data:`TAKE_WAIT_S`."""
         deadline = time.monotonic() + TAKE_WAIT_S
@@ -221,8 +226,40 @@ class CostFeed:
             self.process.kill()
             self.process.join()
         self.answers.close()
+        shutil.rmtree(self.spool, ignore_errors=True)
         if self.taken or self.refused:
             logger.debug("cost feed: %d session pass(es) taken, %d priced here", self.taken, self.refused)
+
+
+#: A session's values as the worker answers them: the file its full chunks were spilled to (None: none
+#: were), and the values after them.
+_Answer = tuple[str | None, list[list[Any]]]
+
+
+def _chunks(answer: _Answer) -> Iterator[list[list[Any]]]:
+    """The answer's values a chunk at a time (the spilled ones read back, the file then removed),
+    ``computed_utc`` now: when this process writes them."""
+    path, tail = answer
+    now = utc_now()
+    if path is not None:
+        with open(path, "rb") as fh:
+            while True:
+                try:
+                    part = pickle.load(fh)
+                except EOFError:
+                    break
+                for value in part:
+                    value[-1] = now
+                yield part
+        os.unlink(path)
+    for value in tail:
+        value[-1] = now
+    yield tail
+
+
+def _forget(answer: _Answer) -> None:
+    if answer[0] is not None:
+        os.unlink(answer[0])
 
 
 class _GiveUp(Exception):
@@ -233,8 +270,9 @@ class _Pricing:
     """One session's calls in the worker: :class:`engine.store.cost_writer.CostReads` over what it was
     sent, and the values of the chunks priced so far."""
 
-    def __init__(self, session_id: str, before: _Before, chunk: int) -> None:
-        self.session_id, self.before, self.chunk = session_id, before, chunk
+    def __init__(self, session_id: str, before: _Before, chunk: int, spill_to: str) -> None:
+        self.session_id, self.before, self.chunk, self.spill_to = session_id, before, chunk, spill_to
+        self.spilled = False
         self.last, self.writer_1h = before.last, before.writer_1h
         self.last_request = before.request_before  # of the calls before the next chunk
         self.known = {before.prev.id: before.prev} if before.prev is not None else {}
@@ -274,6 +312,13 @@ class _Pricing:
         self.last_request = part[-1].id
         self.known = {e.id: e for e in part}
         self.values += values
+        if len(self.values) >= self.chunk:  # to disk: a long session's rows are not all held here
+            with open(self.spill_to, "ab") as fh:
+                pickle.dump(self.values, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self.values, self.spilled = [], True
+
+    def answer(self) -> _Answer:
+        return (self.spill_to if self.spilled else None, self.values)
 
     # -- CostReads over what was sent --------------------------------------------------------------
     def last_cost(self) -> tuple[int, int] | None:
@@ -300,27 +345,31 @@ class _Pricing:
         return self.writer_1h
 
 
-def _serve(inbox: Any, answers: Any, chunk: int) -> None:
+def _serve(inbox: Any, answers: Any, chunk: int, spool: str) -> None:
     """The worker: price what it is sent until told to stop (None); answer each ``finish`` with
-    (session id, its values or None)."""
+    (session id, its :data:`_Answer` or None), spilling full chunks to files in ``spool``."""
     gc.freeze()  # what it inherited is never walked
     sessions: dict[str, _Pricing] = {}
+    begun = itertools.count()
     while (message := inbox.get()) is not None:
         op = message[0]
         try:
             if op == "begin":
-                sessions[message[1]] = _Pricing(message[1], message[2], chunk)
+                path = os.path.join(spool, f"{next(begun)}.pickle")
+                sessions[message[1]] = _Pricing(message[1], message[2], chunk, path)
             elif op == "rows":
                 if (pricing := sessions.get(message[1])) is not None:
                     pricing.add(message[2])
             elif op == "finish":
                 pricing = sessions.pop(message[1], None)
-                values = None
+                answer = None
                 if pricing is not None:
                     pricing.price()
                     if not pricing.gave_up and pricing.ids == message[2]:
-                        values = pricing.values
-                answers.send((message[1], values))
+                        answer = pricing.answer()
+                    elif pricing.spilled:
+                        _forget(pricing.answer())
+                answers.send((message[1], answer))
             elif op == "drop":
                 sessions.clear()
         except Exception:  # that session is priced by the store

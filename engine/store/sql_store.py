@@ -284,9 +284,10 @@ class SqlSessionStore:
         from engine.store.cost_lanes import record_session_costs
         from engine.store.cost_writer import insert_cost_values
 
-        for session_id, event_ids, rows, values in feed.settled(self._db, conn, wait_for):
-            if values is not None:
-                insert_cost_values(conn, self.P, values)
+        for session_id, event_ids, rows, chunks in feed.settled(self._db, conn, wait_for):
+            if chunks is not None:
+                for values in chunks:
+                    insert_cost_values(conn, self.P, values)
             else:
                 record_session_costs(self._db, conn, session_id, event_ids, rows, chunk=HELD_ROWS)
 
