@@ -183,27 +183,30 @@ def _next_parsed(
 
 
 def _parse(path: Path, model: str | None, live: bool) -> _Parsed:
-    """A worker's job: parse one file and hash its messages. Its ImportFormatError comes back as
-    plain values (an exception with keyword arguments does not survive pickling)."""
+    """Parse one file (here, or in a worker). Its ImportFormatError comes back as plain values (an
+    exception with keyword arguments does not survive pickling)."""
     try:
         fmt, sessions = parse_file(path, model=model, live=live)
     except ImportFormatError as exc:
         where = f"{exc.path or ''}{'' if exc.line is None else f':{exc.line}'}"
         text = str(exc)
         return None, (text[len(where) + 2 :] if where and text.startswith(where + ": ") else text, exc.line)
-    for session in sessions:
-        for parsed in session.messages:
-            # Hashed here, not by the writer: the digest is cached on the message and travels with
-            # it (pickled with the content it digests), and the writer keys every count on it.
-            parsed.message.content_hash  # noqa: B018
     return fmt, sessions
 
 
 def _parse_in_worker(path: Path, model: str | None, live: bool) -> _Parsed:
     """:func:`_parse` in a worker, after one collection of the cycles the last file left there (the
-    collector is off in a worker: :func:`_worker_start`). Not in this process, whose collector runs."""
+    collector is off in a worker: :func:`_worker_start`). Not in this process, whose collector runs.
+    Its messages hashed there too (a file parsed here is hashed where the writer needs it, if it does)."""
     gc.collect()
-    return _parse(path, model, live)
+    fmt, sessions = outcome = _parse(path, model, live)
+    if fmt is not None:
+        for session in sessions:
+            for parsed in session.messages:  # type: ignore[union-attr]
+                # Hashed here, not by the writer: the digest is cached on the message and travels with
+                # it (pickled with the content it digests), and the writer keys every count on it.
+                parsed.message.content_hash  # noqa: B018
+    return outcome
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
