@@ -322,3 +322,42 @@ def test_a_session_written_again_before_its_rows_are_in_is_priced_after_them(
     # the first import's and the third's from the worker; the second's priced here (the first's were
     # not in when it wrote)
     assert (spy.taken, spy.refused) == (2, 0)
+
+
+def test_the_worker_of_a_killed_writer_ends(tmp_path: Path) -> None:
+    """The writer killed outright (no ``finally`` runs): its worker, waiting for work, sees it gone and
+    ends within seconds instead of waiting forever."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys\n"
+        "from engine.store import cost_lanes\n"
+        "from engine.store.factory import open_store\n"
+        "cost_lanes.forkable = lambda: True\n"
+        f"with open_store({str(tmp_path / 'out.db')!r}) as store, store.cost_worker():\n"
+        "    print(store._cost_feed.process.pid, flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as writer:
+        try:
+            worker = int(writer.stdout.readline())  # type: ignore[union-attr]
+        finally:
+            writer.send_signal(signal.SIGKILL)
+            writer.wait()
+
+    def running() -> bool:
+        try:
+            state = Path(f"/proc/{worker}/status").read_text()
+        except FileNotFoundError:
+            return False
+        return "\nState:\tZ" not in state  # ended, not yet reaped by this container's init
+
+    deadline = time.monotonic() + 20
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not running()

@@ -26,7 +26,9 @@ import logging
 import multiprocessing
 import os
 import pickle
+import queue
 import shutil
+import signal
 import tempfile
 import time
 from collections import deque
@@ -44,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: Longest the worker's rows of a session are waited for once the transaction commits (seconds).
 TAKE_WAIT_S = 300.0
+#: How often the worker, waiting for work, checks that the writer is still there (seconds).
+_ORPHAN_CHECK_S = 2.0
 #: Where a held row (``id`` then EVENT_COLUMNS) holds its session, seq and kind.
 _SESSION, _SEQ, _KIND = 1, 2, EVENT_COLUMNS.index("kind") + 1
 #: The kinds the pass reads: calls, and the events that reset the prompt cache between them.
@@ -110,7 +114,7 @@ class CostFeed:
         inbox = context.Queue()
         answers, sender = context.Pipe(duplex=False)
         spool = tempfile.mkdtemp(prefix="ctxdesk-cost-feed-")
-        process = context.Process(target=_serve, args=(inbox, sender, chunk, spool), daemon=True)
+        process = context.Process(target=_serve, args=(inbox, sender, chunk, spool, os.getpid()), daemon=True)
         process.start()
         sender.close()
         return cls(process, inbox, answers, spool)
@@ -345,13 +349,23 @@ class _Pricing:
         return self.writer_1h
 
 
-def _serve(inbox: Any, answers: Any, chunk: int, spool: str) -> None:
+def _serve(inbox: Any, answers: Any, chunk: int, spool: str, writer: int) -> None:
     """The worker: price what it is sent until told to stop (None); answer each ``finish`` with
-    (session id, its :data:`_Answer` or None), spilling full chunks to files in ``spool``."""
+    (session id, its :data:`_Answer` or None), spilling full chunks to files in ``spool``; ends when
+    its parent (the ``writer`` process) is gone."""
     gc.freeze()  # what it inherited is never walked
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C is the writer's to handle: it stops this process
     sessions: dict[str, _Pricing] = {}
     begun = itertools.count()
-    while (message := inbox.get()) is not None:
+    while True:
+        try:
+            message = inbox.get(timeout=_ORPHAN_CHECK_S)
+        except queue.Empty:
+            if os.getppid() != writer:
+                return  # the writer died without a word: nobody reads what this would price
+            continue
+        if message is None:
+            break
         op = message[0]
         try:
             if op == "begin":
