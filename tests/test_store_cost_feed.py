@@ -19,6 +19,7 @@ from engine.importers import folder_files, import_files
 from engine.store import cost_feed, cost_lanes, sql_store
 from engine.store.factory import open_store
 from tests.import_rows import table_rows
+from tests.killed_writer import still_running, workers_of_killed_writer
 from tests.test_store_cost_lanes import session_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -327,37 +328,14 @@ def test_a_session_written_again_before_its_rows_are_in_is_priced_after_them(
 def test_the_worker_of_a_killed_writer_ends(tmp_path: Path) -> None:
     """The writer killed outright (no ``finally`` runs): its worker, waiting for work, sees it gone and
     ends within seconds instead of waiting forever."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     script = (
-        "import sys\n"
         "from engine.store import cost_lanes\n"
         "from engine.store.factory import open_store\n"
         "cost_lanes.forkable = lambda: True\n"
         f"with open_store({str(tmp_path / 'out.db')!r}) as store, store.cost_worker():\n"
         "    print(store._cost_feed.process.pid, flush=True)\n"
-        "    sys.stdin.read()\n"
+        "    input()\n"
     )
-    with subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as writer:
-        try:
-            worker = int(writer.stdout.readline())  # type: ignore[union-attr]
-        finally:
-            writer.send_signal(signal.SIGKILL)
-            writer.wait()
-
-    def running() -> bool:
-        try:
-            state = Path(f"/proc/{worker}/status").read_text()
-        except FileNotFoundError:
-            return False
-        return "\nState:\tZ" not in state  # ended, not yet reaped by this container's init
-
-    deadline = time.monotonic() + 20
-    while running() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not running()
+    workers = workers_of_killed_writer(script)
+    assert len(workers) == 1
+    assert still_running(workers) == []

@@ -12,6 +12,8 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -32,6 +34,8 @@ from engine.tokens import get_encoding
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 #: Parsed files waiting for the writer, per worker (bounds the memory they hold).
 QUEUED_PER_WORKER = 2
+#: How often a parsing worker checks that the writer is still there (seconds).
+ORPHAN_CHECK_S = 2.0
 #: Files ahead of the writer may be parsed while they add up to at most this many bytes (a big file
 #: is parsed before the writer reaches it), at most MAX_QUEUED of them.
 LOOKAHEAD_BYTES = 32 * 1024 * 1024
@@ -214,10 +218,12 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     build its own (seconds of CPU apiece), and forked they share this process's copy's pages."""
     for name in EXACT_ENCODINGS:
         get_encoding(name)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_worker_start)
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=_context(), initializer=_worker_start, initargs=(os.getpid(),)
+    )
 
 
-def _worker_start() -> None:
+def _worker_start(writer: int) -> None:
     """A worker runs without the cyclic collector: between parsing a file and handing it over (hashing
     its messages, pickling them) its millions of live objects were walked by collections that found
     nothing to free. Each parse starts with one collection instead, over the little the worker still
@@ -225,6 +231,15 @@ def _worker_start() -> None:
     never copied page by page by the collector's writes)."""
     gc.disable()
     gc.freeze()
+    # a writer killed outright leaves its workers waiting for work forever: each ends once it is gone
+    threading.Thread(target=_end_without, args=(writer,), daemon=True).start()
+
+
+def _end_without(writer: int) -> None:
+    """End this worker once its parent (``writer``) is gone (reparented)."""
+    while os.getppid() == writer:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(1)
 
 
 def _context() -> multiprocessing.context.BaseContext:
