@@ -332,8 +332,9 @@ class SqlSessionStore:
             batch.give_ids(self._db.reserve_ids(conn, "context_events", wanted, after=batch.last_id))
         row = batch.add(session_id, event)
         if event.kind == "request" and event.usage is not None:
-            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`)
-            self._pending_cost(session_id, row[0], row)
+            # held as its row (a third of the memory of the event it reads as: :func:`stored_event`);
+            # not while a cost worker prices the calls (what it did not price is read back instead)
+            self._pending_cost(session_id, row[0], row if self._cost_feed is None else None)
         if batch.full:
             self._insert_held(conn, batch.take())
         return row[0]
