@@ -289,12 +289,21 @@ def test_a_parallel_import_prices_in_the_worker_beside_its_parsing_pool(
     assert len(spy.feeds) == 1 and spy.taken >= 50 and not spy.feeds[0].broken
 
 
-def test_a_failed_import_stops_the_worker_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An error (or ^C) inside the block: the worker is killed, not waited for."""
-    feeds = FeedSpy(monkeypatch).feeds
+def test_an_interrupted_import_writes_the_rows_of_what_it_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """^C after a file committed: its calls' rows, priced by the worker, are written before the
+    interrupt goes on (a file imported is not read again: a missing row would stay missing)."""
+    monkeypatch.setattr(sql_store, "HELD_ROWS", 16)
+    path = tmp_path / "s.jsonl"
+    session_lines(path, 120, writes_1h_until=10, writes_5m_from=60)
+    spy = FeedSpy(monkeypatch)
     with pytest.raises(KeyboardInterrupt), open_store(tmp_path / "out.db") as store, store.cost_worker():
+        import_files([path], store)
         raise KeyboardInterrupt
-    assert feeds[0].broken and not feeds[0].process.is_alive()
+    with open_store(tmp_path / "out.db") as store, store.transaction() as conn:
+        assert conn.execute("SELECT count(*) FROM request_costs").fetchone()[0] == 120
+    assert spy.taken == 1 and not spy.feeds[0].process.is_alive()
 
 
 def test_a_session_written_again_before_its_rows_are_in_is_priced_after_them(

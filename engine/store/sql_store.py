@@ -225,13 +225,13 @@ class SqlSessionStore:
         feed = self._local.cost_feed = CostFeed.start(chunk=HELD_ROWS)
         try:
             yield feed is not None
-        except Exception:
-            if feed is not None:  # what was committed before the error gets its rows
-                self._settle_all(feed)
-            raise
         except BaseException:
-            if feed is not None:
-                feed.abandon()  # interrupted: not waited for (`ctxdesk costs --refresh` prices them)
+            if feed is not None:  # what was committed before the error (or ^C) gets its rows
+                try:
+                    self._settle_all(feed)
+                except BaseException:  # a second ^C: not waited for (`ctxdesk costs --refresh` prices them)
+                    feed.abandon()
+                    raise
             raise
         else:
             if feed is not None:
