@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine import __version__
-from engine.cli import EXIT_ERROR, EXIT_USAGE, format_table, main
+from engine.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, format_table, main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,6 +74,44 @@ def test_a_file_that_is_not_a_database_is_an_error_exit_1(
     assert main(["inspect", str(bogus)]) == EXIT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ctxdesk: error: not a SQLite database")
+
+
+def test_an_interrupted_command_says_so_in_one_line_and_exits_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """^C during an import: one line, no traceback (the files written before stay imported)."""
+    import signal
+
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(
+        '{"type": "user", "sessionId": "s", "uuid": "u1", "message": {"role": "user", "content": "hi"}}\n'
+    )
+
+    def interrupted(*args: object) -> None:
+        signal.raise_signal(signal.SIGINT)  # as ^C in the terminal: Python's own handler raises
+
+    code = main(["import", str(transcript), "--db", str(tmp_path / "out.db")], out=_Interrupting(interrupted))
+    err = capsys.readouterr().err
+    assert code == EXIT_INTERRUPTED == 130
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "ctxdesk: interrupted; what was written before stays"
+
+
+class _Interrupting:
+    """An output that is interrupted at its first write (the import's first line)."""
+
+    def __init__(self, interrupt: object) -> None:
+        self.interrupt = interrupt
+
+    def write(self, text: str) -> int:
+        self.interrupt()  # type: ignore[operator]
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 def test_format_table_aligns_numbers_right_and_text_left() -> None:

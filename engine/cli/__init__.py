@@ -15,7 +15,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from engine.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, PROG, SAMPLE_DATA_DIR, UsageError
+from engine.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    SAMPLE_DATA_DIR,
+    UsageError,
+)
 from engine.cli.dashboard import DB_PATHS_ENV_VAR, dashboard_app_path, dashboard_command, dashboard_env
 from engine.errors import ContextDeskError
 from engine.textfmt import format_table
@@ -29,6 +37,7 @@ COMMAND_MODULES = (
 __all__ = [
     "DB_PATHS_ENV_VAR",
     "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "PROG",
@@ -86,3 +95,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return EXIT_ERROR
     except BrokenPipeError:  # `ctxdesk inspect ... | head`
         return EXIT_OK
+    except KeyboardInterrupt:  # ^C: what was committed before stays (an import goes on where it stopped)
+        print(f"\n{PROG}: interrupted; what was written before stays", file=sys.stderr)
+        return EXIT_INTERRUPTED

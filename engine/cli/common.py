@@ -14,6 +14,8 @@ PROG = "ctxdesk"
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+#: Stopped by ^C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 __all__ = [
