@@ -7,17 +7,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
-def workers_of_killed_writer(script: str) -> list[int]:
+def workers_of_killed_writer(
+    script: str, before_kill: Callable[[list[int]], None] | None = None
+) -> list[int]:
     """Run ``script`` (it prints its workers' pids on one line, then waits on stdin), kill it, return
-    the pids."""
+    the pids; ``before_kill`` is given them while the writer still runs."""
     with subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as writer:
         try:
             line = writer.stdout.readline()  # type: ignore[union-attr]
+            if before_kill is not None:
+                before_kill([int(pid) for pid in line.split()])
         finally:
             writer.send_signal(signal.SIGKILL)
             writer.wait()

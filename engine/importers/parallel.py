@@ -12,6 +12,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -231,6 +232,7 @@ def _worker_start(writer: int) -> None:
     never copied page by page by the collector's writes)."""
     gc.disable()
     gc.freeze()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C is the writer's: it shuts the pool down
     # a writer killed outright leaves its workers waiting for work forever: each ends once it is gone
     threading.Thread(target=_end_without, args=(writer,), daemon=True).start()
 
