@@ -94,6 +94,19 @@ def rebuilt_after_a_pause(path: Path, calls: int) -> None:
             parent = line["uuid"]
 
 
+def transcript_in(tmp_path: Path) -> tuple[Path, Path]:
+    """(the folder of a transcript to write, its path)."""
+    root = tmp_path / "fx"
+    root.mkdir()
+    return root, root / "s.jsonl"
+
+
+def small_chunks(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """``chunk`` calls a chunk, and no lanes (engine.store.cost_lanes): the worker or the serial pass."""
+    monkeypatch.setattr(sql_store, "HELD_ROWS", chunk)
+    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 10**9)
+
+
 def imported(folder: Path, paths: list[Path], root: Path, *, feed: bool) -> dict[str, list[tuple[Any, ...]]]:
     folder.mkdir()
     db = folder / "out.db"
@@ -111,8 +124,7 @@ def both_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paths: list[Path], root: Path, chunk: int
 ) -> tuple[dict[str, Any], dict[str, Any], FeedSpy]:
     """(rows priced here, rows priced by the worker, the spy), ``chunk`` calls a chunk, no lanes."""
-    monkeypatch.setattr(sql_store, "HELD_ROWS", chunk)
-    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 10**9)
+    small_chunks(monkeypatch, chunk)
     serial = imported(tmp_path / "serial", paths, root, feed=False)
     spy = FeedSpy(monkeypatch)
     fed = imported(tmp_path / "fed", paths, root, feed=True)
@@ -150,9 +162,7 @@ def test_generated_session_priced_by_the_worker_gives_the_same_rows(
     minutes: int,
     taken: bool,
 ) -> None:
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
+    root, path = transcript_in(tmp_path)
     session_lines(
         path, 200, writes_1h_until=writes_1h_until, writes_5m_from=writes_5m_from, untimed_from=untimed_from
     )
@@ -170,9 +180,7 @@ def test_the_ttl_in_force_is_carried_from_chunk_to_chunk(
 ) -> None:
     """The 1h TTL the first calls left judges the rebuild a chunk later (not the cache expiring after ten
     minutes); the 5-minute one that rebuild left judges the next."""
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
+    root, path = transcript_in(tmp_path)
     rebuilt_after_a_pause(path, 120)
     serial, fed, spy = both_ways(tmp_path, monkeypatch, [path], root, chunk=16)
     assert fed == serial and spy.taken == 1
@@ -187,11 +195,8 @@ def test_a_session_continued_by_a_second_import_is_priced_from_its_stored_rows(
 ) -> None:
     """The worker starts from what the database holds of the session (its last row, its last cache
     writer, a compaction stored after it): a grown file's new calls, as the serial pass prices them."""
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
-    monkeypatch.setattr(sql_store, "HELD_ROWS", 16)
-    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 10**9)
+    root, path = transcript_in(tmp_path)
+    small_chunks(monkeypatch, 16)
     spy = FeedSpy(monkeypatch)
     results = {}
     for way in ("serial", "fed"):
@@ -218,9 +223,7 @@ def test_rows_are_refused_when_the_database_reads_otherwise(
 ) -> None:
     """What the worker assumed of the stored session differs once the transaction commits (here: a
     read that says otherwise): its rows are dropped and the session priced here, the same rows."""
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
+    root, path = transcript_in(tmp_path)
     session_lines(path, 120, writes_1h_until=10, writes_5m_from=60)
     read = cost_feed.read_before
     reads = 0
@@ -239,9 +242,7 @@ def test_rows_are_refused_when_the_database_reads_otherwise(
 
 def test_a_worker_that_dies_is_priced_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker gone before it answers: the store prices every session itself, nothing waits."""
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
+    root, path = transcript_in(tmp_path)
     session_lines(path, 120, writes_1h_until=10, writes_5m_from=60)
     monkeypatch.setattr(cost_feed, "_serve", lambda *args: os._exit(3))
     serial, fed, spy = both_ways(tmp_path, monkeypatch, [path], root, chunk=16)
@@ -250,9 +251,7 @@ def test_a_worker_that_dies_is_priced_here(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_a_worker_that_never_answers_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
+    root, path = transcript_in(tmp_path)
     session_lines(path, 120, writes_1h_until=10, writes_5m_from=60)
     monkeypatch.setattr(cost_feed, "_serve", lambda *args: __import__("time").sleep(3600))
     monkeypatch.setattr(cost_feed, "TAKE_WAIT_S", 1.0)
@@ -312,11 +311,8 @@ def test_a_session_written_again_before_its_rows_are_in_is_priced_after_them(
     """The worker's rows of a transaction are written at a later commit; a session written again
     before then is not fed (the worker would start from rows not in yet): its earlier rows are
     written first, then its new calls priced here, as the serial pass prices them."""
-    root = tmp_path / "fx"
-    root.mkdir()
-    path = root / "s.jsonl"
-    monkeypatch.setattr(sql_store, "HELD_ROWS", 16)
-    monkeypatch.setattr(cost_lanes, "LANE_MIN_CALLS", 10**9)
+    root, path = transcript_in(tmp_path)
+    small_chunks(monkeypatch, 16)
     spy = FeedSpy(monkeypatch)
     results = {}
     for way in ("serial", "fed"):

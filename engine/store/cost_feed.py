@@ -96,10 +96,8 @@ class CostFeed:
         #: Per session fed this transaction: (first seq, what was read before it), None when not fed.
         self._fed: dict[str, tuple[int, tuple[Any, ...]] | None] = {}
         self.broken = False
-        #: Sessions asked for, in order: (id, (first seq, what was read), event ids, their rows).
-        self._awaiting: deque[
-            tuple[str, tuple[int, tuple[Any, ...]], list[int], dict[int, tuple[Any, ...]]]
-        ] = deque()
+        #: Sessions asked for, in order: (id, (first seq, what was read), event ids).
+        self._awaiting: deque[tuple[str, tuple[int, tuple[Any, ...]], list[int]]] = deque()
         self._awaited: dict[str, int] = {}  # how many of each session's are in _awaiting
         #: Sessions whose rows were taken from the worker, and those priced here instead (a log line).
         self.taken = self.refused = 0
@@ -144,27 +142,27 @@ class CostFeed:
             if self._fed[session_id] is not None:
                 self.inbox.put(("rows", session_id, part))
 
-    def finish(self, session_id: str, event_ids: list[int], rows: dict[int, tuple[Any, ...]]) -> bool:
+    def finish(self, session_id: str, event_ids: list[int]) -> bool:
         """Ask the worker for the cost rows of ``event_ids`` (a committed transaction's pending calls
-        of one session, in order; ``rows``: their held rows, to price them here if need be); False
-        when it was not fed them (the store prices them now). The answer is read by :meth:`settled`."""
+        of one session, in order); False when it was not fed them (the store prices them now). The
+        answer is read by :meth:`settled`."""
         fed = self._fed.pop(session_id, None)
         if fed is None or self.broken:
             return False
         self.inbox.put(("finish", session_id, event_ids))
-        self._awaiting.append((session_id, fed, event_ids, rows))
+        self._awaiting.append((session_id, fed, event_ids))
         self._awaited[session_id] = self._awaited.get(session_id, 0) + 1
         return True
 
     def settled(
         self, db: Any, conn: Any, wait_for: Collection[str] | None
-    ) -> Iterator[tuple[str, list[int], dict[int, tuple[Any, ...]], Iterator[list[list[Any]]] | None]]:
-        """(session id, event ids, their rows, the worker's values a chunk at a time or None: price them
-        here) of the sessions asked for, in the order asked: those answered already, and all of those
+    ) -> Iterator[tuple[str, list[int], Iterator[list[list[Any]]] | None]]:
+        """(session id, event ids, the worker's values a chunk at a time or None: price them here, read
+        from the database) of the sessions asked for, in the order asked: those answered already, and all of those
         in ``wait_for`` (None: every one) waited for. Values are taken only when the database still
         reads as the worker assumed (``computed_utc`` now)."""
         while self._awaiting:
-            session_id, (first_seq, assumed), event_ids, rows = self._awaiting[0]
+            session_id, (first_seq, assumed), event_ids = self._awaiting[0]
             must = wait_for is None or any(s in wait_for for s in self._awaited)
             if not self.broken and not must and not self.answers.poll(0):
                 return
@@ -178,10 +176,10 @@ class CostFeed:
                 answer = None
             if answer is None:
                 self.refused += 1
-                yield session_id, event_ids, rows, None
+                yield session_id, event_ids, None
             else:
                 self.taken += 1
-                yield session_id, event_ids, rows, _chunks(answer)
+                yield session_id, event_ids, _chunks(answer)
 
     def _answer(self, session_id: str) -> _Answer | None:
         """The worker's values for the next session asked for (None: it gave up); breaks the feed

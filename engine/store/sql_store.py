@@ -69,10 +69,6 @@ logger = logging.getLogger(__name__)
 PREVIEW_CHARS = 200
 
 
-def _rows_of(event_ids: Sequence[int], written: dict[int, tuple[Any, ...]]) -> dict[int, tuple[Any, ...]]:
-    return {i: written[i] for i in event_ids if i in written}
-
-
 def message_kind(message: Message) -> str:
     if message.role == "assistant":
         return "tool_use" if message.tool_use_ids else "assistant"
@@ -259,7 +255,7 @@ class SqlSessionStore:
                     self._settle(feed, conn, wait_for=pending)
                 for session_id, event_ids in pending.items():
                     # priced by the cost worker while the transaction wrote (engine.store.cost_feed)
-                    if feed is not None and feed.finish(session_id, event_ids, _rows_of(event_ids, written)):
+                    if feed is not None and feed.finish(session_id, event_ids):
                         continue
                     # a chunk at a time (each one continues from the rows of the last): the calls, cost
                     # rows and verdicts of half a million calls are never all in memory at once; a big
@@ -284,12 +280,13 @@ class SqlSessionStore:
         from engine.store.cost_lanes import record_session_costs
         from engine.store.cost_writer import insert_cost_values
 
-        for session_id, event_ids, rows, chunks in feed.settled(self._db, conn, wait_for):
+        for session_id, event_ids, chunks in feed.settled(self._db, conn, wait_for):
             if chunks is not None:
                 for values in chunks:
                     insert_cost_values(conn, self.P, values)
             else:
-                record_session_costs(self._db, conn, session_id, event_ids, rows, chunk=HELD_ROWS)
+                # events not held while a cost worker runs: read back
+                record_session_costs(self._db, conn, session_id, event_ids, {}, chunk=HELD_ROWS)
 
     # -- batched events --------------------------------------------------------------------------
     @property
