@@ -137,7 +137,7 @@ class _Walk:
         segment's unlogged part, ``own``: a call's own (:func:`own_prefixes`), by the call's index."""
         own = own or {}
         out: list[CallMeasure] = []
-        history = HistoryTotals(self.tokenizer)
+        history = _History(self.tokenizer)
         failed_events: dict[str, int] = {}  # request ref of a failed call -> its event id
         segment = 0
         for i, (pm, row) in enumerate(zip(self.parsed.messages, self.rows, strict=True)):
@@ -156,7 +156,7 @@ class _Walk:
             if pm.call is not None:
                 part = own.get(len(out), prefix)
                 out.append(self.call(pm.call, row, i, history, segment, part, record, failed_events))
-            history.extend((row.message,))
+            history.add(row)
             for call in pm.pending_calls:
                 part = own.get(len(out), prefix)
                 out.append(self.call(call, row, i + 1, history, segment, part, record, failed_events))
@@ -167,7 +167,7 @@ class _Walk:
         call: CallInfo,
         row: StoredMessage,
         sent_messages: int,
-        history: HistoryTotals,
+        history: _History,
         segment: int,
         prefix: int,
         record: bool,
@@ -257,6 +257,42 @@ class _Walk:
                 provider=self.parsed.provider,
             )
         return self.limits[key]
+
+
+class _History:
+    """The conversation and tool-result totals of the rows walked since the last compaction; a row's
+    message is read only once the totals are. A grown session's earlier rows are stored rows whose
+    content is loaded on demand (engine.importers.writer): read at each row, as it was, a re-import
+    of a 20 MB Codex session grown by 10% took minutes; a parser that measured every call (Claude
+    Code) never reads them."""
+
+    __slots__ = ("_rows", "_totals")
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._totals = HistoryTotals(tokenizer)
+        self._rows: list[StoredMessage] = []
+
+    def add(self, row: StoredMessage) -> None:
+        self._rows.append(row)
+
+    def reset(self) -> None:
+        """The history starts again (a compaction)."""
+        self._totals.reset()
+        self._rows.clear()
+
+    @property
+    def conversation(self) -> int:
+        return self._read().conversation
+
+    @property
+    def tool_results(self) -> int:
+        return self._read().tool_results
+
+    def _read(self) -> HistoryTotals:
+        if self._rows:
+            self._totals.extend(row.message for row in self._rows)
+            self._rows.clear()
+        return self._totals
 
 
 def _compaction(

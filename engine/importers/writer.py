@@ -5,6 +5,9 @@ saved outputs as blobs, and the session's tools.
 Identity: a session keyed by the agent's own id is the same session whichever of its files is
 read (:func:`claim_session_id`; another file only extends it, never cuts it), and a fork is linked
 to its origin in either order (:class:`~engine.importers.lineages.Lineages`).
+
+One concept over ~400 lines: writing one parsed session (its rows, what a re-import keeps of those
+stored before, its calls' events, its tools and blobs), each step reading what the one before wrote.
 """
 
 from __future__ import annotations
@@ -286,12 +289,27 @@ def _as_stored(
 TAIL_CHECK = 8
 
 
+class _KeptMessages:
+    """A re-import's kept messages, loaded when first asked, from that one to the last, once (each
+    row loading its own read every later row too: a grown 20 MB Codex session took minutes)."""
+
+    def __init__(self, store: SessionStore, session_id: str) -> None:
+        self.store, self.session_id, self.first, self.messages = store, session_id, -1, list[Message]()
+
+    def at(self, seq: int) -> Message:
+        if self.first < 0 or seq < self.first:
+            self.first, self.messages = (
+                seq,
+                [r.message for r in self.store.load_messages(self.session_id, from_seq=seq)],
+            )
+        return self.messages[seq - self.first]
+
+
 @dataclass
 class _KeptRow:
     """A stored message's sizes, read without decoding its content (loaded on demand)."""
 
-    store: SessionStore
-    session_id: str
+    kept: _KeptMessages
     seq: int
     turn_index: int
     tokens: int
@@ -299,7 +317,7 @@ class _KeptRow:
 
     @property
     def message(self) -> Message:
-        return self.store.load_messages(self.session_id, from_seq=self.seq)[0].message
+        return self.kept.at(self.seq)
 
 
 def _appended_to(
@@ -318,7 +336,8 @@ def _appended_to(
         for row in tail
     ):
         return None
-    return [_KeptRow(store, session_id, *row) for row in store.message_sizes(session_id)]
+    kept = _KeptMessages(store, session_id)
+    return [_KeptRow(kept, *row) for row in store.message_sizes(session_id)]
 
 
 def _truncate(store: SessionStore, session_id: str, from_seq: int) -> None:
