@@ -76,6 +76,38 @@ def test_writing_into_a_damaged_database_is_refused_and_leaves_it_as_it_was(tmp_
     assert path.read_bytes() == before
 
 
+def _damaged(path: Path) -> bytes:
+    """A database whose second half (message pages, its schema intact) is overwritten; its bytes."""
+    _store_with_messages(path)
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 2 // 4096 * 4096, len(data), 4096):
+        data[offset + 100 : offset + 400] = b"\xa5" * 300
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_a_large_database_is_checked_beside_the_reads_and_refused_at_its_first_write(tmp_path, monkeypatch):
+    # every file as large as a year of history (checked in a thread: a re-import reading only never waits)
+    monkeypatch.setattr("engine.store.sqlite.BACKGROUND_CHECK_BYTES", 0)
+    path = tmp_path / "history.db"
+    before = _damaged(path)
+    store = SessionStore(path)  # opened: the check goes on beside what the caller reads
+    try:
+        for _ in range(2):  # refused, and refused again
+            with pytest.raises(StoreError, match="is damaged"):
+                store.create_session(model="gpt-4o")
+    finally:
+        store.close()
+    assert path.read_bytes() == before
+    healthy = tmp_path / "healthy.db"
+    session_id = _store_with_messages(healthy)
+    with SessionStore(healthy) as store:
+        assert store.message_count(session_id) == 200  # a read does not wait for the check
+    with SessionStore(healthy) as store:
+        store.append_messages(session_id, [user("one more")], tokenizer=get_tokenizer("gpt-4o"))
+        assert store.message_count(session_id) == 201
+
+
 def test_a_failed_commit_is_a_store_error_and_the_transaction_is_rolled_back(tmp_path):
     path = tmp_path / "s.db"
     session_id = _store_with_messages(path, count=5)

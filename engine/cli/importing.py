@@ -244,8 +244,12 @@ class FileProgress:
             max(self.progress.files_total, self.progress.files_done),
         )
         last = files >= files_total
+        show = last or failed or now - self._printed >= (0.1 if self.printer.tty else self.every)
+        save = self.db is not None and (last or now - self._saved >= 0.5)
+        if not (show or save):
+            return  # most files of a long batch: nothing to say yet
         status = self.progress.status(now)
-        if last or failed or now - self._printed >= (0.1 if self.printer.tty else self.every):
+        if show:
             verb = "skipped" if failed else "imported"
             if self.printer.tty:  # one line redrawn in place: the bar first, the name cut to fit
                 name = label if len(label) <= 40 else label[:39] + "…"
@@ -254,7 +258,7 @@ class FileProgress:
                 line = progress_line(status, bar=False)
                 self.printer.write(f"[{files}/{files_total}] {verb} {label} · {line}")
             self._printed = now
-        if self.db is not None and (last or now - self._saved >= 0.5):
+        if save:
             write_status(self.db, status)
             self._saved = now
 

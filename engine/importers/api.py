@@ -273,11 +273,11 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
     """{resolved source path: its import state (bytes, mtime_ns, lines, format)} of every file
     the store has sessions from."""
     states: dict[str, dict[str, Any]] = {}
-    for session in store.list_sessions():
-        state = session.metadata.get("import_state") if session.source_path else None
-        if isinstance(state, dict) and session.source_path:
-            states[session.source_path] = state
-        also = session.metadata.get("also_from")  # other files of the same session (writer)
+    for source, metadata in store.source_metadata():
+        state = metadata.get("import_state") if source else None
+        if isinstance(state, dict) and source:
+            states[source] = state
+        also = metadata.get("also_from")  # other files of the same session (writer)
         if isinstance(also, dict):
             states.update({path: s for path, s in also.items() if isinstance(s, dict) and path not in states})
     return states

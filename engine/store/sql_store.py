@@ -421,6 +421,12 @@ class SqlSessionStore:
     def list_sessions(self) -> list[SessionRecord]:
         return [_session(r) for r in self._read("SELECT * FROM sessions ORDER BY created_utc, id")]
 
+    def source_metadata(self) -> list[tuple[str | None, dict[str, Any]]]:
+        """(source path, metadata) of every session in :meth:`list_sessions` order, no record built:
+        what a re-import reads of its thousands of sessions (their import states)."""
+        rows = self._read("SELECT id, source_path, metadata_json FROM sessions ORDER BY created_utc, id")
+        return [(r[1], loads_json(r[2], f"sessions.metadata_json ({r[0]})") or {}) for r in rows]
+
     def delete_session(self, session_id: str) -> None:
         with self.transaction() as conn:
             conn.execute(f"DELETE FROM sessions WHERE id = {self.P}", (session_id,))

@@ -24,6 +24,7 @@ from typing import Any
 from engine.errors import NotADatabaseError, NotFoundError, SchemaVersionError, StoreError
 from engine.store import sqlite_rollups
 from engine.store.blobs import BLOB_COLUMNS
+from engine.store.integrity import BACKGROUND_CHECK_BYTES, BackgroundCheck, check_integrity
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_NAMES, apply_migrations
 from engine.store.sql_store import PREVIEW_CHARS, READ_PAGE_ROWS, SqlSessionStore, message_kind
 
@@ -51,10 +52,6 @@ def is_sqlite_file(path: Path) -> bool:
     """True when ``path`` starts with the SQLite header (a transcript file does not)."""
     with open(path, "rb") as fh:
         return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-
-
-#: Longest a write-open spends on PRAGMA quick_check before going ahead (large databases).
-INTEGRITY_CHECK_BUDGET_S = 2.0
 
 
 def check_database_path(path: Path, *, for_writing: bool) -> None:
@@ -90,28 +87,6 @@ def _connect_read_only(path: Path, *, timeout: float = 5.0) -> sqlite3.Connectio
             raise
     # No -shm can be created beside it: nobody can be writing it through this folder either.
     return sqlite3.connect(f"{uri}?mode=ro&immutable=1", **options)
-
-
-def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse to write into a damaged database: PRAGMA quick_check, bounded in time."""
-    deadline = time.monotonic() + INTEGRITY_CHECK_BUDGET_S
-    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
-    try:
-        rows = conn.execute("PRAGMA quick_check(5)").fetchall()
-    except sqlite3.OperationalError as exc:
-        if "interrupted" in str(exc):
-            logger.info("quick_check of %s skipped after %.1f s", path, INTEGRITY_CHECK_BUDGET_S)
-            return
-        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
-    finally:
-        conn.set_progress_handler(None, 0)
-    problems = [r[0] for r in rows if r[0] != "ok"]
-    if problems:
-        raise StoreError(
-            f"database is damaged ({'; '.join(problems)[:300]}); not writing into it", path=str(path)
-        )
 
 
 def settle_database(path: Path) -> None:
@@ -192,6 +167,7 @@ class SqliteFile:
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.RLock()
+        self._integrity: BackgroundCheck | None = None  # a large file's check, awaited before a write
         check_database_path(self.path, for_writing=not read_only)
         if read_only and not self.path.exists():
             raise NotFoundError("database file does not exist", path=str(self.path))
@@ -212,7 +188,7 @@ class SqliteFile:
             self.conn.execute("PRAGMA foreign_keys = ON")
             if not read_only:
                 if existed:
-                    _check_integrity(self.conn, self.path)
+                    self._check_before_writing()
                 use_wal(self.conn)
                 self.conn.execute("PRAGMA synchronous = NORMAL")
                 apply_migrations(self.conn)
@@ -221,6 +197,28 @@ class SqliteFile:
                 self._check_tables()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open session database ({exc})", path=str(self.path)) from exc
+
+    def _check_before_writing(self) -> None:
+        """Refuse a damaged file (engine.store.integrity): checked now when it is small, not yet in
+        WAL mode (switching needs the file alone) or due a migration (a write at once); otherwise
+        beside the caller's work, its verdict awaited before the first write transaction."""
+        if (
+            self.path.stat().st_size >= BACKGROUND_CHECK_BYTES
+            and str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+            and int(self.conn.execute("PRAGMA user_version").fetchone()[0]) >= SCHEMA_VERSION
+        ):
+            self._integrity = BackgroundCheck(self.path, _connect_read_only)
+        else:
+            check_integrity(self.conn, self.path)
+
+    def _checked_for_writing(self) -> None:
+        if self._integrity is not None:
+            check, self._integrity = self._integrity, None
+            try:
+                check.verdict()
+            except StoreError:
+                self._integrity = check  # every later write is refused as well
+                raise
 
     def _check_tables(self) -> None:
         missing = set(TABLE_NAMES) - self.table_names()
@@ -233,6 +231,8 @@ class SqliteFile:
 
     def close(self) -> None:
         with self._lock:
+            if self._integrity is not None:
+                self._integrity.stop()
             self.conn.close()
 
     def write_lock(self) -> AbstractContextManager[Any]:
@@ -246,6 +246,7 @@ class SqliteFile:
         if self.read_only:
             raise StoreError("the session database was opened read-only", path=str(self.path))
         with self._lock:
+            self._checked_for_writing()
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:

@@ -11,6 +11,7 @@ first, sub-agents with ``parent_key``), with stable keys so a re-import replaces
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -102,7 +103,10 @@ def companion_state(session_file: str | os.PathLike[str]) -> str | None:
         return None
     folder = path.parent / path.stem
     files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
-    files += [p for p in path.parent.glob("agent-*.jsonl") if _first_session_id(p) == path.stem]
+    files += [
+        p for p, first in _legacy_agent_files(path.parent)
+        if (first if first is not None else _first_session_id(p)) == path.stem
+    ]  # fmt: skip
     if not files:
         return None
     digest = hashlib.sha256()
@@ -113,6 +117,22 @@ def companion_state(session_file: str | os.PathLike[str]) -> str | None:
             continue
         digest.update(f"{file.relative_to(path.parent)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def _legacy_agent_files(project: Path) -> tuple[tuple[Path, str | None], ...]:
+    """The ``agent-*.jsonl`` files of a project folder, each with the session its first lines name
+    (None: none yet, asked again), read once while the folder's entries stay the same: every
+    session file of the folder asks (a folder of 200 sessions listed and read 200 times)."""
+    try:
+        listed = project.stat().st_mtime_ns
+    except OSError:
+        return ()
+    return _agent_files_listed(str(project), listed)
+
+
+@functools.lru_cache(maxsize=256)
+def _agent_files_listed(project: str, mtime_ns: int) -> tuple[tuple[Path, str | None], ...]:
+    return tuple((p, _first_session_id(p)) for p in sorted(Path(project).glob("agent-*.jsonl")))
 
 
 def is_session_file(path: Path) -> bool:
