@@ -321,3 +321,36 @@ def test_a_settings_file_rewritten_badly_keeps_the_last_good_settings_and_no_req
             (event,) = store.list_events("s", kind="request")
     assert event.context_window == 200_000  # the recorder reads the settings in force too
     assert len(upstream.requests) == 1
+
+
+def test_a_settings_file_emptied_while_an_editor_saves_it_keeps_the_settings_until_it_stays_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.proxy.policy import policy_file
+
+    monkeypatch.setattr(policy_file, "EMPTY_SETTLED_S", 1.5)
+    settings = tmp_path / "settings.toml"
+    window = '[models."claude-sonnet-4-6"]\ncontext_window = {}\n'
+    settings.write_text(window.format(2000) + '[policies]\nguard = { action = "error" }\n', encoding="utf-8")
+    watched = policy_file.PolicyFile(settings)
+    try:
+
+        def window_in_force() -> int | None:
+            entry = watched.settings.models.get("claude-sonnet-4-6") if watched.settings else None
+            return entry.context_window if entry else None
+
+        settings.write_bytes(b"")  # truncated: an editor saving in place, paused before it writes
+        time.sleep(0.8)  # three looks at the empty file
+        assert window_in_force() == 2000 and watched.config.active and watched.error is None
+        settings.write_text(window.format(200_000), encoding="utf-8")  # written: read as usual
+        deadline = time.monotonic() + 5
+        while window_in_force() != 200_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert window_in_force() == 200_000
+        settings.write_bytes(b"")  # emptied for good: no settings once it stays empty
+        deadline = time.monotonic() + 5
+        while window_in_force() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert window_in_force() is None and watched.error is None
+    finally:
+        watched.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ logger = logging.getLogger(__name__)
 #: How often (seconds) the watcher looks at the settings file; a change is read once two looks agree
 #: (a file still being written is not read half-way).
 RELOAD_CHECK_S = 0.25
+#: How long (seconds) an emptied settings file stays empty before it is read: an editor saving in
+#: place truncates the file before it writes it, and a process paused in between left the proxy
+#: without the user's settings and policies (its guard off) until the next look.
+EMPTY_SETTLED_S = 2.0
 #: Largest settings file read (a settings file is a few KB; a bigger one is refused, the last good kept).
 MAX_SETTINGS_BYTES = 1024 * 1024
 
@@ -80,6 +85,7 @@ class PolicyFile:
         self._loaded = Loaded(settings, PolicyConfig())
         self._signature: tuple[int, int] | None = None
         self._seen: tuple[int, int] | None = None  # the signature at the watcher's previous look
+        self._empty_since: float | None = None  # when the file was first seen emptied
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         if self.path is not None:
@@ -116,7 +122,7 @@ class PolicyFile:
         previous look; whether new settings are in force."""
         signature = self._stat()
         settled, self._seen = signature == self._seen, signature
-        if signature == self._signature or self.path is None or not settled:
+        if signature == self._signature or self.path is None or not settled or self._being_written(signature):
             return False
         self._signature = signature
         try:
@@ -127,6 +133,16 @@ class PolicyFile:
             return False
         self.error = None
         return True
+
+    def _being_written(self, signature: tuple[int, int] | None) -> bool:
+        """An emptied file (truncated, its new text not yet written) until it stays empty EMPTY_SETTLED_S."""
+        if signature is None or signature[1] > 0:
+            self._empty_since = None
+            return False
+        now = time.monotonic()
+        if self._empty_since is None:
+            self._empty_since = now
+        return now - self._empty_since < EMPTY_SETTLED_S
 
     def _watch(self) -> None:
         while not self._stop.wait(RELOAD_CHECK_S):
