@@ -273,11 +273,11 @@ def imported_files(store: SessionStore) -> dict[str, dict[str, Any]]:
     """{resolved source path: its import state (bytes, mtime_ns, lines, format)} of every file
     the store has sessions from."""
     states: dict[str, dict[str, Any]] = {}
-    for source, metadata in store.source_metadata():
-        state = metadata.get("import_state") if source else None
+    for session in store.import_sources():
+        source, state = session.source_path, session.import_state
         if isinstance(state, dict) and source:
             states[source] = state
-        also = metadata.get("also_from")  # other files of the same session (writer)
+        also = session.also_from  # other files of the same session (writer)
         if isinstance(also, dict):
             states.update({path: s for path, s in also.items() if isinstance(s, dict) and path not in states})
     return states

@@ -21,10 +21,9 @@ class Lineages:
             return None
         if self._by_key is None:
             self._by_key = {}
-            for s in self.store.list_sessions():
-                key = s.metadata.get("lineage_key")
-                if isinstance(key, str):
-                    self._by_key.setdefault(key, []).append((s.id, bool(s.metadata.get("forked"))))
+            for s in self.store.import_sources():
+                if isinstance(s.lineage_key, str):
+                    self._by_key.setdefault(s.lineage_key, []).append((s.session_id, bool(s.forked)))
         family = [
             (sid, forked) for sid, forked in self._by_key.get(parsed.lineage_key, []) if sid != session_id
         ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from engine.events import ContextEvent, ProviderUsage
@@ -27,6 +28,19 @@ from engine.store.records import (
     WriteMarks,
 )
 from engine.tokens import Tokenizer
+
+
+@dataclass(frozen=True)
+class ImportSource:
+    """What an import batch reads of a stored session (:meth:`SessionStoreBackend.import_sources`): the
+    file it came from and these members of its metadata (None when it has none)."""
+
+    session_id: str
+    source_path: str | None
+    import_state: Any  # the file's state when imported (size, time, format)
+    also_from: Any  # other files of the same session: their states by path
+    lineage_key: Any
+    forked: Any
 
 
 @runtime_checkable
@@ -47,7 +61,7 @@ class SessionStoreBackend(Protocol):
     def update_session(self, session_id: str, **fields: Any) -> None: ...
     def get_session(self, session_id: str) -> SessionRecord: ...
     def list_sessions(self) -> list[SessionRecord]: ...
-    def source_metadata(self) -> list[tuple[str | None, dict[str, Any]]]: ...
+    def import_sources(self) -> list[ImportSource]: ...
     def delete_session(self, session_id: str) -> None: ...
     def written_since(self, marks: WriteMarks | None) -> tuple[WriteMarks, frozenset[str]]: ...
 
@@ -113,6 +127,10 @@ class SqlDatabase(Protocol):
     #: Whether a row committed later always has a higher id than every row committed before it
     #: (SQLite: one writer at a time; PostgreSQL: transactions draw ids, then commit in any order).
     ids_in_commit_order: bool
+
+    def json_member(self, column: str, key: str) -> str:
+        """SQL for the JSON text of member ``key`` of the JSON object in text ``column`` (NULL: none)."""
+        ...
 
     def close(self) -> None: ...
     def table_names(self) -> set[str]: ...

@@ -101,6 +101,10 @@ class PgServer:
     integrity_errors: tuple[type[BaseException], ...] = (psycopg.errors.IntegrityError,)
     ids_in_commit_order = False
 
+    @staticmethod
+    def json_member(column: str, key: str) -> str:
+        return f"(({column})::jsonb -> '{key}')::text"
+
     def __init__(self, url: str, read_only: bool, max_size: int, timeout: float) -> None:
         """Connect (``timeout`` seconds at most), check the schema and migrate it unless ``read_only``;
         as :class:`PostgresSessionStore` opens it."""

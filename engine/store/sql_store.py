@@ -29,7 +29,7 @@ from engine.errors import NotFoundError, StoreError
 from engine.events import ContextEvent, ProviderUsage
 from engine.messages import Message, ToolResultBlock, is_tool_result_only, is_user_input
 from engine.redact import redact_row
-from engine.store.backend import SqlDatabase
+from engine.store.backend import ImportSource, SqlDatabase
 from engine.store.blobs import blob_pieces, blob_stats
 from engine.store.event_batch import EVENT_COLUMNS, HELD_ROWS, EventBatch, event_row
 from engine.store.payloads import (
@@ -421,11 +421,19 @@ class SqlSessionStore:
     def list_sessions(self) -> list[SessionRecord]:
         return [_session(r) for r in self._read("SELECT * FROM sessions ORDER BY created_utc, id")]
 
-    def source_metadata(self) -> list[tuple[str | None, dict[str, Any]]]:
-        """(source path, metadata) of every session in :meth:`list_sessions` order, no record built:
-        what a re-import reads of its thousands of sessions (their import states)."""
-        rows = self._read("SELECT id, source_path, metadata_json FROM sessions ORDER BY created_utc, id")
-        return [(r[1], loads_json(r[2], f"sessions.metadata_json ({r[0]})") or {}) for r in rows]
+    def import_sources(self) -> list[ImportSource]:
+        """What an import batch reads of every session (:class:`ImportSource`), in :meth:`list_sessions`
+        order: the members picked out by the database, not the whole metadata decoded here (29 MB of
+        it at 8,500 sessions, Codex's system prompts: 0.3 s, read twice per batch)."""
+        keys = ("import_state", "also_from", "lineage_key", "forked")
+        members = ", ".join(self._db.json_member("metadata_json", key) for key in keys)
+        rows = self._read(f"SELECT id, source_path, {members} FROM sessions ORDER BY created_utc, id")
+        return [
+            ImportSource(
+                r[0], r[1], *(None if v is None else loads_json(v, f"metadata of {r[0]}") for v in r[2:])
+            )
+            for r in rows
+        ]
 
     def delete_session(self, session_id: str) -> None:
         with self.transaction() as conn:

@@ -163,6 +163,10 @@ class SqliteFile:
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
     ids_in_commit_order = True
 
+    @staticmethod
+    def json_member(column: str, key: str) -> str:
+        return f"{column} -> '$.{key}'"
+
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
