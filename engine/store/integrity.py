@@ -38,16 +38,19 @@ def check_integrity(
         if "interrupted" in str(exc):
             logger.info("quick_check of %s stopped before its end", path)
             return
-        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
+        raise damaged(exc, path) from exc
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"database is damaged ({exc}); not writing into it", path=str(path)) from exc
+        raise damaged(exc, path) from exc
     finally:
         conn.set_progress_handler(None, 0)
     problems = [r[0] for r in rows if r[0] != "ok"]
     if problems:
-        raise StoreError(
-            f"database is damaged ({'; '.join(problems)[:300]}); not writing into it", path=str(path)
-        )
+        raise damaged("; ".join(problems)[:300], path)
+
+
+def damaged(why: object, path: Path) -> StoreError:
+    """The error that refuses a write into a damaged file, saying why."""
+    return StoreError(f"database is damaged ({why}); not writing into it", path=str(path))
 
 
 class BackgroundCheck:
@@ -66,7 +69,7 @@ class BackgroundCheck:
         try:
             conn = connect(self.path)
         except sqlite3.DatabaseError as exc:
-            self._error = StoreError(f"database is damaged ({exc}); not writing into it", path=str(self.path))
+            self._error = damaged(exc, self.path)
             return
         try:
             check_integrity(conn, self.path, stop=lambda: self._stopped)
